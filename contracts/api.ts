@@ -1,0 +1,233 @@
+/**
+ * Request/reply API over NATS. Every operation is served on
+ * `wm.api.<agentId>.<subject>` (see subjects.ts) with a JSON request body and
+ * a JSON reply that is either `{ "ok": true, "value": ... }` or
+ * `{ "ok": false, "error": { "_tag": ..., ... } }`.
+ *
+ * Writes reply with `seq`, the stream sequence of the stored event. Reads
+ * accept `afterSeq` and wait until the view has applied that sequence, so a
+ * client always reads its own writes.
+ */
+import { Schema } from "effect"
+import { AgentConfig, Budget, Encoding, Role } from "./agent.ts"
+import { EmotionalWeight, Mood, Origin, RepresentationKind, TokenCount, WorkingEntry, WorkingRung } from "./entry.ts"
+import { ApiError } from "./errors.ts"
+import { Focus, TaskKind } from "./focus.ts"
+import { EntryId, EpochMillis, RequestId, StepId } from "./ids.ts"
+
+/** Largest entry content accepted, in UTF-8 bytes. */
+export const MAX_CONTENT_BYTES = 64 * 1024
+export const MAX_TAGS = 32
+export const MAX_REFERENCES = 256
+
+const Seq = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+const base = {
+  /** Idempotency key: retrying with the same requestId stores and applies the write once. */
+  requestId: Schema.optionalKey(RequestId),
+}
+const Tag = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(64))
+
+export const RegisterAgentRequest = Schema.Struct({
+  ...base,
+  role: Role,
+  /** Defaults to the role's budget; required for the custom role. */
+  budget: Schema.optionalKey(Budget),
+  encoding: Schema.optionalKey(Encoding),
+})
+export const RegisterAgentResponse = Schema.Struct({ agent: AgentConfig, budget: Budget, seq: Seq })
+
+export const RetuneBudgetRequest = Schema.Struct({ ...base, budget: Budget })
+export const EnterHyperfocusRequest = Schema.Struct({
+  ...base,
+  /** The expanded budget; twice the base budget when omitted. */
+  budget: Schema.optionalKey(Budget),
+})
+export const ExitHyperfocusRequest = Schema.Struct({ ...base })
+export const BudgetResponse = Schema.Struct({
+  baseBudget: Budget,
+  budget: Budget,
+  hyperfocus: Schema.Boolean,
+  seq: Seq,
+})
+
+export const RecordEntryRequest = Schema.Struct({
+  ...base,
+  content: Schema.String.check(Schema.isMinLength(1)),
+  origin: Origin,
+  /** When the entry happened; now when omitted (set it to import history). */
+  timestamp: Schema.optionalKey(EpochMillis),
+  correlationId: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))),
+  tags: Schema.optionalKey(Schema.Array(Tag).check(Schema.isMaxLength(MAX_TAGS))),
+  mood: Schema.optionalKey(Mood),
+  emotionalWeight: Schema.optionalKey(EmotionalWeight),
+})
+export const RecordEntryResponse = Schema.Struct({
+  entryId: EntryId,
+  timestamp: EpochMillis,
+  tokens: TokenCount,
+  seq: Seq,
+  /** True when this requestId had already been stored: nothing new was written. */
+  duplicate: Schema.Boolean,
+})
+
+export const BeginStepRequest = Schema.Struct({
+  ...base,
+  stepId: Schema.optionalKey(StepId),
+  focus: Schema.optionalKey(Focus),
+})
+export const StepResponse = Schema.Struct({ stepId: StepId, seq: Seq })
+
+export const SetFocusRequest = Schema.Struct({ ...base, focus: Focus, taskKind: Schema.optionalKey(TaskKind) })
+export const FocusResponse = Schema.Struct({ transition: Schema.Boolean, seq: Seq })
+
+export const ReferenceEntriesRequest = Schema.Struct({
+  ...base,
+  stepId: StepId,
+  entryIds: Schema.Array(EntryId).check(Schema.isMinLength(1), Schema.isMaxLength(MAX_REFERENCES)),
+})
+export const ReferenceResponse = Schema.Struct({ entryIds: Schema.Array(EntryId), seq: Seq })
+
+export const EndStepRequest = Schema.Struct({ ...base, stepId: StepId })
+
+export const ContextOrder = Schema.Literals(["timestamp", "priority"])
+export const BuildContextRequest = Schema.Struct({
+  ...base,
+  stepId: Schema.optionalKey(StepId),
+  /** A per-call limit below the agent's budget. */
+  limit: Schema.optionalKey(Budget),
+  /** timestamp (default): oldest first. priority: the builder's priority order. */
+  order: Schema.optionalKey(ContextOrder),
+  afterSeq: Schema.optionalKey(Seq),
+})
+export const ContextItem = Schema.Struct({
+  entryId: EntryId,
+  timestamp: EpochMillis,
+  origin: Origin,
+  rung: WorkingRung,
+  form: RepresentationKind,
+  cue: Schema.Boolean,
+  tokens: TokenCount,
+})
+export const BuiltContext = Schema.Struct({
+  text: Schema.String,
+  tokens: TokenCount,
+  budget: Budget,
+  items: Schema.Array(ContextItem),
+  /** Working entries that did not fit. */
+  omitted: Schema.Int,
+  seq: Seq,
+})
+
+export const GetViewRequest = Schema.Struct({ afterSeq: Schema.optionalKey(Seq) })
+export const ViewResponse = Schema.Struct({
+  agent: AgentConfig,
+  budget: Budget,
+  hyperfocus: Schema.Boolean,
+  /** Tokens working carries at the entries' current rungs. */
+  usage: TokenCount,
+  entriesByRung: Schema.Struct({ "0": Schema.Int, "1": Schema.Int, "2": Schema.Int }),
+  step: Schema.NullOr(Schema.Struct({ stepId: StepId, focus: Schema.NullOr(Focus) })),
+  focus: Schema.NullOr(Focus),
+  entries: Schema.Array(WorkingEntry),
+  appliedSeq: Seq,
+})
+
+export type Operation = {
+  /** Subject suffix after `wm.api.<agentId>.` */
+  readonly subject: string
+  readonly servedBy: "gateway" | "working"
+  readonly summary: string
+  readonly request: Schema.Top
+  readonly response: Schema.Top
+}
+
+export const operations = {
+  registerAgent: {
+    subject: "agent.register",
+    servedBy: "gateway",
+    summary: "Register an agent with its role, budget and tokenizer encoding.",
+    request: RegisterAgentRequest,
+    response: RegisterAgentResponse,
+  },
+  retuneBudget: {
+    subject: "budget.retune",
+    servedBy: "gateway",
+    summary: "Change the agent's base budget at run time.",
+    request: RetuneBudgetRequest,
+    response: BudgetResponse,
+  },
+  enterHyperfocus: {
+    subject: "budget.hyperfocus.enter",
+    servedBy: "gateway",
+    summary: "Expand the budget for a deeper dive (twice the base budget unless given).",
+    request: EnterHyperfocusRequest,
+    response: BudgetResponse,
+  },
+  exitHyperfocus: {
+    subject: "budget.hyperfocus.exit",
+    servedBy: "gateway",
+    summary: "Return to the base budget.",
+    request: ExitHyperfocusRequest,
+    response: BudgetResponse,
+  },
+  recordEntry: {
+    subject: "entry.record",
+    servedBy: "gateway",
+    summary: "Record a working entry at full fidelity (rung 0).",
+    request: RecordEntryRequest,
+    response: RecordEntryResponse,
+  },
+  beginStep: {
+    subject: "step.begin",
+    servedBy: "gateway",
+    summary: "Begin a reasoning step, optionally with a focus.",
+    request: BeginStepRequest,
+    response: StepResponse,
+  },
+  setFocus: {
+    subject: "focus.set",
+    servedBy: "gateway",
+    summary: "Set the current task, subgoal or query; a new task is a task transition.",
+    request: SetFocusRequest,
+    response: FocusResponse,
+  },
+  referenceEntries: {
+    subject: "step.reference",
+    servedBy: "gateway",
+    summary: "Report which entries the agent used in the open step.",
+    request: ReferenceEntriesRequest,
+    response: ReferenceResponse,
+  },
+  endStep: {
+    subject: "step.end",
+    servedBy: "gateway",
+    summary: "End the open step.",
+    request: EndStepRequest,
+    response: StepResponse,
+  },
+  buildContext: {
+    subject: "context.build",
+    servedBy: "working",
+    summary: "Serialise working memory into the prompt context within the budget (publishes a read event).",
+    request: BuildContextRequest,
+    response: BuiltContext,
+  },
+  getView: {
+    subject: "view.get",
+    servedBy: "working",
+    summary: "The agent's working view: budget use, entries by rung, the open step.",
+    request: GetViewRequest,
+    response: ViewResponse,
+  },
+} as const satisfies Record<string, Operation>
+
+export type OperationName = keyof typeof operations
+export type RequestOf<O extends OperationName> = (typeof operations)[O]["request"]["Type"]
+export type ResponseOf<O extends OperationName> = (typeof operations)[O]["response"]["Type"]
+
+/** The reply envelope of every operation. */
+export const replyEnvelope = (value: Schema.Top) =>
+  Schema.Union([
+    Schema.Struct({ ok: Schema.Literal(true), value }),
+    Schema.Struct({ ok: Schema.Literal(false), error: ApiError }),
+  ])

@@ -1,0 +1,87 @@
+/**
+ * Typed errors returned by the API. Each is a Schema.TaggedError, so inside
+ * services they are caught by tag, and on the wire they travel as their JSON
+ * encoding ({ "_tag": ..., fields }).
+ */
+import { Schema } from "effect"
+
+export const FieldIssue = Schema.Struct({ field: Schema.String, reason: Schema.String })
+export type FieldIssue = typeof FieldIssue.Type
+
+/** The request is malformed. `field` names the first offending field; `issues` lists all of them. */
+export class ValidationError extends Schema.TaggedError<ValidationError>()("ValidationError", {
+  field: Schema.String,
+  reason: Schema.String,
+  issues: Schema.Array(FieldIssue),
+}) {
+  static one(field: string, reason: string): ValidationError {
+    return new ValidationError({ field, reason, issues: [{ field, reason }] })
+  }
+  override get message(): string {
+    return this.issues.map((i) => `${i.field}: ${i.reason}`).join("; ")
+  }
+}
+
+export class AgentNotFound extends Schema.TaggedError<AgentNotFound>()("AgentNotFound", {
+  agentId: Schema.String,
+}) {
+  override get message(): string {
+    return `agent '${this.agentId}' is not registered`
+  }
+}
+
+export class AgentAlreadyRegistered extends Schema.TaggedError<AgentAlreadyRegistered>()("AgentAlreadyRegistered", {
+  agentId: Schema.String,
+}) {
+  override get message(): string {
+    return `agent '${this.agentId}' is already registered`
+  }
+}
+
+/** The request is well formed but the agent's state does not allow it (no open step, not in hyperfocus...). */
+export class InvalidState extends Schema.TaggedError<InvalidState>()("InvalidState", {
+  field: Schema.String,
+  reason: Schema.String,
+}) {
+  override get message(): string {
+    return `${this.field}: ${this.reason}`
+  }
+}
+
+export class UnknownEntries extends Schema.TaggedError<UnknownEntries>()("UnknownEntries", {
+  entryIds: Schema.Array(Schema.String),
+}) {
+  override get message(): string {
+    return `unknown entries: ${this.entryIds.join(", ")}`
+  }
+}
+
+/** A read asked to see writes up to `afterSeq`, and the projection did not get there in time. */
+export class NotCaughtUp extends Schema.TaggedError<NotCaughtUp>()("NotCaughtUp", {
+  afterSeq: Schema.Int,
+  appliedSeq: Schema.Int,
+}) {
+  override get message(): string {
+    return `the view has applied events up to ${this.appliedSeq}, not yet ${this.afterSeq}`
+  }
+}
+
+/** The event log could not take the write; nothing was stored. Safe to retry with the same requestId. */
+export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", {
+  reason: Schema.String,
+}) {
+  override get message(): string {
+    return `unavailable: ${this.reason}`
+  }
+}
+
+export const ApiError = Schema.Union([
+  ValidationError,
+  AgentNotFound,
+  AgentAlreadyRegistered,
+  InvalidState,
+  UnknownEntries,
+  NotCaughtUp,
+  Unavailable,
+])
+export type ApiError = typeof ApiError.Type

@@ -1,0 +1,203 @@
+/**
+ * The event model. Every change to memory is one of these, stored once on the
+ * WM_EVENTS stream; projections fold them into views. Each event carries a
+ * schema version `v`: a new version is added beside the old one, never in
+ * its place, so old logs keep decoding.
+ */
+import { Schema } from "effect"
+import { AgentConfig, Budget } from "./agent.ts"
+import { Embedding, FadeScore, Producer } from "./fade.ts"
+import { Focus, TaskKind } from "./focus.ts"
+import { EmotionalWeight, Mood, Origin, RepresentationKind, TokenCount, WorkingRung } from "./entry.ts"
+import { AgentId, EntryId, EpochMillis, EventId, StepId } from "./ids.ts"
+
+const envelope = {
+  v: Schema.Literal(1),
+  eventId: EventId,
+  agentId: AgentId,
+  /** When the event was stamped by the service that published it. */
+  at: EpochMillis,
+  /** The event or request that caused this one. */
+  causationId: Schema.NullOr(Schema.String),
+  /** The thread this event belongs to, across agents. */
+  correlationId: Schema.NullOr(Schema.String),
+}
+
+export const AgentRegistered = Schema.TaggedStruct("AgentRegistered", {
+  ...envelope,
+  config: AgentConfig,
+})
+
+export const BudgetChanged = Schema.TaggedStruct("BudgetChanged", {
+  ...envelope,
+  reason: Schema.Literals(["retune", "hyperfocus-enter", "hyperfocus-exit"]),
+  /** The budget outside hyperfocus. */
+  baseBudget: Budget,
+  /** The budget in force after this event. */
+  budget: Budget,
+})
+
+export const EntryRecorded = Schema.TaggedStruct("EntryRecorded", {
+  ...envelope,
+  entryId: EntryId,
+  timestamp: EpochMillis,
+  origin: Origin,
+  content: Schema.String,
+  tags: Schema.Array(Schema.String),
+  moodSnapshot: Schema.NullOr(Mood),
+  emotionalWeight: EmotionalWeight,
+  /** Token cost of the raw representation as serialised. */
+  tokens: TokenCount,
+})
+
+export const ServedItem = Schema.Struct({
+  entryId: EntryId,
+  form: RepresentationKind,
+  cue: Schema.Boolean,
+})
+
+export const EntriesRead = Schema.TaggedStruct("EntriesRead", {
+  ...envelope,
+  stepId: Schema.NullOr(StepId),
+  budget: Budget,
+  tokens: TokenCount,
+  served: Schema.Array(ServedItem),
+})
+
+export const EntriesReferenced = Schema.TaggedStruct("EntriesReferenced", {
+  ...envelope,
+  stepId: StepId,
+  entryIds: Schema.Array(EntryId),
+})
+
+export const StepStarted = Schema.TaggedStruct("StepStarted", {
+  ...envelope,
+  stepId: StepId,
+  focus: Schema.NullOr(Focus),
+})
+
+export const StepEnded = Schema.TaggedStruct("StepEnded", {
+  ...envelope,
+  stepId: StepId,
+})
+
+export const FocusChanged = Schema.TaggedStruct("FocusChanged", {
+  ...envelope,
+  focus: Focus,
+  taskKind: Schema.NullOr(TaskKind),
+  /** True when the task itself changed (a task transition), not only the subgoal or query. */
+  transition: Schema.Boolean,
+})
+
+export const RungChanged = Schema.TaggedStruct("RungChanged", {
+  ...envelope,
+  entryId: EntryId,
+  from: WorkingRung,
+  to: Schema.Literals([1, 2]),
+  /** The new representation: key points at rung 1, the summary at rung 2. */
+  text: Schema.String,
+  tokens: TokenCount,
+  score: FadeScore,
+  producer: Producer,
+})
+
+export const EntryDemoted = Schema.TaggedStruct("EntryDemoted", {
+  ...envelope,
+  entryId: EntryId,
+  from: WorkingRung,
+  score: FadeScore,
+  embedding: Embedding,
+})
+
+export const CueTrigger = Schema.Literals(["explicit-reference", "similarity", "task-transition", "warm-up"])
+
+/** Metadata a rehydrated record carries back, so working can serialise it. */
+export const RecalledEntry = Schema.Struct({
+  timestamp: EpochMillis,
+  origin: Origin,
+  tags: Schema.Array(Schema.String),
+  moodSnapshot: Schema.NullOr(Mood),
+  emotionalWeight: EmotionalWeight,
+  form: RepresentationKind,
+  text: Schema.String,
+  tokens: TokenCount,
+})
+
+export const CueRehydrated = Schema.TaggedStruct("CueRehydrated", {
+  ...envelope,
+  stepId: StepId,
+  entryId: EntryId,
+  trigger: CueTrigger,
+  relevance: Schema.Finite,
+  recalled: RecalledEntry,
+})
+
+export const CuePromoted = Schema.TaggedStruct("CuePromoted", {
+  ...envelope,
+  stepId: Schema.NullOr(StepId),
+  entryId: EntryId,
+  /** Warm-up promotes without a step; a referenced cue promotes within one. */
+  trigger: CueTrigger,
+  recalled: RecalledEntry,
+})
+
+export const CueDropped = Schema.TaggedStruct("CueDropped", {
+  ...envelope,
+  stepId: StepId,
+  entryId: EntryId,
+})
+
+export const MemoryEvent = Schema.Union([
+  AgentRegistered,
+  BudgetChanged,
+  EntryRecorded,
+  EntriesRead,
+  EntriesReferenced,
+  StepStarted,
+  StepEnded,
+  FocusChanged,
+  RungChanged,
+  EntryDemoted,
+  CueRehydrated,
+  CuePromoted,
+  CueDropped,
+])
+export type MemoryEvent = typeof MemoryEvent.Type
+export type MemoryEventTag = MemoryEvent["_tag"]
+export type EventOf<T extends MemoryEventTag> = Extract<MemoryEvent, { _tag: T }>
+/** An event before it is stamped with the envelope's id, time and causation. */
+export type EventBody<T extends MemoryEventTag> = Omit<EventOf<T>, "v" | "eventId" | "at" | "causationId" | "correlationId">
+
+export const EVENT_TAGS: ReadonlyArray<MemoryEventTag> = [
+  "AgentRegistered",
+  "BudgetChanged",
+  "EntryRecorded",
+  "EntriesRead",
+  "EntriesReferenced",
+  "StepStarted",
+  "StepEnded",
+  "FocusChanged",
+  "RungChanged",
+  "EntryDemoted",
+  "CueRehydrated",
+  "CuePromoted",
+  "CueDropped",
+]
+
+/** Events that concern one entry; they are published on the entry's own subject. */
+export const entryIdOf = (event: MemoryEvent): string | null => {
+  switch (event._tag) {
+    case "EntryRecorded":
+    case "RungChanged":
+    case "EntryDemoted":
+    case "CueRehydrated":
+    case "CuePromoted":
+    case "CueDropped":
+      return event.entryId
+    default:
+      return null
+  }
+}
+
+/** Decodes a stored event from its JSON text. */
+export const MemoryEventFromJson = Schema.fromJsonString(MemoryEvent)

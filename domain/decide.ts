@@ -1,0 +1,183 @@
+/**
+ * Deciders: given an agent's view and a validated request, the event to
+ * record or the typed error that refuses it. Pure: ids and times come in
+ * the stamp, token counts from the deterministic tokenizer.
+ */
+import { HashMap, HashSet } from "effect"
+import { DEFAULT_ENCODING, DEFAULT_HYPERFOCUS_FACTOR, MAX_BUDGET, ROLE_DEFAULT_BUDGETS, type AgentConfig } from "../contracts/agent.ts"
+import { MAX_CONTENT_BYTES, type RequestOf } from "../contracts/api.ts"
+import { AgentAlreadyRegistered, InvalidState, UnknownEntries, ValidationError } from "../contracts/errors.ts"
+import type { EventOf } from "../contracts/events.ts"
+import type { Focus } from "../contracts/focus.ts"
+import type { AgentView } from "./agent-view.ts"
+import { blockTokens } from "./render.ts"
+
+/** Envelope values fixed by the service that handles the request. */
+export interface Stamp {
+  readonly eventId: string
+  readonly agentId: string
+  readonly at: number
+  readonly causationId: string | null
+  readonly correlationId: string | null
+}
+
+export type Decision<E> = { readonly ok: true; readonly event: E } | { readonly ok: false; readonly error: DecisionError }
+export type DecisionError = ValidationError | AgentAlreadyRegistered | InvalidState | UnknownEntries
+
+const accept = <E>(event: E): Decision<E> => ({ ok: true, event })
+const refuse = <E>(error: DecisionError): Decision<E> => ({ ok: false, error })
+const envelope = (stamp: Stamp) => ({ v: 1 as const, ...stamp })
+
+export const requestedConfig = (agentId: string, request: RequestOf<"registerAgent">): AgentConfig | ValidationError => {
+  const budget = request.budget ?? (request.role === "custom" ? undefined : ROLE_DEFAULT_BUDGETS[request.role])
+  if (budget === undefined) return ValidationError.one("budget", "is required for the custom role")
+  return { id: agentId, role: request.role, budget, encoding: request.encoding ?? DEFAULT_ENCODING }
+}
+
+const sameConfig = (a: AgentConfig, b: AgentConfig) =>
+  a.id === b.id && a.role === b.role && a.budget === b.budget && a.encoding === b.encoding
+
+/**
+ * Registering an agent that exists with the same configuration is accepted
+ * with no new event (null): registration is idempotent.
+ */
+export const decideRegister = (
+  view: AgentView | undefined,
+  request: RequestOf<"registerAgent">,
+  stamp: Stamp,
+): Decision<EventOf<"AgentRegistered"> | null> => {
+  const config = requestedConfig(stamp.agentId, request)
+  if (config instanceof ValidationError) return refuse(config)
+  if (view !== undefined) {
+    return sameConfig(view.config, config) ? accept(null) : refuse(new AgentAlreadyRegistered({ agentId: stamp.agentId }))
+  }
+  return accept({ _tag: "AgentRegistered", ...envelope(stamp), config })
+}
+
+export const decideRetune = (
+  view: AgentView,
+  request: RequestOf<"retuneBudget">,
+  stamp: Stamp,
+): Decision<EventOf<"BudgetChanged">> =>
+  accept({
+    _tag: "BudgetChanged",
+    ...envelope(stamp),
+    reason: "retune",
+    baseBudget: request.budget,
+    // During hyperfocus the expanded budget stays unless the new base exceeds it.
+    budget: view.hyperfocus ? Math.max(view.budget, request.budget) : request.budget,
+  })
+
+export const decideEnterHyperfocus = (
+  view: AgentView,
+  request: RequestOf<"enterHyperfocus">,
+  stamp: Stamp,
+): Decision<EventOf<"BudgetChanged">> => {
+  if (view.hyperfocus) return refuse(new InvalidState({ field: "hyperfocus", reason: "the agent is already in hyperfocus" }))
+  const base = view.config.budget
+  const budget = request.budget ?? Math.min(MAX_BUDGET, base * DEFAULT_HYPERFOCUS_FACTOR)
+  if (budget <= base) return refuse(ValidationError.one("budget", `must exceed the base budget of ${base} tokens`))
+  return accept({ _tag: "BudgetChanged", ...envelope(stamp), reason: "hyperfocus-enter", baseBudget: base, budget })
+}
+
+export const decideExitHyperfocus = (view: AgentView, stamp: Stamp): Decision<EventOf<"BudgetChanged">> => {
+  if (!view.hyperfocus) return refuse(new InvalidState({ field: "hyperfocus", reason: "the agent is not in hyperfocus" }))
+  const base = view.config.budget
+  return accept({ _tag: "BudgetChanged", ...envelope(stamp), reason: "hyperfocus-exit", baseBudget: base, budget: base })
+}
+
+const utf8Bytes = (text: string) => Buffer.byteLength(text, "utf8")
+
+export const decideRecord = (
+  view: AgentView,
+  request: RequestOf<"recordEntry">,
+  stamp: Stamp,
+  entryId: string,
+): Decision<EventOf<"EntryRecorded">> => {
+  const bytes = utf8Bytes(request.content)
+  if (bytes > MAX_CONTENT_BYTES) {
+    return refuse(ValidationError.one("content", `is ${bytes} bytes; the limit is ${MAX_CONTENT_BYTES} bytes`))
+  }
+  if (request.content.trim().length === 0) return refuse(ValidationError.one("content", "must contain visible text"))
+  const timestamp = request.timestamp ?? stamp.at
+  const tokens = blockTokens({ timestamp, origin: request.origin }, "raw", request.content, view.config.encoding)
+  return accept({
+    _tag: "EntryRecorded",
+    ...envelope(stamp),
+    entryId,
+    timestamp,
+    origin: request.origin,
+    content: request.content,
+    tags: Array.from(new Set(request.tags ?? [])),
+    moodSnapshot: request.mood ?? null,
+    emotionalWeight: request.emotionalWeight ?? 0,
+    tokens,
+  })
+}
+
+export const decideBeginStep = (
+  view: AgentView,
+  request: RequestOf<"beginStep">,
+  stamp: Stamp,
+  stepId: string,
+): Decision<EventOf<"StepStarted"> | null> => {
+  if (view.step !== null) {
+    // Beginning the step that is already open is a retry: nothing new to record.
+    if (view.step.stepId === stepId) return accept(null)
+    return refuse(new InvalidState({ field: "stepId", reason: `step '${view.step.stepId}' is still open; end it first` }))
+  }
+  return accept({ _tag: "StepStarted", ...envelope(stamp), stepId, focus: request.focus ?? null })
+}
+
+/**
+ * A new task replaces the whole focus (a task transition); a subgoal or
+ * query alone refines the current task.
+ */
+export const decideFocus = (
+  view: AgentView,
+  request: RequestOf<"setFocus">,
+  stamp: Stamp,
+): Decision<EventOf<"FocusChanged">> => {
+  const previous = view.focus
+  const transition = request.focus.task !== undefined && request.focus.task !== previous?.task
+  const focus: Focus = transition || previous === null ? request.focus : { ...previous, ...request.focus }
+  return accept({
+    _tag: "FocusChanged",
+    ...envelope(stamp),
+    focus,
+    taskKind: request.taskKind ?? (transition ? null : view.taskKind),
+    transition,
+  })
+}
+
+const openStep = (view: AgentView, stepId: string): InvalidState | null =>
+  view.step === null
+    ? new InvalidState({ field: "stepId", reason: `no step is open (asked for '${stepId}')` })
+    : view.step.stepId !== stepId
+      ? new InvalidState({ field: "stepId", reason: `the open step is '${view.step.stepId}', not '${stepId}'` })
+      : null
+
+export const decideReference = (
+  view: AgentView,
+  request: RequestOf<"referenceEntries">,
+  stamp: Stamp,
+): Decision<EventOf<"EntriesReferenced">> => {
+  const notOpen = openStep(view, request.stepId)
+  if (notOpen) return refuse(notOpen)
+  const ids = Array.from(new Set(request.entryIds))
+  const unknown = ids.filter(
+    (id) => !HashMap.has(view.entries, id) && !HashMap.has(view.cues, id) && !HashSet.has(view.longTerm, id),
+  )
+  if (unknown.length > 0) return refuse(new UnknownEntries({ entryIds: unknown }))
+  return accept({ _tag: "EntriesReferenced", ...envelope(stamp), stepId: request.stepId, entryIds: ids })
+}
+
+export const decideEndStep = (
+  view: AgentView,
+  request: RequestOf<"endStep">,
+  stamp: Stamp,
+): Decision<EventOf<"StepEnded">> => {
+  const notOpen = openStep(view, request.stepId)
+  if (notOpen) return refuse(notOpen)
+  return accept({ _tag: "StepEnded", ...envelope(stamp), stepId: request.stepId })
+}

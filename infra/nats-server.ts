@@ -1,0 +1,202 @@
+/**
+ * Starts real nats-server processes on loopback: one JetStream server, or a
+ * three-node JetStream cluster. Used by the one-command start, the tests and
+ * the benchmarks. Nothing here is mocked: it runs the installed binary.
+ */
+import { spawn, spawnSync, type ChildProcess } from "node:child_process"
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+
+export const NATS_INSTALL_HINT =
+  "nats-server was not found. Install it (Debian/Ubuntu: `sudo apt-get install -y nats-server`, " +
+  "macOS: `brew install nats-server`, or a release from https://github.com/nats-io/nats-server/releases) " +
+  "or point NATS_URL at a running JetStream-enabled server."
+
+export const natsServerBinary = (): string | undefined => {
+  const candidates = [process.env.NATS_SERVER_BIN, "nats-server", "/usr/bin/nats-server", "/usr/sbin/nats-server"]
+  for (const candidate of candidates) {
+    if (!candidate) continue
+    const probe = spawnSync(candidate, ["--version"], { encoding: "utf8" })
+    if (probe.status === 0) return candidate
+  }
+  return undefined
+}
+
+export const natsServerVersion = (): string | undefined => {
+  const bin = natsServerBinary()
+  if (!bin) return undefined
+  const out = spawnSync(bin, ["--version"], { encoding: "utf8" }).stdout
+  return out.trim().replace(/^nats-server:\s*v?/, "")
+}
+
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = createServer()
+    server.unref()
+    server.on("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      if (address === null || typeof address === "string") return reject(new Error("no port"))
+      server.close(() => resolve(address.port))
+    })
+  })
+
+export interface NatsServerProcess {
+  readonly url: string
+  readonly port: number
+  readonly storeDir: string
+  readonly name: string
+  /** Graceful stop (SIGTERM), waits for exit. */
+  readonly stop: () => Promise<void>
+  /** SIGKILL, waits for exit: a crash, for fault tests. */
+  readonly kill: () => Promise<void>
+  /** Starts the same server again on the same port and store. */
+  readonly restart: () => Promise<void>
+  readonly isRunning: () => boolean
+}
+
+interface StartOptions {
+  readonly port?: number
+  /** JetStream store directory; a fresh temporary one when omitted. */
+  readonly storeDir?: string
+  /** Remove the store directory on stop (default: true for temporary stores). */
+  readonly removeStoreOnStop?: boolean
+  /** Extra configuration file contents (cluster nodes use this). */
+  readonly config?: string
+  readonly name?: string
+  readonly readyTimeoutMs?: number
+  /** Pass -DV to the server and echo its log. */
+  readonly verbose?: boolean
+}
+
+const waitForReady = (child: ChildProcess, timeoutMs: number, name: string): Promise<void> =>
+  new Promise((resolve, reject) => {
+    let log = ""
+    const timer = setTimeout(() => {
+      cleanup()
+      reject(new Error(`${name} did not report ready within ${timeoutMs} ms:\n${log}`))
+    }, timeoutMs)
+    const onData = (chunk: Buffer) => {
+      log += chunk.toString()
+      if (log.includes("Server is ready")) {
+        cleanup()
+        resolve()
+      }
+    }
+    const onExit = (code: number | null) => {
+      cleanup()
+      reject(new Error(`${name} exited with code ${code} before it was ready:\n${log}`))
+    }
+    const cleanup = () => {
+      clearTimeout(timer)
+      child.stderr?.off("data", onData)
+      child.off("exit", onExit)
+    }
+    child.stderr?.on("data", onData)
+    child.on("exit", onExit)
+  })
+
+const waitForExit = (child: ChildProcess): Promise<void> =>
+  new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve()
+    child.once("exit", () => resolve())
+  })
+
+export const startNatsServer = async (options: StartOptions = {}): Promise<NatsServerProcess> => {
+  const bin = natsServerBinary()
+  if (!bin) throw new Error(NATS_INSTALL_HINT)
+  const port = options.port ?? (await freePort())
+  const temporary = options.storeDir === undefined
+  const storeDir = options.storeDir ?? mkdtempSync(join(tmpdir(), "wm-nats-"))
+  mkdirSync(storeDir, { recursive: true })
+  const removeStore = options.removeStoreOnStop ?? temporary
+  const name = options.name ?? `nats-${port}`
+  const args = ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir, "-n", name]
+  if (options.config !== undefined) {
+    const configFile = join(storeDir, `${name}.conf`)
+    writeFileSync(configFile, options.config)
+    args.push("-c", configFile)
+  }
+  if (options.verbose) args.push("-DV")
+
+  let child: ChildProcess
+  const launch = async () => {
+    child = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] })
+    if (options.verbose) child.stderr?.on("data", (c: Buffer) => process.stderr.write(c))
+    await waitForReady(child, options.readyTimeoutMs ?? 15_000, name)
+    // Keep draining stderr so the server never blocks on a full pipe.
+    child.stderr?.on("data", () => {})
+  }
+  await launch()
+  const running = () => child.exitCode === null && child.signalCode === null
+
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    storeDir,
+    name,
+    isRunning: running,
+    stop: async () => {
+      if (running()) {
+        child.kill("SIGTERM")
+        await waitForExit(child)
+      }
+      if (removeStore) rmSync(storeDir, { recursive: true, force: true })
+    },
+    kill: async () => {
+      if (running()) {
+        child.kill("SIGKILL")
+        await waitForExit(child)
+      }
+    },
+    restart: async () => {
+      if (running()) throw new Error(`${name} is still running`)
+      await launch()
+    },
+  }
+}
+
+export interface NatsCluster {
+  readonly nodes: ReadonlyArray<NatsServerProcess>
+  /** Client URLs of every node, for a client that fails over between them. */
+  readonly servers: ReadonlyArray<string>
+  readonly stop: () => Promise<void>
+}
+
+/** A JetStream cluster of `size` nodes on loopback, each with its own store. */
+export const startNatsCluster = async (size = 3, clusterName = "wm"): Promise<NatsCluster> => {
+  const root = mkdtempSync(join(tmpdir(), "wm-cluster-"))
+  const clientPorts: number[] = []
+  const routePorts: number[] = []
+  for (let i = 0; i < size; i++) {
+    clientPorts.push(await freePort())
+    routePorts.push(await freePort())
+  }
+  const routes = routePorts.map((p) => `nats-route://127.0.0.1:${p}`).join(", ")
+  const nodes = await Promise.all(
+    clientPorts.map((port, i) => {
+      const name = `n${i + 1}`
+      const storeDir = join(root, name)
+      const config = [
+        `server_name: ${name}`,
+        `jetstream { store_dir: "${storeDir}" }`,
+        `cluster {`,
+        `  name: ${clusterName}`,
+        `  listen: 127.0.0.1:${routePorts[i]}`,
+        `  routes: [ ${routes} ]`,
+        `}`,
+      ].join("\n")
+      return startNatsServer({ port, storeDir, config, name, removeStoreOnStop: false, readyTimeoutMs: 30_000 })
+    }),
+  )
+  return {
+    nodes,
+    servers: nodes.map((n) => n.url),
+    stop: async () => {
+      await Promise.all(nodes.map((n) => n.stop()))
+      rmSync(root, { recursive: true, force: true })
+    },
+  }
+}

@@ -1,0 +1,159 @@
+/**
+ * TypeScript client of the working-memory API over NATS.
+ *
+ *   const wm = await WorkingMemoryClient.connect({ servers: "nats://127.0.0.1:4222" })
+ *   const agent = wm.agent("planner")
+ *   await agent.register({ role: "main" })
+ *   await agent.record({ origin: "USER", content: "Ship the report by Friday." })
+ *   const { text, tokens } = await agent.buildContext()
+ *
+ * Every call carries a request id; a call that times out is retried with the
+ * same id, so it is stored and applied once. The client remembers the
+ * highest log sequence its writes reached and asks reads to wait for it, so
+ * an agent always reads its own writes.
+ */
+import { nuid } from "@nats-io/nuid"
+import { connect, errors, type NatsConnection } from "@nats-io/transport-node"
+import { Schema } from "effect"
+import type { OperationName, RequestOf, ResponseOf } from "../contracts/api.ts"
+import { operations } from "../contracts/api.ts"
+import { ApiError } from "../contracts/errors.ts"
+import { apiSubject } from "../contracts/subjects.ts"
+
+export interface ConnectOptions {
+  readonly servers: string | ReadonlyArray<string>
+  readonly user?: string
+  readonly pass?: string
+  readonly name?: string
+  /** Per attempt, in milliseconds (default 5000). */
+  readonly timeoutMs?: number
+  /** Attempts per call when the service does not answer (default 4). */
+  readonly attempts?: number
+}
+
+const decodeApiError = Schema.decodeUnknownSync(ApiError)
+const textEncoder = new TextEncoder()
+const textDecoder = new TextDecoder()
+
+/** Thrown when the service does not answer at all after every attempt. */
+export class NoResponse extends Error {
+  override readonly name = "NoResponse"
+}
+
+type Without<T, K extends keyof any> = T extends unknown ? Omit<T, K> : never
+
+export class WorkingMemoryClient {
+  readonly nc: NatsConnection
+  readonly #timeoutMs: number
+  readonly #attempts: number
+
+  private constructor(nc: NatsConnection, options: ConnectOptions) {
+    this.nc = nc
+    this.#timeoutMs = options.timeoutMs ?? 5_000
+    this.#attempts = options.attempts ?? 4
+  }
+
+  static async connect(options: ConnectOptions): Promise<WorkingMemoryClient> {
+    const nc = await connect({
+      servers: typeof options.servers === "string" ? options.servers.split(",") : [...options.servers],
+      name: options.name ?? "working-memory-sdk",
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+      ...(options.user !== undefined ? { user: options.user } : {}),
+      ...(options.pass !== undefined ? { pass: options.pass } : {}),
+    })
+    return new WorkingMemoryClient(nc, options)
+  }
+
+  agent(agentId: string): AgentClient {
+    return new AgentClient(this, agentId)
+  }
+
+  /**
+   * Sends one request, retrying with the same body (hence the same request
+   * id) while nobody answers. Throws the typed API error on refusal.
+   */
+  async call<O extends OperationName>(agentId: string, operation: O, request: RequestOf<O>): Promise<ResponseOf<O>> {
+    const subject = apiSubject(agentId, operations[operation].subject)
+    const body = textEncoder.encode(JSON.stringify(request))
+    let lastError: unknown
+    for (let attempt = 1; attempt <= this.#attempts; attempt++) {
+      try {
+        const reply = await this.nc.request(subject, body, { timeout: this.#timeoutMs })
+        const parsed = JSON.parse(textDecoder.decode(reply.data)) as
+          | { ok: true; value: ResponseOf<O> }
+          | { ok: false; error: unknown }
+        if (parsed.ok) return parsed.value
+        throw decodeApiError(parsed.error)
+      } catch (error) {
+        const retryable = error instanceof errors.TimeoutError || error instanceof errors.NoRespondersError
+        const unavailable = typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "Unavailable"
+        if (!retryable && !unavailable) throw error
+        lastError = error
+        await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)))
+      }
+    }
+    throw new NoResponse(`no answer on ${subject} after ${this.#attempts} attempts: ${String(lastError)}`, { cause: lastError })
+  }
+
+  async close(): Promise<void> {
+    await this.nc.drain().catch(() => this.nc.close())
+  }
+}
+
+/** One agent's side of the API. */
+export class AgentClient {
+  readonly #client: WorkingMemoryClient
+  readonly agentId: string
+  /** The highest log sequence this client's writes reached. */
+  lastSeq = 0
+
+  constructor(client: WorkingMemoryClient, agentId: string) {
+    this.#client = client
+    this.agentId = agentId
+  }
+
+  async #write<O extends OperationName>(operation: O, request: Without<RequestOf<O>, "requestId"> & { requestId?: string }) {
+    const value = await this.#client.call(this.agentId, operation, {
+      requestId: nuid.next(),
+      ...request,
+    } as RequestOf<O>)
+    const seq = (value as { seq?: number }).seq
+    if (typeof seq === "number" && seq > this.lastSeq) this.lastSeq = seq
+    return value
+  }
+
+  register(request: Without<RequestOf<"registerAgent">, "requestId"> & { requestId?: string }) {
+    return this.#write("registerAgent", request)
+  }
+  retuneBudget(budget: number) {
+    return this.#write("retuneBudget", { budget })
+  }
+  enterHyperfocus(budget?: number) {
+    return this.#write("enterHyperfocus", budget === undefined ? {} : { budget })
+  }
+  exitHyperfocus() {
+    return this.#write("exitHyperfocus", {})
+  }
+  record(request: Without<RequestOf<"recordEntry">, "requestId"> & { requestId?: string }) {
+    return this.#write("recordEntry", request)
+  }
+  beginStep(request: Without<RequestOf<"beginStep">, "requestId"> & { requestId?: string } = {}) {
+    return this.#write("beginStep", request)
+  }
+  setFocus(request: Without<RequestOf<"setFocus">, "requestId">) {
+    return this.#write("setFocus", request)
+  }
+  reference(stepId: string, entryIds: ReadonlyArray<string>) {
+    return this.#write("referenceEntries", { stepId, entryIds })
+  }
+  endStep(stepId: string) {
+    return this.#write("endStep", { stepId })
+  }
+  buildContext(request: Without<RequestOf<"buildContext">, "requestId" | "afterSeq"> = {}) {
+    return this.#write("buildContext", { ...request, afterSeq: this.lastSeq })
+  }
+  view() {
+    return this.#client.call(this.agentId, "getView", { afterSeq: this.lastSeq })
+  }
+}

@@ -1,0 +1,99 @@
+/**
+ * Serves one API operation for every agent: subscribes to
+ * `wm.api.*.<operation>` in a queue group (so instances share the load),
+ * validates the agent id and the JSON body against the operation's request
+ * schema, runs the handler in its own fiber, and replies with
+ * `{ ok: true, value }` or `{ ok: false, error }`.
+ *
+ * Validation rejects unknown fields too: a misspelt optional field would
+ * otherwise be silently ignored.
+ */
+import { Effect, Exit, FiberSet, Schema, SchemaIssue, Scope } from "effect"
+import type { Msg } from "@nats-io/transport-node"
+import { operations, type OperationName, type RequestOf, type ResponseOf } from "../../contracts/api.ts"
+import { ValidationError, type ApiError, type FieldIssue } from "../../contracts/errors.ts"
+import { isSubjectToken } from "../../contracts/ids.ts"
+import { agentIdOfApiSubject, apiWildcard } from "../../contracts/subjects.ts"
+import { Nats } from "../nats/connection.ts"
+
+const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
+const textDecoder = new TextDecoder()
+
+export const fieldIssues = (issue: SchemaIssue.Issue): FieldIssue[] =>
+  formatIssue(issue).issues.map((i) => ({
+    field: i.path && i.path.length > 0 ? i.path.map(String).join(".") : "(body)",
+    reason: i.message,
+  }))
+
+export const validationErrorOf = (issues: ReadonlyArray<FieldIssue>): ValidationError => {
+  const first = issues[0] ?? { field: "(body)", reason: "invalid request" }
+  return new ValidationError({ field: first.field, reason: first.reason, issues })
+}
+
+/** Parses and validates a request body; every problem is named by its field. */
+export const decodeRequest = <O extends OperationName>(name: O, body: Uint8Array): Effect.Effect<RequestOf<O>, ValidationError> => {
+  let json: unknown = {}
+  const text = textDecoder.decode(body).trim()
+  if (text.length > 0) {
+    try {
+      json = JSON.parse(text)
+    } catch (error) {
+      return Effect.fail(ValidationError.one("(body)", `not valid JSON: ${error instanceof Error ? error.message : String(error)}`))
+    }
+  }
+  const schema = operations[name].request as unknown as Schema.Codec<RequestOf<O>, unknown>
+  const exit = Schema.decodeUnknownExit(schema)(json, { errors: "all", onExcessProperty: "error" })
+  if (Exit.isSuccess(exit)) return Effect.succeed(exit.value)
+  const failure = exit.cause.reasons.find((r) => r._tag === "Fail")
+  const issues =
+    failure?._tag === "Fail" && Schema.isSchemaError(failure.error)
+      ? fieldIssues(failure.error.issue)
+      : [{ field: "(body)", reason: "invalid request" }]
+  return Effect.fail(validationErrorOf(issues))
+}
+
+export type Reply<A> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: ApiError }
+
+export const encodeError = (error: ApiError): Record<string, unknown> => ({ ...error, message: error.message })
+
+export type Handler<O extends OperationName, R> = (
+  agentId: string,
+  request: RequestOf<O>,
+) => Effect.Effect<ResponseOf<O>, ApiError, R>
+
+export const serveOperation = <O extends OperationName, R>(
+  name: O,
+  handler: Handler<O, R>,
+): Effect.Effect<void, never, Nats | Scope.Scope | R> =>
+  Effect.gen(function* () {
+    const { nc } = yield* Nats
+    const runFork = yield* FiberSet.makeRuntime<R>()
+    const operation = operations[name]
+
+    const handle = (msg: Msg) => {
+      const agentId = agentIdOfApiSubject(msg.subject)
+      const work = isSubjectToken(agentId)
+        ? Effect.flatMap(decodeRequest(name, msg.data), (request) => handler(agentId, request))
+        : Effect.fail(ValidationError.one("agentId", "must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'"))
+      return work.pipe(
+        Effect.matchCause({
+          onSuccess: (value) => ({ ok: true, value }) as const,
+          onFailure: (cause) => {
+            const failure = cause.reasons.find((r) => r._tag === "Fail")
+            if (failure?._tag === "Fail") return { ok: false, error: encodeError(failure.error) } as const
+            console.error(`[${operation.subject}] request failed unexpectedly`, cause)
+            return { ok: false, error: { _tag: "Unavailable", reason: "internal error", message: "unavailable: internal error" } } as const
+          },
+        }),
+        Effect.tap((reply) => Effect.sync(() => msg.respond(JSON.stringify(reply)))),
+      )
+    }
+
+    const subscription = nc.subscribe(apiWildcard(operation.subject), {
+      queue: `wm-${operation.servedBy}`,
+      callback: (error, msg) => {
+        if (error === null) runFork(handle(msg))
+      },
+    })
+    yield* Effect.addFinalizer(() => Effect.promise(() => subscription.drain().catch(() => undefined)))
+  })

@@ -1,0 +1,45 @@
+/**
+ * One NATS connection per service, with its JetStream client and manager.
+ * It reconnects forever: a broker restart or a cluster failover is waited
+ * out, never treated as the end of the service.
+ */
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream"
+import { connect, type NatsConnection } from "@nats-io/transport-node"
+import { Context, Effect, Layer } from "effect"
+import { NatsSettings } from "./settings.ts"
+
+export interface NatsShape {
+  readonly nc: NatsConnection
+  readonly js: JetStreamClient
+  readonly jsm: JetStreamManager
+}
+
+export class Nats extends Context.Service<Nats, NatsShape>()("wm/Nats") {
+  static readonly layer = Layer.effect(
+    Nats,
+    Effect.gen(function* () {
+      const settings = yield* NatsSettings
+      const nc = yield* Effect.acquireRelease(
+        Effect.tryPromise({
+          try: () =>
+            connect({
+              servers: [...settings.servers],
+              name: settings.name,
+              ...(settings.user !== undefined ? { user: settings.user } : {}),
+              ...(settings.pass !== undefined ? { pass: settings.pass } : {}),
+              maxReconnectAttempts: -1,
+              reconnectTimeWait: 250,
+              waitOnFirstConnect: true,
+              timeout: 10_000,
+            }),
+          catch: (cause) =>
+            new Error(`cannot connect to NATS at ${settings.servers.join(", ")}: ${String(cause)}`, { cause }),
+        }).pipe(Effect.orDie),
+        (nc) => Effect.promise(() => nc.drain().catch(() => nc.close())),
+      )
+      const jsm = yield* Effect.promise(() => jetstreamManager(nc, { timeout: 10_000 }))
+      const js = jetstream(nc, { timeout: 10_000 })
+      return { nc, js, jsm }
+    }),
+  )
+}

@@ -1,0 +1,47 @@
+import { Config, Context, Effect, Layer } from "effect"
+
+export interface NatsSettingsShape {
+  /** Client URLs; several for a cluster. */
+  readonly servers: ReadonlyArray<string>
+  /** Connection name shown by the server (per service). */
+  readonly name: string
+  readonly user?: string | undefined
+  readonly pass?: string | undefined
+  /** Replicas of the event stream: 1 locally, 3 in a cluster. */
+  readonly replicas: number
+  /** How long a retried publish with the same id is recognised as a duplicate. */
+  readonly dedupeWindowMs: number
+}
+
+export const DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+
+export class NatsSettings extends Context.Service<NatsSettings, NatsSettingsShape>()("wm/NatsSettings") {
+  static readonly make = (settings: Partial<NatsSettingsShape> & { readonly servers: ReadonlyArray<string> }) =>
+    Layer.succeed(NatsSettings, {
+      name: "working-memory",
+      replicas: 1,
+      dedupeWindowMs: 10 * 60_000,
+      ...settings,
+    })
+
+  /** NATS_URL (comma-separated), NATS_USER, NATS_PASS, WM_STREAM_REPLICAS, WM_DEDUPE_WINDOW_MS. */
+  static readonly fromEnv = (name: string) =>
+    Layer.effect(
+      NatsSettings,
+      Effect.gen(function* () {
+        const url = yield* Config.String("NATS_URL").pipe(Config.withDefault(DEFAULT_NATS_URL))
+        const user = yield* Config.option(Config.String("NATS_USER"))
+        const pass = yield* Config.option(Config.String("NATS_PASS"))
+        const replicas = yield* Config.Int("WM_STREAM_REPLICAS").pipe(Config.withDefault(1))
+        const dedupeWindowMs = yield* Config.Int("WM_DEDUPE_WINDOW_MS").pipe(Config.withDefault(10 * 60_000))
+        return {
+          servers: url.split(",").map((s) => s.trim()).filter((s) => s.length > 0),
+          name,
+          user: user._tag === "Some" ? user.value : undefined,
+          pass: pass._tag === "Some" ? pass.value : undefined,
+          replicas,
+          dedupeWindowMs,
+        }
+      }).pipe(Effect.orDie),
+    )
+}

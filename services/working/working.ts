@@ -1,0 +1,96 @@
+/**
+ * The working service: holds every agent's working view in memory, rebuilt
+ * at start by replaying the log (warm-up) and then following it live, and
+ * serves the context builder and the view inspector. Each build appends an
+ * EntriesRead event, from which reference counts are folded.
+ */
+import { nuid } from "@nats-io/nuid"
+import { Context, Effect, HashMap, Layer } from "effect"
+import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
+import { AgentNotFound, InvalidState, type ApiError } from "../../contracts/errors.ts"
+import type { EventOf } from "../../contracts/events.ts"
+import { entriesByTime, type AgentView } from "../../domain/agent-view.ts"
+import { buildContext, candidatesOf, effectiveBudget } from "../../domain/context-builder.ts"
+import { serveOperation } from "../api/serve.ts"
+import { EventLog } from "../log/event-log.ts"
+import type { WarmUp } from "../log/projection.ts"
+import { projectAgentViews, type AgentViews } from "../views/agent-views.ts"
+
+export interface WorkingShape {
+  readonly views: AgentViews
+  readonly warmUp: WarmUp
+}
+
+export class Working extends Context.Service<Working, WorkingShape>()("wm/Working") {
+  static readonly layer = Layer.effect(
+    Working,
+    Effect.gen(function* () {
+      const log = yield* EventLog
+      const views = yield* projectAgentViews("working")
+      const warmUp = yield* views.projection.warmedUp
+
+      /** The agent's view once the writes the caller has seen are applied. */
+      const viewAfter = (agentId: string, afterSeq: number | undefined): Effect.Effect<AgentView, ApiError> =>
+        Effect.gen(function* () {
+          if (afterSeq !== undefined) yield* views.projection.waitFor(afterSeq)
+          let view = views.get(agentId)
+          if (view === undefined) {
+            yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, "5 seconds"))
+            view = views.get(agentId)
+          }
+          if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
+          return view
+        })
+
+      yield* serveOperation("buildContext", (agentId, request: RequestOf<"buildContext">) =>
+        Effect.gen(function* () {
+          const view = yield* viewAfter(agentId, request.afterSeq)
+          if (request.stepId !== undefined && view.step?.stepId !== request.stepId) {
+            return yield* Effect.fail(
+              new InvalidState({ field: "stepId", reason: `step '${request.stepId}' is not the open step` }),
+            )
+          }
+          const budget = effectiveBudget(view, request.limit)
+          const built = buildContext(candidatesOf(view), budget, request.order ?? "timestamp")
+          const requestId = request.requestId ?? nuid.next()
+          const read: EventOf<"EntriesRead"> = {
+            _tag: "EntriesRead",
+            v: 1,
+            eventId: `${agentId}:buildContext:${requestId}`,
+            agentId,
+            at: Date.now(),
+            causationId: requestId,
+            correlationId: null,
+            stepId: view.step?.stepId ?? null,
+            budget,
+            tokens: built.tokens,
+            served: built.items.map((i) => ({ entryId: i.entryId, form: i.form, cue: i.cue })),
+          }
+          const appended = yield* log.append(read).pipe(Effect.catchTag("SequenceConflict", Effect.die))
+          return { ...built, seq: appended.seq } satisfies ResponseOf<"buildContext">
+        }),
+      )
+
+      yield* serveOperation("getView", (agentId, request) =>
+        Effect.map(viewAfter(agentId, request.afterSeq), (view): ResponseOf<"getView"> => {
+          const entries = entriesByTime(HashMap.values(view.entries))
+          const byRung = { "0": 0, "1": 0, "2": 0 }
+          for (const e of entries) byRung[e.rung] += 1
+          return {
+            agent: view.config,
+            budget: view.budget,
+            hyperfocus: view.hyperfocus,
+            usage: view.usage,
+            entriesByRung: byRung,
+            step: view.step && { stepId: view.step.stepId, focus: view.step.focus },
+            focus: view.focus,
+            entries: [...entries, ...entriesByTime(HashMap.values(view.cues))],
+            appliedSeq: views.projection.appliedSeq(),
+          }
+        }),
+      )
+
+      return { views, warmUp }
+    }),
+  )
+}

@@ -1,0 +1,22 @@
+/** Prints one plain closing line CI can read: "N passed, N failed[, N skipped]". */
+import type { Reporter, TestModule } from "vitest/node"
+
+export default class SummaryReporter implements Reporter {
+  onTestRunEnd(testModules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<unknown>) {
+    let passed = 0
+    let failed = 0
+    let skipped = 0
+    for (const module of testModules) {
+      for (const test of module.children.allTests()) {
+        const state = test.result().state
+        if (state === "passed") passed++
+        else if (state === "failed") failed++
+        else skipped++
+      }
+      // A file that failed to load has no tests to count: count it as a failure.
+      if (module.state() === "failed" && Array.from(module.children.allTests()).length === 0) failed++
+    }
+    failed += unhandledErrors.length
+    process.stdout.write(`\n${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ""}\n`)
+  }
+}

@@ -1,0 +1,55 @@
+/**
+ * Test harness: a real nats-server on a free port with a temporary store,
+ * the services composed in this process, and an SDK client.
+ */
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { startNatsServer, type NatsServerProcess } from "../../infra/nats-server.ts"
+import { WorkingMemoryClient } from "../../sdk/client.ts"
+import { NatsSettings } from "../../services/nats/settings.ts"
+import { systemLayer } from "../../services/system.ts"
+
+export const settingsFor = (url: string | ReadonlyArray<string>) => (name: string) =>
+  NatsSettings.make({ servers: typeof url === "string" ? [url] : url, name })
+
+export interface RunningServices {
+  readonly runtime: ManagedRuntime.ManagedRuntime<unknown, unknown>
+  readonly stop: () => Promise<void>
+}
+
+/** Starts the services of `layer` against the server and waits until they serve. */
+export const startServices = async <R, E>(layer: Layer.Layer<R, E>): Promise<RunningServices> => {
+  const runtime = ManagedRuntime.make(layer)
+  await runtime.runPromise(Effect.void)
+  return { runtime: runtime as ManagedRuntime.ManagedRuntime<unknown, unknown>, stop: () => runtime.dispose() }
+}
+
+export interface TestSystem {
+  readonly server: NatsServerProcess
+  readonly client: WorkingMemoryClient
+  services: RunningServices
+  /** Stops the services and starts them again on the same log (a restart). */
+  readonly restartServices: () => Promise<void>
+  readonly stop: () => Promise<void>
+}
+
+export const startTestSystem = async (): Promise<TestSystem> => {
+  const server = await startNatsServer()
+  const layer = () => systemLayer(settingsFor(server.url))
+  const services = await startServices(layer())
+  const client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 5_000 })
+  const system: TestSystem = {
+    server,
+    client,
+    services,
+    restartServices: async () => {
+      await system.services.stop()
+      system.services = await startServices(layer())
+    },
+    stop: async () => {
+      await client.close()
+      await system.services.stop()
+      await server.stop()
+    },
+  }
+  return system
+}
