@@ -5,11 +5,15 @@
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { startNatsServer, type NatsServerProcess } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
-import { NatsSettings } from "../../services/nats/settings.ts"
+import { NatsSettings, type NatsSettingsShape } from "../../services/nats/settings.ts"
 import { systemLayer } from "../../services/system.ts"
+import { Working } from "../../services/working/working.ts"
+import type { AgentView } from "../../domain/agent-view.ts"
 
-export const settingsFor = (url: string | ReadonlyArray<string>) => (name: string) =>
-  NatsSettings.make({ servers: typeof url === "string" ? [url] : url, name })
+export const settingsFor =
+  (url: string | ReadonlyArray<string>, overrides: Partial<NatsSettingsShape> = {}) =>
+  (name: string) =>
+    NatsSettings.make({ servers: typeof url === "string" ? [url] : url, name, ...overrides })
 
 export interface RunningServices {
   readonly runtime: ManagedRuntime.ManagedRuntime<unknown, unknown>
@@ -29,18 +33,21 @@ export interface TestSystem {
   services: RunningServices
   /** Stops the services and starts them again on the same log (a restart). */
   readonly restartServices: () => Promise<void>
+  /** The working service's live view of an agent. */
+  readonly liveView: (agentId: string) => Promise<AgentView | undefined>
   readonly stop: () => Promise<void>
 }
 
-export const startTestSystem = async (): Promise<TestSystem> => {
+export const startTestSystem = async (overrides: Partial<NatsSettingsShape> = {}): Promise<TestSystem> => {
   const server = await startNatsServer()
-  const layer = () => systemLayer(settingsFor(server.url))
+  const layer = () => systemLayer(settingsFor(server.url, overrides))
   const services = await startServices(layer())
   const client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 5_000 })
   const system: TestSystem = {
     server,
     client,
     services,
+    liveView: async (agentId) => (await system.services.runtime.runPromise(Working)).views.get(agentId),
     restartServices: async () => {
       await system.services.stop()
       system.services = await startServices(layer())

@@ -1,0 +1,118 @@
+import fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import type { Encoding } from "../../contracts/agent.ts"
+import { buildContext, candidatesOf } from "../../domain/context-builder.ts"
+import { countTokens } from "../../domain/tokens.ts"
+import { faded, given, recorded, registered } from "../support/events.ts"
+
+const MINUTE = 60_000
+const T0 = Date.UTC(2024, 0, 1, 9, 0)
+
+describe("context builder", () => {
+  it("serves every entry raw, oldest first, when the budget allows", () => {
+    const view = given(
+      registered(),
+      recorded("b", "second thing said", T0 + 2 * MINUTE),
+      recorded("a", "first thing said", T0 + MINUTE),
+      recorded("c", "a private thought", T0 + 3 * MINUTE, { origin: "INTERNAL" }),
+    )
+    const built = buildContext(candidatesOf(view), 8_000)
+    expect(built.items.map((i) => i.entryId)).toEqual(["a", "b", "c"])
+    expect(built.items.every((i) => i.form === "raw")).toBe(true)
+    expect(built.text).toBe(
+      "[2024-01-01 09:01] user: first thing said\n" +
+        "[2024-01-01 09:02] user: second thing said\n" +
+        "[2024-01-01 09:03] thought: a private thought\n",
+    )
+    expect(built.tokens).toBe(countTokens(built.text, "o200k_base"))
+  })
+
+  it("keeps the newest entries raw and serves older ones at their faded rungs when the budget is tight", () => {
+    const long = (n: number) => `Entry ${n}: ` + "The quarterly report covers revenue, costs and the hiring plan in detail. ".repeat(6)
+    const old1 = recorded("old1", long(1), T0 + 1 * MINUTE)
+    const old2 = recorded("old2", long(2), T0 + 2 * MINUTE)
+    const mid = recorded("mid", long(3), T0 + 3 * MINUTE)
+    const recent = recorded("recent", long(4), T0 + 4 * MINUTE)
+    const view = given(
+      registered(),
+      old1,
+      old2,
+      mid,
+      recent,
+      faded(old1, 1, "Entry 1 covers revenue."),
+      faded(old1, 2, "Report summary 1."),
+      faded(old2, 1, "Entry 2 covers costs."),
+      faded(mid, 1, "Entry 3 covers hiring."),
+    )
+    const rawCost = recent.tokens
+    // Room for the recent entry raw plus everything else at its rung, but not two raw entries.
+    const budget = rawCost + view.usage - rawCost + 10
+    const built = buildContext(candidatesOf(view), budget)
+    const forms = Object.fromEntries(built.items.map((i) => [i.entryId, i.form]))
+    expect(forms).toEqual({ old1: "summary", old2: "keyPoints", mid: "keyPoints", recent: "raw" })
+    expect(built.tokens).toBeLessThanOrEqual(budget)
+    expect(built.tokens).toBe(countTokens(built.text, "o200k_base"))
+    expect(built.text).toContain("(summary): Report summary 1.")
+  })
+
+  it("drops the oldest entries first when not everything fits", () => {
+    const view = given(
+      registered(),
+      ...Array.from({ length: 10 }, (_, i) => recorded(`e${i}`, `message number ${i} with some words`, T0 + i * MINUTE)),
+    )
+    const one = view.usage / 10
+    const built = buildContext(candidatesOf(view), Math.floor(one * 3.5))
+    expect(built.items.map((i) => i.entryId)).toEqual(["e7", "e8", "e9"])
+    expect(built.omitted).toBe(7)
+  })
+
+  it("returns entries in priority order when asked", () => {
+    const view = given(registered(), recorded("a", "alpha", T0), recorded("b", "beta", T0 + MINUTE))
+    const built = buildContext(candidatesOf(view), 1_000, "priority")
+    expect(built.items.map((i) => i.entryId)).toEqual(["b", "a"])
+  })
+
+  it("never exceeds the budget, for any entries, budgets and encodings (property)", () => {
+    const encodings: Encoding[] = ["o200k_base", "cl100k_base", "p50k_base", "r50k_base"]
+    const text = fc.oneof(
+      fc.string({ minLength: 1, maxLength: 400 }),
+      fc.lorem({ maxCount: 80 }),
+      fc.string({ unit: "grapheme", minLength: 1, maxLength: 120 }),
+      fc.string({ unit: fc.constantFrom(" ", "\n", "\t", "[", "]", ".", "a", "1", "é", "🙂", "/", "\r"), minLength: 1, maxLength: 60 }),
+    ).filter((s) => s.trim().length > 0)
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...encodings),
+        fc.array(
+          fc.record({
+            text,
+            minutes: fc.integer({ min: 0, max: 100_000 }),
+            origin: fc.constantFrom("INTERNAL", "USER", "ADVISOR", "SYSTEM" as const),
+            fade: fc.constantFrom(0, 1, 2),
+          }),
+          { minLength: 0, maxLength: 40 },
+        ),
+        fc.integer({ min: 16, max: 3_000 }),
+        fc.constantFrom("timestamp" as const, "priority" as const),
+        (encoding, specs, budget, order) => {
+          const events = specs.flatMap((s, i) => {
+            const r = recorded(`e${i}`, s.text, T0 + s.minutes * MINUTE, { origin: s.origin, encoding })
+            const words = s.text.split(/\s+/).filter(Boolean)
+            const shorter = words.slice(0, Math.max(1, Math.ceil(words.length / 3))).join(" ") || "x"
+            return s.fade === 0
+              ? [r]
+              : s.fade === 1
+                ? [r, faded(r, 1, shorter, encoding)]
+                : [r, faded(r, 1, shorter, encoding), faded(r, 2, "summary of " + shorter.slice(0, 30), encoding)]
+          })
+          const view = given(registered({ encoding }), ...events)
+          const built = buildContext(candidatesOf(view), budget, order)
+          const exact = countTokens(built.text, encoding)
+          expect(exact).toBe(built.tokens)
+          expect(exact).toBeLessThanOrEqual(budget)
+        },
+      ),
+      { numRuns: 400 },
+    )
+  })
+})

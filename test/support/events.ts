@@ -1,0 +1,73 @@
+/** Builders of events for given/when/then specs of the pure domain. */
+import type { AgentConfig, Encoding } from "../../contracts/agent.ts"
+import type { Origin } from "../../contracts/entry.ts"
+import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
+import { evolve, type AgentView } from "../../domain/agent-view.ts"
+import { blockTokens } from "../../domain/render.ts"
+
+export const AGENT = "agent-1"
+let counter = 0
+const envelope = (at: number) => ({
+  v: 1 as const,
+  eventId: `ev-${++counter}`,
+  agentId: AGENT,
+  at,
+  causationId: null,
+  correlationId: null,
+})
+
+export const registered = (config: Partial<AgentConfig> = {}, at = 0): EventOf<"AgentRegistered"> => ({
+  _tag: "AgentRegistered",
+  ...envelope(at),
+  config: { id: AGENT, role: "main", budget: 8_000, encoding: "o200k_base", ...config },
+})
+
+export const recorded = (
+  entryId: string,
+  content: string,
+  timestamp: number,
+  options: { origin?: Origin; encoding?: Encoding; emotionalWeight?: number; tags?: string[] } = {},
+): EventOf<"EntryRecorded"> => {
+  const origin = options.origin ?? "USER"
+  return {
+    _tag: "EntryRecorded",
+    ...envelope(timestamp),
+    entryId,
+    timestamp,
+    origin,
+    content,
+    tags: options.tags ?? [],
+    moodSnapshot: null,
+    emotionalWeight: options.emotionalWeight ?? 0,
+    tokens: blockTokens({ timestamp, origin }, "raw", content, options.encoding ?? "o200k_base"),
+  }
+}
+
+const noScore = { total: 1, parts: { age: 1, frequency: 0, emotion: 0, focus: 0, pressure: 0 }, threshold: 0.5, usage: 0.5 }
+
+export const faded = (
+  entry: EventOf<"EntryRecorded">,
+  to: 1 | 2,
+  text: string,
+  encoding: Encoding = "o200k_base",
+): EventOf<"RungChanged"> => ({
+  _tag: "RungChanged",
+  ...envelope(entry.timestamp + 1),
+  entryId: entry.entryId,
+  from: to === 1 ? 0 : 1,
+  to,
+  text,
+  tokens: blockTokens(entry, to === 1 ? "keyPoints" : "summary", text, encoding),
+  score: noScore,
+  producer: { kind: to === 1 ? "extractive" : "offline", model: "test", fallbackReason: null, attempts: 1 },
+})
+
+/** Folds events in order, numbering them as a log would. */
+export const given = (...events: MemoryEvent[]): AgentView => {
+  let view: AgentView | undefined
+  events.forEach((event, i) => {
+    view = evolve(view, event, { seq: i + 1 })
+  })
+  if (view === undefined) throw new Error("no AgentRegistered among the given events")
+  return view
+}
