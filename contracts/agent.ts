@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { FadeSettings } from "./fade.ts"
 import { AgentId } from "./ids.ts"
 
 export const Role = Schema.Literals(["supervisor", "main", "generator", "mood-advisor", "time-actor", "custom"])
@@ -31,5 +32,6 @@ export const AgentConfig = Schema.Struct({
   /** The budget outside hyperfocus. */
   budget: Budget,
   encoding: Encoding,
+  fade: Schema.optionalKey(FadeSettings),
 })
 export type AgentConfig = typeof AgentConfig.Type

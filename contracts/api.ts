@@ -12,6 +12,7 @@ import { Schema } from "effect"
 import { AgentConfig, Budget, Encoding, Role } from "./agent.ts"
 import { EmotionalWeight, Mood, Origin, RepresentationKind, TokenCount, WorkingEntry, WorkingRung } from "./entry.ts"
 import { ApiError } from "./errors.ts"
+import { FadeSettings } from "./fade.ts"
 import { Focus, TaskKind } from "./focus.ts"
 import { EntryId, EpochMillis, RequestId, StepId } from "./ids.ts"
 
@@ -33,6 +34,8 @@ export const RegisterAgentRequest = Schema.Struct({
   /** Defaults to the role's budget; required for the custom role. */
   budget: Schema.optionalKey(Budget),
   encoding: Schema.optionalKey(Encoding),
+  /** Fade settings of this agent: τ, overall and per task kind. */
+  fade: Schema.optionalKey(FadeSettings),
 })
 export const RegisterAgentResponse = Schema.Struct({ agent: AgentConfig, budget: Budget, seq: Seq })
 

@@ -69,6 +69,7 @@ export const WorkingEntry = Schema.Struct({
   /** When fade tracking began: the entry's timestamp, or the time of its promotion from a cue. */
   trackedSince: EpochMillis,
   lastReadAt: Schema.NullOr(EpochMillis),
+  /** On the agent's clock (its newest entry's timestamp), like every age the fade score measures. */
   lastCitedAt: Schema.NullOr(EpochMillis),
   /** True while the entry is a transient cue rehydrated from long-term for the current step. */
   transient: Schema.Boolean,

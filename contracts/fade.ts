@@ -17,12 +17,30 @@ export type FadeScoreParts = typeof FadeScoreParts.Type
 export const FadeScore = Schema.Struct({
   total: Schema.Finite,
   parts: FadeScoreParts,
-  /** The threshold the total crossed. */
+  /**
+   * threshold: the total crossed the rung's threshold. pressure: working was
+   * above τ and this entry had the highest total of those still movable.
+   */
+  trigger: Schema.Literals(["threshold", "pressure"]),
+  /** The threshold the total was compared with (for pressure, the rung's threshold is not required). */
   threshold: Schema.Finite,
   /** Working usage / budget when the decision was taken. */
   usage: Schema.Finite,
+  /** τ in force for the agent and its task kind. */
+  tau: Schema.Finite,
+  /** The agent's clock the age was measured against. */
+  now: Schema.Int,
 })
 export type FadeScore = typeof FadeScore.Type
+
+const Share = Schema.Finite.check(Schema.isBetween({ minimum: 0.05, maximum: 1 }))
+
+/** Per-agent fade settings, given at registration: the usage threshold τ, overall and per task kind. */
+export const FadeSettings = Schema.Struct({
+  tau: Schema.optionalKey(Share),
+  tauByTaskKind: Schema.optionalKey(Schema.Record(Schema.String, Share)),
+})
+export type FadeSettings = typeof FadeSettings.Type
 
 /** Who produced a representation, and whether it is a fallback. */
 export const Producer = Schema.Struct({

@@ -15,8 +15,8 @@ export interface OpenStep {
   readonly stepId: string
   readonly focus: Focus | null
   readonly startedAt: number
-  /** Ids of cues the agent referenced in this step. */
-  readonly referencedCues: HashSet.HashSet<string>
+  /** Ids of the entries and cues the agent referenced in this step. */
+  readonly referenced: HashSet.HashSet<string>
 }
 
 export interface AgentView {
@@ -208,7 +208,7 @@ const fromRecalled = (
     tokens: r.form === "raw" ? { raw: r.tokens } : { raw: r.tokens, [r.form]: r.tokens },
     lastEventSeq: seq,
     ordinal: view.entryCount,
-    trackedSince: event.at,
+    trackedSince: Math.max(view.clock, r.timestamp),
     lastReadAt: null,
     lastCitedAt: null,
     transient,
@@ -246,10 +246,9 @@ const referenced = (view: AgentView, event: EventOf<"EntriesReferenced">): Agent
   let entries = view.entries
   let step = view.step
   for (const id of event.entryIds) {
-    entries = HashMap.modify(entries, id, (e) => ({ ...e, citationCount: e.citationCount + 1, lastCitedAt: event.at }))
-    if (step !== null && step.stepId === event.stepId && HashMap.has(view.cues, id)) {
-      step = { ...step, referencedCues: HashSet.add(step.referencedCues, id) }
-    }
+    // Citation time is on the agent's own clock, the one ages are measured against.
+    entries = HashMap.modify(entries, id, (e) => ({ ...e, citationCount: e.citationCount + 1, lastCitedAt: view.clock }))
+    if (step !== null && step.stepId === event.stepId) step = { ...step, referenced: HashSet.add(step.referenced, id) }
   }
   return { ...view, entries, step }
 }
@@ -276,7 +275,7 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
     case "StepStarted":
       return {
         ...view,
-        step: { stepId: event.stepId, focus: event.focus, startedAt: event.at, referencedCues: HashSet.empty() },
+        step: { stepId: event.stepId, focus: event.focus, startedAt: event.at, referenced: HashSet.empty() },
         // Cues live for one step only.
         cues: HashMap.empty(),
       }
@@ -319,7 +318,7 @@ export const viewSnapshot = (view: AgentView) => ({
   budget: view.budget,
   hyperfocus: view.hyperfocus,
   usage: view.usage,
-  step: view.step && { ...view.step, referencedCues: Array.from(view.step.referencedCues).sort() },
+  step: view.step && { ...view.step, referenced: Array.from(view.step.referenced).sort() },
   focus: view.focus,
   taskKind: view.taskKind,
   entryCount: view.entryCount,

@@ -31,11 +31,21 @@ const envelope = (stamp: Stamp) => ({ v: 1 as const, ...stamp })
 export const requestedConfig = (agentId: string, request: RequestOf<"registerAgent">): AgentConfig | ValidationError => {
   const budget = request.budget ?? (request.role === "custom" ? undefined : ROLE_DEFAULT_BUDGETS[request.role])
   if (budget === undefined) return ValidationError.one("budget", "is required for the custom role")
-  return { id: agentId, role: request.role, budget, encoding: request.encoding ?? DEFAULT_ENCODING }
+  return {
+    id: agentId,
+    role: request.role,
+    budget,
+    encoding: request.encoding ?? DEFAULT_ENCODING,
+    ...(request.fade !== undefined ? { fade: request.fade } : {}),
+  }
 }
 
 const sameConfig = (a: AgentConfig, b: AgentConfig) =>
-  a.id === b.id && a.role === b.role && a.budget === b.budget && a.encoding === b.encoding
+  a.id === b.id &&
+  a.role === b.role &&
+  a.budget === b.budget &&
+  a.encoding === b.encoding &&
+  JSON.stringify(a.fade ?? null) === JSON.stringify(b.fade ?? null)
 
 /**
  * Registering an agent that exists with the same configuration is accepted

@@ -12,7 +12,7 @@ let system: TestSystem
 let stepId: string
 let entryId: string
 beforeAll(async () => {
-  system = await startTestSystem()
+  system = await startTestSystem({}, { fade: false })
   const agent = system.client.agent("strict")
   await agent.register({ role: "main" })
   entryId = (await agent.record({ origin: "USER", content: "an accepted entry" })).entryId

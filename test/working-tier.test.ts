@@ -9,9 +9,10 @@ import { startTestSystem, type TestSystem } from "./support/system.ts"
 const MINUTE = 60_000
 const T0 = Date.UTC(2024, 4, 8, 13, 0)
 
+// The working tier alone: no fade worker moves entries while these tests look at them.
 let system: TestSystem
 beforeAll(async () => {
-  system = await startTestSystem()
+  system = await startTestSystem({}, { fade: false })
 })
 afterAll(async () => system?.stop())
 
@@ -72,7 +73,7 @@ describe("recording and building the context", () => {
         to,
         text,
         tokens: blockTokens(entry, to === 1 ? "keyPoints" : "summary", text, "o200k_base"),
-        score: { total: 1, parts: { age: 1, frequency: 0, emotion: 0, focus: 0, pressure: 0 }, threshold: 0.5, usage: 1 },
+        score: { total: 1, parts: { age: 1, frequency: 0, emotion: 0, focus: 0, pressure: 0 }, trigger: "threshold", threshold: 0.5, usage: 1, tau: 0.8, now: 0 },
         producer: { kind: "extractive", model: "test", fallbackReason: null, attempts: 1 },
       }
     }
@@ -252,7 +253,7 @@ describe("retries", () => {
 describe("retries outside the dedupe window", () => {
   let shortWindow: TestSystem
   beforeAll(async () => {
-    shortWindow = await startTestSystem({ dedupeWindowMs: 200 })
+    shortWindow = await startTestSystem({ dedupeWindowMs: 200 }, { fade: false })
   })
   afterAll(async () => shortWindow?.stop())
 

@@ -43,7 +43,7 @@ export const recorded = (
   }
 }
 
-const noScore = { total: 1, parts: { age: 1, frequency: 0, emotion: 0, focus: 0, pressure: 0 }, threshold: 0.5, usage: 0.5 }
+const noScore = { total: 1, parts: { age: 1, frequency: 0, emotion: 0, focus: 0, pressure: 0 }, trigger: "threshold" as const, threshold: 0.5, usage: 0.5, tau: 0.8, now: 0 }
 
 export const faded = (
   entry: EventOf<"EntryRecorded">,
@@ -71,3 +71,36 @@ export const given = (...events: MemoryEvent[]): AgentView => {
   if (view === undefined) throw new Error("no AgentRegistered among the given events")
   return view
 }
+
+export const demoted = (entryId: string, at: number): EventOf<"EntryDemoted"> => ({
+  _tag: "EntryDemoted",
+  ...envelope(at),
+  entryId,
+  from: 2,
+  score: noScore,
+  embedding: { model: "test", dims: 0, vector: "", producer: { kind: "offline", model: "test", fallbackReason: null, attempts: 1 } },
+})
+
+export const referenced = (stepId: string, entryIds: string[], at: number): EventOf<"EntriesReferenced"> => ({
+  _tag: "EntriesReferenced",
+  ...envelope(at),
+  stepId,
+  entryIds,
+})
+
+export const stepStarted = (stepId: string, at: number, focus: EventOf<"StepStarted">["focus"] = null): EventOf<"StepStarted"> => ({
+  _tag: "StepStarted",
+  ...envelope(at),
+  stepId,
+  focus,
+})
+
+export const stepEnded = (stepId: string, at: number): EventOf<"StepEnded"> => ({ _tag: "StepEnded", ...envelope(at), stepId })
+
+export const focusChanged = (task: string, at: number): EventOf<"FocusChanged"> => ({
+  _tag: "FocusChanged",
+  ...envelope(at),
+  focus: { task },
+  taskKind: null,
+  transition: true,
+})

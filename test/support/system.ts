@@ -6,9 +6,10 @@ import { Effect, Layer, ManagedRuntime } from "effect"
 import { startNatsServer, type NatsServerProcess } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { NatsSettings, type NatsSettingsShape } from "../../services/nats/settings.ts"
-import { systemLayer } from "../../services/system.ts"
+import { systemLayer, type SystemOptions } from "../../services/system.ts"
 import { Working } from "../../services/working/working.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
+import { lastSeq } from "./log.ts"
 
 export const settingsFor =
   (url: string | ReadonlyArray<string>, overrides: Partial<NatsSettingsShape> = {}) =>
@@ -33,21 +34,29 @@ export interface TestSystem {
   services: RunningServices
   /** Stops the services and starts them again on the same log (a restart). */
   readonly restartServices: () => Promise<void>
-  /** The working service's live view of an agent. */
-  readonly liveView: (agentId: string) => Promise<AgentView | undefined>
+  /** The working service's live view of an agent, once it has applied `afterSeq` (default: the log's end). */
+  readonly liveView: (agentId: string, afterSeq?: number) => Promise<AgentView | undefined>
   readonly stop: () => Promise<void>
 }
 
-export const startTestSystem = async (overrides: Partial<NatsSettingsShape> = {}): Promise<TestSystem> => {
+export const startTestSystem = async (
+  overrides: Partial<NatsSettingsShape> = {},
+  options: SystemOptions = {},
+): Promise<TestSystem> => {
   const server = await startNatsServer()
-  const layer = () => systemLayer(settingsFor(server.url, overrides))
+  const layer = () => systemLayer(settingsFor(server.url, overrides), options)
   const services = await startServices(layer())
   const client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 5_000 })
   const system: TestSystem = {
     server,
     client,
     services,
-    liveView: async (agentId) => (await system.services.runtime.runPromise(Working)).views.get(agentId),
+    liveView: async (agentId, afterSeq) => {
+      const working = await system.services.runtime.runPromise(Working)
+      const seq = afterSeq ?? (await lastSeq(server.url))
+      await system.services.runtime.runPromise(working.views.projection.waitFor(seq))
+      return working.views.get(agentId)
+    },
     restartServices: async () => {
       await system.services.stop()
       system.services = await startServices(layer())

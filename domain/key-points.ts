@@ -1,0 +1,63 @@
+/**
+ * Rung 1: extractive key points. Selects whole sentences of the original —
+ * nothing is invented or reworded — within a target share of its tokens,
+ * and keeps them in their original order. A sentence scores by how many of
+ * the text's frequent content terms it carries, with a bonus for the
+ * opening sentence (where speakers and topics are usually named). A text of
+ * one long sentence falls back to its clauses.
+ */
+import type { Encoding } from "../contracts/agent.ts"
+import { terms } from "./terms.ts"
+import { countTokens } from "./tokens.ts"
+
+const sentenceSegmenter = new Intl.Segmenter("en", { granularity: "sentence" })
+
+export const sentences = (text: string): string[] =>
+  Array.from(sentenceSegmenter.segment(text), (s) => s.segment.trim()).filter((s) => s.length > 0)
+
+const clauses = (sentence: string): string[] =>
+  sentence
+    .split(/(?<=[,;—–])\s+/)
+    .map((c) => c.trim().replace(/[,;—–]$/, ""))
+    .filter((c) => c.length > 0)
+
+interface Unit {
+  readonly text: string
+  readonly index: number
+  readonly tokens: number
+  readonly score: number
+}
+
+const scoreUnits = (parts: ReadonlyArray<string>, encoding: Encoding): Unit[] => {
+  const frequency = new Map<string, number>()
+  const termsOf = parts.map((p) => terms(p))
+  for (const ts of termsOf) for (const t of new Set(ts)) frequency.set(t, (frequency.get(t) ?? 0) + 1)
+  return parts.map((text, index) => {
+    const ts = new Set(termsOf[index])
+    let weight = 0
+    for (const t of ts) weight += 1 + Math.log(frequency.get(t) ?? 1)
+    const density = ts.size === 0 ? 0 : weight / Math.sqrt(ts.size + 1)
+    return { text, index, tokens: countTokens(text, encoding), score: density + (index === 0 ? 1.5 : 0) }
+  })
+}
+
+/** The key points of `text` within `share` of its tokens (at least one unit is always kept). */
+export const extractKeyPoints = (text: string, share: number, encoding: Encoding): string => {
+  let parts = sentences(text)
+  if (parts.length <= 1) parts = clauses(text.trim())
+  if (parts.length <= 1) return text.trim()
+  const units = scoreUnits(parts, encoding)
+  const total = units.reduce((s, u) => s + u.tokens, 0)
+  const target = Math.max(1, Math.floor(total * share))
+  const chosen: Unit[] = []
+  let used = 0
+  for (const unit of [...units].sort((a, b) => b.score - a.score || a.index - b.index)) {
+    if (chosen.length > 0 && used + unit.tokens > target) continue
+    chosen.push(unit)
+    used += unit.tokens
+  }
+  return chosen
+    .sort((a, b) => a.index - b.index)
+    .map((u) => u.text)
+    .join(" … ")
+}

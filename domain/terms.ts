@@ -1,0 +1,32 @@
+/**
+ * Lexical terms of a text: lower-cased words and numbers, English stopwords
+ * removed, Porter-stemmed. Shared by the fade score (relevance to the focus)
+ * and lexical retrieval, so both read text the same way.
+ */
+import { stemmer } from "stemmer"
+import { eng } from "stopword"
+
+const STOPWORDS = new Set(eng)
+const WORD = /[\p{L}\p{N}]+(?:['’][\p{L}]+)?/gu
+
+export const terms = (text: string): string[] => {
+  const out: string[] = []
+  for (const match of text.toLowerCase().matchAll(WORD)) {
+    const word = match[0].replace(/['’].*$/, "")
+    if (word.length === 0 || STOPWORDS.has(word)) continue
+    out.push(stemmer(word))
+  }
+  return out
+}
+
+/**
+ * Share of the focus's distinct terms that the text contains, in [0, 1]:
+ * how much of what the agent is working on this entry speaks to.
+ */
+export const focusCoverage = (focusTerms: ReadonlySet<string>, text: string): number => {
+  if (focusTerms.size === 0) return 0
+  const textTerms = new Set(terms(text))
+  let hit = 0
+  for (const t of focusTerms) if (textTerms.has(t)) hit++
+  return hit / focusTerms.size
+}

@@ -1,0 +1,122 @@
+/**
+ * The embedding service used by fading and retrieval: an OpenAI-compatible
+ * `/v1/embeddings` endpoint when configured (OpenAI, Ollama, vLLM, TEI...),
+ * with timeouts and retries, falling back to the offline embedder when it
+ * fails — and saying so in what it returns, so the event records it.
+ */
+import { Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "effect/http"
+import type { Producer } from "../../contracts/fade.ts"
+import { normalise, type Embedder } from "./embedder.ts"
+import { hashedEmbedder } from "./hashed-embedder.ts"
+
+export interface Embedded {
+  readonly vector: Float32Array
+  readonly model: string
+  readonly producer: Producer
+}
+
+export interface RemoteEmbedderConfig {
+  readonly baseUrl: string
+  readonly model: string
+  readonly apiKey?: string | undefined
+  readonly timeout: Duration.Input
+  readonly retries: number
+}
+
+export interface EmbeddingProviderShape {
+  /** Never fails: a remote failure falls back to the offline embedder. */
+  readonly embed: (text: string) => Effect.Effect<Embedded>
+  /** Embeds a query with a given model, for searching records of that model. */
+  readonly embedQuery: (text: string, model: string) => Effect.Effect<Float32Array | null>
+  readonly offline: Embedder
+}
+
+const EmbeddingsResponse = Schema.Struct({
+  data: Schema.Array(Schema.Struct({ embedding: Schema.Array(Schema.Finite) })).check(Schema.isMinLength(1)),
+})
+
+export const remoteEmbedder = (config: RemoteEmbedderConfig) =>
+  Effect.gen(function* () {
+    const client = yield* HttpClient.HttpClient
+    return (text: string) =>
+      HttpClientRequest.post(`${config.baseUrl.replace(/\/$/, "")}/embeddings`).pipe(
+        HttpClientRequest.bodyJsonUnsafe({ model: config.model, input: [text] }),
+        config.apiKey ? HttpClientRequest.bearerToken(config.apiKey) : (r) => r,
+        client.execute,
+        Effect.flatMap(HttpClientResponse.filterStatusOk),
+        Effect.flatMap(HttpClientResponse.schemaBodyJson(EmbeddingsResponse)),
+        Effect.map((body) => normalise(Float32Array.from(body.data[0]!.embedding))),
+        Effect.timeout(config.timeout),
+      )
+  })
+
+export const offlineProvider = (offline: Embedder): EmbeddingProviderShape => ({
+  offline,
+  embed: (text) =>
+    Effect.promise(() => offline.embed([text])).pipe(
+      Effect.map(([vector]) => ({
+        vector: vector!,
+        model: offline.model,
+        producer: { kind: "offline", model: offline.model, fallbackReason: null, attempts: 1 } as const,
+      })),
+    ),
+  embedQuery: (text, model) =>
+    model === offline.model ? Effect.promise(() => offline.embed([text])).pipe(Effect.map(([v]) => v!)) : Effect.succeed(null),
+})
+
+export class EmbeddingProvider extends Context.Service<EmbeddingProvider, EmbeddingProviderShape>()("wm/EmbeddingProvider") {
+  static readonly offlineOnly = (offline: Embedder) => Layer.succeed(EmbeddingProvider, offlineProvider(offline))
+
+  static readonly withRemote = (offline: Embedder, config: RemoteEmbedderConfig) =>
+    Layer.effect(
+      EmbeddingProvider,
+      Effect.gen(function* () {
+        const call = yield* remoteEmbedder(config)
+        const fallback = offlineProvider(offline)
+        const embed = (text: string): Effect.Effect<Embedded> => {
+          let attempts = 0
+          return Effect.suspend(() => {
+            attempts++
+            return call(text)
+          }).pipe(
+            Effect.retry({ schedule: Schedule.exponential("200 millis"), times: config.retries }),
+            Effect.map(
+              (vector): Embedded => ({
+                vector,
+                model: config.model,
+                producer: { kind: "remote", model: config.model, fallbackReason: null, attempts },
+              }),
+            ),
+            Effect.catch((error) =>
+              Effect.map(fallback.embed(text), (e): Embedded => ({
+                ...e,
+                producer: { ...e.producer, fallbackReason: `remote embedder failed after ${attempts} attempts: ${String(error)}`, attempts },
+              })),
+            ),
+          )
+        }
+        return {
+          offline,
+          embed,
+          embedQuery: (text, model) =>
+            model === config.model
+              ? call(text).pipe(Effect.retry({ times: config.retries }), Effect.orElseSucceed(() => null))
+              : fallback.embedQuery(text, model),
+        }
+      }),
+    ).pipe(Layer.provide(FetchHttpClient.layer))
+
+  /** The remote provider when WM_EMBEDDER_URL is set, else the offline one. */
+  static readonly fromEnv = (offline: Embedder = hashedEmbedder()) => {
+    const url = process.env.WM_EMBEDDER_URL
+    if (!url) return EmbeddingProvider.offlineOnly(offline)
+    return EmbeddingProvider.withRemote(offline, {
+      baseUrl: url,
+      model: process.env.WM_EMBEDDER_MODEL ?? "text-embedding-3-small",
+      apiKey: process.env.WM_EMBEDDER_API_KEY,
+      timeout: Duration.millis(Number(process.env.WM_EMBEDDER_TIMEOUT_MS ?? 10_000)),
+      retries: Number(process.env.WM_EMBEDDER_RETRIES ?? 2),
+    })
+  }
+}

@@ -1,0 +1,254 @@
+/**
+ * The fade service: scores each agent's working entries and records rung
+ * decisions as events — key points (rung 1), a summary (rung 2), or an
+ * embedding and demotion out of working.
+ *
+ * It runs when a step ends, when working usage passes τ, after a budget
+ * retune or the end of hyperfocus, after a task transition, and on a
+ * timer; never on the path of a context build. Several workers may run for
+ * a fleet: each owns the agents whose id hashes to its shard, and every
+ * decision is appended with Nats-Expected-Last-Subject-Sequence on the
+ * entry's subject, so a decision taken on a stale view is refused and the
+ * entry re-evaluated, never moved twice.
+ *
+ * Summaries and embeddings are computed once, here, and travel in the
+ * event; replaying the log applies them and calls nothing.
+ */
+import { Context, Effect, HashMap, Layer, Option } from "effect"
+import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
+import { evolve, type AgentView } from "../../domain/agent-view.ts"
+import { planFade, type FadeMove } from "../../domain/fade-plan.ts"
+import { DEFAULT_FADE_CONFIG, type FadeConfig } from "../../domain/fade-score.ts"
+import { extractKeyPoints } from "../../domain/key-points.ts"
+import { blockTokens } from "../../domain/render.ts"
+import { encodeVector } from "../embedding/embedder.ts"
+import { EmbeddingProvider } from "../embedding/embedding-provider.ts"
+import { EventLog } from "../log/event-log.ts"
+import { runProjection, type WarmUp } from "../log/projection.ts"
+import { Summarizer } from "./summarizer.ts"
+
+export interface FadeWorkerSettingsShape {
+  readonly fade: FadeConfig
+  /** How often every owned agent is re-evaluated even without a trigger. */
+  readonly intervalMs: number
+  /** This worker owns the agents whose id hashes to `index` modulo `count`. */
+  readonly shard: { readonly index: number; readonly count: number }
+  /** Plan-apply rounds per evaluation. */
+  readonly maxPasses: number
+  /** Instance name, for dead letters and logs. */
+  readonly name: string
+}
+
+export class FadeWorkerSettings extends Context.Service<FadeWorkerSettings, FadeWorkerSettingsShape>()("wm/FadeWorkerSettings") {
+  static readonly make = (settings: Partial<FadeWorkerSettingsShape> = {}) =>
+    Layer.succeed(FadeWorkerSettings, {
+      fade: DEFAULT_FADE_CONFIG,
+      intervalMs: 30_000,
+      shard: { index: 0, count: 1 },
+      maxPasses: 8,
+      name: "fade",
+      ...settings,
+    })
+
+  /** WM_FADE_INTERVAL_MS, WM_FADE_SHARD ("index/count"), WM_FADE_TAU. */
+  static readonly fromEnv = () => {
+    const [index, count] = (process.env.WM_FADE_SHARD ?? "0/1").split("/").map(Number)
+    const tau = process.env.WM_FADE_TAU ? Number(process.env.WM_FADE_TAU) : DEFAULT_FADE_CONFIG.tau
+    return FadeWorkerSettings.make({
+      intervalMs: Number(process.env.WM_FADE_INTERVAL_MS ?? 30_000),
+      shard: { index: index ?? 0, count: count ?? 1 },
+      fade: { ...DEFAULT_FADE_CONFIG, tau },
+      name: count && count > 1 ? `fade-${index}` : "fade",
+    })
+  }
+}
+
+export interface FadeRun {
+  readonly passes: number
+  readonly applied: number
+  readonly conflicts: number
+}
+
+export interface FadeWorkerShape {
+  /** Evaluates one agent now, until nothing more moves (or the pass limit). */
+  readonly evaluate: (agentId: string) => Effect.Effect<FadeRun>
+  readonly view: (agentId: string) => AgentView | undefined
+  readonly warmUp: WarmUp
+  readonly stats: () => { readonly applied: number; readonly conflicts: number; readonly evaluations: number }
+}
+
+const hashOf = (s: string) => {
+  let h = 0
+  for (let i = 0; i < s.length; i++) h = (Math.imul(h, 31) + s.charCodeAt(i)) | 0
+  return h >>> 0
+}
+
+/** Events after which an agent's entries may have to move. */
+const isTrigger = (event: MemoryEvent): boolean => {
+  switch (event._tag) {
+    case "StepEnded":
+    case "EntryRecorded":
+    case "CuePromoted":
+      return true
+    case "BudgetChanged":
+      return event.reason !== "hyperfocus-enter"
+    case "FocusChanged":
+      return event.transition
+    default:
+      return false
+  }
+}
+
+export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("wm/FadeWorker") {
+  static readonly layer = Layer.effect(
+    FadeWorker,
+    Effect.gen(function* () {
+      const settings = yield* FadeWorkerSettings
+      const log = yield* EventLog
+      const summarizer = yield* Summarizer
+      const embeddings = yield* EmbeddingProvider
+      const config = settings.fade
+      const owns = (agentId: string) => hashOf(agentId) % settings.shard.count === settings.shard.index
+
+      const views = new Map<string, AgentView>()
+      // The raw text of every working entry: working drops it at rung 2, but demotion embeds it.
+      const rawText = new Map<string, string>()
+      const dirty = new Set<string>()
+      let warmedUp = false
+      let wake: (() => void) | null = null
+      const markDirty = (agentId: string) => {
+        if (!owns(agentId)) return
+        dirty.add(agentId)
+        if (warmedUp && wake) wake()
+      }
+      const stats = { applied: 0, conflicts: 0, evaluations: 0 }
+
+      const projection = yield* runProjection({
+        name: settings.name,
+        apply: (event, record) => {
+          if (!owns(event.agentId)) return
+          const next = evolve(views.get(event.agentId), event, record)
+          if (next === undefined) return
+          views.set(event.agentId, next)
+          const key = `${event.agentId}/${"entryId" in event ? event.entryId : ""}`
+          if (event._tag === "EntryRecorded") rawText.set(key, event.content)
+          else if (event._tag === "CuePromoted" && event.recalled.form === "raw") rawText.set(key, event.recalled.text)
+          else if (event._tag === "EntryDemoted") rawText.delete(key)
+          if (isTrigger(event)) markDirty(event.agentId)
+        },
+      })
+      const warmUp = yield* projection.warmedUp
+      warmedUp = true
+
+      const execute = (view: AgentView, move: FadeMove) =>
+        Effect.gen(function* () {
+          const entry = Option.getOrUndefined(HashMap.get(view.entries, move.entryId))
+          if (entry === undefined) return null
+          const encoding = view.config.encoding
+          const raw = rawText.get(`${view.config.id}/${entry.id}`) ?? entry.content
+          const source = raw ?? entry.keyPoints ?? entry.summary ?? ""
+          const envelope = {
+            v: 1 as const,
+            eventId: `${view.config.id}:fade:${entry.id}:${move.from}-${move.to}:${move.expectSeq}`,
+            agentId: view.config.id,
+            at: Date.now(),
+            causationId: `seq:${move.expectSeq}`,
+            correlationId: entry.correlationId,
+          }
+          let event: EventOf<"RungChanged"> | EventOf<"EntryDemoted">
+          if (move.to === 1) {
+            const text = extractKeyPoints(source, config.keyPointsShare, encoding)
+            event = {
+              _tag: "RungChanged", ...envelope, entryId: entry.id, from: move.from, to: 1, text,
+              tokens: blockTokens(entry, "keyPoints", text, encoding), score: move.score,
+              producer: { kind: "extractive", model: "extractive-sentences-v1", fallbackReason: null, attempts: 1 },
+            }
+          } else if (move.to === 2) {
+            const summary = yield* summarizer.summarize(source, { share: config.summaryShare, encoding })
+            event = {
+              _tag: "RungChanged", ...envelope, entryId: entry.id, from: move.from, to: 2, text: summary.text,
+              tokens: blockTokens(entry, "summary", summary.text, encoding), score: move.score, producer: summary.producer,
+            }
+          } else {
+            const embedded = yield* embeddings.embed(source)
+            event = {
+              _tag: "EntryDemoted", ...envelope, entryId: entry.id, from: move.from, score: move.score,
+              embedding: { model: embedded.model, dims: embedded.vector.length, vector: encodeVector(embedded.vector), producer: embedded.producer },
+            }
+          }
+          return yield* log.append(event, { expectLastSubjectSeq: move.expectSeq }).pipe(
+            Effect.map((appended) => appended.seq),
+            Effect.catchTag("SequenceConflict", () => Effect.sync(() => (stats.conflicts++, null))),
+          )
+        })
+
+      const evaluate = (agentId: string): Effect.Effect<FadeRun> =>
+        Effect.gen(function* () {
+          stats.evaluations++
+          let applied = 0
+          let conflicts = 0
+          let passes = 0
+          for (; passes < settings.maxPasses; passes++) {
+            const view = views.get(agentId)
+            if (view === undefined) break
+            const moves = planFade(view, config)
+            if (moves.length === 0) break
+            const seqs = yield* Effect.forEach(moves, (move) => execute(view, move), { concurrency: 8 })
+            const done = seqs.filter((s): s is number => s !== null)
+            applied += done.length
+            conflicts += seqs.length - done.length
+            // Plan again only on a view that includes these decisions (and whatever beat them).
+            const target = done.length > 0 ? Math.max(...done) : yield* log.lastSeq
+            yield* projection.waitFor(target, "30 seconds").pipe(Effect.ignore)
+          }
+          stats.applied += applied
+          return { passes, applied, conflicts }
+        }).pipe(
+          Effect.catchCause((cause) =>
+            Effect.sync(() => {
+              console.error(`[${settings.name}] evaluating ${agentId} failed`, cause)
+              return { passes: 0, applied: 0, conflicts: 0 }
+            }),
+          ),
+        )
+
+      // The evaluation loop: drains the dirty set, one evaluation per agent at a time.
+      const loop = Effect.gen(function* () {
+        while (true) {
+          if (dirty.size === 0) {
+            yield* Effect.callback<void>((resume) => {
+              wake = () => {
+                wake = null
+                resume(Effect.void)
+              }
+              return Effect.sync(() => {
+                wake = null
+              })
+            })
+          }
+          const agents = [...dirty]
+          dirty.clear()
+          yield* Effect.forEach(agents, evaluate, { concurrency: 4, discard: true })
+        }
+      })
+      yield* Effect.forkScoped(loop)
+      yield* Effect.forkScoped(
+        Effect.gen(function* () {
+          while (true) {
+            yield* Effect.sleep(settings.intervalMs)
+            for (const agentId of views.keys()) markDirty(agentId)
+          }
+        }),
+      )
+      for (const agentId of views.keys()) markDirty(agentId)
+
+      return {
+        evaluate,
+        view: (agentId) => views.get(agentId),
+        warmUp,
+        stats: () => ({ ...stats }),
+      }
+    }),
+  )
+}
+
