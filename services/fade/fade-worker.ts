@@ -14,7 +14,7 @@
  * Summaries and embeddings are computed once, here, and travel in the
  * event; replaying the log applies them and calls nothing.
  */
-import { Context, Effect, HashMap, Layer, Option } from "effect"
+import { Context, Effect, HashMap, Layer, Option, Semaphore } from "effect"
 import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
 import { evolve, type AgentView } from "../../domain/agent-view.ts"
 import { planFade, type FadeMove } from "../../domain/fade-plan.ts"
@@ -182,6 +182,14 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
           )
         })
 
+      // One evaluation per agent at a time in this worker: a second would only redo the first's work.
+      const locks = new Map<string, Semaphore.Semaphore>()
+      const lockOf = (agentId: string) => {
+        let lock = locks.get(agentId)
+        if (lock === undefined) locks.set(agentId, (lock = Semaphore.makeUnsafe(1)))
+        return lock
+      }
+
       const evaluate = (agentId: string): Effect.Effect<FadeRun> =>
         Effect.gen(function* () {
           stats.evaluations++
@@ -204,6 +212,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
           stats.applied += applied
           return { passes, applied, conflicts }
         }).pipe(
+          lockOf(agentId).withPermits(1),
           Effect.catchCause((cause) =>
             Effect.sync(() => {
               console.error(`[${settings.name}] evaluating ${agentId} failed`, cause)

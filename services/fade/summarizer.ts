@@ -38,10 +38,12 @@ const offline = (text: string, share: number, encoding: Encoding, fallbackReason
   producer: { kind: "offline", model: OFFLINE_SUMMARY_MODEL, fallbackReason, attempts },
 })
 
+export const offlineSummarizer: SummarizerShape = {
+  summarize: (text, { share, encoding }) => Effect.sync(() => offline(text, share, encoding, null, 1)),
+}
+
 export class Summarizer extends Context.Service<Summarizer, SummarizerShape>()("wm/Summarizer") {
-  static readonly offline = Layer.succeed(Summarizer, {
-    summarize: (text, { share, encoding }) => Effect.sync(() => offline(text, share, encoding, null, 1)),
-  })
+  static readonly offline = Layer.succeed(Summarizer, offlineSummarizer)
 
   static readonly remote = (config: RemoteSummarizerConfig) =>
     Layer.effect(

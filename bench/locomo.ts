@@ -1,0 +1,45 @@
+/**
+ * Memory quality on LoCoMo: evidence recall and answer-in-context of the
+ * context built for each question at each token budget, beside FIFO and
+ * BM25 fills of the same turns at the same token counts.
+ *
+ *   npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>]
+ *
+ * Every LoCoMo-format `*.json` file of <dir> is used. With --out, the
+ * summary goes to <file.json> and the diagnostics to <file>.details.json.
+ */
+import { parseArgs } from "node:util"
+import { LocomoFormatError } from "./locomo/dataset.ts"
+import { DEFAULT_BUDGETS, parseBudgets } from "./locomo/options.ts"
+import { streamProgress } from "./locomo/report.ts"
+import { runLocomoBenchmark } from "./locomo/run.ts"
+
+const usage = "usage: npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>]"
+
+const main = async () => {
+  const { values } = parseArgs({
+    options: {
+      data: { type: "string" },
+      budgets: { type: "string", default: DEFAULT_BUDGETS.join(",") },
+      out: { type: "string" },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  })
+  if (values.help) {
+    console.log(usage)
+    return
+  }
+  if (values.data === undefined) throw new Error(`--data is required\n${usage}`)
+  await runLocomoBenchmark({
+    data: values.data,
+    budgets: parseBudgets(values.budgets),
+    ...(values.out !== undefined ? { out: values.out } : {}),
+    progress: streamProgress(process.stderr),
+  })
+}
+
+main().catch((error: unknown) => {
+  const expected = error instanceof LocomoFormatError || (error instanceof Error && error.message.startsWith("--"))
+  console.error(expected ? (error as Error).message : error)
+  process.exit(1)
+})

@@ -1,0 +1,21 @@
+/** Command-line values of the LoCoMo benchmark, parsed and checked. */
+
+export const DEFAULT_BUDGETS: ReadonlyArray<number> = [512, 1024, 2048, 4096]
+/** The smallest budget the API accepts. */
+export const MIN_BUDGET = 16
+
+/** "512,1024" -> [512, 1024]: positive integers, ascending, without repeats. */
+export const parseBudgets = (text: string): number[] => {
+  const parts = text.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
+  if (parts.length === 0) throw new Error(`--budgets: expected comma-separated token budgets, got '${text}'`)
+  const budgets = parts.map((part) => {
+    if (!/^\d+$/.test(part) || Number(part) < MIN_BUDGET) {
+      throw new Error(`--budgets: '${part}' is not a whole number of tokens of at least ${MIN_BUDGET}`)
+    }
+    return Number(part)
+  })
+  return [...new Set(budgets)].sort((a, b) => a - b)
+}
+
+/** Where the diagnostics go beside `--out`: "results/locomo.json" -> "results/locomo.details.json". */
+export const detailsPath = (out: string): string => `${out.replace(/\.json$/i, "")}.details.json`
