@@ -3,6 +3,7 @@ import { defineConfig } from "vitest/config"
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    exclude: ["**/node_modules/**", "**/.git/**", "test/faults/**"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Each file starts its own nats-server; two cores run two files at a time.

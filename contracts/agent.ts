@@ -26,6 +26,11 @@ export const Encoding = Schema.Literals(["o200k_base", "cl100k_base", "p50k_base
 export type Encoding = typeof Encoding.Type
 export const DEFAULT_ENCODING: Encoding = "o200k_base"
 
+const Weight = Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 1 }))
+/** Weights of the relevance score r = α·sim + β·recency + γ·log(1+freq). */
+export const RelevanceWeights = Schema.Struct({ alpha: Weight, beta: Weight, gamma: Weight })
+export type RelevanceWeights = typeof RelevanceWeights.Type
+
 export const AgentConfig = Schema.Struct({
   id: AgentId,
   role: Role,
@@ -33,5 +38,6 @@ export const AgentConfig = Schema.Struct({
   budget: Budget,
   encoding: Encoding,
   fade: Schema.optionalKey(FadeSettings),
+  relevance: Schema.optionalKey(RelevanceWeights),
 })
 export type AgentConfig = typeof AgentConfig.Type

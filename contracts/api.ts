@@ -9,12 +9,13 @@
  * client always reads its own writes.
  */
 import { Schema } from "effect"
-import { AgentConfig, Budget, Encoding, Role } from "./agent.ts"
+import { AgentConfig, Budget, Encoding, RelevanceWeights, Role } from "./agent.ts"
 import { EmotionalWeight, Mood, Origin, RepresentationKind, TokenCount, WorkingEntry, WorkingRung } from "./entry.ts"
 import { ApiError } from "./errors.ts"
 import { FadeSettings } from "./fade.ts"
 import { Focus, TaskKind } from "./focus.ts"
 import { EntryId, EpochMillis, RequestId, StepId } from "./ids.ts"
+import { RecordFilter } from "./longterm.ts"
 
 /** Largest entry content accepted, in UTF-8 bytes. */
 export const MAX_CONTENT_BYTES = 64 * 1024
@@ -36,6 +37,8 @@ export const RegisterAgentRequest = Schema.Struct({
   encoding: Schema.optionalKey(Encoding),
   /** Fade settings of this agent: τ, overall and per task kind. */
   fade: Schema.optionalKey(FadeSettings),
+  /** Weights of the relevance score r = α·sim + β·recency + γ·log(1+freq) for this agent. */
+  relevance: Schema.optionalKey(RelevanceWeights),
 })
 export const RegisterAgentResponse = Schema.Struct({ agent: AgentConfig, budget: Budget, seq: Seq })
 
@@ -86,7 +89,11 @@ export const FocusResponse = Schema.Struct({ transition: Schema.Boolean, seq: Se
 export const ReferenceEntriesRequest = Schema.Struct({
   ...base,
   stepId: StepId,
-  entryIds: Schema.Array(EntryId).check(Schema.isMinLength(1), Schema.isMaxLength(MAX_REFERENCES)),
+  entryIds: Schema.optionalKey(Schema.Array(EntryId).check(Schema.isMaxLength(MAX_REFERENCES))),
+  /** Quotations of entries' content: each refers to the entries (working or long-term) whose text contains it. */
+  quotes: Schema.optionalKey(
+    Schema.Array(Schema.String.check(Schema.isMinLength(8), Schema.isMaxLength(2_000))).check(Schema.isMaxLength(16)),
+  ),
 })
 export const ReferenceResponse = Schema.Struct({ entryIds: Schema.Array(EntryId), seq: Seq })
 
@@ -135,10 +142,83 @@ export const ViewResponse = Schema.Struct({
   appliedSeq: Seq,
 })
 
+export const SubstrateGetRequest = Schema.Struct({ entryId: EntryId, afterSeq: Schema.optionalKey(Seq) })
+export const SubstrateRecord = Schema.Struct({
+  agentId: Schema.String,
+  entryId: EntryId,
+  timestamp: EpochMillis,
+  origin: Origin,
+  content: Schema.String,
+  tags: Schema.Array(Schema.String),
+  correlationId: Schema.NullOr(Schema.String),
+  moodSnapshot: Schema.NullOr(Mood),
+  emotionalWeight: EmotionalWeight,
+  tokens: TokenCount,
+  /** Stream sequence of the EntryRecorded event. */
+  seq: Seq,
+})
+
+const Weights = RelevanceWeights
+
+export const QueryRequest = Schema.Struct({
+  query: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(4_000)),
+  limit: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 200 }))),
+  filter: Schema.optionalKey(RecordFilter),
+  /** Include each result's score parts. */
+  explain: Schema.optionalKey(Schema.Boolean),
+  afterSeq: Schema.optionalKey(Seq),
+})
+export const ScoreExplanation = Schema.Struct({
+  similarity: Schema.Finite,
+  dense: Schema.Finite,
+  lexical: Schema.Finite,
+  recency: Schema.Finite,
+  frequency: Schema.Finite,
+  weights: Weights,
+})
+export const QueryResult = Schema.Struct({
+  entryId: EntryId,
+  tier: Schema.Literals(["working", "long-term"]),
+  origin: Origin,
+  timestamp: EpochMillis,
+  tags: Schema.Array(Schema.String),
+  correlationId: Schema.NullOr(Schema.String),
+  form: RepresentationKind,
+  text: Schema.String,
+  relevance: Schema.Finite,
+  explain: Schema.optionalKey(ScoreExplanation),
+})
+export const QueryResponse = Schema.Struct({ results: Schema.Array(QueryResult) })
+
+export const ThreadRequest = Schema.Struct({ correlationId: Schema.String.check(Schema.isMinLength(1)), afterSeq: Schema.optionalKey(Seq) })
+export const ThreadResponse = Schema.Struct({
+  entries: Schema.Array(
+    Schema.Struct({
+      agentId: Schema.String,
+      entryId: EntryId,
+      tier: Schema.Literals(["working", "long-term"]),
+      timestamp: EpochMillis,
+      origin: Origin,
+      form: RepresentationKind,
+      text: Schema.String,
+    }),
+  ),
+})
+
+export const RecallRequest = Schema.Struct({ stepId: StepId, afterSeq: Schema.optionalKey(Seq) })
+export const RecallResponse = Schema.Struct({ cues: Schema.Int, seq: Seq })
+
+export const WarmUpRequest = Schema.Struct({
+  ...base,
+  /** How many of the most recently demoted records come back (default 5). */
+  count: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100 }))),
+})
+export const WarmUpResponse = Schema.Struct({ entryIds: Schema.Array(EntryId), seq: Seq })
+
 export type Operation = {
   /** Subject suffix after `wm.api.<agentId>.` */
   readonly subject: string
-  readonly servedBy: "gateway" | "working"
+  readonly servedBy: "gateway" | "working" | "substrate" | "retrieval"
   readonly summary: string
   readonly request: Schema.Top
   readonly response: Schema.Top
@@ -221,6 +301,41 @@ export const operations = {
     summary: "The agent's working view: budget use, entries by rung, the open step.",
     request: GetViewRequest,
     response: ViewResponse,
+  },
+  getRaw: {
+    subject: "substrate.get",
+    servedBy: "substrate",
+    summary: "The raw text and metadata of any entry the agent recorded, demoted or not.",
+    request: SubstrateGetRequest,
+    response: SubstrateRecord,
+  },
+  query: {
+    subject: "memory.query",
+    servedBy: "retrieval",
+    summary: "Search working and long-term memory; ranked by r = α·sim + β·recency + γ·log(1+freq).",
+    request: QueryRequest,
+    response: QueryResponse,
+  },
+  thread: {
+    subject: "memory.thread",
+    servedBy: "retrieval",
+    summary: "Every entry of a correlation id, across agents and tiers, in time order.",
+    request: ThreadRequest,
+    response: ThreadResponse,
+  },
+  recall: {
+    subject: "step.recall",
+    servedBy: "retrieval",
+    summary: "Rehydrate the open step's cues from long-term for its focus (the context builder calls this).",
+    request: RecallRequest,
+    response: RecallResponse,
+  },
+  warmUp: {
+    subject: "agent.warmup",
+    servedBy: "retrieval",
+    summary: "After an agent restarts: bring its most recently demoted records back as native working entries.",
+    request: WarmUpRequest,
+    response: WarmUpResponse,
   },
 } as const satisfies Record<string, Operation>
 

@@ -121,6 +121,8 @@ export const RecalledEntry = Schema.Struct({
   form: RepresentationKind,
   text: Schema.String,
   tokens: TokenCount,
+  /** Key points beside a raw text, so the builder can serve the cheaper form when room is short. */
+  keyPoints: Schema.optionalKey(Schema.Struct({ text: Schema.String, tokens: TokenCount })),
 })
 
 export const CueRehydrated = Schema.TaggedStruct("CueRehydrated", {
@@ -130,6 +132,18 @@ export const CueRehydrated = Schema.TaggedStruct("CueRehydrated", {
   trigger: CueTrigger,
   relevance: Schema.Finite,
   recalled: RecalledEntry,
+})
+
+/**
+ * How relevant retrieval found the open step's working entries to its
+ * focus, recorded once so every build of the step (and any replay of it)
+ * ranks natives and cues on the same scale.
+ */
+export const StepRecalled = Schema.TaggedStruct("StepRecalled", {
+  ...envelope,
+  stepId: StepId,
+  trigger: CueTrigger,
+  similarities: Schema.Array(Schema.Struct({ entryId: EntryId, similarity: Schema.Finite })),
 })
 
 export const CuePromoted = Schema.TaggedStruct("CuePromoted", {
@@ -159,6 +173,7 @@ export const MemoryEvent = Schema.Union([
   RungChanged,
   EntryDemoted,
   CueRehydrated,
+  StepRecalled,
   CuePromoted,
   CueDropped,
 ])
@@ -180,6 +195,7 @@ export const EVENT_TAGS: ReadonlyArray<MemoryEventTag> = [
   "RungChanged",
   "EntryDemoted",
   "CueRehydrated",
+  "StepRecalled",
   "CuePromoted",
   "CueDropped",
 ]

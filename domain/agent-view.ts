@@ -8,8 +8,9 @@
 import { HashMap, HashSet, Option } from "effect"
 import type { AgentConfig } from "../contracts/agent.ts"
 import type { RepresentationKind, WorkingEntry, WorkingRung } from "../contracts/entry.ts"
-import type { EventOf, MemoryEvent } from "../contracts/events.ts"
+import { entryIdOf, type EventOf, type MemoryEvent } from "../contracts/events.ts"
 import type { Focus } from "../contracts/focus.ts"
+import { agentConfigSubject, entrySubject } from "../contracts/subjects.ts"
 
 export interface OpenStep {
   readonly stepId: string
@@ -17,6 +18,8 @@ export interface OpenStep {
   readonly startedAt: number
   /** Ids of the entries and cues the agent referenced in this step. */
   readonly referenced: HashSet.HashSet<string>
+  /** Retrieval's similarity of working entries to the step's focus, once recalled. */
+  readonly similarities: HashMap.HashMap<string, number> | null
 }
 
 export interface AgentView {
@@ -26,8 +29,10 @@ export interface AgentView {
   readonly hyperfocus: boolean
   /** Native working entries, rungs 0-2. */
   readonly entries: HashMap.HashMap<string, WorkingEntry>
-  /** Transient cues rehydrated from long-term for the open step. */
+  /** Transient cues rehydrated from long-term (or for a summarised entry, its raw text) for the open step. */
   readonly cues: HashMap.HashMap<string, WorkingEntry>
+  /** The relevance each cue was recalled with. */
+  readonly cueRelevance: HashMap.HashMap<string, number>
   /** Entries that have left working for long-term. */
   readonly longTerm: HashSet.HashSet<string>
   /** Tokens working carries: each native entry at the cost of its current rung. */
@@ -43,6 +48,8 @@ export interface AgentView {
   readonly configSeq: number
   readonly lastSeq: number
   readonly lastEventAt: number
+  /** Ids of the events applied most recently (at least the last SEEN_GENERATION), so a redelivered copy is not applied twice. */
+  readonly seen: { readonly recent: HashSet.HashSet<string>; readonly older: HashSet.HashSet<string> }
 }
 
 /** Where an event sits in the log. */
@@ -94,6 +101,7 @@ const registered = (event: EventOf<"AgentRegistered">, position: LogPosition): A
   hyperfocus: false,
   entries: HashMap.empty(),
   cues: HashMap.empty(),
+  cueRelevance: HashMap.empty(),
   longTerm: HashSet.empty(),
   usage: 0,
   step: null,
@@ -102,6 +110,7 @@ const registered = (event: EventOf<"AgentRegistered">, position: LogPosition): A
   entryCount: 0,
   clock: 0,
   configSeq: position.seq,
+  seen: { recent: HashSet.make(event.eventId), older: HashSet.empty() },
   lastSeq: position.seq,
   lastEventAt: event.at,
 })
@@ -190,7 +199,8 @@ const fromRecalled = (
   transient: boolean,
 ): WorkingEntry => {
   const r = event.recalled
-  const rung: WorkingRung = r.form === "raw" ? 0 : r.form === "keyPoints" ? 1 : 2
+  const kp = r.form === "raw" ? r.keyPoints : undefined
+  const rung: WorkingRung = r.form === "raw" ? (kp ? 1 : 0) : r.form === "keyPoints" ? 1 : 2
   return {
     id: event.entryId,
     timestamp: r.timestamp,
@@ -203,9 +213,14 @@ const fromRecalled = (
     referenceCount: 0,
     citationCount: 0,
     emotionalWeight: r.emotionalWeight,
-    keyPoints: r.form === "keyPoints" ? r.text : null,
+    keyPoints: r.form === "keyPoints" ? r.text : (kp?.text ?? null),
     summary: r.form === "summary" ? r.text : null,
-    tokens: r.form === "raw" ? { raw: r.tokens } : { raw: r.tokens, [r.form]: r.tokens },
+    tokens:
+      r.form === "raw"
+        ? kp
+          ? { raw: r.tokens, keyPoints: kp.tokens }
+          : { raw: r.tokens }
+        : { raw: r.tokens, [r.form]: r.tokens },
     lastEventSeq: seq,
     ordinal: view.entryCount,
     trackedSince: Math.max(view.clock, r.timestamp),
@@ -216,14 +231,17 @@ const fromRecalled = (
 }
 
 const promoted = (view: AgentView, event: EventOf<"CuePromoted">, seq: number): AgentView => {
-  if (HashMap.has(view.entries, event.entryId)) return view
+  const existing = Option.getOrUndefined(HashMap.get(view.entries, event.entryId))
+  // A native entry is replaced only by a higher-fidelity form of itself (its raw text recalled at rung 2).
+  if (existing !== undefined && existing.rung < 2) return view
   const entry = fromRecalled(view, event, seq, false)
   return {
     ...view,
     entries: HashMap.set(view.entries, entry.id, entry),
     cues: HashMap.remove(view.cues, event.entryId),
+    cueRelevance: HashMap.remove(view.cueRelevance, event.entryId),
     longTerm: HashSet.remove(view.longTerm, event.entryId),
-    usage: view.usage + rungCost(entry),
+    usage: view.usage - (existing ? rungCost(existing) : 0) + rungCost(entry),
     // Fresh fade tracking: the promoted entry counts as the newest.
     entryCount: view.entryCount + 1,
   }
@@ -275,25 +293,40 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
     case "StepStarted":
       return {
         ...view,
-        step: { stepId: event.stepId, focus: event.focus, startedAt: event.at, referenced: HashSet.empty() },
+        step: { stepId: event.stepId, focus: event.focus, startedAt: event.at, referenced: HashSet.empty(), similarities: null },
         // Cues live for one step only.
         cues: HashMap.empty(),
+        cueRelevance: HashMap.empty(),
       }
     case "StepEnded":
-      return view.step?.stepId === event.stepId ? { ...view, step: null, cues: HashMap.empty() } : view
+      return view.step?.stepId === event.stepId ? { ...view, step: null, cues: HashMap.empty(), cueRelevance: HashMap.empty() } : view
     case "FocusChanged":
       return { ...view, focus: event.focus, taskKind: event.taskKind }
     case "RungChanged":
       return rungChanged(view, event, seq)
     case "EntryDemoted":
       return demoted(view, event)
-    case "CueRehydrated":
-      if (view.step?.stepId !== event.stepId || HashMap.has(view.entries, event.entryId)) return view
-      return { ...view, cues: HashMap.set(view.cues, event.entryId, fromRecalled(view, event, seq, true)) }
+    case "CueRehydrated": {
+      if (view.step?.stepId !== event.stepId) return view
+      // A cue brings back what working no longer holds: a long-term record, or the raw text of a summarised entry.
+      const native = Option.getOrUndefined(HashMap.get(view.entries, event.entryId))
+      if (native !== undefined && native.rung < 2) return view
+      return {
+        ...view,
+        cues: HashMap.set(view.cues, event.entryId, fromRecalled(view, event, seq, true)),
+        cueRelevance: HashMap.set(view.cueRelevance, event.entryId, event.relevance),
+      }
+    }
+    case "StepRecalled":
+      if (view.step?.stepId !== event.stepId) return view
+      return {
+        ...view,
+        step: { ...view.step, similarities: HashMap.fromIterable(event.similarities.map((s) => [s.entryId, s.similarity] as const)) },
+      }
     case "CuePromoted":
       return promoted(view, event, seq)
     case "CueDropped":
-      return { ...view, cues: HashMap.remove(view.cues, event.entryId) }
+      return { ...view, cues: HashMap.remove(view.cues, event.entryId), cueRelevance: HashMap.remove(view.cueRelevance, event.entryId) }
   }
 }
 
@@ -304,8 +337,43 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
 export const evolve = (view: AgentView | undefined, event: MemoryEvent, position: LogPosition): AgentView | undefined => {
   if (view === undefined) return event._tag === "AgentRegistered" ? registered(event, position) : undefined
   if (position.seq <= view.lastSeq) return view
-  const next = apply(view, event, position.seq)
-  return { ...next, lastSeq: position.seq, lastEventAt: event.at }
+  // A copy of an applied event stored again under another message id changes nothing but log positions.
+  const duplicate = HashSet.has(view.seen.recent, event.eventId) || HashSet.has(view.seen.older, event.eventId)
+  const next = duplicate ? view : { ...apply(view, event, position.seq), lastEventAt: event.at, seen: remember(view.seen, event.eventId) }
+  return { ...atPosition(next, event, position.seq), lastSeq: position.seq }
+}
+
+/**
+ * A record on one of the agent's subjects that no projection could decode
+ * (dead-lettered): nothing applies, but the positions the expected-sequence
+ * guards use move past it, so later decisions on that subject are not refused.
+ */
+export const skipUndecodable = (view: AgentView, subject: string, seq: number): AgentView => {
+  if (subject === agentConfigSubject(view.config.id)) return seq > view.configSeq ? { ...view, configSeq: seq } : view
+  const prefix = entrySubject(view.config.id, "")
+  const entry = subject.startsWith(prefix) ? Option.getOrUndefined(HashMap.get(view.entries, subject.slice(prefix.length))) : undefined
+  if (entry === undefined || entry.lastEventSeq >= seq) return view
+  return { ...view, entries: HashMap.set(view.entries, entry.id, { ...entry, lastEventSeq: seq }) }
+}
+
+/** Event ids remembered per agent: between one and two generations of this many. */
+export const SEEN_GENERATION = 512
+
+const remember = (seen: AgentView["seen"], eventId: string): AgentView["seen"] =>
+  HashSet.size(seen.recent) >= SEEN_GENERATION
+    ? { recent: HashSet.make(eventId), older: seen.recent }
+    : { recent: HashSet.add(seen.recent, eventId), older: seen.older }
+
+/**
+ * Keeps the positions the expected-sequence guards use equal to the last
+ * event stored on their subject, whether or not the event changed anything.
+ */
+const atPosition = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
+  if (event._tag === "AgentRegistered" || event._tag === "BudgetChanged") return view.configSeq === seq ? view : { ...view, configSeq: seq }
+  const entryId = entryIdOf(event)
+  const entry = entryId === null ? undefined : Option.getOrUndefined(HashMap.get(view.entries, entryId))
+  if (entryId === null || entry === undefined || entry.lastEventSeq >= seq) return view
+  return { ...view, entries: HashMap.set(view.entries, entryId, { ...entry, lastEventSeq: seq }) }
 }
 
 /** Working entries in timestamp order (oldest first); ties keep recording order. */
@@ -318,7 +386,11 @@ export const viewSnapshot = (view: AgentView) => ({
   budget: view.budget,
   hyperfocus: view.hyperfocus,
   usage: view.usage,
-  step: view.step && { ...view.step, referenced: Array.from(view.step.referenced).sort() },
+  step: view.step && {
+    ...view.step,
+    referenced: Array.from(view.step.referenced).sort(),
+    similarities: view.step.similarities && Array.from(view.step.similarities).sort(),
+  },
   focus: view.focus,
   taskKind: view.taskKind,
   entryCount: view.entryCount,

@@ -9,16 +9,23 @@
  * 2. Fidelity: again in priority order, each taken entry is raised to the
  *    highest-fidelity form working holds for it (raw, then key points) that
  *    the remaining budget pays for.
- * 3. Output in timestamp order (oldest first) unless asked for priority order.
+ * 3. Output in timestamp order (oldest first), under a line for each date,
+ *    unless asked for priority order (then a date line precedes every block
+ *    whose date differs from the block before it).
  *
  * Costs are the block token counts recorded when each representation was
- * made; blocks are token-additive (see render.ts), so the sum is the exact
- * count of the text. Nothing is tokenised here.
+ * made, plus the date lines; both are token-additive (see render.ts), so the
+ * sum is the exact count of the text. Only date lines are tokenised here,
+ * once per distinct day.
  */
-import { HashMap } from "effect"
+import { HashMap, Option } from "effect"
+import { DEFAULT_ENCODING, type Encoding } from "../contracts/agent.ts"
 import type { RepresentationKind, WorkingEntry, WorkingRung } from "../contracts/entry.ts"
-import { availableForms, formText, formTokens, rungCost, type AgentView } from "./agent-view.ts"
-import { renderBlock } from "./render.ts"
+import { focusText } from "../contracts/focus.ts"
+import { availableForms, currentFocus, formText, formTokens, rungCost, type AgentView } from "./agent-view.ts"
+import { bm25Scaled, DEFAULT_RELEVANCE, frequencyOf, fuseRankings, recencyOf, relevance } from "./relevance.ts"
+import { terms } from "./terms.ts"
+import { dateLineTokens, dayOf, renderBlock, renderDateLine } from "./render.ts"
 
 export interface Candidate {
   readonly entry: WorkingEntry
@@ -75,15 +82,19 @@ export const buildContext = (
   candidates: ReadonlyArray<Candidate>,
   budget: number,
   order: ContextOrder = "timestamp",
+  encoding: Encoding = DEFAULT_ENCODING,
 ): BuiltContext => {
   const ranked = [...candidates].sort(byPriority)
   const chosen: Chosen[] = []
+  const days = new Set<string>()
   let used = 0
   for (const candidate of ranked) {
-    const cost = rungCost(candidate.entry)
+    const day = dayOf(candidate.entry.timestamp)
+    const cost = rungCost(candidate.entry) + (days.has(day) ? 0 : dateLineTokens(candidate.entry.timestamp, encoding))
     if (used + cost > budget) continue
     used += cost
-    chosen.push({ candidate, form: cheapestForm(candidate.entry), tokens: cost })
+    days.add(day)
+    chosen.push({ candidate, form: cheapestForm(candidate.entry), tokens: rungCost(candidate.entry) })
   }
   for (const c of chosen) {
     for (const form of availableForms(c.candidate.entry)) {
@@ -98,10 +109,26 @@ export const buildContext = (
     }
   }
   if (order === "timestamp") chosen.sort(byTime)
+  else {
+    // In priority order a day can come back several times, each with its line: drop the least
+    // important blocks until those extra lines fit too.
+    const cost = () => chosen.reduce((sum, c, i) => sum + c.tokens + (i === 0 || dayOf(chosen[i - 1]!.candidate.entry.timestamp) !== dayOf(c.candidate.entry.timestamp) ? dateLineTokens(c.candidate.entry.timestamp, encoding) : 0), 0)
+    used = cost()
+    while (used > budget && chosen.length > 0) {
+      chosen.pop()
+      used = cost()
+    }
+  }
   let text = ""
+  let day = ""
   const items: ContextItem[] = []
   for (const c of chosen) {
     const e = c.candidate.entry
+    const d = dayOf(e.timestamp)
+    if (d !== day) {
+      text += renderDateLine(e.timestamp)
+      day = d
+    }
     text += renderBlock(e, c.form, formText(e, c.form))
     items.push({ entryId: e.id, timestamp: e.timestamp, origin: e.origin, rung: e.rung, form: c.form, cue: c.candidate.cue, tokens: c.tokens })
   }
@@ -115,13 +142,63 @@ export const recencyPriority = (entry: WorkingEntry): number => entry.timestamp
 export const effectiveBudget = (view: AgentView, limit?: number): number =>
   limit === undefined ? view.budget : Math.min(view.budget, limit)
 
-/** Native entries and the open step's cues, ranked by `priority` (recency when omitted). */
+/**
+ * Native entries and the open step's cues, ranked by `priority`. A cue that
+ * recalls a summarised entry's raw text stands in for the native entry.
+ */
 export const candidatesOf = (
   view: AgentView,
   priority: (entry: WorkingEntry, cue: boolean) => number = recencyPriority,
 ): Candidate[] => {
   const candidates: Candidate[] = []
-  for (const entry of HashMap.values(view.entries)) candidates.push({ entry, priority: priority(entry, false), cue: false })
+  for (const entry of HashMap.values(view.entries)) {
+    if (!HashMap.has(view.cues, entry.id)) candidates.push({ entry, priority: priority(entry, false), cue: false })
+  }
   for (const entry of HashMap.values(view.cues)) candidates.push({ entry, priority: priority(entry, true), cue: true })
   return candidates
+}
+
+/**
+ * The priority of a build: with a focus, the relevance of each entry to it,
+ * r = α·sim + β·recency + γ·frequency. Once retrieval has recalled for the
+ * step, sim is the similarity it recorded (StepRecalled for working
+ * entries, CueRehydrated for cues): one ranking over both tiers. Before
+ * that, sim comes from an entry's BM25 rank against the focus among the
+ * candidates, on the same reciprocal-rank scale. Without a focus, recency.
+ * A pure function of the view, so an audit replay ranks exactly as the
+ * build did.
+ */
+export const priorityFor = (view: AgentView): ((entry: WorkingEntry, cue: boolean) => number) => {
+  const focus = currentFocus(view)
+  const query = terms(focusText(focus))
+  if (query.length === 0) return recencyPriority
+  const weights = view.config.relevance ?? DEFAULT_RELEVANCE
+  // Once retrieval has recalled for the step, its similarities rank natives and cues alike.
+  const recalledNative = view.step?.similarities ?? null
+  const pool = [...HashMap.values(view.entries), ...HashMap.values(view.cues)]
+  const lexical = recalledNative ? [] : bm25Scaled(query, pool.map(entryTerms))
+  const ranked = pool.map((entry, i) => ({ entry, score: lexical[i] ?? 0 })).filter((x) => x.score > 0).sort((a, b) => b.score - a.score)
+  const similarity = recalledNative ? new Map(recalledNative) : fuseRankings([ranked.map((x) => x.entry.id)], 1)
+  return (entry, cue) => {
+    const recalled = cue ? Option.getOrElse(HashMap.get(view.cueRelevance, entry.id), () => 0) : 0
+    return relevance(
+      {
+        similarity: Math.max(similarity.get(entry.id) ?? 0, recalled),
+        recency: recencyOf(view.clock, Math.max(entry.timestamp, entry.lastCitedAt ?? 0)),
+        frequency: frequencyOf(entry.citationCount),
+      },
+      weights,
+    )
+  }
+}
+
+// Entries are immutable values: their terms are computed once per entry.
+const termsCache = new WeakMap<WorkingEntry, ReadonlyArray<string>>()
+export const entryTerms = (entry: WorkingEntry): ReadonlyArray<string> => {
+  let cached = termsCache.get(entry)
+  if (cached === undefined) {
+    cached = terms(entry.content ?? entry.keyPoints ?? entry.summary ?? "")
+    termsCache.set(entry, cached)
+  }
+  return cached
 }

@@ -37,6 +37,7 @@ export const requestedConfig = (agentId: string, request: RequestOf<"registerAge
     budget,
     encoding: request.encoding ?? DEFAULT_ENCODING,
     ...(request.fade !== undefined ? { fade: request.fade } : {}),
+    ...(request.relevance !== undefined ? { relevance: request.relevance } : {}),
   }
 }
 
@@ -45,7 +46,8 @@ const sameConfig = (a: AgentConfig, b: AgentConfig) =>
   a.role === b.role &&
   a.budget === b.budget &&
   a.encoding === b.encoding &&
-  JSON.stringify(a.fade ?? null) === JSON.stringify(b.fade ?? null)
+  JSON.stringify(a.fade ?? null) === JSON.stringify(b.fade ?? null) &&
+  JSON.stringify(a.relevance ?? null) === JSON.stringify(b.relevance ?? null)
 
 /**
  * Registering an agent that exists with the same configuration is accepted
@@ -172,9 +174,10 @@ export const decideReference = (
   request: RequestOf<"referenceEntries">,
   stamp: Stamp,
 ): Decision<EventOf<"EntriesReferenced">> => {
+  const ids = Array.from(new Set(request.entryIds ?? []))
+  if (ids.length === 0) return refuse(ValidationError.one("entryIds", "name at least one entry, by id or by a quote"))
   const notOpen = openStep(view, request.stepId)
   if (notOpen) return refuse(notOpen)
-  const ids = Array.from(new Set(request.entryIds))
   const unknown = ids.filter(
     (id) => !HashMap.has(view.entries, id) && !HashMap.has(view.cues, id) && !HashSet.has(view.longTerm, id),
   )

@@ -1,19 +1,22 @@
 /**
- * How an entry is serialised into the prompt context: one block per entry,
+ * How working memory is serialised into the prompt context: entries grouped
+ * under a line for each date, one block per entry,
  *
- *   [2023-05-08 13:56] user: the raw text
- *   [2023-05-08 14:02] thought (key points): the selected sentences
+ *   [Mon 2023-05-08]
+ *   13:56 user: the raw text
+ *   14:02 thought (key points): the selected sentences
  *
  * The origin label keeps the agent's own thoughts apart from what it heard;
- * the form label says when the text is not the raw one.
+ * the form label says when the text is not the raw one. Dates are written
+ * once per day rather than in every block: in a dense context the date costs
+ * as much as a short entry.
  *
- * Every block ends with a visible character and one newline, and the next
- * begins with "["; the tokenizers' pre-tokenisation never joins such a
- * newline with a following "[" (checked for every supported encoding by a
- * property test),
- * so the token count of a context is exactly the sum of its blocks' counts.
- * That lets each block be counted once, when its representation is made,
- * and the context builder add numbers instead of re-tokenising.
+ * Every block and date line ends with a visible character and one newline,
+ * and the next begins with a digit or "["; the tokenizers' pre-tokenisation
+ * never joins such a newline with what follows (checked for every supported
+ * encoding by a property test), so the token count of a context is exactly
+ * the sum of its parts. Each block is counted once, when its representation
+ * is made; the builder adds numbers instead of re-tokenising.
  */
 import type { Encoding } from "../contracts/agent.ts"
 import type { Origin, RepresentationKind } from "../contracts/entry.ts"
@@ -34,10 +37,31 @@ const FORM_LABEL: Readonly<Record<RepresentationKind, string>> = {
 
 const pad = (n: number) => (n < 10 ? `0${n}` : String(n))
 
-/** UTC minute precision: "2023-05-08 13:56". */
-export const formatTimestamp = (epochMillis: number): string => {
+const WEEKDAYS = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+
+/** The UTC day of a timestamp, "2023-05-08": what groups blocks under one date line. */
+export const dayOf = (epochMillis: number): string => {
   const d = new Date(epochMillis)
-  return `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())} ${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}`
+  return `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}`
+}
+
+/** "[Mon 2023-05-08]\n" */
+export const renderDateLine = (epochMillis: number): string =>
+  `[${WEEKDAYS[new Date(epochMillis).getUTCDay()]} ${dayOf(epochMillis)}]\n`
+
+const dateLineCache = new Map<string, number>()
+/** Token cost of a date line (cached: there are few distinct days). */
+export const dateLineTokens = (epochMillis: number, encoding: Encoding): number => {
+  const key = `${encoding}/${dayOf(epochMillis)}`
+  let tokens = dateLineCache.get(key)
+  if (tokens === undefined) dateLineCache.set(key, (tokens = countTokens(renderDateLine(epochMillis), encoding)))
+  return tokens
+}
+
+/** UTC minute: "13:56". */
+export const formatTime = (epochMillis: number): string => {
+  const d = new Date(epochMillis)
+  return `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}`
 }
 
 export interface Renderable {
@@ -47,7 +71,7 @@ export interface Renderable {
 
 /** Trailing whitespace is dropped so that every block ends in a visible character and one newline. */
 export const renderBlock = (entry: Renderable, form: RepresentationKind, text: string): string =>
-  `[${formatTimestamp(entry.timestamp)}] ${ORIGIN_LABEL[entry.origin]}${FORM_LABEL[form]}: ${text.trimEnd()}\n`
+  `${formatTime(entry.timestamp)} ${ORIGIN_LABEL[entry.origin]}${FORM_LABEL[form]}: ${text.trimEnd()}\n`
 
 /** The token cost of a representation as the context builder serialises it. */
 export const blockTokens = (entry: Renderable, form: RepresentationKind, text: string, encoding: Encoding): number =>

@@ -180,8 +180,8 @@ export const startNatsCluster = async (size = 3, clusterName = "wm"): Promise<Na
       const name = `n${i + 1}`
       const storeDir = join(root, name)
       const config = [
+        // JetStream and its store come from -js -sd (startNatsServer): nats-server refuses store_dir given twice.
         `server_name: ${name}`,
-        `jetstream { store_dir: "${storeDir}" }`,
         `cluster {`,
         `  name: ${clusterName}`,
         `  listen: 127.0.0.1:${routePorts[i]}`,

@@ -16,8 +16,8 @@ import { nuid } from "@nats-io/nuid"
 import { connect, errors, type NatsConnection } from "@nats-io/transport-node"
 import { Schema } from "effect"
 import type { OperationName, RequestOf, ResponseOf } from "../contracts/api.ts"
-import { operations } from "../contracts/api.ts"
-import { ApiError } from "../contracts/errors.ts"
+import { MAX_CONTENT_BYTES, operations } from "../contracts/api.ts"
+import { ApiError, ValidationError } from "../contracts/errors.ts"
 import { apiSubject } from "../contracts/subjects.ts"
 
 export interface ConnectOptions {
@@ -25,6 +25,12 @@ export interface ConnectOptions {
   readonly user?: string
   readonly pass?: string
   readonly name?: string
+  /**
+   * Prefix of this connection's reply subjects (default `_INBOX`). Under the
+   * broker permissions of infra/auth.ts an agent may receive replies only on
+   * its own prefix, `_INBOX_<agentId>`.
+   */
+  readonly inboxPrefix?: string
   /** Per attempt, in milliseconds (default 5000). */
   readonly timeoutMs?: number
   /** Attempts per call when the service does not answer (default 4). */
@@ -61,6 +67,7 @@ export class WorkingMemoryClient {
       reconnectTimeWait: 250,
       ...(options.user !== undefined ? { user: options.user } : {}),
       ...(options.pass !== undefined ? { pass: options.pass } : {}),
+      ...(options.inboxPrefix !== undefined ? { inboxPrefix: options.inboxPrefix } : {}),
     })
     return new WorkingMemoryClient(nc, options)
   }
@@ -76,6 +83,11 @@ export class WorkingMemoryClient {
   async call<O extends OperationName>(agentId: string, operation: O, request: RequestOf<O>): Promise<ResponseOf<O>> {
     const subject = apiSubject(agentId, operations[operation].subject)
     const body = textEncoder.encode(JSON.stringify(request))
+    // The connection would refuse it with a bare "max_payload size exceeded": say which limit, as the API does.
+    const maxPayload = this.nc.info?.max_payload
+    if (maxPayload !== undefined && body.length > maxPayload) {
+      throw ValidationError.one("(body)", `the request is ${body.length} bytes, above the server's max_payload of ${maxPayload} bytes (entry content is limited to ${MAX_CONTENT_BYTES} bytes)`)
+    }
     let lastError: unknown
     for (let attempt = 1; attempt <= this.#attempts; attempt++) {
       try {
@@ -86,7 +98,11 @@ export class WorkingMemoryClient {
         if (parsed.ok) return parsed.value
         throw decodeApiError(parsed.error)
       } catch (error) {
-        const retryable = error instanceof errors.TimeoutError || error instanceof errors.NoRespondersError
+        const retryable =
+          error instanceof errors.TimeoutError ||
+          error instanceof errors.NoRespondersError ||
+          // No service listening (restarting) arrives as a RequestError caused by NoRespondersError.
+          (error instanceof errors.RequestError && error.isNoResponders())
         const unavailable = typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "Unavailable"
         if (!retryable && !unavailable) throw error
         lastError = error
@@ -144,8 +160,9 @@ export class AgentClient {
   setFocus(request: Without<RequestOf<"setFocus">, "requestId">) {
     return this.#write("setFocus", request)
   }
-  reference(stepId: string, entryIds: ReadonlyArray<string>) {
-    return this.#write("referenceEntries", { stepId, entryIds })
+  /** Reports the entries used in the step, by id and/or by quoting their text. */
+  reference(stepId: string, entryIds: ReadonlyArray<string>, quotes?: ReadonlyArray<string>) {
+    return this.#write("referenceEntries", { stepId, entryIds: [...entryIds], ...(quotes ? { quotes: [...quotes] } : {}) })
   }
   endStep(stepId: string) {
     return this.#write("endStep", { stepId })
@@ -155,5 +172,21 @@ export class AgentClient {
   }
   view() {
     return this.#client.call(this.agentId, "getView", { afterSeq: this.lastSeq })
+  }
+  /** Searches working and long-term memory. */
+  query(query: string, options: Without<RequestOf<"query">, "query" | "afterSeq"> = {}) {
+    return this.#client.call(this.agentId, "query", { query, ...options, afterSeq: this.lastSeq })
+  }
+  /** Every entry of a correlation id, across agents and tiers. */
+  thread(correlationId: string) {
+    return this.#client.call(this.agentId, "thread", { correlationId, afterSeq: this.lastSeq })
+  }
+  /** The raw text of any entry this agent recorded, from the substrate. */
+  raw(entryId: string) {
+    return this.#client.call(this.agentId, "getRaw", { entryId, afterSeq: this.lastSeq })
+  }
+  /** After the agent restarts: brings its most recently demoted records back into working. */
+  warmUp(count?: number) {
+    return this.#write("warmUp", count === undefined ? {} : { count })
   }
 }

@@ -1,40 +1,89 @@
 /**
  * Composition of the services. Each service is a layer that starts serving
  * when built; `systemLayer` composes them all into one process, the embedded
- * default. Separately deployed, each runs alone (see services/<name>/main.ts)
- * and they meet only through the event log and the API subjects.
+ * default. Deployed apart, each runs alone (services/<name>/main.ts) and they
+ * meet only through the event log, the API subjects and the stores they
+ * publish (the substrate's KV bucket, the long-term collections).
  */
 import { Layer } from "effect"
-import { Gateway } from "./gateway/gateway.ts"
-import { EventLog } from "./log/event-log.ts"
-import { Nats } from "./nats/connection.ts"
-import { NatsSettings } from "./nats/settings.ts"
-import { Working } from "./working/working.ts"
 import { EmbeddingProvider } from "./embedding/embedding-provider.ts"
 import { FadeWorker, FadeWorkerSettings } from "./fade/fade-worker.ts"
 import { Summarizer } from "./fade/summarizer.ts"
+import { Gateway } from "./gateway/gateway.ts"
+import { EventLog } from "./log/event-log.ts"
+import { longTermStoreFromEnv } from "./longterm/qdrant-config.ts"
+import { LongTerm } from "./longterm/longterm.ts"
+import type { LongTermStore } from "./longterm/store.ts"
+import { Nats } from "./nats/connection.ts"
+import { NatsSettings } from "./nats/settings.ts"
+import { Retrieval, RetrievalSettings } from "./retrieval/retrieval.ts"
+import { SubstrateReader } from "./substrate/reader.ts"
+import { Substrate } from "./substrate/substrate.ts"
+import { Working } from "./working/working.ts"
 
-/** The connection and the log, for one service process. */
-export const foundation = (settings: Layer.Layer<NatsSettings>) =>
-  EventLog.layer.pipe(Layer.provideMerge(Nats.layer), Layer.provideMerge(settings))
+type Settings = Layer.Layer<NatsSettings>
 
-export const gatewayService = (settings: Layer.Layer<NatsSettings>) => Gateway.layer.pipe(Layer.provide(foundation(settings)))
-export const workingService = (settings: Layer.Layer<NatsSettings>) => Working.layer.pipe(Layer.provide(foundation(settings)))
+/** The connection and the log of one service: fresh, so every service has its own connection (and credentials). */
+export const foundation = (settings: Settings) =>
+  Layer.fresh(EventLog.layer.pipe(Layer.provideMerge(Layer.fresh(Nats.layer)), Layer.provideMerge(settings)))
+
+export const gatewayService = (settings: Settings) => Gateway.layer.pipe(Layer.provide(foundation(settings)))
+export const workingService = (settings: Settings) => Working.layer.pipe(Layer.provide(foundation(settings)))
+export const substrateService = (settings: Settings) => Substrate.layer.pipe(Layer.provide(foundation(settings)))
+
+/** The embedding models fading and retrieval share: records and queries must embed alike. */
+export const defaultModels = () => Layer.merge(Summarizer.fromEnv(), EmbeddingProvider.fromEnv())
 
 /** The fade worker with its summariser and embedder as configured by the environment. */
 export const fadeService = (
-  settings: Layer.Layer<NatsSettings>,
+  settings: Settings,
   worker: Layer.Layer<FadeWorkerSettings> = FadeWorkerSettings.fromEnv(),
-  models: Layer.Layer<Summarizer | EmbeddingProvider> = Layer.merge(Summarizer.fromEnv(), EmbeddingProvider.fromEnv()),
+  models: Layer.Layer<Summarizer | EmbeddingProvider, unknown> = defaultModels(),
 ) => FadeWorker.layer.pipe(Layer.provide(Layer.mergeAll(worker, models, foundation(settings))))
 
+/**
+ * Long-term projection and retrieval, side by side on one store: the
+ * embedded index by default (rebuilt from the log at start), or Qdrant when
+ * QDRANT_URL is set (durable: the projection resumes from its checkpoint).
+ */
+export const memoryService = (
+  settings: Settings,
+  options: {
+    readonly store?: Layer.Layer<LongTermStore, unknown>
+    readonly durable?: boolean
+    readonly models?: Layer.Layer<EmbeddingProvider, unknown>
+    readonly retrieval?: Layer.Layer<RetrievalSettings>
+  } = {},
+) => {
+  const base = foundation(settings)
+  const configured = options.store ? { store: options.store, durable: options.durable ?? false } : longTermStoreFromEnv()
+  const store = configured.store
+  const longTerm = LongTerm.layer({ durable: configured.durable }).pipe(Layer.provide(Layer.merge(store, base)))
+  const deps = Layer.mergeAll(
+    longTerm,
+    store,
+    options.models ?? EmbeddingProvider.fromEnv(),
+    SubstrateReader.layer.pipe(Layer.provide(base)),
+    options.retrieval ?? RetrievalSettings.make(),
+    base,
+  )
+  return Retrieval.layer.pipe(Layer.provideMerge(deps))
+}
+
 export interface SystemOptions {
-  /** Run the fade worker (default true); its settings and models otherwise come from the environment. */
+  /** Run the fade worker (default true). */
   readonly fade?: boolean
+  /** Run substrate, long-term and retrieval (default true). */
+  readonly memory?: boolean
 }
 
 /** Every service in one process, each with its own connection, as they would run apart. */
-export const systemLayer = (settings: (service: string) => Layer.Layer<NatsSettings>, options: SystemOptions = {}) => {
+export const systemLayer = (settings: (service: string) => Settings, options: SystemOptions = {}): Layer.Layer<Working | Gateway, unknown> => {
+  // One instance of the models for the whole process: fading embeds records, retrieval embeds queries.
+  const models = defaultModels()
   const core = Layer.mergeAll(workingService(settings("wm-working")), gatewayService(settings("wm-gateway")))
-  return options.fade === false ? core : Layer.merge(core, fadeService(settings("wm-fade")))
+  const withFade = options.fade === false ? core : Layer.merge(core, fadeService(settings("wm-fade"), FadeWorkerSettings.fromEnv(), models))
+  return options.memory === false
+    ? withFade
+    : Layer.mergeAll(withFade, substrateService(settings("wm-substrate")), memoryService(settings("wm-memory"), { models }))
 }

@@ -260,16 +260,20 @@ describe("bench:locomo end to end", () => {
     const out = join(tempDir(), "results", "locomo.json")
     const lines: string[] = []
 
-    await runLocomoBenchmark({ data, budgets: parseBudgets("64,256"), out, print: (l) => lines.push(l), progress: silentProgress })
+    // A budget that holds exactly the last two turns (D2:1, D2:2), whatever a turn costs.
+    const turns = parseConversation(tinyConversation(), "tiny.json", "tiny.json").turns
+    const two = turns[3]!.tokens + turns[4]!.tokens
+    expect(two).toBeLessThan(256)
+    await runLocomoBenchmark({ data, budgets: parseBudgets(`${two},256`), out, print: (l) => lines.push(l), progress: silentProgress })
 
     const asked = 4 + 3
     const json = JSON.parse(readFileSync(out, "utf8")) as Record<string, unknown>
     expect(Object.keys(json)).toEqual(["budgets", "methods", "tokensPerConversation"])
-    expect(json.budgets).toEqual([64, 256])
+    expect(json.budgets).toEqual([two, 256])
     const methods = json.methods as Record<string, Record<string, Record<string, unknown>>>
     expect(Object.keys(methods)).toEqual(["working-memory", "fifo", "bm25"])
     for (const [method, byBudget] of Object.entries(methods)) {
-      expect(Object.keys(byBudget), method).toEqual(["64", "256"])
+      expect(Object.keys(byBudget), method).toEqual([String(two), "256"])
       for (const [budget, cell] of Object.entries(byBudget)) {
         const where = `${method}@${budget}`
         expect(Object.keys(cell), where).toEqual(["evidenceRecall", "answerInContext", "questions"])
@@ -282,16 +286,15 @@ describe("bench:locomo end to end", () => {
         expect(cell.questions, where).toBe(asked)
       }
     }
-    const turns = parseConversation(tinyConversation(), "tiny.json", "tiny.json").turns
     const total = turns.reduce((s, t) => s + t.tokens, 0)
     expect(json.tokensPerConversation).toBe(total)
     // The whole conversation fits in 256 tokens: FIFO serves every turn, so every evidence turn and answer.
     expect(total).toBeLessThan(256)
     expect(methods.fifo!["256"]).toEqual({ evidenceRecall: 1, answerInContext: 1, questions: asked })
-    // 64 tokens hold exactly the last two turns (D2:1, D2:2): half the evidence of the multi-id question,
-    // all of the camping one, none of the sunrise one; the answers "counseling" and "the beach".
-    expect(fifoFill(turns.map((t) => t.tokens), 64)).toEqual([3, 4])
-    expect(methods.fifo!["64"]).toEqual({ evidenceRecall: 0.5, answerInContext: 0.6667, questions: asked })
+    // Exactly the last two turns: half the evidence of the multi-id question, all of the camping one,
+    // none of the sunrise one; the answers "counseling" and "the beach".
+    expect(fifoFill(turns.map((t) => t.tokens), two)).toEqual([3, 4])
+    expect(methods.fifo![String(two)]).toEqual({ evidenceRecall: 0.5, answerInContext: 0.6667, questions: asked })
 
     expect(existsSync(detailsPath(out))).toBe(true)
     const details = JSON.parse(readFileSync(detailsPath(out), "utf8")) as { skippedFiles: string[]; checks: { tokenMismatches: number; overLimit: number } }

@@ -13,7 +13,7 @@ import { OFFLINE_SUMMARY_MODEL } from "../domain/offline-summary.ts"
 import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { EmbeddingProvider, offlineProvider } from "../services/embedding/embedding-provider.ts"
-import { hashedEmbedder } from "../services/embedding/hashed-embedder.ts"
+import { hashedEmbedder } from "../services/embedding/offline-embedder.ts"
 import { FadeWorker, FadeWorkerSettings, type FadeWorkerShape } from "../services/fade/fade-worker.ts"
 import { offlineSummarizer, Summarizer } from "../services/fade/summarizer.ts"
 import { fadeService, gatewayService, workingService } from "../services/system.ts"
@@ -112,7 +112,7 @@ describe("fading", () => {
     const [toKeyPoints, toSummary, out] = events as [(typeof events)[0], (typeof events)[0], (typeof events)[0]]
     expect(toKeyPoints._tag === "RungChanged" && toKeyPoints.text).toBe("We agreed the launch is on the 3rd of March.")
     expect(toSummary._tag === "RungChanged" && toSummary.producer.model).toBe(OFFLINE_SUMMARY_MODEL)
-    expect(out._tag === "EntryDemoted" && out.embedding.dims).toBe(512)
+    expect(out._tag === "EntryDemoted" && out.embedding.dims).toBe(1024)
     const thresholds = DEFAULT_FADE_CONFIG.thresholds
     events.forEach((e, i) => {
       const { parts, total, threshold } = e.score

@@ -35,10 +35,11 @@ describe("recording and building the context", () => {
     await agent.record({ origin: "ADVISOR", content: "The user sounds rushed.", timestamp: T0 + 4 * MINUTE })
     const built = await agent.buildContext()
     expect(built.text).toBe(
-      "[2024-05-08 13:01] user: I am going to Lisbon in June.\n" +
-        "[2024-05-08 13:02] user: Can you book the flight?\n" +
-        "[2024-05-08 13:03] thought: Check the budget before booking.\n" +
-        "[2024-05-08 13:04] advisor: The user sounds rushed.\n",
+      "[Wed 2024-05-08]\n" +
+        "13:01 user: I am going to Lisbon in June.\n" +
+        "13:02 user: Can you book the flight?\n" +
+        "13:03 thought: Check the budget before booking.\n" +
+        "13:04 advisor: The user sounds rushed.\n",
     )
     expect(built.tokens).toBe(countTokens(built.text, "o200k_base"))
     expect(built.items.map((i) => i.origin)).toEqual(["USER", "USER", "INTERNAL", "ADVISOR"])
@@ -84,7 +85,7 @@ describe("recording and building the context", () => {
     ]
     agent.lastSeq = await appendEvents(system.server.url, fades)
     // Room for the two newest raw and the two oldest at their rungs, not for the catering raw.
-    const limit = fades[1]!.tokens + fades[2]!.tokens + rawTokens[2]! + rawTokens[3]! + 5
+    const limit = fades[1]!.tokens + fades[2]!.tokens + rawTokens[2]! + rawTokens[3]! + 8 + 5
     expect(rawTokens[1]! - fades[2]!.tokens).toBeGreaterThan(5)
     const built = await agent.buildContext({ limit })
     const forms = built.items.map((i) => [i.entryId, i.form])

@@ -11,7 +11,7 @@
 import { Effect, Exit, FiberSet, Schema, SchemaIssue, Scope } from "effect"
 import type { Msg } from "@nats-io/transport-node"
 import { operations, type OperationName, type RequestOf, type ResponseOf } from "../../contracts/api.ts"
-import { ValidationError, type ApiError, type FieldIssue } from "../../contracts/errors.ts"
+import { InvalidState, ValidationError, type ApiError, type FieldIssue } from "../../contracts/errors.ts"
 import { isSubjectToken } from "../../contracts/ids.ts"
 import { agentIdOfApiSubject, apiWildcard } from "../../contracts/subjects.ts"
 import { Nats } from "../nats/connection.ts"
@@ -21,7 +21,8 @@ const textDecoder = new TextDecoder()
 
 export const fieldIssues = (issue: SchemaIssue.Issue): FieldIssue[] =>
   formatIssue(issue).issues.map((i) => ({
-    field: i.path && i.path.length > 0 ? i.path.map(String).join(".") : "(body)",
+    // An empty key is named as such: a blank field name would name nothing.
+    field: i.path && i.path.length > 0 ? i.path.map((p) => (String(p) === "" ? "\"\"" : String(p))).join(".") : "(body)",
     reason: i.message,
   }))
 
@@ -56,6 +57,16 @@ export type Reply<A> = { readonly ok: true; readonly value: A } | { readonly ok:
 
 export const encodeError = (error: ApiError): Record<string, unknown> => ({ ...error, message: error.message })
 
+const textEncoder = new TextEncoder()
+
+/** The encoded reply; one too large for the connection's max payload becomes an error saying so (else no reply would leave). */
+const replyBytes = (reply: unknown, maxPayload: number | undefined): Uint8Array => {
+  const bytes = textEncoder.encode(JSON.stringify(reply))
+  if (maxPayload === undefined || bytes.length <= maxPayload) return bytes
+  const error = new InvalidState({ field: "(reply)", reason: `the reply would be ${bytes.length} bytes, above the server's max_payload of ${maxPayload} bytes` })
+  return textEncoder.encode(JSON.stringify({ ok: false, error: encodeError(error) }))
+}
+
 export type Handler<O extends OperationName, R> = (
   agentId: string,
   request: RequestOf<O>,
@@ -85,7 +96,7 @@ export const serveOperation = <O extends OperationName, R>(
             return { ok: false, error: { _tag: "Unavailable", reason: "internal error", message: "unavailable: internal error" } } as const
           },
         }),
-        Effect.tap((reply) => Effect.sync(() => msg.respond(JSON.stringify(reply)))),
+        Effect.tap((reply) => Effect.sync(() => msg.respond(replyBytes(reply, nc.info?.max_payload)))),
       )
     }
 

@@ -8,7 +8,7 @@ import { Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "effect/http"
 import type { Producer } from "../../contracts/fade.ts"
 import { normalise, type Embedder } from "./embedder.ts"
-import { hashedEmbedder } from "./hashed-embedder.ts"
+import { loadOfflineEmbedder } from "./offline-embedder.ts"
 
 export interface Embedded {
   readonly vector: Float32Array
@@ -107,16 +107,22 @@ export class EmbeddingProvider extends Context.Service<EmbeddingProvider, Embedd
       }),
     ).pipe(Layer.provide(FetchHttpClient.layer))
 
-  /** The remote provider when WM_EMBEDDER_URL is set, else the offline one. */
-  static readonly fromEnv = (offline: Embedder = hashedEmbedder()) => {
-    const url = process.env.WM_EMBEDDER_URL
-    if (!url) return EmbeddingProvider.offlineOnly(offline)
-    return EmbeddingProvider.withRemote(offline, {
-      baseUrl: url,
-      model: process.env.WM_EMBEDDER_MODEL ?? "text-embedding-3-small",
-      apiKey: process.env.WM_EMBEDDER_API_KEY,
-      timeout: Duration.millis(Number(process.env.WM_EMBEDDER_TIMEOUT_MS ?? 10_000)),
-      retries: Number(process.env.WM_EMBEDDER_RETRIES ?? 2),
-    })
-  }
+  /**
+   * The remote provider when WM_EMBEDDER_URL is set, else the offline one
+   * (see offline-embedder.ts; its first load on a machine derives a cache file).
+   */
+  static readonly fromEnv = () =>
+    Layer.unwrap(
+      Effect.map(Effect.promise(loadOfflineEmbedder), (offline) => {
+        const url = process.env.WM_EMBEDDER_URL
+        if (!url) return EmbeddingProvider.offlineOnly(offline)
+        return EmbeddingProvider.withRemote(offline, {
+          baseUrl: url,
+          model: process.env.WM_EMBEDDER_MODEL ?? "text-embedding-3-small",
+          apiKey: process.env.WM_EMBEDDER_API_KEY,
+          timeout: Duration.millis(Number(process.env.WM_EMBEDDER_TIMEOUT_MS ?? 10_000)),
+          retries: Number(process.env.WM_EMBEDDER_RETRIES ?? 2),
+        })
+      }),
+    )
 }

@@ -16,7 +16,7 @@
  */
 import { Context, Effect, HashMap, Layer, Option, Semaphore } from "effect"
 import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
-import { evolve, type AgentView } from "../../domain/agent-view.ts"
+import { evolve, skipUndecodable, type AgentView } from "../../domain/agent-view.ts"
 import { planFade, type FadeMove } from "../../domain/fade-plan.ts"
 import { DEFAULT_FADE_CONFIG, type FadeConfig } from "../../domain/fade-score.ts"
 import { extractKeyPoints } from "../../domain/key-points.ts"
@@ -135,6 +135,11 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
           else if (event._tag === "CuePromoted" && event.recalled.form === "raw") rawText.set(key, event.recalled.text)
           else if (event._tag === "EntryDemoted") rawText.delete(key)
           if (isTrigger(event)) markDirty(event.agentId)
+        },
+        onDeadLetter: (letter) => {
+          const agentId = letter.subject.split(".")[2] ?? ""
+          const view = views.get(agentId)
+          if (view !== undefined) views.set(agentId, skipUndecodable(view, letter.subject, letter.seq))
         },
       })
       const warmUp = yield* projection.warmedUp

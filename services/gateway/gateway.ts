@@ -7,9 +7,10 @@
  * never refused.
  */
 import { nuid } from "@nats-io/nuid"
-import { Context, Effect, Layer } from "effect"
-import type { OperationName, RequestOf, ResponseOf } from "../../contracts/api.ts"
-import { AgentNotFound, type ApiError } from "../../contracts/errors.ts"
+import { Context, Effect, HashMap, Layer } from "effect"
+import { operations, type OperationName, type ResponseOf } from "../../contracts/api.ts"
+import { AgentNotFound, ValidationError, type ApiError } from "../../contracts/errors.ts"
+import { apiSubject } from "../../contracts/subjects.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import {
@@ -28,6 +29,7 @@ import {
 import { preloadEncoding } from "../../domain/tokens.ts"
 import { serveOperation } from "../api/serve.ts"
 import { EventLog, type Appended } from "../log/event-log.ts"
+import { Nats } from "../nats/connection.ts"
 import type { WarmUp } from "../log/projection.ts"
 import { projectAgentViews, type AgentViews } from "../views/agent-views.ts"
 
@@ -44,6 +46,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
     Gateway,
     Effect.gen(function* () {
       const log = yield* EventLog
+      const { nc } = yield* Nats
       const views = yield* projectAgentViews("gateway")
       const warmUp = yield* views.projection.warmedUp
       for (const view of views.all().values()) preloadEncoding(view.config.encoding)
@@ -183,10 +186,48 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         ),
       )
 
+      /**
+       * A quote refers to the entries whose text contains it: working entries and
+       * cues first, else long-term entries, found through retrieval and checked
+       * against their raw text in the substrate.
+       */
+      const normalise = (text: string) => text.toLowerCase().replace(/\s+/g, " ").trim()
+      const ask = <A>(agentId: string, subject: string, body: unknown) =>
+        Effect.tryPromise(() => nc.request(apiSubject(agentId, subject), JSON.stringify(body), { timeout: 5_000 })).pipe(
+          Effect.map((reply) => reply.json<{ ok: boolean; value?: A }>()),
+          Effect.map((reply) => (reply.ok ? (reply.value ?? null) : null)),
+          Effect.orElseSucceed(() => null),
+        )
+      const resolveQuotes = (agentId: string, quotes: ReadonlyArray<string>) =>
+        Effect.forEach(quotes, (quote) =>
+          Effect.gen(function* () {
+            const needle = normalise(quote)
+            const view = views.get(agentId)
+            if (view === undefined) return []
+            const inWorking = [...HashMap.values(view.entries), ...HashMap.values(view.cues)]
+              .filter((e) => [e.content, e.keyPoints, e.summary].some((t) => t !== null && normalise(t).includes(needle)))
+              .map((e) => e.id)
+            if (inWorking.length > 0) return inWorking
+            const found = yield* ask<ResponseOf<"query">>(agentId, operations.query.subject, { query: quote, limit: 5 })
+            const candidates = (found?.results ?? []).filter((r) => r.tier === "long-term").map((r) => r.entryId)
+            const raws = yield* Effect.forEach(candidates, (entryId) => ask<ResponseOf<"getRaw">>(agentId, operations.getRaw.subject, { entryId }))
+            return raws.filter((r) => r !== null && normalise(r.content).includes(needle)).map((r) => r!.entryId)
+          }),
+        ).pipe(Effect.map((ids) => ids.flat()))
+
       yield* serveOperation("referenceEntries", (agentId, request) =>
-        decideAndAppend(agentId, (view) => decideReference(view, request, stamp(agentId, "referenceEntries", request))).pipe(
-          Effect.map(({ event, appended }) => ({ entryIds: event.entryIds, seq: appended.seq })),
-        ),
+        Effect.gen(function* () {
+          const quoted = request.quotes ? yield* resolveQuotes(agentId, request.quotes) : []
+          const unresolved = (request.quotes ?? []).length > 0 && quoted.length === 0
+          if (unresolved && (request.entryIds ?? []).length === 0) {
+            return yield* Effect.fail(ValidationError.one("quotes", "no entry of this agent contains the quoted text"))
+          }
+          const merged = { ...request, entryIds: [...(request.entryIds ?? []), ...quoted] }
+          const { event, appended } = yield* decideAndAppend(agentId, (view) =>
+            decideReference(view, merged, stamp(agentId, "referenceEntries", request)),
+          )
+          return { entryIds: event.entryIds, seq: appended.seq }
+        }),
       )
 
       yield* serveOperation("endStep", (agentId, request) =>

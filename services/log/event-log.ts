@@ -8,6 +8,7 @@
  * retried with the same id until the deadline.
  */
 import { DeliverPolicy, JetStreamApiError, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream"
+import { errors } from "@nats-io/transport-node"
 import { Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { Unavailable } from "../../contracts/errors.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
@@ -76,6 +77,8 @@ class PublishFailed {
 }
 
 const isTransient = (error: unknown): boolean => {
+  // Refused by the broker's permissions: retrying cannot help.
+  if (error instanceof errors.PermissionViolationError) return false
   if (error instanceof JetStreamApiError) {
     // 503 (no JetStream leader yet), 408 (timeout): an election or a restart; anything else is final.
     return error.status === 503 || error.status === 408 || error.code === 10008
@@ -131,6 +134,9 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
               opt_start_seq: Math.max(1, options.fromSeq ?? 1),
             })
             const messages: ConsumerMessages = await consumer.consume({
+              // After a broker restart the client re-checks the consumer, and on failure waits up to
+              // `expires` (30 s by default) before trying again: keep that wait, and heartbeats, short.
+              expires: 2_000,
               callback: (m: JsMsg) =>
                 options.onRecord({ seq: m.seq, subject: m.subject, data: m.data, pending: m.info.pending }),
             })

@@ -37,7 +37,9 @@ export class Nats extends Context.Service<Nats, NatsShape>()("wm/Nats") {
         }).pipe(Effect.orDie),
         (nc) => Effect.promise(() => nc.drain().catch(() => nc.close())),
       )
-      const jsm = yield* Effect.promise(() => jetstreamManager(nc, { timeout: 10_000 }))
+      // No API check here: a cluster still electing its JetStream leader would fail the start; the
+      // topology step that follows retries until JetStream answers.
+      const jsm = yield* Effect.promise(() => jetstreamManager(nc, { timeout: 10_000, checkAPI: false }))
       const js = jetstream(nc, { timeout: 10_000 })
       return { nc, js, jsm }
     }),

@@ -4,7 +4,7 @@
  * to validate requests against the agent's state.
  */
 import { Effect } from "effect"
-import { evolve, type AgentView } from "../../domain/agent-view.ts"
+import { evolve, skipUndecodable, type AgentView } from "../../domain/agent-view.ts"
 import { runProjection, type Projection } from "../log/projection.ts"
 
 export interface AgentViews {
@@ -21,6 +21,11 @@ export const projectAgentViews = (name: string) =>
       apply: (event, record) => {
         const next = evolve(views.get(event.agentId), event, record)
         if (next !== undefined) views.set(event.agentId, next)
+      },
+      onDeadLetter: (letter) => {
+        const agentId = letter.subject.split(".")[2] ?? ""
+        const view = views.get(agentId)
+        if (view !== undefined) views.set(agentId, skipUndecodable(view, letter.subject, letter.seq))
       },
     })
     return { get: (agentId: string) => views.get(agentId), all: () => views, projection } satisfies AgentViews

@@ -9,8 +9,11 @@ import { Context, Effect, HashMap, Layer } from "effect"
 import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
 import { AgentNotFound, InvalidState, type ApiError } from "../../contracts/errors.ts"
 import type { EventOf } from "../../contracts/events.ts"
-import { entriesByTime, type AgentView } from "../../domain/agent-view.ts"
-import { buildContext, candidatesOf, effectiveBudget } from "../../domain/context-builder.ts"
+import { operations } from "../../contracts/api.ts"
+import { apiSubject } from "../../contracts/subjects.ts"
+import { currentFocus, entriesByTime, type AgentView } from "../../domain/agent-view.ts"
+import { Nats } from "../nats/connection.ts"
+import { buildContext, candidatesOf, effectiveBudget, priorityFor } from "../../domain/context-builder.ts"
 import { serveOperation } from "../api/serve.ts"
 import { EventLog } from "../log/event-log.ts"
 import type { WarmUp } from "../log/projection.ts"
@@ -26,8 +29,30 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
     Working,
     Effect.gen(function* () {
       const log = yield* EventLog
+      const { nc } = yield* Nats
       const views = yield* projectAgentViews("working")
       const warmUp = yield* views.projection.warmedUp
+
+      /**
+       * Before the first build of a focused step, asks the retrieval service to
+       * rehydrate the step's cues, and waits until they are in the view. Without
+       * a retrieval service the build simply has no cues.
+       */
+      const recalled = new Set<string>()
+      const recallCues = (view: AgentView): Effect.Effect<void> => {
+        const step = view.step
+        if (step === null || currentFocus(view) === null || recalled.has(`${view.config.id}/${step.stepId}`)) return Effect.void
+        recalled.add(`${view.config.id}/${step.stepId}`)
+        return Effect.tryPromise(() =>
+          nc.request(apiSubject(view.config.id, operations.recall.subject), JSON.stringify({ stepId: step.stepId }), { timeout: 5_000 }),
+        ).pipe(
+          Effect.flatMap((reply) => {
+            const parsed = reply.json<{ ok: boolean; value?: { seq: number } }>()
+            return parsed.ok && parsed.value ? views.projection.waitFor(parsed.value.seq) : Effect.void
+          }),
+          Effect.ignore,
+        )
+      }
 
       /** The agent's view once the writes the caller has seen are applied. */
       const viewAfter = (agentId: string, afterSeq: number | undefined): Effect.Effect<AgentView, ApiError> =>
@@ -44,14 +69,18 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
 
       yield* serveOperation("buildContext", (agentId, request: RequestOf<"buildContext">) =>
         Effect.gen(function* () {
-          const view = yield* viewAfter(agentId, request.afterSeq)
+          let view = yield* viewAfter(agentId, request.afterSeq)
+          if (view.step !== null && currentFocus(view) !== null) {
+            yield* recallCues(view)
+            view = views.get(agentId) ?? view
+          }
           if (request.stepId !== undefined && view.step?.stepId !== request.stepId) {
             return yield* Effect.fail(
               new InvalidState({ field: "stepId", reason: `step '${request.stepId}' is not the open step` }),
             )
           }
           const budget = effectiveBudget(view, request.limit)
-          const built = buildContext(candidatesOf(view), budget, request.order ?? "timestamp")
+          const built = buildContext(candidatesOf(view, priorityFor(view)), budget, request.order ?? "timestamp", view.config.encoding)
           const requestId = request.requestId ?? nuid.next()
           const read: EventOf<"EntriesRead"> = {
             _tag: "EntriesRead",

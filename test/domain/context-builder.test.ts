@@ -20,9 +20,10 @@ describe("context builder", () => {
     expect(built.items.map((i) => i.entryId)).toEqual(["a", "b", "c"])
     expect(built.items.every((i) => i.form === "raw")).toBe(true)
     expect(built.text).toBe(
-      "[2024-01-01 09:01] user: first thing said\n" +
-        "[2024-01-01 09:02] user: second thing said\n" +
-        "[2024-01-01 09:03] thought: a private thought\n",
+      "[Mon 2024-01-01]\n" +
+        "09:01 user: first thing said\n" +
+        "09:02 user: second thing said\n" +
+        "09:03 thought: a private thought\n",
     )
     expect(built.tokens).toBe(countTokens(built.text, "o200k_base"))
   })
@@ -45,8 +46,8 @@ describe("context builder", () => {
       faded(mid, 1, "Entry 3 covers hiring."),
     )
     const rawCost = recent.tokens
-    // Room for the recent entry raw plus everything else at its rung, but not two raw entries.
-    const budget = rawCost + view.usage - rawCost + 10
+    // Room for the recent entry raw plus everything else at its rung (and the date line), but not two raw entries.
+    const budget = view.usage + 8 + 10
     const built = buildContext(candidatesOf(view), budget)
     const forms = Object.fromEntries(built.items.map((i) => [i.entryId, i.form]))
     expect(forms).toEqual({ old1: "summary", old2: "keyPoints", mid: "keyPoints", recent: "raw" })
@@ -61,9 +62,27 @@ describe("context builder", () => {
       ...Array.from({ length: 10 }, (_, i) => recorded(`e${i}`, `message number ${i} with some words`, T0 + i * MINUTE)),
     )
     const one = view.usage / 10
-    const built = buildContext(candidatesOf(view), Math.floor(one * 3.5))
+    const built = buildContext(candidatesOf(view), Math.floor(one * 3.5) + 8)
     expect(built.items.map((i) => i.entryId)).toEqual(["e7", "e8", "e9"])
     expect(built.omitted).toBe(7)
+  })
+
+  it("writes each date once in time order, and again whenever it changes in priority order", () => {
+    const DAY = 24 * 60 * MINUTE
+    const view = given(
+      registered(),
+      recorded("a", "day one morning", T0),
+      recorded("b", "day two", T0 + DAY),
+      recorded("c", "day one evening", T0 + 9 * 60 * MINUTE),
+    )
+    expect(buildContext(candidatesOf(view), 1_000).text).toBe(
+      "[Mon 2024-01-01]\n09:00 user: day one morning\n18:00 user: day one evening\n[Tue 2024-01-02]\n09:00 user: day two\n",
+    )
+    const byPriority = buildContext(candidatesOf(view), 1_000, "priority")
+    expect(byPriority.text).toBe(
+      "[Tue 2024-01-02]\n09:00 user: day two\n[Mon 2024-01-01]\n18:00 user: day one evening\n09:00 user: day one morning\n",
+    )
+    expect(byPriority.tokens).toBe(countTokens(byPriority.text, "o200k_base"))
   })
 
   it("returns entries in priority order when asked", () => {
@@ -106,7 +125,7 @@ describe("context builder", () => {
                 : [r, faded(r, 1, shorter, encoding), faded(r, 2, "summary of " + shorter.slice(0, 30), encoding)]
           })
           const view = given(registered({ encoding }), ...events)
-          const built = buildContext(candidatesOf(view), budget, order)
+          const built = buildContext(candidatesOf(view), budget, order, encoding)
           const exact = countTokens(built.text, encoding)
           expect(exact).toBe(built.tokens)
           expect(exact).toBeLessThanOrEqual(budget)

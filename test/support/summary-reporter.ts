@@ -13,8 +13,9 @@ export default class SummaryReporter implements Reporter {
         else if (state === "failed") failed++
         else skipped++
       }
-      // A file that failed to load has no tests to count: count it as a failure.
-      if (module.state() === "failed" && Array.from(module.children.allTests()).length === 0) failed++
+      // A file that failed to load, or a hook that failed, leaves no failed test behind: count it as one.
+      const failedTests = Array.from(module.children.allTests()).filter((t) => t.result().state === "failed").length
+      if (module.state() === "failed" && failedTests === 0) failed++
     }
     failed += unhandledErrors.length
     process.stdout.write(`\n${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ""}\n`)

@@ -1,0 +1,239 @@
+/**
+ * `wm verify`: rebuilds projections from the log and compares them with the
+ * live ones. Each projection is one named check; a check reports every
+ * difference it finds (which agent, which entry, which field, both values).
+ *
+ * working-views: for every agent registered in the log (subjects
+ * `wm.evt.*.agent`), asks the running working service for its view
+ * (`view.get`, which says up to which stream sequence it has applied the
+ * log), folds the agent's events up to that same sequence with the shared
+ * reducer, and compares the two field by field.
+ *
+ * Further projections (long-term, substrate) are added as checks in CHECKS.
+ */
+import type { NatsConnection } from "@nats-io/transport-node"
+import { HashMap } from "effect"
+import type { ResponseOf } from "../../contracts/api.ts"
+import { operations } from "../../contracts/api.ts"
+import type { MemoryEvent } from "../../contracts/events.ts"
+import { ALL_AGENT_CONFIG, ALL_EVENTS, apiSubject } from "../../contracts/subjects.ts"
+import { entriesByTime, evolve, type AgentView } from "../../domain/agent-view.ts"
+import { agentOfSubject, scanLog, subjectsMatching } from "./log.ts"
+import type { Progress } from "./progress.ts"
+
+export interface Difference {
+  readonly agent?: string
+  readonly entry?: string
+  /** Dotted path of the field inside the view or the entry. */
+  readonly field: string
+  readonly live: unknown
+  readonly log: unknown
+}
+
+export interface Unchecked {
+  readonly agent?: string
+  readonly reason: string
+}
+
+export interface CheckOutcome {
+  /** What was compared, e.g. "3 agents at their applied sequences". */
+  readonly summary: string
+  readonly differences: ReadonlyArray<Difference>
+  /** What could not be compared (the check then fails too: nothing unverified passes). */
+  readonly unchecked: ReadonlyArray<Unchecked>
+}
+
+export interface AuditContext {
+  readonly nc: NatsConnection
+  readonly timeoutMs: number
+  readonly progress: (label: string) => Progress
+}
+
+export interface VerifyCheck {
+  readonly name: string
+  readonly description: string
+  readonly run: (context: AuditContext) => Promise<CheckOutcome>
+}
+
+// ---------------------------------------------------------------------------
+// Comparison
+
+/** Key-sorted JSON: two values are the same when their canonical texts are. */
+export const canonical = (value: unknown): string =>
+  JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === "object" && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  ) ?? "undefined"
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v)
+
+/** Field-level differences between two JSON values, by dotted path. */
+export const diffValues = (path: string, live: unknown, log: unknown, out: Array<{ field: string; live: unknown; log: unknown }>) => {
+  if (canonical(live) === canonical(log)) return
+  if (isPlainObject(live) && isPlainObject(log)) {
+    const keys = Array.from(new Set([...Object.keys(live), ...Object.keys(log)])).sort()
+    for (const k of keys) diffValues(path ? `${path}.${k}` : k, live[k], log[k], out)
+    return
+  }
+  out.push({ field: path || "(value)", live, log })
+}
+
+type ViewResponse = ResponseOf<"getView">
+
+/** The reply `view.get` gives for a view: the same shape the working service builds. */
+export const viewResponseOf = (view: AgentView, appliedSeq: number): ViewResponse => {
+  const entries = entriesByTime(HashMap.values(view.entries))
+  const byRung = { "0": 0, "1": 0, "2": 0 }
+  for (const e of entries) byRung[e.rung] += 1
+  return {
+    agent: view.config,
+    budget: view.budget,
+    hyperfocus: view.hyperfocus,
+    usage: view.usage,
+    entriesByRung: byRung,
+    step: view.step && { stepId: view.step.stepId, focus: view.step.focus },
+    focus: view.focus,
+    entries: [...entries, ...entriesByTime(HashMap.values(view.cues))],
+    appliedSeq,
+  }
+}
+
+/** Differences between a live view and the rebuilt one, entries matched by id. */
+export const compareViews = (agent: string, live: ViewResponse, rebuilt: ViewResponse): Difference[] => {
+  const out: Difference[] = []
+  const json = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T
+  const a = json(live) as unknown as Record<string, unknown>
+  const b = json(rebuilt) as unknown as Record<string, unknown>
+  const fields: Array<{ field: string; live: unknown; log: unknown }> = []
+  for (const key of Array.from(new Set([...Object.keys(a), ...Object.keys(b)])).sort()) {
+    if (key === "entries" || key === "appliedSeq") continue
+    diffValues(key, a[key], b[key], fields)
+  }
+  for (const f of fields) out.push({ agent, ...f })
+
+  const byId = (entries: unknown) => new Map((entries as Array<{ id: string }>).map((e) => [e.id, e as unknown as Record<string, unknown>]))
+  const liveEntries = byId(a.entries)
+  const logEntries = byId(b.entries)
+  for (const id of Array.from(new Set([...liveEntries.keys(), ...logEntries.keys()])).sort()) {
+    const l = liveEntries.get(id)
+    const r = logEntries.get(id)
+    if (l === undefined || r === undefined) {
+      out.push({ agent, entry: id, field: "(entry)", live: l ? "present" : "absent", log: r ? "present" : "absent" })
+      continue
+    }
+    const entryFields: Array<{ field: string; live: unknown; log: unknown }> = []
+    diffValues("", l, r, entryFields)
+    for (const f of entryFields) out.push({ agent, entry: id, ...f })
+  }
+  return out
+}
+
+// ---------------------------------------------------------------------------
+// The working-views check
+
+const textEncoder = new TextEncoder()
+const textDecoder = new TextDecoder()
+
+type LiveView = { readonly ok: true; readonly view: ViewResponse } | { readonly ok: false; readonly tag: string; readonly message: string }
+
+const askView = async (nc: NatsConnection, agentId: string, timeoutMs: number): Promise<LiveView> => {
+  const subject = apiSubject(agentId, operations.getView.subject)
+  let reply
+  try {
+    reply = await nc.request(subject, textEncoder.encode("{}"), { timeout: timeoutMs })
+  } catch (error) {
+    throw new Error(`the working service did not answer ${subject}: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+    })
+  }
+  const parsed = JSON.parse(textDecoder.decode(reply.data)) as
+    | { ok: true; value: ViewResponse }
+    | { ok: false; error: { _tag: string; message?: string } }
+  return parsed.ok ? { ok: true, view: parsed.value } : { ok: false, tag: parsed.error._tag, message: parsed.error.message ?? "" }
+}
+
+/** Runs `task` over `items`, at most `limit` at a time. */
+const mapLimited = async <A, B>(items: ReadonlyArray<A>, limit: number, task: (a: A) => Promise<B>): Promise<B[]> => {
+  const out: B[] = new Array(items.length)
+  let next = 0
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++
+      out[i] = await task(items[i]!)
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
+  return out
+}
+
+export const workingViewsCheck: VerifyCheck = {
+  name: "working-views",
+  description: "each agent's working view, as the working service serves it, against the log folded to the same sequence",
+  run: async ({ nc, timeoutMs, progress }) => {
+    const agents = Object.keys(await subjectsMatching(nc, ALL_AGENT_CONFIG)).map(agentOfSubject).sort()
+    if (agents.length === 0) return { summary: "no agents in the log", differences: [], unchecked: [] }
+
+    const live = new Map<string, LiveView>()
+    const answers = await mapLimited(agents, 16, async (a) => [a, await askView(nc, a, timeoutMs)] as const)
+    for (const [a, v] of answers) live.set(a, v)
+    const appliedOf = (a: string) => {
+      const v = live.get(a)
+      return v?.ok ? v.view.appliedSeq : undefined
+    }
+    const until = Math.max(0, ...agents.map((a) => appliedOf(a) ?? 0))
+
+    // One pass over the log; each agent's events are folded up to the sequence its live view had applied.
+    const rebuilt = new Map<string, AgentView>()
+    const known = new Set(agents)
+    await scanLog(nc, { filter: ALL_EVENTS, untilSeq: until, progress: progress("verify working-views") }, (r) => {
+      const event: MemoryEvent | null = r.event
+      if (event === null || !known.has(event.agentId)) return
+      const applied = appliedOf(event.agentId) ?? until
+      if (r.seq > applied) return
+      try {
+        const next = evolve(rebuilt.get(event.agentId), event, { seq: r.seq })
+        if (next !== undefined) rebuilt.set(event.agentId, next)
+      } catch {
+        // The live projection dead-letters an event whose application throws; so does the rebuild.
+      }
+    })
+
+    const differences: Difference[] = []
+    const unchecked: Unchecked[] = []
+    for (const a of agents) {
+      const l = live.get(a)!
+      const r = rebuilt.get(a)
+      if (!l.ok) {
+        // Registered in the log (it has a configuration subject) yet unknown to the working service.
+        if (l.tag === "AgentNotFound") differences.push({ agent: a, field: "(agent)", live: "not found", log: "registered" })
+        else unchecked.push({ agent: a, reason: `the working service answered ${l.tag}: ${l.message}` })
+        continue
+      }
+      if (r === undefined) {
+        differences.push({ agent: a, field: "(agent)", live: "present", log: `absent at seq ${l.view.appliedSeq}` })
+        continue
+      }
+      differences.push(...compareViews(a, l.view, viewResponseOf(r, l.view.appliedSeq)))
+    }
+    const seqs = Array.from(new Set(agents.map(appliedOf).filter((s): s is number => s !== undefined)))
+    const at = seqs.length === 1 ? `applied sequence ${seqs[0]}` : "their applied sequences"
+    const compared = agents.length - unchecked.length
+    return { summary: `${compared} agent${compared === 1 ? "" : "s"} compared at ${at}`, differences, unchecked }
+  },
+}
+
+/** Every check `wm verify` runs, in order. */
+export const CHECKS: ReadonlyArray<VerifyCheck> = [workingViewsCheck]
+
+// ---------------------------------------------------------------------------
+// Formatting
+
+const show = (v: unknown) => (typeof v === "string" ? v : v === undefined ? "(missing)" : JSON.stringify(v))
+
+export const describeUnchecked = (u: Unchecked) => `${u.agent !== undefined ? `agent ${u.agent} ` : ""}not compared: ${u.reason}`
+
+export const describeDifference = (d: Difference) =>
+  `${d.agent !== undefined ? `agent ${d.agent}, ` : ""}${d.entry !== undefined ? `entry ${d.entry}, ` : ""}field ${d.field}: live ${show(
+    d.live,
+  )}, log ${show(d.log)}`

@@ -1,0 +1,288 @@
+/**
+ * The operator's audit tool. Every subcommand only reads (the log, and the
+ * working service through its read API), except `auth-config`, which only
+ * prints a configuration.
+ *
+ *   npm run wm -- history <entryId> [--agent <id>] [--json] [--full]
+ *   npm run wm -- replay --agent <id> (--at <ISO time | epoch ms> | --seq <n>) [--limit <tokens>] [--order timestamp|priority] [--entries <n>|all] [--json]
+ *   npm run wm -- verify [--check <name>]... [--json]
+ *   npm run wm -- auth-config --agent <id>... [--tenant <name>=<a>,<b>]... --credentials <file> [--out <file>]
+ *
+ * Connection: --server (or NATS_URL, default nats://127.0.0.1:4222), --user /
+ * --pass (or NATS_USER / NATS_PASS), --inbox-prefix (or NATS_INBOX_PREFIX).
+ * Progress of long reads goes to stderr (--no-progress to silence it).
+ *
+ * Exit status: 0 done (verify: everything matches); 1 verify found
+ * differences, or nothing to show; 2 bad usage or no connection.
+ */
+import type { NatsConnection } from "@nats-io/transport-node"
+import { writeFileSync } from "node:fs"
+import { parseArgs, type ParseArgsConfig } from "node:util"
+import { generatePassword, natsAuth, SERVICE_NAMES, type ServiceName, type TenantAccount } from "../infra/auth.ts"
+import { collectHistory, formatHistory, historyJson, HistoryError } from "./audit/history.ts"
+import { openConnection } from "./audit/log.ts"
+import { progress } from "./audit/progress.ts"
+import { contextOf, formatReplay, parseInstant, replayAgent, replayJson, type Cut } from "./audit/replay.ts"
+import { CHECKS, describeDifference, describeUnchecked, type AuditContext } from "./audit/verify.ts"
+
+const USAGE = `wm — audit working memory from its event log
+
+  wm history <entryId> [--agent <id>] [--json] [--full]
+      every event of one entry in order: recorded, the reads that served it,
+      references, rung changes with their score and its parts, demotion, cues
+  wm replay --agent <id> (--at <ISO time | epoch ms> | --seq <n>) [--limit <tokens>] [--order timestamp|priority]
+            [--entries <n>|all] [--json]
+      the agent's working view and built context as they were at that instant
+  wm verify [--check <name>]... [--json]
+      rebuild projections from the log and compare them with the live ones
+      (checks: ${CHECKS.map((c) => c.name).join(", ")})
+  wm auth-config --agent <id>... [--tenant <name>=<agent>,<agent>]... [--service <name>]...
+                 [--deny-op <operation>]... [--no-admin] --credentials <file> [--out <file>]
+      a nats-server authorization block isolating each agent (see SECURITY.md)
+
+connection: --server <url> (NATS_URL), --user/--pass (NATS_USER/NATS_PASS), --inbox-prefix (NATS_INBOX_PREFIX)
+`
+
+class UsageError extends Error {
+  override readonly name = "UsageError"
+}
+
+const connectionOptions = {
+  server: { type: "string" },
+  user: { type: "string" },
+  pass: { type: "string" },
+  "inbox-prefix": { type: "string" },
+  "timeout-ms": { type: "string" },
+  "no-progress": { type: "boolean", default: false },
+  json: { type: "boolean", default: false },
+  help: { type: "boolean", short: "h", default: false },
+} as const satisfies ParseArgsConfig["options"]
+
+const parse = <O extends NonNullable<ParseArgsConfig["options"]>>(args: string[], options: O) => {
+  try {
+    return parseArgs({ args, options: { ...connectionOptions, ...options }, allowPositionals: true, strict: true })
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message : String(error))
+  }
+}
+
+const positiveInt = (flag: string, value: string | undefined): number | undefined => {
+  if (value === undefined) return undefined
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new UsageError(`${flag} must be a positive integer, not '${value}'`)
+  return Number(value)
+}
+
+const withConnection = async <A>(values: Record<string, unknown>, run: (nc: NatsConnection) => Promise<A>): Promise<A> => {
+  let nc: NatsConnection
+  try {
+    nc = await openConnection({
+      servers: values.server as string | undefined,
+      user: values.user as string | undefined,
+      pass: values.pass as string | undefined,
+      inboxPrefix: values["inbox-prefix"] as string | undefined,
+    })
+  } catch (error) {
+    throw new UsageError(`cannot connect to NATS: ${error instanceof Error ? error.message : String(error)}`)
+  }
+  try {
+    return await run(nc)
+  } finally {
+    await nc.close().catch(() => undefined)
+  }
+}
+
+const progressFor = (values: Record<string, unknown>) => (label: string) => progress(label, { enabled: values["no-progress"] !== true })
+
+const out = (text: string) => process.stdout.write(text)
+
+// ---------------------------------------------------------------------------
+
+const history = async (args: string[]): Promise<number> => {
+  const { values, positionals } = parse(args, { agent: { type: "string" }, full: { type: "boolean", default: false } })
+  const entryId = positionals[0]
+  if (entryId === undefined || positionals.length > 1) throw new UsageError("history takes one entry id")
+  return withConnection(values, async (nc) => {
+    try {
+      const { agentId, items } = await collectHistory(nc, entryId, values.agent, progressFor(values))
+      out(
+        values.json
+          ? `${JSON.stringify(historyJson(agentId, entryId, items), null, 2)}\n`
+          : formatHistory(agentId, entryId, items, { width: values.full ? 0 : 100 }),
+      )
+      return 0
+    } catch (error) {
+      if (error instanceof HistoryError) {
+        process.stderr.write(`${error.message}\n`)
+        return 1
+      }
+      throw error
+    }
+  })
+}
+
+const replay = async (args: string[]): Promise<number> => {
+  const { values, positionals } = parse(args, {
+    agent: { type: "string" },
+    at: { type: "string" },
+    seq: { type: "string" },
+    limit: { type: "string" },
+    order: { type: "string" },
+    entries: { type: "string" },
+  })
+  if (positionals.length > 0) throw new UsageError(`replay takes no positional arguments (got ${positionals.join(" ")})`)
+  if (values.agent === undefined) throw new UsageError("replay needs --agent <id>")
+  if (values.at === undefined && values.seq === undefined) throw new UsageError("replay needs --at <time> or --seq <n>")
+  if (values.order !== undefined && values.order !== "timestamp" && values.order !== "priority") {
+    throw new UsageError("--order is timestamp or priority")
+  }
+  let cut: Cut
+  try {
+    const seq = positiveInt("--seq", values.seq)
+    cut = {
+      ...(values.at !== undefined ? { at: parseInstant(values.at) } : {}),
+      ...(seq !== undefined ? { seq } : {}),
+    }
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message : String(error))
+  }
+  const limit = positiveInt("--limit", values.limit)
+  const entries = values.entries === "all" ? Infinity : (positiveInt("--entries", values.entries) ?? 50)
+  const agentId = values.agent
+  return withConnection(values, async (nc) => {
+    const replayed = await replayAgent(nc, agentId, cut, progressFor(values)(`replay ${agentId}`))
+    const context = replayed.view
+      ? contextOf(replayed.view, {
+          ...(limit !== undefined ? { limit } : {}),
+          ...(values.order !== undefined ? { order: values.order as "timestamp" | "priority" } : {}),
+        })
+      : undefined
+    out(values.json ? `${JSON.stringify(replayJson(replayed, context), null, 2)}\n` : formatReplay(replayed, context, { entries }))
+    return replayed.view ? 0 : 1
+  })
+}
+
+const verify = async (args: string[]): Promise<number> => {
+  const { values, positionals } = parse(args, { check: { type: "string", multiple: true } })
+  if (positionals.length > 0) throw new UsageError(`verify takes no positional arguments (got ${positionals.join(" ")})`)
+  const names = values.check ?? CHECKS.map((c) => c.name)
+  const unknown = names.filter((n) => !CHECKS.some((c) => c.name === n))
+  if (unknown.length > 0) throw new UsageError(`unknown check ${unknown.join(", ")}; checks: ${CHECKS.map((c) => c.name).join(", ")}`)
+  const timeoutMs = positiveInt("--timeout-ms", values["timeout-ms"]) ?? 5_000
+  return withConnection(values, async (nc) => {
+    const context: AuditContext = { nc, timeoutMs, progress: progressFor(values) }
+    const results = []
+    for (const check of CHECKS.filter((c) => names.includes(c.name))) {
+      const outcome = await check.run(context)
+      results.push({ name: check.name, ok: outcome.differences.length === 0 && outcome.unchecked.length === 0, ...outcome })
+    }
+    if (values.json) {
+      out(`${JSON.stringify({ ok: results.every((r) => r.ok), checks: results }, null, 2)}\n`)
+    } else {
+      for (const r of results) {
+        const count = r.differences.length
+        const problems = [
+          `${count} difference${count === 1 ? "" : "s"}`,
+          ...(r.unchecked.length > 0 ? [`${r.unchecked.length} not compared`] : []),
+        ].join(", ")
+        out(`${r.ok ? "ok  " : "FAIL"}  ${r.name}: ${r.summary}; ${r.ok ? "the live projection matches the log" : problems}\n`)
+        for (const d of r.differences) out(`      ${describeDifference(d)}\n`)
+        for (const u of r.unchecked) out(`      ${describeUnchecked(u)}\n`)
+      }
+    }
+    return results.every((r) => r.ok) ? 0 : 1
+  })
+}
+
+const authConfigCommand = async (args: string[]): Promise<number> => {
+  const { values, positionals } = parse(args, {
+    agent: { type: "string", multiple: true },
+    tenant: { type: "string", multiple: true },
+    service: { type: "string", multiple: true },
+    "deny-op": { type: "string", multiple: true },
+    "no-admin": { type: "boolean", default: false },
+    credentials: { type: "string" },
+    out: { type: "string" },
+  })
+  if (positionals.length > 0) throw new UsageError(`auth-config takes no positional arguments (got ${positionals.join(" ")})`)
+  const agents = values.agent ?? []
+  if (agents.length === 0) throw new UsageError("auth-config needs at least one --agent <id>")
+  if (values.credentials === undefined) throw new UsageError("auth-config needs --credentials <file> to store the generated passwords")
+  const tenants: TenantAccount[] = (values.tenant ?? []).map((t) => {
+    const [name, list] = t.split("=")
+    if (!name || !list) throw new UsageError(`--tenant takes <name>=<agent>,<agent>… (got '${t}')`)
+    return { name, agents: list.split(",").filter((a) => a.length > 0), password: generatePassword() }
+  })
+  const services = (values.service ?? SERVICE_NAMES) as ServiceName[]
+  const badService = services.find((s) => !SERVICE_NAMES.includes(s))
+  if (badService !== undefined) throw new UsageError(`unknown service ${badService}; services: ${SERVICE_NAMES.join(", ")}`)
+  let auth
+  try {
+    auth = natsAuth({
+      agents,
+      tenants,
+      services,
+      ...(values["no-admin"] ? { admin: false as const } : {}),
+      denyAgentOperations: values["deny-op"] ?? [],
+    })
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message : String(error))
+  }
+  const credentials = {
+    agents: Object.fromEntries(agents.map((a) => [a, auth.agent(a)])),
+    tenants: Object.fromEntries(tenants.map((t) => [t.name, auth.tenant(t.name)])),
+    services: Object.fromEntries(services.map((s) => [s, auth.service(s)])),
+    ...(auth.admin ? { admin: auth.admin } : {}),
+  }
+  writeFileSync(values.credentials, `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 })
+  if (values.out !== undefined) writeFileSync(values.out, auth.config, { mode: 0o600 })
+  else out(auth.config)
+  process.stderr.write(`credentials of ${auth.users.length} users written to ${values.credentials}\n`)
+  return 0
+}
+
+// ---------------------------------------------------------------------------
+
+const commands: Record<string, (args: string[]) => Promise<number>> = {
+  history,
+  replay,
+  verify,
+  "auth-config": authConfigCommand,
+}
+
+const main = async (argv: string[]): Promise<number> => {
+  const [command, ...rest] = argv
+  if (command === undefined || command === "help" || command === "--help" || command === "-h") {
+    out(USAGE)
+    return command === undefined ? 2 : 0
+  }
+  const run = commands[command]
+  if (run === undefined) {
+    process.stderr.write(`unknown command '${command}'\n\n${USAGE}`)
+    return 2
+  }
+  if (rest.includes("--help") || rest.includes("-h")) {
+    out(USAGE)
+    return 0
+  }
+  try {
+    return await run(rest)
+  } catch (error) {
+    if (error instanceof UsageError) {
+      process.stderr.write(`wm ${command}: ${error.message}\n`)
+      return 2
+    }
+    const detail = error instanceof Error ? (process.env.WM_DEBUG ? (error.stack ?? error.message) : error.message) : String(error)
+    process.stderr.write(`wm ${command}: ${detail}\n`)
+    return 2
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code
+  },
+  (error: unknown) => {
+    console.error(error)
+    process.exitCode = 2
+  },
+)

@@ -1,0 +1,91 @@
+/**
+ * The relevance score of retrieval and of focused context builds:
+ *
+ *   r = α·sim + β·recency + γ·frequency
+ *
+ * - sim ∈ [0,1]: similarity to the query, fused from dense and lexical
+ *   rankings (see fuseRankings) or, inside working, lexical BM25 scaled to
+ *   the best match;
+ * - recency ∈ [0,1] = e^(−Δt / horizon), Δt on the agent's clock since the
+ *   entry was recorded or last cited;
+ * - frequency ∈ [0,1] = log(1 + citations) / log(1 + 10), capped at 1.
+ *
+ * α, β, γ are set per agent at registration (defaults below).
+ */
+import type { RelevanceWeights } from "../contracts/agent.ts"
+
+/**
+ * Defaults measured on LoCoMo (BENCHMARKS.md), not taken from the literature:
+ * recency barely helps a focused query, because what is recent is already in
+ * working at full fidelity, so similarity carries nearly all the weight.
+ */
+export const DEFAULT_RELEVANCE: RelevanceWeights = { alpha: 0.9, beta: 0.05, gamma: 0.05 }
+export const RECENCY_HORIZON_MS = 24 * 3600_000
+
+export interface RelevanceParts {
+  readonly similarity: number
+  readonly recency: number
+  readonly frequency: number
+}
+
+export const recencyOf = (now: number, since: number, horizonMs = RECENCY_HORIZON_MS) =>
+  Math.exp(-Math.max(0, now - since) / horizonMs)
+
+export const frequencyOf = (citations: number) => Math.min(1, Math.log1p(citations) / Math.log1p(10))
+
+export const relevance = (parts: RelevanceParts, w: RelevanceWeights = DEFAULT_RELEVANCE): number =>
+  w.alpha * parts.similarity + w.beta * parts.recency + w.gamma * parts.frequency
+
+/**
+ * BM25 of every document against the query, scaled so the best is 1 (0 when
+ * nothing matches). IDF comes from the documents themselves: inside working
+ * the set is small and lives in memory, so a scan is the index.
+ */
+export const bm25Scaled = (
+  query: ReadonlyArray<string>,
+  docs: ReadonlyArray<ReadonlyArray<string>>,
+  k1 = 1.2,
+  b = 0.75,
+): number[] => {
+  const n = docs.length
+  if (n === 0 || query.length === 0) return docs.map(() => 0)
+  const qTerms = [...new Set(query)]
+  const df = new Map<string, number>()
+  let totalLength = 0
+  const tfs = docs.map((d) => {
+    totalLength += d.length
+    const tf = new Map<string, number>()
+    for (const t of d) tf.set(t, (tf.get(t) ?? 0) + 1)
+    for (const t of qTerms) if (tf.has(t)) df.set(t, (df.get(t) ?? 0) + 1)
+    return tf
+  })
+  const avg = totalLength / n || 1
+  const scores = tfs.map((tf, i) => {
+    let s = 0
+    for (const t of qTerms) {
+      const f = tf.get(t)
+      if (!f) continue
+      const d = df.get(t) ?? 0
+      const idf = Math.log(1 + (n - d + 0.5) / (d + 0.5))
+      s += (idf * f * (k1 + 1)) / (f + k1 * (1 - b + (b * docs[i]!.length) / avg))
+    }
+    return s
+  })
+  const max = Math.max(...scores)
+  return max > 0 ? scores.map((s) => s / max) : scores
+}
+
+/**
+ * Reciprocal-rank fusion of several rankings into a similarity in [0,1]:
+ * Σ 1/(k + rank) over the rankings a document appears in, divided by what a
+ * document ranked first in `lists` rankings would get.
+ */
+export const fuseRankings = (rankings: ReadonlyArray<ReadonlyArray<string>>, lists: number, k = 10): Map<string, number> => {
+  const fused = new Map<string, number>()
+  for (const ranking of rankings) {
+    ranking.forEach((id, rank) => fused.set(id, (fused.get(id) ?? 0) + 1 / (k + rank + 1)))
+  }
+  const best = lists / (k + 1)
+  for (const [id, s] of fused) fused.set(id, s / best)
+  return fused
+}

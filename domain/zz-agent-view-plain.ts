@@ -1,0 +1,401 @@
+/**
+ * The working view of one agent and the reducer that folds events into it.
+ *
+ * `evolve` is pure: it never mutates its input, reads no clock and does no
+ * I/O, so the same events always give the same view: live, rebuilt from the
+ * log, replayed to an instant for an audit, or mirrored in an SDK.
+ */
+import { HashMap, HashSet, Option } from "effect"
+import type { AgentConfig } from "../contracts/agent.ts"
+import type { RepresentationKind, WorkingEntry, WorkingRung } from "../contracts/entry.ts"
+import { entryIdOf, type EventOf, type MemoryEvent } from "../contracts/events.ts"
+import type { Focus } from "../contracts/focus.ts"
+import { agentConfigSubject, entrySubject } from "../contracts/subjects.ts"
+
+export interface OpenStep {
+  readonly stepId: string
+  readonly focus: Focus | null
+  readonly startedAt: number
+  /** Ids of the entries and cues the agent referenced in this step. */
+  readonly referenced: HashSet.HashSet<string>
+  /** Retrieval's similarity of working entries to the step's focus, once recalled. */
+  readonly similarities: HashMap.HashMap<string, number> | null
+}
+
+export interface AgentView {
+  readonly config: AgentConfig
+  /** The budget in force (expanded during hyperfocus). */
+  readonly budget: number
+  readonly hyperfocus: boolean
+  /** Native working entries, rungs 0-2. */
+  readonly entries: HashMap.HashMap<string, WorkingEntry>
+  /** Transient cues rehydrated from long-term (or for a summarised entry, its raw text) for the open step. */
+  readonly cues: HashMap.HashMap<string, WorkingEntry>
+  /** The relevance each cue was recalled with. */
+  readonly cueRelevance: HashMap.HashMap<string, number>
+  /** Entries that have left working for long-term. */
+  readonly longTerm: HashSet.HashSet<string>
+  /** Tokens working carries: each native entry at the cost of its current rung. */
+  readonly usage: number
+  readonly step: OpenStep | null
+  readonly focus: Focus | null
+  readonly taskKind: string | null
+  /** Entries recorded so far; an entry's `ordinal` is this counter when it was recorded. */
+  readonly entryCount: number
+  /** The latest entry timestamp seen: the agent's own clock, which also runs for imported history. */
+  readonly clock: number
+  /** Sequence of the last event on the agent's configuration subject (guards budget changes). */
+  readonly configSeq: number
+  readonly lastSeq: number
+  readonly lastEventAt: number
+  /** Ids of the events applied most recently (at least the last SEEN_GENERATION), so a redelivered copy is not applied twice. */
+  readonly seen: { readonly recent: HashSet.HashSet<string>; readonly older: HashSet.HashSet<string> }
+}
+
+/** Where an event sits in the log. */
+export interface LogPosition {
+  readonly seq: number
+}
+
+/** The cost of an entry at its current rung: what working must carry for it. */
+export const rungCost = (entry: WorkingEntry): number => {
+  switch (entry.rung) {
+    case 0:
+      return entry.tokens.raw
+    case 1:
+      return entry.tokens.keyPoints ?? entry.tokens.raw
+    case 2:
+      return entry.tokens.summary ?? entry.tokens.keyPoints ?? entry.tokens.raw
+  }
+}
+
+/** The forms working holds for an entry, highest fidelity first. */
+export const availableForms = (entry: WorkingEntry): ReadonlyArray<RepresentationKind> => {
+  const forms: RepresentationKind[] = []
+  if (entry.content !== null) forms.push("raw")
+  if (entry.keyPoints !== null) forms.push("keyPoints")
+  if (entry.summary !== null) forms.push("summary")
+  return forms
+}
+
+export const formText = (entry: WorkingEntry, form: RepresentationKind): string => {
+  switch (form) {
+    case "raw":
+      return entry.content ?? ""
+    case "keyPoints":
+      return entry.keyPoints ?? ""
+    case "summary":
+      return entry.summary ?? ""
+  }
+}
+
+export const formTokens = (entry: WorkingEntry, form: RepresentationKind): number =>
+  (form === "raw" ? entry.tokens.raw : entry.tokens[form]) ?? entry.tokens.raw
+
+/** The focus relevance is measured against: the open step's, else the agent's. */
+export const currentFocus = (view: AgentView): Focus | null => view.step?.focus ?? view.focus
+
+const registered = (event: EventOf<"AgentRegistered">, position: LogPosition): AgentView => ({
+  config: event.config,
+  budget: event.config.budget,
+  hyperfocus: false,
+  entries: HashMap.empty(),
+  cues: HashMap.empty(),
+  cueRelevance: HashMap.empty(),
+  longTerm: HashSet.empty(),
+  usage: 0,
+  step: null,
+  focus: null,
+  taskKind: null,
+  entryCount: 0,
+  clock: 0,
+  configSeq: position.seq,
+  seen: { recent: HashSet.make(event.eventId), older: HashSet.empty() },
+  lastSeq: position.seq,
+  lastEventAt: event.at,
+})
+
+const recorded = (view: AgentView, event: EventOf<"EntryRecorded">, seq: number): AgentView => {
+  // A second record of the same entry (a retry outside the dedupe window) changes nothing.
+  if (HashMap.has(view.entries, event.entryId) || HashSet.has(view.longTerm, event.entryId)) return view
+  const entry: WorkingEntry = {
+    id: event.entryId,
+    timestamp: event.timestamp,
+    origin: event.origin,
+    content: event.content,
+    correlationId: event.correlationId,
+    tags: event.tags,
+    moodSnapshot: event.moodSnapshot,
+    rung: 0,
+    referenceCount: 0,
+    citationCount: 0,
+    emotionalWeight: event.emotionalWeight,
+    keyPoints: null,
+    summary: null,
+    tokens: { raw: event.tokens },
+    lastEventSeq: seq,
+    ordinal: view.entryCount,
+    trackedSince: event.timestamp,
+    lastReadAt: null,
+    lastCitedAt: null,
+    transient: false,
+  }
+  return {
+    ...view,
+    entries: HashMap.set(view.entries, entry.id, entry),
+    usage: view.usage + entry.tokens.raw,
+    entryCount: view.entryCount + 1,
+    clock: Math.max(view.clock, event.timestamp),
+  }
+}
+
+const withEntry = (
+  view: AgentView,
+  entryId: string,
+  update: (entry: WorkingEntry) => WorkingEntry,
+): AgentView => {
+  const current = HashMap.get(view.entries, entryId)
+  if (Option.isNone(current)) return view
+  const next = update(current.value)
+  return {
+    ...view,
+    entries: HashMap.set(view.entries, entryId, next),
+    usage: view.usage - rungCost(current.value) + rungCost(next),
+  }
+}
+
+const rungChanged = (view: AgentView, event: EventOf<"RungChanged">, seq: number): AgentView =>
+  withEntry(view, event.entryId, (entry) =>
+    event.to === 1
+      ? { ...entry, rung: 1, keyPoints: event.text, tokens: { ...entry.tokens, keyPoints: event.tokens }, lastEventSeq: seq }
+      : {
+          ...entry,
+          rung: 2,
+          // Working now carries only the summary; the raw text stays in the substrate.
+          content: null,
+          keyPoints: null,
+          summary: event.text,
+          tokens: { raw: entry.tokens.raw, summary: event.tokens },
+          lastEventSeq: seq,
+        },
+  )
+
+const demoted = (view: AgentView, event: EventOf<"EntryDemoted">): AgentView => {
+  const current = HashMap.get(view.entries, event.entryId)
+  if (Option.isNone(current)) return view
+  return {
+    ...view,
+    entries: HashMap.remove(view.entries, event.entryId),
+    longTerm: HashSet.add(view.longTerm, event.entryId),
+    usage: view.usage - rungCost(current.value),
+  }
+}
+
+/** A working entry made from a record recalled from long-term. */
+const fromRecalled = (
+  view: AgentView,
+  event: EventOf<"CueRehydrated"> | EventOf<"CuePromoted">,
+  seq: number,
+  transient: boolean,
+): WorkingEntry => {
+  const r = event.recalled
+  const kp = r.form === "raw" ? r.keyPoints : undefined
+  const rung: WorkingRung = r.form === "raw" ? (kp ? 1 : 0) : r.form === "keyPoints" ? 1 : 2
+  return {
+    id: event.entryId,
+    timestamp: r.timestamp,
+    origin: r.origin,
+    content: r.form === "raw" ? r.text : null,
+    correlationId: event.correlationId,
+    tags: r.tags,
+    moodSnapshot: r.moodSnapshot,
+    rung,
+    referenceCount: 0,
+    citationCount: 0,
+    emotionalWeight: r.emotionalWeight,
+    keyPoints: r.form === "keyPoints" ? r.text : (kp?.text ?? null),
+    summary: r.form === "summary" ? r.text : null,
+    tokens:
+      r.form === "raw"
+        ? kp
+          ? { raw: r.tokens, keyPoints: kp.tokens }
+          : { raw: r.tokens }
+        : { raw: r.tokens, [r.form]: r.tokens },
+    lastEventSeq: seq,
+    ordinal: view.entryCount,
+    trackedSince: Math.max(view.clock, r.timestamp),
+    lastReadAt: null,
+    lastCitedAt: null,
+    transient,
+  }
+}
+
+const promoted = (view: AgentView, event: EventOf<"CuePromoted">, seq: number): AgentView => {
+  const existing = Option.getOrUndefined(HashMap.get(view.entries, event.entryId))
+  // A native entry is replaced only by a higher-fidelity form of itself (its raw text recalled at rung 2).
+  if (existing !== undefined && existing.rung < 2) return view
+  const entry = fromRecalled(view, event, seq, false)
+  return {
+    ...view,
+    entries: HashMap.set(view.entries, entry.id, entry),
+    cues: HashMap.remove(view.cues, event.entryId),
+    cueRelevance: HashMap.remove(view.cueRelevance, event.entryId),
+    longTerm: HashSet.remove(view.longTerm, event.entryId),
+    usage: view.usage - (existing ? rungCost(existing) : 0) + rungCost(entry),
+    // Fresh fade tracking: the promoted entry counts as the newest.
+    entryCount: view.entryCount + 1,
+  }
+}
+
+const read = (view: AgentView, event: EventOf<"EntriesRead">): AgentView => {
+  let entries = view.entries
+  for (const item of event.served) {
+    if (item.cue) continue
+    entries = HashMap.modify(entries, item.entryId, (e) => ({
+      ...e,
+      referenceCount: e.referenceCount + 1,
+      lastReadAt: event.at,
+    }))
+  }
+  return { ...view, entries }
+}
+
+const referenced = (view: AgentView, event: EventOf<"EntriesReferenced">): AgentView => {
+  let entries = view.entries
+  let step = view.step
+  for (const id of event.entryIds) {
+    // Citation time is on the agent's own clock, the one ages are measured against.
+    entries = HashMap.modify(entries, id, (e) => ({ ...e, citationCount: e.citationCount + 1, lastCitedAt: view.clock }))
+    if (step !== null && step.stepId === event.stepId) step = { ...step, referenced: HashSet.add(step.referenced, id) }
+  }
+  return { ...view, entries, step }
+}
+
+const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
+  switch (event._tag) {
+    case "AgentRegistered":
+      return view
+    case "BudgetChanged":
+      return {
+        ...view,
+        config: { ...view.config, budget: event.baseBudget },
+        budget: event.budget,
+        configSeq: seq,
+        hyperfocus:
+          event.reason === "hyperfocus-enter" ? true : event.reason === "hyperfocus-exit" ? false : view.hyperfocus,
+      }
+    case "EntryRecorded":
+      return recorded(view, event, seq)
+    case "EntriesRead":
+      return read(view, event)
+    case "EntriesReferenced":
+      return referenced(view, event)
+    case "StepStarted":
+      return {
+        ...view,
+        step: { stepId: event.stepId, focus: event.focus, startedAt: event.at, referenced: HashSet.empty(), similarities: null },
+        // Cues live for one step only.
+        cues: HashMap.empty(),
+        cueRelevance: HashMap.empty(),
+      }
+    case "StepEnded":
+      return view.step?.stepId === event.stepId ? { ...view, step: null, cues: HashMap.empty(), cueRelevance: HashMap.empty() } : view
+    case "FocusChanged":
+      return { ...view, focus: event.focus, taskKind: event.taskKind }
+    case "RungChanged":
+      return rungChanged(view, event, seq)
+    case "EntryDemoted":
+      return demoted(view, event)
+    case "CueRehydrated": {
+      if (view.step?.stepId !== event.stepId) return view
+      // A cue brings back what working no longer holds: a long-term record, or the raw text of a summarised entry.
+      const native = Option.getOrUndefined(HashMap.get(view.entries, event.entryId))
+      if (native !== undefined && native.rung < 2) return view
+      return {
+        ...view,
+        cues: HashMap.set(view.cues, event.entryId, fromRecalled(view, event, seq, true)),
+        cueRelevance: HashMap.set(view.cueRelevance, event.entryId, event.relevance),
+      }
+    }
+    case "StepRecalled":
+      if (view.step?.stepId !== event.stepId) return view
+      return {
+        ...view,
+        step: { ...view.step, similarities: HashMap.fromIterable(event.similarities.map((s) => [s.entryId, s.similarity] as const)) },
+      }
+    case "CuePromoted":
+      return promoted(view, event, seq)
+    case "CueDropped":
+      return { ...view, cues: HashMap.remove(view.cues, event.entryId), cueRelevance: HashMap.remove(view.cueRelevance, event.entryId) }
+  }
+}
+
+/**
+ * Folds one event into an agent's view. Events before the agent's
+ * registration, and events already applied (by sequence), change nothing.
+ */
+export const evolve = (view: AgentView | undefined, event: MemoryEvent, position: LogPosition): AgentView | undefined => {
+  if (view === undefined) return event._tag === "AgentRegistered" ? registered(event, position) : undefined
+  if (position.seq <= view.lastSeq) return view
+  // A copy of an applied event stored again under another message id changes nothing but log positions.
+  const next = apply(view, event, position.seq)
+  return { ...next, lastSeq: position.seq, lastEventAt: event.at }
+}
+
+/**
+ * A record on one of the agent's subjects that no projection could decode
+ * (dead-lettered): nothing applies, but the positions the expected-sequence
+ * guards use move past it, so later decisions on that subject are not refused.
+ */
+export const skipUndecodable = (view: AgentView, subject: string, seq: number): AgentView => {
+  if (subject === agentConfigSubject(view.config.id)) return seq > view.configSeq ? { ...view, configSeq: seq } : view
+  const prefix = entrySubject(view.config.id, "")
+  const entry = subject.startsWith(prefix) ? Option.getOrUndefined(HashMap.get(view.entries, subject.slice(prefix.length))) : undefined
+  if (entry === undefined || entry.lastEventSeq >= seq) return view
+  return { ...view, entries: HashMap.set(view.entries, entry.id, { ...entry, lastEventSeq: seq }) }
+}
+
+/** Event ids remembered per agent: between one and two generations of this many. */
+export const SEEN_GENERATION = 512
+
+const remember = (seen: AgentView["seen"], eventId: string): AgentView["seen"] =>
+  HashSet.size(seen.recent) >= SEEN_GENERATION
+    ? { recent: HashSet.make(eventId), older: seen.recent }
+    : { recent: HashSet.add(seen.recent, eventId), older: seen.older }
+
+/**
+ * Keeps the positions the expected-sequence guards use equal to the last
+ * event stored on their subject, whether or not the event changed anything.
+ */
+const atPosition = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
+  if (event._tag === "AgentRegistered" || event._tag === "BudgetChanged") return view.configSeq === seq ? view : { ...view, configSeq: seq }
+  const entryId = entryIdOf(event)
+  const entry = entryId === null ? undefined : Option.getOrUndefined(HashMap.get(view.entries, entryId))
+  if (entryId === null || entry === undefined || entry.lastEventSeq >= seq) return view
+  return { ...view, entries: HashMap.set(view.entries, entryId, { ...entry, lastEventSeq: seq }) }
+}
+
+/** Working entries in timestamp order (oldest first); ties keep recording order. */
+export const entriesByTime = (entries: Iterable<WorkingEntry>): WorkingEntry[] =>
+  Array.from(entries).sort((a, b) => a.timestamp - b.timestamp || a.ordinal - b.ordinal)
+
+/** A plain, ordered, JSON-ready form of a view: what "the same view" means when two are compared. */
+export const viewSnapshot = (view: AgentView) => ({
+  config: view.config,
+  budget: view.budget,
+  hyperfocus: view.hyperfocus,
+  usage: view.usage,
+  step: view.step && {
+    ...view.step,
+    referenced: Array.from(view.step.referenced).sort(),
+    similarities: view.step.similarities && Array.from(view.step.similarities).sort(),
+  },
+  focus: view.focus,
+  taskKind: view.taskKind,
+  entryCount: view.entryCount,
+  clock: view.clock,
+  lastSeq: view.lastSeq,
+  entries: entriesByTime(HashMap.values(view.entries)),
+  cues: entriesByTime(HashMap.values(view.cues)),
+  longTerm: Array.from(view.longTerm).sort(),
+})

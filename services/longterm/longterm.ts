@@ -1,0 +1,189 @@
+/**
+ * The long-term projection: every entry that demotes out of working becomes
+ * a record in the long-term store — its embedding (computed once, carried by
+ * the EntryDemoted event), the lexical terms of its raw text, and a payload
+ * with its origin, tags, correlation id, mood, emotional weight, timestamps
+ * and the best summary working had.
+ *
+ * Writes are applied in log order by one writer. A durable store (Qdrant)
+ * resumes from its checkpoint; the embedded store is rebuilt from the log.
+ */
+import { Context, Effect, Layer } from "effect"
+import type { RepresentationKind } from "../../contracts/entry.ts"
+import type { MemoryEvent } from "../../contracts/events.ts"
+import type { LongTermPayload } from "../../contracts/longterm.ts"
+import { decodeVector } from "../embedding/embedder.ts"
+import { runProjection, type Projection } from "../log/projection.ts"
+import { CHECKPOINT_BUCKET, checkpointKey, openBucket } from "../nats/buckets.ts"
+import { LongTermStore, type LongTermRecord } from "./store.ts"
+
+interface EntryFacts {
+  agentId: string
+  entryId: string
+  origin: LongTermPayload["origin"]
+  tags: ReadonlyArray<string>
+  correlationId: string | null
+  moodSnapshot: LongTermPayload["moodSnapshot"]
+  emotionalWeight: number
+  timestamp: number
+  rawTokens: number
+  keyPoints: { text: string; tokens: number } | null
+  summary: { text: string; tokens: number } | null
+  citations: number
+}
+
+type Op = { readonly seq: number } & ({ readonly upsert: LongTermRecord } | { readonly remove: { agentId: string; entryId: string } } | {})
+
+export interface LongTermShape {
+  /** Sequence up to which every record is in the store. */
+  readonly storedSeq: () => number
+  readonly waitFor: (seq: number) => Effect.Effect<void>
+  readonly projection: Projection
+}
+
+export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/LongTerm") {
+  static readonly layer = (options: { readonly durable: boolean }) =>
+    Layer.effect(
+      LongTerm,
+      Effect.gen(function* () {
+        const store = yield* LongTermStore
+        const checkpoints = options.durable ? yield* openBucket(CHECKPOINT_BUCKET) : null
+        const key = checkpointKey(`longterm-${store.name}`)
+        const stored = checkpoints ? yield* Effect.promise(() => checkpoints.get(key)) : null
+        const fromSeq = stored ? Number(stored.string()) + 1 : 1
+
+        const facts = new Map<string, EntryFacts>()
+        const queue: Op[] = []
+        let storedSeq = fromSeq - 1
+        let wake: (() => void) | null = null
+        const waiters: Array<{ seq: number; resolve: () => void }> = []
+
+        const best = (f: EntryFacts): { text: string; tokens: number; form: RepresentationKind } =>
+          f.summary ? { ...f.summary, form: "summary" } : f.keyPoints ? { ...f.keyPoints, form: "keyPoints" } : { text: "", tokens: 0, form: "summary" }
+
+        const factsOf = (event: MemoryEvent): EntryFacts | undefined =>
+          "entryId" in event ? facts.get(`${event.agentId}/${event.entryId}`) : undefined
+
+        const enqueue = (op: Op) => {
+          queue.push(op)
+          wake?.()
+        }
+
+        const projection = yield* runProjection({
+          name: `longterm-${store.name}`,
+          fromSeq,
+          apply: (event, record) => {
+            switch (event._tag) {
+              case "EntryRecorded":
+                facts.set(`${event.agentId}/${event.entryId}`, {
+                  agentId: event.agentId,
+                  entryId: event.entryId,
+                  origin: event.origin,
+                  tags: event.tags,
+                  correlationId: event.correlationId,
+                  moodSnapshot: event.moodSnapshot,
+                  emotionalWeight: event.emotionalWeight,
+                  timestamp: event.timestamp,
+                  rawTokens: event.tokens,
+                  keyPoints: null,
+                  summary: null,
+                  citations: 0,
+                })
+                break
+              case "RungChanged": {
+                const f = factsOf(event)
+                if (f) {
+                  if (event.to === 1) f.keyPoints = { text: event.text, tokens: event.tokens }
+                  else f.summary = { text: event.text, tokens: event.tokens }
+                }
+                break
+              }
+              case "EntriesReferenced":
+                for (const id of event.entryIds) {
+                  const f = facts.get(`${event.agentId}/${id}`)
+                  if (f) f.citations++
+                }
+                break
+              case "EntryDemoted": {
+                const f = factsOf(event)
+                if (!f) break
+                const summary = best(f)
+                const payload: LongTermPayload = {
+                  agentId: f.agentId,
+                  entryId: f.entryId,
+                  origin: f.origin,
+                  tags: [...f.tags],
+                  correlationId: f.correlationId,
+                  moodSnapshot: f.moodSnapshot,
+                  emotionalWeight: f.emotionalWeight,
+                  timestamp: f.timestamp,
+                  demotedAt: event.score.now,
+                  summary: summary.text,
+                  summaryForm: summary.form,
+                  summaryTokens: summary.tokens,
+                  keyPoints: f.keyPoints?.text ?? null,
+                  keyPointsTokens: f.keyPoints?.tokens ?? null,
+                  rawTokens: f.rawTokens,
+                  citationCount: f.citations,
+                  model: event.embedding.model,
+                }
+                enqueue({ seq: record.seq, upsert: { payload, vector: decodeVector(event.embedding.vector) } })
+                return
+              }
+            }
+            enqueue({ seq: record.seq })
+          },
+        })
+
+        const release = () => {
+          for (let i = waiters.length - 1; i >= 0; i--) if (waiters[i]!.seq <= storedSeq) waiters.splice(i, 1)[0]!.resolve()
+        }
+
+        // The single writer: batches consecutive upserts, keeps log order, then moves the checkpoint.
+        const writer = Effect.gen(function* () {
+          let sinceCheckpoint = 0
+          while (true) {
+            if (queue.length === 0) {
+              if (checkpoints && sinceCheckpoint > 0) {
+                const seq = storedSeq
+                yield* Effect.promise(() => checkpoints.put(key, String(seq)).catch(() => 0))
+                sinceCheckpoint = 0
+              }
+              yield* Effect.callback<void>((resume) => {
+                wake = () => {
+                  wake = null
+                  resume(Effect.void)
+                }
+              })
+              continue
+            }
+            const batch = queue.splice(0, 256)
+            const upserts = batch.flatMap((op) => ("upsert" in op ? [op.upsert] : []))
+            if (upserts.length > 0) {
+              yield* store.upsert(upserts).pipe(
+                Effect.retry({ times: 10 }),
+                Effect.catch((error) => Effect.sync(() => console.error("[longterm] upsert failed", error))),
+              )
+              sinceCheckpoint += upserts.length
+            }
+            storedSeq = batch[batch.length - 1]!.seq
+            release()
+          }
+        })
+        yield* Effect.forkScoped(writer)
+        yield* projection.warmedUp
+        yield* Effect.flatMap(Effect.sync(() => projection.appliedSeq()), (seq) =>
+          seq <= storedSeq ? Effect.void : Effect.callback<void>((resume) => void waiters.push({ seq, resolve: () => resume(Effect.void) })),
+        )
+
+        return {
+          storedSeq: () => storedSeq,
+          waitFor: (seq) =>
+            Effect.flatMap(projection.waitFor(seq).pipe(Effect.ignore), () =>
+              seq <= storedSeq ? Effect.void : Effect.callback<void>((resume) => void waiters.push({ seq, resolve: () => resume(Effect.void) })),
+            ),
+          projection,
+        }
+      }),
+    )
+}

@@ -1,0 +1,45 @@
+/**
+ * The long-term store: one interface, two adapters (the embedded in-process
+ * index, and Qdrant). Records are partitioned by agent; a query always names
+ * its agent, except a thread fetch by correlation id. Lexical matching is
+ * not the store's: retrieval keeps one lexical index over both tiers, so
+ * working and long-term hits rank on one scale.
+ */
+import { Context, Effect, Schema } from "effect"
+import type { LongTermPayload, RecordFilter } from "../../contracts/longterm.ts"
+
+export interface LongTermRecord {
+  readonly payload: LongTermPayload
+  /** L2-normalised embedding of the raw text, by `payload.model`. */
+  readonly vector: Float32Array
+}
+
+export interface Hit {
+  readonly payload: LongTermPayload
+  readonly score: number
+}
+
+export class LongTermStoreError extends Schema.TaggedError<LongTermStoreError>()("LongTermStoreError", {
+  reason: Schema.String,
+}) {}
+
+export interface LongTermStoreShape {
+  readonly name: string
+  /** Idempotent: a record with the same agent and entry replaces the previous one. */
+  readonly upsert: (records: ReadonlyArray<LongTermRecord>) => Effect.Effect<void, LongTermStoreError>
+  readonly remove: (agentId: string, entryIds: ReadonlyArray<string>) => Effect.Effect<void, LongTermStoreError>
+  /** Cosine similarity against records of one embedding model. */
+  readonly searchDense: (
+    agentId: string,
+    model: string,
+    vector: Float32Array,
+    limit: number,
+    filter?: RecordFilter,
+  ) => Effect.Effect<ReadonlyArray<Hit>, LongTermStoreError>
+  /** Records matching the filter; across agents when `agentId` is omitted. */
+  readonly list: (query: { readonly agentId?: string } & RecordFilter) => Effect.Effect<ReadonlyArray<LongTermPayload>, LongTermStoreError>
+  /** The embedding models present for an agent. */
+  readonly models: (agentId: string) => Effect.Effect<ReadonlyArray<string>, LongTermStoreError>
+}
+
+export class LongTermStore extends Context.Service<LongTermStore, LongTermStoreShape>()("wm/LongTermStore") {}

@@ -1,0 +1,123 @@
+/**
+ * Merged retrieval over both tiers of one agent. Two rankings cover both
+ * tiers at once: lexical (one BM25 index over every entry) and dense
+ * (long-term records from the store; working entries — a linear scan, they
+ * are few and in memory — embedded on the fly with the same model). The
+ * rankings are fused by reciprocal rank into a similarity in [0,1], and each
+ * hit is scored r = α·sim + β·recency + γ·frequency.
+ */
+import { Effect, HashMap, HashSet } from "effect"
+import type { RepresentationKind, WorkingEntry } from "../../contracts/entry.ts"
+import { matchesFilter, type LongTermPayload, type RecordFilter } from "../../contracts/longterm.ts"
+import type { AgentView } from "../../domain/agent-view.ts"
+import { DEFAULT_RELEVANCE, frequencyOf, fuseRankings, recencyOf, relevance } from "../../domain/relevance.ts"
+import { terms } from "../../domain/terms.ts"
+import type { EmbeddingProviderShape } from "../embedding/embedding-provider.ts"
+import type { LongTermStoreShape } from "../longterm/store.ts"
+import type { LexicalIndex } from "./lexical-index.ts"
+
+export interface RankedHit {
+  readonly entryId: string
+  readonly tier: "working" | "long-term"
+  readonly working?: WorkingEntry
+  readonly record?: LongTermPayload
+  readonly similarity: number
+  readonly dense: number
+  readonly lexical: number
+  readonly recency: number
+  readonly frequency: number
+  readonly relevance: number
+}
+
+export const hitText = (hit: RankedHit): { form: RepresentationKind; text: string } => {
+  const w = hit.working
+  if (w) return w.content !== null ? { form: "raw", text: w.content } : w.keyPoints !== null ? { form: "keyPoints", text: w.keyPoints } : { form: "summary", text: w.summary ?? "" }
+  return { form: hit.record!.summaryForm, text: hit.record!.summary }
+}
+
+export interface RankingSources {
+  readonly store: LongTermStoreShape
+  readonly embeddings: EmbeddingProviderShape
+  readonly lexical: LexicalIndex
+  /** Embeds working entries with the offline model, remembering each entry's vector. */
+  readonly workingVector: (agentId: string, entry: WorkingEntry) => Effect.Effect<Float32Array>
+}
+
+const dot = (a: Float32Array, b: Float32Array) => {
+  let s = 0
+  for (let i = 0; i < a.length; i++) s += a[i]! * b[i]!
+  return s
+}
+
+export const rankBothTiers = (
+  view: AgentView,
+  query: string,
+  options: { readonly limit: number; readonly filter?: RecordFilter | undefined },
+  sources: RankingSources,
+) =>
+  Effect.gen(function* () {
+    const agentId = view.config.id
+    const weights = view.config.relevance ?? DEFAULT_RELEVANCE
+    const depth = Math.max(options.limit * 2, 50)
+    const working = [...HashMap.values(view.entries)].filter((e) => matchesFilter(e, options.filter))
+    const inWorking = new Map(working.map((e) => [e.id, e]))
+    const records = new Map<string, LongTermPayload>()
+
+    // Dense: long-term records of the offline model from the store, working entries scanned, one ranking.
+    const model = sources.embeddings.offline.model
+    const dense = new Map<string, number>()
+    const queryVector = yield* sources.embeddings.embedQuery(query, model)
+    if (queryVector !== null) {
+      for (const hit of yield* sources.store.searchDense(agentId, model, queryVector, depth, options.filter)) {
+        dense.set(hit.payload.entryId, hit.score)
+        records.set(hit.payload.entryId, hit.payload)
+      }
+      for (const e of working) dense.set(e.id, dot(queryVector, yield* sources.workingVector(agentId, e)))
+    }
+    // Records embedded by another model (a configured remote one) rank among themselves.
+    const otherRankings: string[][] = []
+    for (const other of yield* sources.store.models(agentId)) {
+      if (other === model) continue
+      const vector = yield* sources.embeddings.embedQuery(query, other)
+      if (vector === null) continue
+      const hits = yield* sources.store.searchDense(agentId, other, vector, depth, options.filter)
+      otherRankings.push(hits.map((h) => h.payload.entryId))
+      for (const h of hits) {
+        dense.set(h.payload.entryId, Math.max(dense.get(h.payload.entryId) ?? -1, h.score))
+        records.set(h.payload.entryId, h.payload)
+      }
+    }
+    const denseRanking = [...dense].filter(([, s]) => s > 0).sort((a, b) => b[1] - a[1]).slice(0, depth).map(([id]) => id)
+
+    // Lexical: one index over both tiers.
+    const lexicalHits = sources.lexical.search(agentId, terms(query), depth, (id) => inWorking.has(id) || HashSet.has(view.longTerm, id))
+    const lexicalBest = lexicalHits[0]?.score ?? 1
+    const lexical = new Map(lexicalHits.map((h) => [h.entryId, h.score / lexicalBest]))
+    // Long-term records found lexically but not densely: fetch their payloads.
+    const missing = lexicalHits.map((h) => h.entryId).filter((id) => !inWorking.has(id) && !records.has(id))
+    if (missing.length > 0) {
+      for (const r of yield* sources.store.list({ agentId })) if (missing.includes(r.entryId)) records.set(r.entryId, r)
+    }
+
+    const similarity = fuseRankings([denseRanking, ...otherRankings, lexicalHits.map((h) => h.entryId)], 2)
+    const hits: RankedHit[] = []
+    const now = view.clock
+    for (const [id, sim] of similarity) {
+      const e = inWorking.get(id)
+      const r = e ? undefined : records.get(id)
+      if (!e && (!r || !matchesFilter(r, options.filter))) continue
+      const parts = e
+        ? { similarity: sim, recency: recencyOf(now, Math.max(e.timestamp, e.lastCitedAt ?? 0)), frequency: frequencyOf(e.citationCount) }
+        : { similarity: sim, recency: recencyOf(now, r!.timestamp), frequency: frequencyOf(r!.citationCount) }
+      hits.push({
+        entryId: id,
+        tier: e ? "working" : "long-term",
+        ...(e ? { working: e } : { record: r! }),
+        dense: dense.get(id) ?? 0,
+        lexical: lexical.get(id) ?? 0,
+        ...parts,
+        relevance: relevance(parts, weights),
+      })
+    }
+    return hits.sort((a, b) => b.relevance - a.relevance || (a.entryId < b.entryId ? -1 : 1)).slice(0, options.limit)
+  })

@@ -1,0 +1,385 @@
+/**
+ * The retrieval service: merged queries over working and long-term, threads
+ * by correlation id, and the reverse lifecycle — transient cues.
+ *
+ * Reload triggers:
+ * - similarity: the first build of a focused step asks `step.recall`; the
+ *   hits whose similarity clears the threshold come back as cues, best
+ *   first, with the best representation that fits (the raw text from the
+ *   substrate while there is room, else key points, else the summary);
+ * - task transition: a new task during an open step recalls for it;
+ * - explicit reference: referencing a long-term entry by id (or quoting it)
+ *   rehydrates it.
+ * A cue the agent references in its step is promoted to a native working
+ * entry with fresh fade tracking; the others are dropped at step end. Both
+ * are events; the long-term record is never changed by a cue.
+ */
+import { Context, Effect, FiberSet, HashMap, HashSet, Layer, Option } from "effect"
+import type { ResponseOf } from "../../contracts/api.ts"
+import { AgentNotFound, InvalidState } from "../../contracts/errors.ts"
+import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
+import { focusText } from "../../contracts/focus.ts"
+import { currentFocus, evolve, type AgentView } from "../../domain/agent-view.ts"
+import { EmbeddingProvider } from "../embedding/embedding-provider.ts"
+import { serveOperation } from "../api/serve.ts"
+import { EventLog } from "../log/event-log.ts"
+import { runProjection } from "../log/projection.ts"
+import { LongTerm } from "../longterm/longterm.ts"
+import { LongTermStore } from "../longterm/store.ts"
+import { SubstrateReader } from "../substrate/reader.ts"
+import { LexicalIndex } from "./lexical-index.ts"
+import { hitText, rankBothTiers, type RankedHit, type RankingSources } from "./rank.ts"
+import { terms } from "../../domain/terms.ts"
+import { DEFAULT_RELEVANCE } from "../../domain/relevance.ts"
+
+type Recalled = EventOf<"CueRehydrated">["recalled"]
+type CueTrigger = EventOf<"CueRehydrated">["trigger"]
+
+export interface RetrievalSettingsShape {
+  /**
+   * Hits come back as cues only when their dense cosine, or their lexical match scaled to the best, reaches this
+   * (0 by default: the `recallDepth` best hits qualify, and the builder ranks them).
+   */
+  readonly cueThreshold: number
+  /** How many hits a recall considers. */
+  readonly recallDepth: number
+  /** Cues of one step may carry at most this share of the agent's budget. */
+  readonly cueBudgetShare: number
+  readonly warmUpCount: number
+}
+
+export class RetrievalSettings extends Context.Service<RetrievalSettings, RetrievalSettingsShape>()("wm/RetrievalSettings") {
+  static readonly make = (settings: Partial<RetrievalSettingsShape> = {}) =>
+    Layer.succeed(RetrievalSettings, {
+      cueThreshold: Number(process.env.WM_CUE_THRESHOLD ?? 0),
+      recallDepth: Number(process.env.WM_RECALL_DEPTH ?? 150),
+      cueBudgetShare: Number(process.env.WM_CUE_BUDGET_SHARE ?? 1),
+      warmUpCount: Number(process.env.WM_WARMUP_COUNT ?? 5),
+      ...settings,
+    })
+}
+
+export interface RetrievalShape {
+  readonly view: (agentId: string) => AgentView | undefined
+}
+
+export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/Retrieval") {
+  static readonly layer = Layer.effect(
+    Retrieval,
+    Effect.gen(function* () {
+      const settings = yield* RetrievalSettings
+      const log = yield* EventLog
+      const store = yield* LongTermStore
+      const longTerm = yield* LongTerm
+      const embeddings = yield* EmbeddingProvider
+      const substrate = yield* SubstrateReader
+      const runFork = yield* FiberSet.makeRuntime<never>()
+
+      const views = new Map<string, AgentView>()
+      const lexical = new LexicalIndex()
+      const vectors = new Map<string, { text: string; vector: Float32Array }>()
+      const sources: RankingSources = {
+        store,
+        embeddings,
+        lexical,
+        workingVector: (agentId, entry) => {
+          const text = entry.content ?? entry.keyPoints ?? entry.summary ?? ""
+          const key = `${agentId}/${entry.id}`
+          const cached = vectors.get(key)
+          if (cached && cached.text === text) return Effect.succeed(cached.vector)
+          return Effect.map(Effect.promise(() => embeddings.offline.embed([text])), ([vector]) => {
+            vectors.set(key, { text, vector: vector! })
+            return vector!
+          })
+        },
+      }
+      const recalledSteps = new Map<string, { cues: number; seq: number }>()
+      let live = false
+
+      const envelope = (view: AgentView, eventId: string, causationId: string | null, correlationId: string | null) => ({
+        v: 1 as const,
+        eventId,
+        agentId: view.config.id,
+        at: Date.now(),
+        causationId,
+        correlationId,
+      })
+
+      /**
+       * Chooses each hit's representation while `room` lasts: the raw text
+       * (from the substrate) while it fits, else key points, else the summary.
+       * Sizes are known without reading anything; raw texts are then fetched
+       * together.
+       */
+      const planCues = (view: AgentView, hits: ReadonlyArray<RankedHit>, room: number) => {
+        const planned: Array<{ hit: RankedHit; form: "raw" | "keyPoints" | "summary"; keyPoints?: { text: string; tokens: number } }> = []
+        for (const hit of hits) {
+          if (room <= 0) break
+          const keyPoints =
+            hit.working?.keyPoints != null && hit.working.tokens.keyPoints !== undefined
+              ? { text: hit.working.keyPoints, tokens: hit.working.tokens.keyPoints }
+              : hit.record?.keyPoints != null && hit.record.keyPointsTokens !== null
+                ? { text: hit.record.keyPoints, tokens: hit.record.keyPointsTokens }
+                : undefined
+          const rawTokens = hit.working?.tokens.raw ?? hit.record?.rawTokens ?? Infinity
+          // A raw cue with key points costs the builder only its key points if room runs short.
+          const rawCost = keyPoints ? keyPoints.tokens : rawTokens
+          if (rawCost <= room) {
+            planned.push({ hit, form: "raw", ...(keyPoints ? { keyPoints } : {}) })
+            room -= rawCost
+          } else if (keyPoints && keyPoints.tokens <= room) {
+            planned.push({ hit, form: "keyPoints", keyPoints })
+            room -= keyPoints.tokens
+          } else {
+            const tokens = hit.working?.tokens.summary ?? hit.record?.summaryTokens ?? Infinity
+            if (tokens <= room) {
+              planned.push({ hit, form: "summary" })
+              room -= tokens
+            }
+          }
+        }
+        return Effect.forEach(
+          planned,
+          ({ hit, form, keyPoints }) =>
+            Effect.gen(function* () {
+              const meta = hit.working ?? hit.record!
+              const base = { timestamp: meta.timestamp, origin: meta.origin, tags: [...meta.tags], moodSnapshot: meta.moodSnapshot, emotionalWeight: meta.emotionalWeight }
+              if (form === "raw") {
+                const raw = yield* substrate.get(view.config.id, hit.entryId)
+                if (raw !== null) return { hit, recalled: { ...base, form, text: raw.content, tokens: raw.tokens, ...(keyPoints ? { keyPoints } : {}) } as Recalled }
+              }
+              if (keyPoints && form !== "summary") return { hit, recalled: { ...base, form: "keyPoints", ...keyPoints } as Recalled }
+              const summary = hitText(hit)
+              const tokens = hit.working?.tokens.summary ?? hit.record?.summaryTokens ?? 0
+              return summary.text.length > 0 ? { hit, recalled: { ...base, form: summary.form, text: summary.text, tokens } as Recalled } : null
+            }),
+          { concurrency: 16 },
+        ).pipe(Effect.map((xs) => xs.filter((x) => x !== null)))
+      }
+
+      /** Recalls for the open step's focus and records each cue as an event. */
+      const recall = (view: AgentView, trigger: CueTrigger) =>
+        Effect.gen(function* () {
+          const step = view.step!
+          const query = focusText(currentFocus(view))
+          const hits = yield* rankBothTiers(view, query, { limit: settings.recallDepth }, sources)
+          // Cues bring back what working does not hold in full: long-term records and summarised entries.
+          const eligible = hits.filter(
+            (hit) =>
+              !(hit.tier === "working" && hit.working!.rung < 2) &&
+              !HashMap.has(view.cues, hit.entryId) &&
+              (hit.dense >= settings.cueThreshold || hit.lexical >= settings.cueThreshold),
+          )
+          const cues = yield* planCues(view, eligible, Math.floor(view.budget * settings.cueBudgetShare))
+          const ranked = yield* log
+            .append({
+              _tag: "StepRecalled",
+              ...envelope(view, `${view.config.id}:recall:${step.stepId}:${trigger}`, step.stepId, null),
+              stepId: step.stepId,
+              trigger,
+              similarities: hits.filter((h) => h.tier === "working").map((h) => ({ entryId: h.entryId, similarity: h.similarity })),
+            })
+            .pipe(Effect.orDie)
+          const seqs = yield* Effect.forEach(
+            cues,
+            ({ hit, recalled }) =>
+              log
+                .append({
+                  _tag: "CueRehydrated",
+                  ...envelope(view, `${view.config.id}:cue:${step.stepId}:${hit.entryId}`, step.stepId, (hit.working ?? hit.record!).correlationId),
+                  stepId: step.stepId,
+                  entryId: hit.entryId,
+                  trigger,
+                  relevance: hit.similarity,
+                  recalled,
+                })
+                .pipe(Effect.map((a) => a.seq)),
+            { concurrency: 64 },
+          ).pipe(Effect.orDie)
+          return { cues: cues.length, seq: Math.max(ranked.seq, ...seqs) }
+        })
+
+      const promote = (view: AgentView, stepId: string | null, entryId: string, trigger: CueTrigger, recalled: Recalled, key: string) =>
+        log
+          .append({
+            _tag: "CuePromoted",
+            ...envelope(view, `${view.config.id}:promote:${key}:${entryId}`, stepId, null),
+            stepId,
+            entryId,
+            trigger,
+            recalled,
+          })
+          .pipe(Effect.orDie)
+
+      const recalledOf = (cue: NonNullable<ReturnType<typeof cueOf>>): Recalled => {
+        const base = { timestamp: cue.timestamp, origin: cue.origin, tags: [...cue.tags], moodSnapshot: cue.moodSnapshot, emotionalWeight: cue.emotionalWeight }
+        if (cue.content !== null) {
+          const kp = cue.keyPoints !== null && cue.tokens.keyPoints !== undefined ? { keyPoints: { text: cue.keyPoints, tokens: cue.tokens.keyPoints } } : {}
+          return { ...base, form: "raw", text: cue.content, tokens: cue.tokens.raw, ...kp }
+        }
+        if (cue.keyPoints !== null) return { ...base, form: "keyPoints", text: cue.keyPoints, tokens: cue.tokens.keyPoints ?? 0 }
+        return { ...base, form: "summary", text: cue.summary ?? "", tokens: cue.tokens.summary ?? 0 }
+      }
+      const cueOf = (view: AgentView, id: string) => Option.getOrUndefined(HashMap.get(view.cues, id))
+
+      /** What the log asks of retrieval once live: promotions, explicit references, drops, task transitions. */
+      const react = (before: AgentView | undefined, after: AgentView, event: MemoryEvent): Effect.Effect<void> => {
+        switch (event._tag) {
+          case "EntriesReferenced":
+            return Effect.forEach(
+              event.entryIds,
+              (id) =>
+                Effect.gen(function* () {
+                  const cue = cueOf(after, id)
+                  if (cue) return yield* promote(after, event.stepId, id, "similarity", recalledOf(cue), event.stepId)
+                  if (!HashSet.has(after.longTerm, id)) return
+                  // Explicit reference to a long-term entry: rehydrate it, and since it is used, make it native.
+                  const raw = yield* substrate.get(after.config.id, id)
+                  if (raw === null) return
+                  const recalled: Recalled = {
+                    timestamp: raw.timestamp, origin: raw.origin, tags: [...raw.tags], moodSnapshot: raw.moodSnapshot,
+                    emotionalWeight: raw.emotionalWeight, form: "raw", text: raw.content, tokens: raw.tokens,
+                  }
+                  yield* log.append({
+                    _tag: "CueRehydrated",
+                    ...envelope(after, `${after.config.id}:cue:${event.stepId}:${id}`, event.eventId, raw.correlationId),
+                    stepId: event.stepId, entryId: id, trigger: "explicit-reference", relevance: 1, recalled,
+                  }).pipe(Effect.orDie)
+                  yield* promote(after, event.stepId, id, "explicit-reference", recalled, event.stepId)
+                }),
+              { discard: true },
+            )
+          case "StepEnded": {
+            if (!before?.step || before.step.stepId !== event.stepId) return Effect.void
+            const step = before.step
+            const dropped = [...HashMap.keys(before.cues)].filter((id) => !HashSet.has(step.referenced, id))
+            return Effect.forEach(
+              dropped,
+              (id) =>
+                log.append({ _tag: "CueDropped", ...envelope(before, `${before.config.id}:drop:${step.stepId}:${id}`, event.eventId, null), stepId: step.stepId, entryId: id }),
+              { discard: true },
+            ).pipe(Effect.orDie)
+          }
+          case "FocusChanged":
+            if (!event.transition || after.step === null) return Effect.void
+            return recall(after, "task-transition").pipe(
+              Effect.tap((r) => Effect.sync(() => recalledSteps.set(`${after.config.id}/${after.step!.stepId}`, r))),
+              Effect.asVoid,
+              Effect.orDie,
+            )
+          default:
+            return Effect.void
+        }
+      }
+
+      const projection = yield* runProjection({
+        name: "retrieval",
+        apply: (event, record) => {
+          const before = views.get(event.agentId)
+          const after = evolve(before, event, record)
+          if (after === undefined) return
+          views.set(event.agentId, after)
+          if (event._tag === "EntryRecorded") lexical.add(event.agentId, event.entryId, terms(event.content))
+          else if (event._tag === "EntryDemoted") vectors.delete(`${event.agentId}/${event.entryId}`)
+          if (live) runFork(react(before, after, event).pipe(Effect.catchCause((c) => Effect.sync(() => console.error("[retrieval]", c)))))
+        },
+      })
+      yield* projection.warmedUp
+      live = true
+
+      const viewAfter = (agentId: string, afterSeq?: number) =>
+        Effect.gen(function* () {
+          if (afterSeq !== undefined) {
+            yield* projection.waitFor(afterSeq)
+            yield* longTerm.waitFor(afterSeq)
+          }
+          const view = views.get(agentId)
+          if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
+          return view
+        })
+
+      yield* serveOperation("query", (agentId, request) =>
+        Effect.gen(function* () {
+          const view = yield* viewAfter(agentId, request.afterSeq)
+          const hits = yield* rankBothTiers(view, request.query, { limit: request.limit ?? 10, filter: request.filter }, sources).pipe(Effect.orDie)
+          const weights = view.config.relevance ?? DEFAULT_RELEVANCE
+          return {
+            results: hits.map((h) => {
+              const meta = h.working ?? h.record!
+              return {
+                entryId: h.entryId,
+                tier: h.tier,
+                origin: meta.origin,
+                timestamp: meta.timestamp,
+                tags: [...meta.tags],
+                correlationId: meta.correlationId,
+                ...hitText(h),
+                relevance: h.relevance,
+                ...(request.explain
+                  ? { explain: { similarity: h.similarity, dense: h.dense, lexical: h.lexical, recency: h.recency, frequency: h.frequency, weights } }
+                  : {}),
+              }
+            }),
+          } satisfies ResponseOf<"query">
+        }),
+      )
+
+      yield* serveOperation("thread", (_agentId, request) =>
+        Effect.gen(function* () {
+          if (request.afterSeq !== undefined) yield* Effect.all([projection.waitFor(request.afterSeq), longTerm.waitFor(request.afterSeq)])
+          const entries: Array<ResponseOf<"thread">["entries"][number]> = []
+          for (const view of views.values()) {
+            for (const e of HashMap.values(view.entries)) {
+              if (e.correlationId !== request.correlationId) continue
+              const t = e.content !== null ? { form: "raw" as const, text: e.content } : e.keyPoints !== null ? { form: "keyPoints" as const, text: e.keyPoints } : { form: "summary" as const, text: e.summary ?? "" }
+              entries.push({ agentId: view.config.id, entryId: e.id, tier: "working", timestamp: e.timestamp, origin: e.origin, ...t })
+            }
+          }
+          for (const r of yield* store.list({ correlationId: request.correlationId }).pipe(Effect.orDie)) {
+            if (entries.some((e) => e.agentId === r.agentId && e.entryId === r.entryId)) continue
+            entries.push({ agentId: r.agentId, entryId: r.entryId, tier: "long-term", timestamp: r.timestamp, origin: r.origin, form: r.summaryForm, text: r.summary })
+          }
+          return { entries: entries.sort((a, b) => a.timestamp - b.timestamp || (a.entryId < b.entryId ? -1 : 1)) }
+        }),
+      )
+
+      yield* serveOperation("recall", (agentId, request) =>
+        Effect.gen(function* () {
+          const view = yield* viewAfter(agentId, request.afterSeq)
+          if (view.step?.stepId !== request.stepId) {
+            return yield* Effect.fail(new InvalidState({ field: "stepId", reason: `step '${request.stepId}' is not the open step` }))
+          }
+          const key = `${agentId}/${request.stepId}`
+          const done = recalledSteps.get(key)
+          if (done) return done
+          const result = yield* recall(view, "similarity").pipe(Effect.orDie)
+          recalledSteps.set(key, result)
+          return result
+        }),
+      )
+
+      yield* serveOperation("warmUp", (agentId, request) =>
+        Effect.gen(function* () {
+          const view = yield* viewAfter(agentId)
+          const count = request.count ?? settings.warmUpCount
+          const records = (yield* store.list({ agentId }).pipe(Effect.orDie))
+            .filter((r) => !HashMap.has(view.entries, r.entryId))
+            .sort((a, b) => b.demotedAt - a.demotedAt || b.timestamp - a.timestamp)
+            .slice(0, count)
+          const key = `warmup-${request.requestId ?? Date.now().toString(36)}`
+          let seq = 0
+          for (const r of records) {
+            const recalled: Recalled =
+              r.keyPoints !== null && r.keyPointsTokens !== null
+                ? { timestamp: r.timestamp, origin: r.origin, tags: [...r.tags], moodSnapshot: r.moodSnapshot, emotionalWeight: r.emotionalWeight, form: "keyPoints", text: r.keyPoints, tokens: r.keyPointsTokens }
+                : { timestamp: r.timestamp, origin: r.origin, tags: [...r.tags], moodSnapshot: r.moodSnapshot, emotionalWeight: r.emotionalWeight, form: r.summaryForm, text: r.summary, tokens: r.summaryTokens }
+            seq = (yield* promote(view, null, r.entryId, "warm-up", recalled, key)).seq
+          }
+          return { entryIds: records.map((r) => r.entryId), seq: seq || view.lastSeq }
+        }),
+      )
+
+      return { view: (agentId) => views.get(agentId) }
+    }),
+  )
+}

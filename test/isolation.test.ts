@@ -1,0 +1,372 @@
+/**
+ * Isolation enforced by the broker: a real nats-server started with the
+ * permissions of infra/auth.ts, the services running as their own users,
+ * and two agents. Agent alice can do everything to her own memory through
+ * the SDK; every way of reading, subscribing to or writing into bob's
+ * memory — core subjects, the API, the JetStream API — is refused by the
+ * server itself (a permissions violation, or a JetStream API error), and
+ * nothing is delivered or stored.
+ */
+import { jetstream, jetstreamManager } from "@nats-io/jetstream"
+import { Kvm } from "@nats-io/kv"
+import { connect, type NatsConnection } from "@nats-io/transport-node"
+import { Layer } from "effect"
+import { spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { EVENTS_STREAM } from "../contracts/subjects.ts"
+import { natsAuth, type NatsAuth } from "../infra/auth.ts"
+import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
+import { WorkingMemoryClient } from "../sdk/client.ts"
+import { followOwnEvents, readOwnEvents, type OwnEvent } from "../sdk/own-events.ts"
+import { SUBSTRATE_BUCKET } from "../services/nats/buckets.ts"
+import { NatsSettings } from "../services/nats/settings.ts"
+import { defaultModels, fadeService, gatewayService, memoryService, substrateService, workingService } from "../services/system.ts"
+import { FadeWorkerSettings } from "../services/fade/fade-worker.ts"
+import { startServices, type RunningServices } from "./support/system.ts"
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+const until = async (what: string, ok: () => boolean, timeoutMs = 5_000) => {
+  const deadline = Date.now() + timeoutMs
+  while (!ok()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(20)
+  }
+}
+const encode = (s: string) => new TextEncoder().encode(s)
+const decode = (b: Uint8Array) => new TextDecoder().decode(b)
+
+/** Errors the server sent on a connection (permission violations arrive this way). */
+const serverErrors = (nc: NatsConnection): string[] => {
+  const seen: string[] = []
+  void (async () => {
+    for await (const s of nc.status()) if (s.type === "error") seen.push(s.error.message)
+  })()
+  return seen
+}
+
+/** The error a promise rejects with; fails the test if it resolves. */
+const refusal = async (p: Promise<unknown>): Promise<Error> => {
+  try {
+    await p
+  } catch (error) {
+    return error as Error
+  }
+  throw new Error("expected the broker to refuse, but the operation succeeded")
+}
+
+const publishViolation = (subject: string) => `Permissions Violation for Publish to "${subject}"`
+const subscribeViolation = (subject: string) => `Permissions Violation for Subscription to "${subject}"`
+
+let auth: NatsAuth
+let server: NatsServerProcess
+let services: RunningServices
+let admin: NatsConnection
+let alice: WorkingMemoryClient
+let bob: WorkingMemoryClient
+let aliceErrors: string[]
+let bobEntry: { entryId: string; seq: number }
+
+/** Messages stored on bob's subjects, as the administrator sees them. */
+const bobSubjects = async () => (await (await jetstreamManager(admin)).streams.info(EVENTS_STREAM, { subjects_filter: "wm.evt.bob.>" })).state.subjects ?? {}
+
+beforeAll(async () => {
+  auth = natsAuth({
+    agents: ["alice", "bob"],
+    tenants: [{ name: "acme", agents: ["alice"], password: "acme-console-secret" }],
+  })
+  server = await startNatsServer({ config: auth.config })
+  // Each service on its own connection, as its own user (Layer.fresh: no connection shared between them).
+  const settings = (name: string) => NatsSettings.make({ servers: [server.url], name: `wm-${name}`, ...auth.service(name) })
+  const models = defaultModels()
+  services = await startServices(
+    Layer.mergeAll(
+      Layer.fresh(workingService(settings("working"))),
+      Layer.fresh(gatewayService(settings("gateway"))),
+      Layer.fresh(fadeService(settings("fade"), FadeWorkerSettings.fromEnv(), models)),
+      Layer.fresh(substrateService(settings("substrate"))),
+      Layer.fresh(memoryService(settings("memory"), { models })),
+    ),
+  )
+  admin = await connect({ servers: server.url, user: auth.admin!.user, pass: auth.admin!.pass })
+  alice = await WorkingMemoryClient.connect({ servers: server.url, ...auth.agent("alice"), attempts: 1, timeoutMs: 5_000 })
+  bob = await WorkingMemoryClient.connect({ servers: server.url, ...auth.agent("bob"), attempts: 1, timeoutMs: 5_000 })
+  aliceErrors = serverErrors(alice.nc)
+  const b = bob.agent("bob")
+  await b.register({ role: "main" })
+  bobEntry = await b.record({ origin: "USER", content: "Bob's private plan: resign on Friday.", requestId: "bob-secret" })
+})
+
+afterAll(async () => {
+  await alice?.close()
+  await bob?.close()
+  await admin?.close()
+  await services?.stop()
+  await server?.stop()
+})
+
+describe("an agent's own memory", () => {
+  it("works end to end through the SDK, with no permission error on the agent's connection", async () => {
+    const a = alice.agent("alice")
+    await a.register({ role: "main" })
+    const entry = await a.record({ origin: "USER", content: "Alice's note: book the venue.", tags: ["venue"] })
+    await a.setFocus({ focus: { task: "plan the party" } })
+    const { stepId } = await a.beginStep({})
+    const built = await a.buildContext({ stepId })
+    expect(built.items.map((i) => i.entryId)).toEqual([entry.entryId])
+    expect(built.text).toContain("Alice's note: book the venue.")
+    expect(built.text).not.toContain("Bob")
+    await a.reference(stepId, [entry.entryId])
+    await a.endStep(stepId)
+    const view = await a.view()
+    expect(view.entries.map((e) => [e.id, e.referenceCount, e.citationCount])).toEqual([[entry.entryId, 1, 1]])
+
+    // Her own events, through a consumer filtered to wm.evt.alice.>.
+    const events = await readOwnEvents(alice, "alice")
+    expect(events.map((e) => e.event._tag)).toEqual([
+      "AgentRegistered",
+      "EntryRecorded",
+      "FocusChanged",
+      "StepStarted",
+      "StepRecalled",
+      "EntriesRead",
+      "EntriesReferenced",
+      "StepEnded",
+    ])
+    expect(events.every((e) => e.event.agentId === "alice" && e.subject.startsWith("wm.evt.alice."))).toBe(true)
+
+    // And live, as a local mirror would follow them.
+    const live: OwnEvent[] = []
+    const following = await followOwnEvents(alice, "alice", { fromSeq: events.at(-1)!.seq + 1, onEvent: (e) => live.push(e) })
+    const next = await a.record({ origin: "INTERNAL", content: "Check the caterer too." })
+    await until("the live event", () => live.some((e) => e.seq === next.seq))
+    await following.stop()
+    expect(live.map((e) => e.event._tag)).toEqual(["EntryRecorded"])
+
+    // The last event on one of her own subjects, by direct get.
+    const direct = await alice.nc.request(`$JS.API.DIRECT.GET.${EVENTS_STREAM}.wm.evt.alice.entry.${entry.entryId}`, undefined, { timeout: 2_000 })
+    expect(direct.headers?.get("Nats-Subject")).toBe(`wm.evt.alice.entry.${entry.entryId}`)
+    expect(JSON.parse(decode(direct.data))).toMatchObject({ _tag: "EntryRecorded", agentId: "alice", entryId: entry.entryId })
+
+    await alice.nc.flush()
+    expect(aliceErrors).toEqual([])
+  })
+})
+
+describe("another agent's memory, refused by the broker", () => {
+  it("requests on bob's API subjects are refused and change nothing", async () => {
+    const asBob = alice.agent("bob")
+    expect((await refusal(asBob.view())).message).toContain(publishViolation("wm.api.bob.view.get"))
+    expect((await refusal(asBob.buildContext())).message).toContain(publishViolation("wm.api.bob.context.build"))
+    expect((await refusal(asBob.record({ origin: "USER", content: "forged by alice" }))).message).toContain(
+      publishViolation("wm.api.bob.entry.record"),
+    )
+    expect((await refusal(asBob.register({ role: "main" }))).message).toContain(publishViolation("wm.api.bob.agent.register"))
+    expect((await refusal(alice.nc.request("wm.api.bob.step.begin", encode("{}"), { timeout: 2_000 }))).message).toContain(
+      publishViolation("wm.api.bob.step.begin"),
+    )
+    // Bob's memory is as he left it: one entry, never read.
+    const view = await bob.agent("bob").view()
+    expect(view.entries.map((e) => [e.id, e.referenceCount])).toEqual([[bobEntry.entryId, 0]])
+  })
+
+  it("subscriptions to bob's events, requests and replies are refused, and nothing is delivered", async () => {
+    const got: string[] = []
+    const closedWith: string[] = []
+    const watched = ["wm.evt.bob.>", "wm.evt.>", "wm.api.bob.>", "_INBOX_bob.>", "_INBOX.>", ">"]
+    for (const subject of watched) {
+      alice.nc.subscribe(subject, {
+        callback: (error, m) => void (error ? closedWith.push(error.message) : got.push(m.subject)),
+      })
+    }
+    // Control: the administrator sees the same traffic, so a delivery would have happened.
+    const control: string[] = []
+    admin.subscribe("wm.evt.bob.>", { callback: (_, m) => void control.push(m.subject) })
+    await admin.flush()
+    await alice.nc.flush()
+    for (const subject of watched) await until(`the refusal of ${subject}`, () => aliceErrors.some((e) => e.includes(subscribeViolation(subject))))
+    // The client hands each refused subscription its error.
+    expect(closedWith.sort()).toEqual(watched.map(subscribeViolation).sort())
+
+    const b = bob.agent("bob")
+    const recorded = await b.record({ origin: "USER", content: "Another private note." })
+    await b.view()
+    await until("the control delivery", () => control.includes(`wm.evt.bob.entry.${recorded.entryId}`))
+    await sleep(200)
+    expect(got).toEqual([])
+  })
+
+  it("publishing into bob's event subjects is refused and nothing is stored", async () => {
+    const before = await bobSubjects()
+    alice.nc.publish("wm.evt.bob.entry.forged", encode("{}"))
+    alice.nc.publish("wm.evt.bob.step", encode("{}"))
+    await alice.nc.flush()
+    await until("the core publish refusals", () =>
+      aliceErrors.some((e) => e.includes(publishViolation("wm.evt.bob.entry.forged"))) &&
+      aliceErrors.some((e) => e.includes(publishViolation("wm.evt.bob.step"))),
+    )
+    // Through JetStream too: the publish is a request on the same subject.
+    const js = jetstream(alice.nc)
+    expect((await refusal(js.publish("wm.evt.bob.agent", encode("{}"), { msgID: "forged-1" }))).message).toContain(
+      publishViolation("wm.evt.bob.agent"),
+    )
+    // Nor into her own event subjects: only the services append events.
+    expect((await refusal(js.publish("wm.evt.alice.step", encode("{}")))).message).toContain(publishViolation("wm.evt.alice.step"))
+    expect(await bobSubjects()).toEqual(before)
+    expect(before["wm.evt.bob.entry.forged"]).toBeUndefined()
+  })
+
+  it("direct get and message get of bob's events are refused; the stream's subject list is not readable", async () => {
+    const request = (subject: string, body?: unknown) =>
+      alice.nc.request(subject, body === undefined ? undefined : encode(JSON.stringify(body)), { timeout: 2_000 })
+    const bobSubject = `wm.evt.bob.entry.${bobEntry.entryId}`
+    const cases: Array<[string, unknown]> = [
+      [`$JS.API.DIRECT.GET.${EVENTS_STREAM}.${bobSubject}`, undefined],
+      [`$JS.API.DIRECT.GET.${EVENTS_STREAM}`, { seq: bobEntry.seq }],
+      [`$JS.API.DIRECT.GET.${EVENTS_STREAM}`, { last_by_subj: bobSubject }],
+      [`$JS.API.STREAM.MSG.GET.${EVENTS_STREAM}`, { seq: bobEntry.seq }],
+      [`$JS.API.STREAM.INFO.${EVENTS_STREAM}`, { subjects_filter: "wm.evt.bob.>" }],
+      [`$JS.API.CONSUMER.NAMES.${EVENTS_STREAM}`, {}],
+      [`$JS.API.CONSUMER.LIST.${EVENTS_STREAM}`, {}],
+    ]
+    for (const [subject, body] of cases) {
+      expect((await refusal(request(subject, body))).message).toContain(publishViolation(subject))
+    }
+    // Control: the administrator's identical direct get returns bob's event.
+    const control = await admin.request(`$JS.API.DIRECT.GET.${EVENTS_STREAM}.${bobSubject}`, undefined, { timeout: 2_000 })
+    expect(JSON.parse(decode(control.data))).toMatchObject({ _tag: "EntryRecorded", agentId: "bob" })
+  })
+
+  it("creating a consumer on bob's events is refused, by the plain and by the extended create subject", async () => {
+    const create = (subject: string, config: Record<string, unknown>) =>
+      alice.nc.request(subject, encode(JSON.stringify({ stream_name: EVENTS_STREAM, config })), { timeout: 2_000 })
+    const spy = { name: "spy", ack_policy: "none", deliver_subject: "_INBOX_alice.spy" }
+    const refused: Array<[string, Record<string, unknown>]> = [
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}`, { ...spy, name: undefined, filter_subject: "wm.evt.bob.>" }],
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy`, { ...spy, filter_subject: "wm.evt.bob.>" }],
+      [`$JS.API.CONSUMER.DURABLE.CREATE.${EVENTS_STREAM}.spy`, { ...spy, durable_name: "spy", filter_subject: "wm.evt.bob.>" }],
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.bob.>`, { ...spy, filter_subject: "wm.evt.bob.>" }],
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.>`, { ...spy, filter_subject: "wm.evt.>" }],
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.*.entry.*`, { ...spy, filter_subject: "wm.evt.*.entry.*" }],
+    ]
+    for (const [subject, config] of refused) {
+      expect((await refusal(create(subject, config))).message).toContain(publishViolation(subject))
+    }
+    // Her own filter in the subject, bob's in the body: the JetStream API refuses the mismatch.
+    const mismatch = await create(`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.alice.>`, { ...spy, filter_subject: "wm.evt.bob.>" })
+    expect(JSON.parse(decode(mismatch.data)).error).toMatchObject({ code: 400, err_code: 10131 })
+    // No filter in the body at all (the whole stream) is refused the same way.
+    const unfiltered = await create(`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.alice.>`, spy)
+    expect(JSON.parse(decode(unfiltered.data)).error).toMatchObject({ err_code: 10131 })
+
+    // The client library's consumers are refused the same way.
+    const js = jetstream(alice.nc)
+    const push = await refusal(js.consumers.getPushConsumer(EVENTS_STREAM, { filter_subjects: "wm.evt.bob.>", deliver_prefix: "_INBOX_alice.spy" }))
+    expect(push.message).toMatch(/^Permissions Violation for Publish to "\$JS\.API\.CONSUMER\.CREATE\.WM_EVENTS\.[A-Za-z0-9_]+\.wm\.evt\.bob\.>"$/)
+
+    const consumers = await (await jetstreamManager(admin)).consumers.list(EVENTS_STREAM).next()
+    expect(consumers.filter((c) => c.name === "spy" || (c.config.filter_subject ?? "").startsWith("wm.evt.bob"))).toEqual([])
+  })
+
+  it("pulling from another consumer, even knowing its name, is refused", async () => {
+    const jsm = await jetstreamManager(admin)
+    const serviceConsumer = (await jsm.consumers.list(EVENTS_STREAM).next()).find((c) => c.config.filter_subject === "wm.evt.>")
+    expect(serviceConsumer).toBeDefined()
+    const got: string[] = []
+    const inbox = `_INBOX_alice.pull-${Date.now()}`
+    alice.nc.subscribe(inbox, { callback: (_, m) => void got.push(m.subject) })
+    const subject = `$JS.API.CONSUMER.MSG.NEXT.${EVENTS_STREAM}.${serviceConsumer!.name}`
+    alice.nc.publish(subject, encode(JSON.stringify({ batch: 10, expires: 1_000_000_000 })), { reply: inbox })
+    await alice.nc.flush()
+    await until("the pull refusal", () => aliceErrors.some((e) => e.includes(publishViolation(subject))))
+    await sleep(200)
+    expect(got).toEqual([])
+  })
+
+  it("the substrate bucket is out of reach; the services that own it use it", async () => {
+    const key = `bob.${bobEntry.entryId}`
+    const substrate = await connect({ servers: server.url, ...auth.service("substrate") })
+    const audit = await connect({ servers: server.url, ...auth.service("audit") })
+    try {
+      // Control: the substrate service's user creates, writes and reads the bucket.
+      const kv = await new Kvm(substrate).create(SUBSTRATE_BUCKET, { history: 1 })
+      await kv.put(key, encode("Bob's private plan: resign on Friday."))
+      expect((await kv.get(key))?.string()).toBe("Bob's private plan: resign on Friday.")
+      // The audit user reads it, but may not write.
+      expect((await (await new Kvm(audit).open(SUBSTRATE_BUCKET)).get(key))?.string()).toBe("Bob's private plan: resign on Friday.")
+      const auditErrors = serverErrors(audit)
+      audit.publish(`$KV.${SUBSTRATE_BUCKET}.${key}`, encode("overwritten"))
+      await audit.flush()
+      await until("the audit write refusal", () => auditErrors.some((e) => e.includes(publishViolation(`$KV.${SUBSTRATE_BUCKET}.${key}`))))
+
+      // Alice can neither read nor write it.
+      const get = `$JS.API.DIRECT.GET.KV_${SUBSTRATE_BUCKET}.$KV.${SUBSTRATE_BUCKET}.${key}`
+      expect((await refusal(alice.nc.request(get, undefined, { timeout: 2_000 }))).message).toContain(publishViolation(get))
+      const info = `$JS.API.STREAM.INFO.KV_${SUBSTRATE_BUCKET}`
+      expect((await refusal(alice.nc.request(info, undefined, { timeout: 2_000 }))).message).toContain(publishViolation(info))
+      expect((await refusal(jetstream(alice.nc).publish(`$KV.${SUBSTRATE_BUCKET}.${key}`, encode("x")))).message).toContain(
+        publishViolation(`$KV.${SUBSTRATE_BUCKET}.${key}`),
+      )
+      expect((await kv.get(key))?.string()).toBe("Bob's private plan: resign on Friday.")
+    } finally {
+      await substrate.close()
+      await audit.close()
+    }
+  })
+
+  it("an agent's connection must use its own inbox prefix: the shared _INBOX is refused", async () => {
+    const { inboxPrefix: _own, ...withoutPrefix } = auth.agent("alice")
+    const plain = await connect({ servers: server.url, ...withoutPrefix })
+    const errors = serverErrors(plain)
+    try {
+      // The reply subscription on the shared prefix is refused, so the request fails at once.
+      const failure = await refusal(plain.request("wm.api.alice.view.get", encode("{}"), { timeout: 5_000 }))
+      expect(failure.message).toMatch(/^Permissions Violation for Subscription to "_INBOX\.[A-Za-z0-9]+\.\*"$/)
+      expect(errors.filter((e) => !e.startsWith("Permissions Violation for Subscription to \"_INBOX."))).toEqual([])
+    } finally {
+      await plain.close()
+    }
+  })
+})
+
+describe("tenants and operators", () => {
+  it("a tenant's user acts for the tenant's agents and no others", async () => {
+    const acme = await WorkingMemoryClient.connect({ servers: server.url, ...auth.tenant("acme"), attempts: 1 })
+    try {
+      const view = await acme.agent("alice").view()
+      expect(view.agent.id).toBe("alice")
+      expect((await refusal(acme.agent("bob").view())).message).toContain(publishViolation("wm.api.bob.view.get"))
+    } finally {
+      await acme.close()
+    }
+  })
+
+  it("the read-only audit user can verify the working views; an agent cannot audit the log", async () => {
+    const node = fileURLToPath(new URL("../node_modules/.bin/node", import.meta.url))
+    const run = (env: Record<string, string>, ...args: string[]) =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+        const child = spawn(node, ["cli/wm.ts", ...args], {
+          cwd: fileURLToPath(new URL("..", import.meta.url)),
+          env: { ...process.env, NATS_URL: server.url, ...env },
+          stdio: ["ignore", "pipe", "pipe"],
+        })
+        let stdout = ""
+        let stderr = ""
+        child.stdout.on("data", (c: Buffer) => (stdout += c.toString()))
+        child.stderr.on("data", (c: Buffer) => (stderr += c.toString()))
+        child.on("error", reject)
+        child.on("close", (code) => resolve({ code, stdout, stderr }))
+      })
+    const audit = auth.service("audit")
+    const verified = await run({ NATS_USER: audit.user, NATS_PASS: audit.pass }, "verify")
+    expect(verified.stderr).toBe("")
+    expect(verified.code).toBe(0)
+    expect(verified.stdout).toMatch(/^ok {4}working-views: 2 agents compared at .+; the live projection matches the log\n$/)
+
+    const a = auth.agent("alice")
+    const snooping = await run({ NATS_USER: a.user, NATS_PASS: a.pass, NATS_INBOX_PREFIX: a.inboxPrefix }, "history", bobEntry.entryId, "--agent", "bob")
+    expect(snooping.code).toBe(2)
+    expect(snooping.stdout).toBe("")
+    expect(snooping.stderr).toContain("Permissions Violation for Publish to")
+  })
+})

@@ -1,0 +1,29 @@
+/**
+ * The long-term store contract, against the embedded store always and
+ * against Qdrant when QDRANT_URL names a server (QDRANT_API_KEY when it
+ * needs one). Each Qdrant test writes under a fresh collection prefix, and
+ * the run deletes its collections at the end.
+ */
+import { randomBytes } from "node:crypto"
+import { QdrantClient } from "@qdrant/js-client-rest"
+import { afterAll } from "vitest"
+import { makeEmbeddedStore } from "../services/longterm/embedded-store.ts"
+import { makeQdrantStore } from "../services/longterm/qdrant-store.ts"
+import { describeLongTermStoreContract } from "./longterm-store.contract.ts"
+
+describeLongTermStoreContract("embedded", async () => makeEmbeddedStore())
+
+const url = process.env.QDRANT_URL?.trim()
+if (url) {
+  const apiKey = process.env.QDRANT_API_KEY?.trim() || undefined
+  const runPrefix = `wmtest_${Date.now().toString(36)}${randomBytes(3).toString("hex")}_`
+  let n = 0
+  describeLongTermStoreContract("qdrant", async () => makeQdrantStore({ url, apiKey, collectionPrefix: `${runPrefix}${n++}_`, retryBase: "20 millis" }))
+  afterAll(async () => {
+    const client = new QdrantClient({ url, ...(apiKey ? { apiKey } : {}), checkCompatibility: false })
+    const { collections } = await client.getCollections()
+    for (const { name } of collections) if (name.startsWith(runPrefix)) await client.deleteCollection(name)
+  })
+} else {
+  console.log("[longterm-store] QDRANT_URL is not set: the contract runs against the embedded store only")
+}
