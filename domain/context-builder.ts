@@ -24,7 +24,7 @@ import type { RepresentationKind, WorkingEntry, WorkingRung } from "../contracts
 import { focusText } from "../contracts/focus.ts"
 import { availableForms, currentFocus, formText, formTokens, rungCost, type AgentView } from "./agent-view.ts"
 import { bm25Scaled, DEFAULT_RELEVANCE, frequencyOf, fuseRankings, recencyOf, relevance } from "./relevance.ts"
-import { terms } from "./terms.ts"
+import { termStats, terms, type TermStats } from "./terms.ts"
 import { dateLineTokens, dayOf, renderBlock, renderDateLine } from "./render.ts"
 
 export interface Candidate {
@@ -86,7 +86,7 @@ export const buildContext = (
 ): BuiltContext => {
   const ranked = [...candidates].sort(byPriority)
   const chosen: Chosen[] = []
-  const days = new Set<string>()
+  const days = new Set<number>()
   let used = 0
   for (const candidate of ranked) {
     const day = dayOf(candidate.entry.timestamp)
@@ -120,7 +120,7 @@ export const buildContext = (
     }
   }
   let text = ""
-  let day = ""
+  let day = Number.NaN
   const items: ContextItem[] = []
   for (const c of chosen) {
     const e = c.candidate.entry
@@ -176,7 +176,7 @@ export const priorityFor = (view: AgentView): ((entry: WorkingEntry, cue: boolea
   // Once retrieval has recalled for the step, its similarities rank natives and cues alike.
   const recalledNative = view.step?.similarities ?? null
   const pool = [...HashMap.values(view.entries), ...HashMap.values(view.cues)]
-  const lexical = recalledNative ? [] : bm25Scaled(query, pool.map(entryTerms))
+  const lexical = recalledNative ? [] : bm25Scaled(query, pool.map(entryStats))
   const ranked = pool.map((entry, i) => ({ entry, score: lexical[i] ?? 0 })).filter((x) => x.score > 0).sort((a, b) => b.score - a.score)
   const similarity = recalledNative ? new Map(recalledNative) : fuseRankings([ranked.map((x) => x.entry.id)], 1)
   return (entry, cue) => {
@@ -192,13 +192,5 @@ export const priorityFor = (view: AgentView): ((entry: WorkingEntry, cue: boolea
   }
 }
 
-// Entries are immutable values: their terms are computed once per entry.
-const termsCache = new WeakMap<WorkingEntry, ReadonlyArray<string>>()
-export const entryTerms = (entry: WorkingEntry): ReadonlyArray<string> => {
-  let cached = termsCache.get(entry)
-  if (cached === undefined) {
-    cached = terms(entry.content ?? entry.keyPoints ?? entry.summary ?? "")
-    termsCache.set(entry, cached)
-  }
-  return cached
-}
+/** The lexical terms of the text working holds for an entry. */
+export const entryStats = (entry: WorkingEntry): TermStats => termStats(entry.content ?? entry.keyPoints ?? entry.summary ?? "")

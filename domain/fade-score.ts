@@ -18,7 +18,7 @@ import type { FadeScoreParts } from "../contracts/fade.ts"
 import type { WorkingEntry } from "../contracts/entry.ts"
 import { focusText } from "../contracts/focus.ts"
 import { currentFocus, type AgentView } from "./agent-view.ts"
-import { terms } from "./terms.ts"
+import { termStats, terms } from "./terms.ts"
 
 export interface FadeWeights {
   readonly age: number
@@ -85,20 +85,9 @@ export const scoringContext = (view: AgentView, config: FadeConfig): ScoringCont
 
 const entryText = (entry: WorkingEntry): string => entry.content ?? entry.keyPoints ?? entry.summary ?? ""
 
-// Entries are immutable values, so an entry's terms can be remembered for as long as the entry lives.
-const termsCache = new WeakMap<WorkingEntry, ReadonlySet<string>>()
-const entryTerms = (entry: WorkingEntry): ReadonlySet<string> => {
-  let cached = termsCache.get(entry)
-  if (cached === undefined) {
-    cached = new Set(terms(entryText(entry)))
-    termsCache.set(entry, cached)
-  }
-  return cached
-}
-
 const coverage = (focusTerms: ReadonlySet<string>, entry: WorkingEntry): number => {
   if (focusTerms.size === 0) return 0
-  const own = entryTerms(entry)
+  const own = termStats(entryText(entry)).frequencies
   let hit = 0
   for (const t of focusTerms) if (own.has(t)) hit++
   return hit / focusTerms.size

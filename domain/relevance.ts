@@ -13,6 +13,7 @@
  * α, β, γ are set per agent at registration (defaults below).
  */
 import type { RelevanceWeights } from "../contracts/agent.ts"
+import type { TermStats } from "./terms.ts"
 
 /**
  * Defaults measured on LoCoMo (BENCHMARKS.md), not taken from the literature:
@@ -41,37 +42,29 @@ export const relevance = (parts: RelevanceParts, w: RelevanceWeights = DEFAULT_R
  * nothing matches). IDF comes from the documents themselves: inside working
  * the set is small and lives in memory, so a scan is the index.
  */
-export const bm25Scaled = (
-  query: ReadonlyArray<string>,
-  docs: ReadonlyArray<ReadonlyArray<string>>,
-  k1 = 1.2,
-  b = 0.75,
-): number[] => {
+export const bm25Scaled = (query: ReadonlyArray<string>, docs: ReadonlyArray<TermStats>, k1 = 1.2, b = 0.75): number[] => {
   const n = docs.length
   if (n === 0 || query.length === 0) return docs.map(() => 0)
   const qTerms = [...new Set(query)]
   const df = new Map<string, number>()
   let totalLength = 0
-  const tfs = docs.map((d) => {
-    totalLength += d.length
-    const tf = new Map<string, number>()
-    for (const t of d) tf.set(t, (tf.get(t) ?? 0) + 1)
-    for (const t of qTerms) if (tf.has(t)) df.set(t, (df.get(t) ?? 0) + 1)
-    return tf
-  })
+  for (const d of docs) {
+    totalLength += d.terms.length
+    for (const t of qTerms) if (d.frequencies.has(t)) df.set(t, (df.get(t) ?? 0) + 1)
+  }
+  const idf = new Map<string, number>()
+  for (const [t, d] of df) idf.set(t, Math.log(1 + (n - d + 0.5) / (d + 0.5)))
   const avg = totalLength / n || 1
-  const scores = tfs.map((tf, i) => {
+  let max = 0
+  const scores = docs.map((d) => {
     let s = 0
-    for (const t of qTerms) {
-      const f = tf.get(t)
-      if (!f) continue
-      const d = df.get(t) ?? 0
-      const idf = Math.log(1 + (n - d + 0.5) / (d + 0.5))
-      s += (idf * f * (k1 + 1)) / (f + k1 * (1 - b + (b * docs[i]!.length) / avg))
+    for (const [t, w] of idf) {
+      const f = d.frequencies.get(t)
+      if (f) s += (w * f * (k1 + 1)) / (f + k1 * (1 - b + (b * d.terms.length) / avg))
     }
+    if (s > max) max = s
     return s
   })
-  const max = Math.max(...scores)
   return max > 0 ? scores.map((s) => s / max) : scores
 }
 

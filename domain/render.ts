@@ -39,29 +39,32 @@ const pad = (n: number) => (n < 10 ? `0${n}` : String(n))
 
 const WEEKDAYS = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
 
-/** The UTC day of a timestamp, "2023-05-08": what groups blocks under one date line. */
-export const dayOf = (epochMillis: number): string => {
-  const d = new Date(epochMillis)
-  return `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}`
-}
+const DAY_MS = 86_400_000
+
+/** The UTC day number of a timestamp (days since the epoch): what groups blocks under one date line. */
+export const dayOf = (epochMillis: number): number => Math.floor(epochMillis / DAY_MS)
 
 /** "[Mon 2023-05-08]\n" */
-export const renderDateLine = (epochMillis: number): string =>
-  `[${WEEKDAYS[new Date(epochMillis).getUTCDay()]} ${dayOf(epochMillis)}]\n`
+export const renderDateLine = (epochMillis: number): string => {
+  const d = new Date(epochMillis)
+  return `[${WEEKDAYS[d.getUTCDay()]} ${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}]\n`
+}
 
-const dateLineCache = new Map<string, number>()
+const dateLineCache = new Map<Encoding, Map<number, number>>()
 /** Token cost of a date line (cached: there are few distinct days). */
 export const dateLineTokens = (epochMillis: number, encoding: Encoding): number => {
-  const key = `${encoding}/${dayOf(epochMillis)}`
-  let tokens = dateLineCache.get(key)
-  if (tokens === undefined) dateLineCache.set(key, (tokens = countTokens(renderDateLine(epochMillis), encoding)))
+  let byDay = dateLineCache.get(encoding)
+  if (byDay === undefined) dateLineCache.set(encoding, (byDay = new Map()))
+  const day = dayOf(epochMillis)
+  let tokens = byDay.get(day)
+  if (tokens === undefined) byDay.set(day, (tokens = countTokens(renderDateLine(epochMillis), encoding)))
   return tokens
 }
 
 /** UTC minute: "13:56". */
 export const formatTime = (epochMillis: number): string => {
-  const d = new Date(epochMillis)
-  return `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}`
+  const minutes = Math.floor((((epochMillis % DAY_MS) + DAY_MS) % DAY_MS) / 60_000)
+  return `${pad(Math.floor(minutes / 60))}:${pad(minutes % 60)}`
 }
 
 export interface Renderable {

@@ -30,3 +30,28 @@ export const focusCoverage = (focusTerms: ReadonlySet<string>, text: string): nu
   for (const t of focusTerms) if (textTerms.has(t)) hit++
   return hit / focusTerms.size
 }
+
+export interface TermStats {
+  readonly terms: ReadonlyArray<string>
+  readonly frequencies: ReadonlyMap<string, number>
+}
+
+// Entries' texts do not change while their entry lives, and an entry object is
+// replaced whenever it is read, so stats are remembered by text; bounded, and
+// simply forgotten when full.
+const statsCache = new Map<string, TermStats>()
+const STATS_CACHE_LIMIT = 50_000
+
+/** The terms of a text and their counts, remembered. */
+export const termStats = (text: string): TermStats => {
+  let stats = statsCache.get(text)
+  if (stats === undefined) {
+    const ts = terms(text)
+    const frequencies = new Map<string, number>()
+    for (const t of ts) frequencies.set(t, (frequencies.get(t) ?? 0) + 1)
+    stats = { terms: ts, frequencies }
+    if (statsCache.size >= STATS_CACHE_LIMIT) statsCache.clear()
+    statsCache.set(text, stats)
+  }
+  return stats
+}

@@ -151,6 +151,18 @@ export const describeLongTermStoreContract = (name: string, makeStore: () => Pro
       expect(hits.map((h) => h.payload.entryId)).toEqual(["e1", "e2"])
     })
 
+    it("gets records by entry id, of one agent only, ignoring ids it does not hold", async () => {
+      const store = await makeStore()
+      const agent = fresh("get")
+      const other = fresh("get-other")
+      const a = record(agent, "e1", planar(0.1))
+      const b = record(agent, "e2", planar(0.3))
+      await run(store.upsert([a, b, record(other, "e1", planar(0.5))]))
+      const got = await run(store.get(agent, ["e2", "missing", "e1"]))
+      expect([...got].sort((x, y) => (x.entryId < y.entryId ? -1 : 1))).toEqual([a.payload, b.payload])
+      expect(await run(store.get(agent, []))).toEqual([])
+    })
+
     it("an upsert replaces the payload and the vector of the same entry", async () => {
       const store = await makeStore()
       const agent = fresh("replace")

@@ -144,6 +144,11 @@ export const makeEmbeddedStore = (): LongTermStoreShape => {
         for (const p of sources) for (const payload of p.payloads.values()) if (matchesFilter(payload, query)) out.push(payload)
         return out.sort((a, b) => a.timestamp - b.timestamp || (a.entryId < b.entryId ? -1 : 1))
       }),
+    get: (agentId, entryIds) =>
+      Effect.sync(() => {
+        const p = partitions.get(agentId)
+        return p ? entryIds.flatMap((id) => p.payloads.get(id) ?? []) : []
+      }),
     models: (agentId) => Effect.sync(() => [...(partitions.get(agentId)?.dense.keys() ?? [])]),
   }
 }

@@ -413,6 +413,21 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
       }).pipe(Effect.mapError(toStoreError))
     },
 
+    get: (agentId, entryIds) =>
+      entryIds.length === 0
+        ? Effect.succeed([])
+        : Effect.gen(function* () {
+            const ids = entryIds.map((entryId) => pointId(agentId, entryId))
+            const out: LongTermPayload[] = []
+            for (const { name } of yield* collections) {
+              const points = yield* call(`retrieve from ${name}`, () => client.retrieve(name, { ids, with_payload: true, with_vector: false })).pipe(
+                orIfMissing([]),
+              )
+              for (const point of points) out.push(yield* decode(name, point.id, point.payload))
+            }
+            return out
+          }).pipe(Effect.mapError(toStoreError)),
+
     models: (agentId) =>
       Effect.gen(function* () {
         const cached = modelsCache.get(agentId)

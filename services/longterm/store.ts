@@ -38,6 +38,8 @@ export interface LongTermStoreShape {
   ) => Effect.Effect<ReadonlyArray<Hit>, LongTermStoreError>
   /** Records matching the filter; across agents when `agentId` is omitted. */
   readonly list: (query: { readonly agentId?: string } & RecordFilter) => Effect.Effect<ReadonlyArray<LongTermPayload>, LongTermStoreError>
+  /** The records of these entries that exist, in no particular order. */
+  readonly get: (agentId: string, entryIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<LongTermPayload>, LongTermStoreError>
   /** The embedding models present for an agent. */
   readonly models: (agentId: string) => Effect.Effect<ReadonlyArray<string>, LongTermStoreError>
 }

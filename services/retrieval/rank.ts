@@ -95,9 +95,7 @@ export const rankBothTiers = (
     const lexical = new Map(lexicalHits.map((h) => [h.entryId, h.score / lexicalBest]))
     // Long-term records found lexically but not densely: fetch their payloads.
     const missing = lexicalHits.map((h) => h.entryId).filter((id) => !inWorking.has(id) && !records.has(id))
-    if (missing.length > 0) {
-      for (const r of yield* sources.store.list({ agentId })) if (missing.includes(r.entryId)) records.set(r.entryId, r)
-    }
+    if (missing.length > 0) for (const r of yield* sources.store.get(agentId, missing)) records.set(r.entryId, r)
 
     const similarity = fuseRankings([denseRanking, ...otherRankings, lexicalHits.map((h) => h.entryId)], 2)
     const hits: RankedHit[] = []
