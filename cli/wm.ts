@@ -1,11 +1,13 @@
 /**
  * The operator's audit tool. Every subcommand only reads (the log, and the
  * working service through its read API), except `auth-config`, which only
- * prints a configuration.
+ * prints a configuration, and `forget`, which purges an entry or an agent
+ * from the log and records the tombstone every projection forgets by.
  *
  *   npm run wm -- history <entryId> [--agent <id>] [--json] [--full]
  *   npm run wm -- replay --agent <id> (--at <ISO time | epoch ms> | --seq <n>) [--limit <tokens>] [--order timestamp|priority] [--entries <n>|all] [--json]
  *   npm run wm -- verify [--check <name>]... [--json]
+ *   npm run wm -- forget --agent <id> [--entry <id>]
  *   npm run wm -- auth-config --agent <id>... [--tenant <name>=<a>,<b>]... --credentials <file> [--out <file>]
  *
  * Connection: --server (or NATS_URL, default nats://127.0.0.1:4222), --user /
@@ -22,6 +24,7 @@ import { generatePassword, natsAuth, SERVICE_NAMES, type ServiceName, type Tenan
 import { collectHistory, formatHistory, historyJson, HistoryError } from "./audit/history.ts"
 import { openConnection } from "./audit/log.ts"
 import { progress } from "./audit/progress.ts"
+import { forget } from "./audit/forget.ts"
 import { contextOf, formatReplay, parseInstant, replayAgent, replayJson, type Cut } from "./audit/replay.ts"
 import { CHECKS, describeDifference, describeUnchecked, type AuditContext } from "./audit/verify.ts"
 
@@ -30,6 +33,7 @@ const USAGE = `wm — audit working memory from its event log
   wm history <entryId> [--agent <id>] [--json] [--full]
       every event of one entry in order: recorded, the reads that served it,
       references, rung changes with their score and its parts, demotion, cues
+  wm forget --agent <id> [--entry <id>]
   wm replay --agent <id> (--at <ISO time | epoch ms> | --seq <n>) [--limit <tokens>] [--order timestamp|priority]
             [--entries <n>|all] [--json]
       the agent's working view and built context as they were at that instant
@@ -242,10 +246,27 @@ const authConfigCommand = async (args: string[]): Promise<number> => {
 
 // ---------------------------------------------------------------------------
 
+const forgetCommand = async (args: string[]): Promise<number> => {
+  const { values, positionals } = parse(args, { agent: { type: "string" }, entry: { type: "string" } })
+  if (positionals.length > 0) throw new UsageError(`forget takes no positional arguments (got ${positionals.join(" ")})`)
+  if (values.agent === undefined) throw new UsageError("forget needs --agent <id> (and --entry <id> to forget one entry)")
+  const agentId = values.agent
+  return withConnection(values, async (nc) => {
+    const result = await forget(nc, agentId, values.entry)
+    out(
+      values.json
+        ? `${JSON.stringify({ agentId, entryId: values.entry ?? null, ...result })}\n`
+        : `forgot ${values.entry !== undefined ? `entry ${values.entry} of ` : ""}agent ${agentId}: ${result.purged} event(s) purged, tombstone at sequence ${result.tombstoneSeq}\n`,
+    )
+    return 0
+  })
+}
+
 const commands: Record<string, (args: string[]) => Promise<number>> = {
   history,
   replay,
   verify,
+  forget: forgetCommand,
   "auth-config": authConfigCommand,
 }
 

@@ -161,6 +161,19 @@ export const CueDropped = Schema.TaggedStruct("CueDropped", {
   entryId: EntryId,
 })
 
+/**
+ * Tombstones of a verifiable forget: the entry's (or the agent's) subjects
+ * were purged from the log, and every projection drops what it held.
+ */
+export const EntryForgotten = Schema.TaggedStruct("EntryForgotten", {
+  ...envelope,
+  entryId: EntryId,
+})
+
+export const AgentForgotten = Schema.TaggedStruct("AgentForgotten", {
+  ...envelope,
+})
+
 export const MemoryEvent = Schema.Union([
   AgentRegistered,
   BudgetChanged,
@@ -176,6 +189,8 @@ export const MemoryEvent = Schema.Union([
   StepRecalled,
   CuePromoted,
   CueDropped,
+  EntryForgotten,
+  AgentForgotten,
 ])
 export type MemoryEvent = typeof MemoryEvent.Type
 export type MemoryEventTag = MemoryEvent["_tag"]
@@ -198,6 +213,8 @@ export const EVENT_TAGS: ReadonlyArray<MemoryEventTag> = [
   "StepRecalled",
   "CuePromoted",
   "CueDropped",
+  "EntryForgotten",
+  "AgentForgotten",
 ]
 
 /** Events that concern one entry; they are published on the entry's own subject. */
@@ -209,6 +226,7 @@ export const entryIdOf = (event: MemoryEvent): string | null => {
     case "CueRehydrated":
     case "CuePromoted":
     case "CueDropped":
+    case "EntryForgotten":
       return event.entryId
     default:
       return null

@@ -35,6 +35,7 @@ export const eventSubject = (event: MemoryEvent): string => {
   switch (event._tag) {
     case "AgentRegistered":
     case "BudgetChanged":
+    case "AgentForgotten":
       return agentConfigSubject(event.agentId)
     default:
       return agentStepSubject(event.agentId)

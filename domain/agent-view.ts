@@ -327,14 +327,30 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
       return promoted(view, event, seq)
     case "CueDropped":
       return { ...view, cues: HashMap.remove(view.cues, event.entryId), cueRelevance: HashMap.remove(view.cueRelevance, event.entryId) }
+    case "EntryForgotten": {
+      const native = Option.getOrUndefined(HashMap.get(view.entries, event.entryId))
+      return {
+        ...view,
+        entries: HashMap.remove(view.entries, event.entryId),
+        cues: HashMap.remove(view.cues, event.entryId),
+        cueRelevance: HashMap.remove(view.cueRelevance, event.entryId),
+        longTerm: HashSet.remove(view.longTerm, event.entryId),
+        usage: view.usage - (native ? rungCost(native) : 0),
+      }
+    }
+    case "AgentForgotten":
+      return view
   }
 }
 
 /**
  * Folds one event into an agent's view. Events before the agent's
- * registration, and events already applied (by sequence), change nothing.
+ * registration, and events already applied (by sequence), change nothing;
+ * after AgentForgotten there is no view (undefined).
  */
 export const evolve = (view: AgentView | undefined, event: MemoryEvent, position: LogPosition): AgentView | undefined => {
+  // A forgotten agent has no view at all.
+  if (event._tag === "AgentForgotten") return undefined
   if (view === undefined) return event._tag === "AgentRegistered" ? registered(event, position) : undefined
   if (position.seq <= view.lastSeq) return view
   // A copy of an applied event stored again under another message id changes nothing but log positions.

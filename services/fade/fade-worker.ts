@@ -128,12 +128,16 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         apply: (event, record) => {
           if (!owns(event.agentId)) return
           const next = evolve(views.get(event.agentId), event, record)
-          if (next === undefined) return
+          if (next === undefined) {
+            views.delete(event.agentId)
+            if (event._tag === "AgentForgotten") for (const key of rawText.keys()) if (key.startsWith(`${event.agentId}/`)) rawText.delete(key)
+            return
+          }
           views.set(event.agentId, next)
           const key = `${event.agentId}/${"entryId" in event ? event.entryId : ""}`
           if (event._tag === "EntryRecorded") rawText.set(key, event.content)
           else if (event._tag === "CuePromoted" && event.recalled.form === "raw") rawText.set(key, event.recalled.text)
-          else if (event._tag === "EntryDemoted") rawText.delete(key)
+          else if (event._tag === "EntryDemoted" || event._tag === "EntryForgotten") rawText.delete(key)
           if (isTrigger(event)) markDirty(event.agentId)
         },
         onDeadLetter: (letter) => {

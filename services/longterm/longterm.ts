@@ -32,7 +32,12 @@ interface EntryFacts {
   citations: number
 }
 
-type Op = { readonly seq: number } & ({ readonly upsert: LongTermRecord } | { readonly remove: { agentId: string; entryId: string } } | {})
+type Op = { readonly seq: number } & (
+  | { readonly upsert: LongTermRecord }
+  | { readonly remove: { readonly agentId: string; readonly entryId: string } }
+  | { readonly removeAgent: string }
+  | {}
+)
 
 export interface LongTermShape {
   /** Sequence up to which every record is in the store. */
@@ -104,6 +109,14 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
                   if (f) f.citations++
                 }
                 break
+              case "EntryForgotten":
+                facts.delete(`${event.agentId}/${event.entryId}`)
+                enqueue({ seq: record.seq, remove: { agentId: event.agentId, entryId: event.entryId } })
+                return
+              case "AgentForgotten":
+                for (const key of facts.keys()) if (key.startsWith(`${event.agentId}/`)) facts.delete(key)
+                enqueue({ seq: record.seq, removeAgent: event.agentId })
+                return
               case "EntryDemoted": {
                 const f = factsOf(event)
                 if (!f) break
@@ -157,14 +170,25 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
               })
               continue
             }
-            const batch = queue.splice(0, 256)
+            // A run of upserts goes in one batch; a removal waits for what came before it.
+            let n = 0
+            while (n < queue.length && n < 256 && !("remove" in queue[n]!) && !("removeAgent" in queue[n]!)) n++
+            const batch = queue.splice(0, Math.max(1, n))
             const upserts = batch.flatMap((op) => ("upsert" in op ? [op.upsert] : []))
+            const failed = (what: string) => (error: unknown) => Effect.sync(() => console.error(`[longterm] ${what} failed`, error))
             if (upserts.length > 0) {
-              yield* store.upsert(upserts).pipe(
-                Effect.retry({ times: 10 }),
-                Effect.catch((error) => Effect.sync(() => console.error("[longterm] upsert failed", error))),
-              )
+              yield* store.upsert(upserts).pipe(Effect.retry({ times: 10 }), Effect.catch(failed("upsert")))
               sinceCheckpoint += upserts.length
+            }
+            const first = batch[0]!
+            if ("remove" in first) {
+              yield* store.remove(first.remove.agentId, [first.remove.entryId]).pipe(Effect.retry({ times: 10 }), Effect.catch(failed("remove")))
+              sinceCheckpoint++
+            } else if ("removeAgent" in first) {
+              yield* Effect.flatMap(store.list({ agentId: first.removeAgent }), (records) =>
+                store.remove(first.removeAgent, records.map((r) => r.entryId)),
+              ).pipe(Effect.retry({ times: 10 }), Effect.catch(failed("remove of an agent")))
+              sinceCheckpoint++
             }
             storedSeq = batch[batch.length - 1]!.seq
             release()

@@ -35,6 +35,10 @@ export class LexicalIndex {
     if (index?.has(entryId)) index.discard(entryId)
   }
 
+  dropAgent(agentId: string): void {
+    this.#indexes.delete(agentId)
+  }
+
   search(agentId: string, terms: ReadonlyArray<string>, limit: number, accept?: (entryId: string) => boolean): LexicalHit[] {
     const index = this.#indexes.get(agentId)
     if (index === undefined || terms.length === 0) return []

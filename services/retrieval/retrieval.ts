@@ -277,10 +277,21 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         apply: (event, record) => {
           const before = views.get(event.agentId)
           const after = evolve(before, event, record)
-          if (after === undefined) return
+          if (after === undefined) {
+            views.delete(event.agentId)
+            if (event._tag === "AgentForgotten") {
+              lexical.dropAgent(event.agentId)
+              for (const key of vectors.keys()) if (key.startsWith(`${event.agentId}/`)) vectors.delete(key)
+            }
+            return
+          }
           views.set(event.agentId, after)
           if (event._tag === "EntryRecorded") lexical.add(event.agentId, event.entryId, terms(event.content))
           else if (event._tag === "EntryDemoted") vectors.delete(`${event.agentId}/${event.entryId}`)
+          else if (event._tag === "EntryForgotten") {
+            lexical.remove(event.agentId, event.entryId)
+            vectors.delete(`${event.agentId}/${event.entryId}`)
+          }
           if (live) runFork(react(before, after, event).pipe(Effect.catchCause((c) => Effect.sync(() => console.error("[retrieval]", c)))))
         },
       })

@@ -85,6 +85,27 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
                 inflight.delete(record.seq)
                 advance()
               })
+          } else if (event._tag === "EntryForgotten" || event._tag === "AgentForgotten") {
+            // Forgetting purges the key and its history, after any write still on its way.
+            const earlier = Promise.allSettled([...inflight.values()])
+            const purge = earlier.then(async () => {
+              const keys =
+                event._tag === "EntryForgotten"
+                  ? [substrateKey(event.agentId, event.entryId)]
+                  : await (async () => {
+                      const found: string[] = []
+                      for await (const k of await kv.keys(`${event.agentId}.>`)) found.push(k)
+                      return found
+                    })()
+              for (const k of keys) await kv.purge(k)
+            })
+            inflight.set(record.seq, purge)
+            purge
+              .catch((error: unknown) => console.error(`[substrate] forgetting at ${record.seq} failed`, error))
+              .finally(() => {
+                inflight.delete(record.seq)
+                advance()
+              })
           } else if (inflight.size === 0) advance()
         },
       })

@@ -21,6 +21,7 @@ export const projectAgentViews = (name: string) =>
       apply: (event, record) => {
         const next = evolve(views.get(event.agentId), event, record)
         if (next !== undefined) views.set(event.agentId, next)
+        else views.delete(event.agentId)
       },
       onDeadLetter: (letter) => {
         const agentId = letter.subject.split(".")[2] ?? ""

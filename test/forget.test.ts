@@ -1,0 +1,77 @@
+/**
+ * A verifiable forget against a real server with every service running:
+ * afterwards no query, replay or substrate read returns the content.
+ */
+import { execFile } from "node:child_process"
+import { promisify } from "node:util"
+import { afterAll, beforeAll, expect, it } from "vitest"
+import { readLog } from "./support/log.ts"
+import { startTestSystem, type TestSystem } from "./support/system.ts"
+
+const run = promisify(execFile)
+let system: TestSystem
+beforeAll(async () => {
+  system = await startTestSystem()
+})
+afterAll(async () => system?.stop())
+
+const wm = (...args: string[]) =>
+  run("node_modules/.bin/node", ["cli/wm.ts", ...args, "--server", system.server.url], { cwd: process.cwd() })
+
+const SECRET = "The safe combination is 31-04-77 behind the painting."
+const T0 = Date.UTC(2024, 1, 1)
+
+const waitUntil = async (condition: () => Promise<boolean>, what: string) => {
+  const deadline = Date.now() + 20_000
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 200))
+  }
+}
+
+it("forgetting an entry removes its content from the log, every projection, the substrate and replay", async () => {
+  const agent = system.client.agent("forgetful")
+  await agent.register({ role: "custom", budget: 150 })
+  const { entryId } = await agent.record({ origin: "USER", content: SECRET, timestamp: T0 })
+  const kept = await agent.record({ origin: "USER", content: "The garden gate squeaks.", timestamp: T0 + 1 })
+  for (let i = 0; i < 25; i++) await agent.record({ origin: "USER", content: `Ordinary remark ${i} about the weather.`, timestamp: T0 + 60_000 * (i + 2) })
+  // Demoted: the content now lives in long-term and the substrate as well.
+  await waitUntil(async () => (await readLog(system.server.url)).some((s) => s.event._tag === "EntryDemoted" && s.event.entryId === entryId), "demotion")
+  agent.lastSeq = Math.max(...(await readLog(system.server.url)).map((s) => s.seq))
+  expect((await agent.raw(entryId)).content).toBe(SECRET)
+  expect((await agent.query("safe combination painting")).results.some((r) => r.entryId === entryId)).toBe(true)
+
+  const { stdout } = await wm("forget", "--agent", "forgetful", "--entry", entryId, "--json")
+  const forgotten = JSON.parse(stdout) as { purged: number; tombstoneSeq: number }
+  expect(forgotten.purged).toBeGreaterThan(0)
+  agent.lastSeq = forgotten.tombstoneSeq
+
+  // The log holds only the tombstone for that entry, and nothing anywhere carries the content.
+  const log = await readLog(system.server.url)
+  expect(log.filter((s) => "entryId" in s.event && s.event.entryId === entryId).map((s) => s.event._tag)).toEqual(["EntryForgotten"])
+  expect(log.some((s) => JSON.stringify(s.event).includes("31-04-77"))).toBe(false)
+  // Projections: query, view, substrate.
+  const { results } = await agent.query("safe combination painting", { limit: 50 })
+  expect(results.some((r) => r.entryId === entryId || r.text.includes("31-04-77"))).toBe(false)
+  expect((await agent.view()).entries.some((e) => e.id === entryId)).toBe(false)
+  await waitUntil(async () => (await agent.raw(entryId).then(() => false, () => true)), "the substrate to forget")
+  expect((await agent.raw(kept.entryId)).content).toBe("The garden gate squeaks.")
+  // Replay at any instant never shows it.
+  const replayed = await wm("replay", "--agent", "forgetful", "--at", String(Date.now()), "--entries", "all", "--json")
+  expect(replayed.stdout).not.toContain("31-04-77")
+  // A restarted system rebuilds without it.
+  await system.restartServices()
+  const after = await agent.query("safe combination painting", { limit: 50 })
+  expect(after.results.some((r) => r.entryId === entryId)).toBe(false)
+})
+
+it("forgetting an agent removes the agent and everything it recorded", async () => {
+  const agent = system.client.agent("vanishing")
+  await agent.register({ role: "main" })
+  const { entryId } = await agent.record({ origin: "USER", content: "My passport number is X1234567." })
+  await wm("forget", "--agent", "vanishing")
+  const log = await readLog(system.server.url)
+  expect(log.filter((s) => s.event.agentId === "vanishing").map((s) => s.event._tag)).toEqual(["AgentForgotten"])
+  await waitUntil(async () => (await agent.view().then(() => false, (e: { _tag?: string }) => e._tag === "AgentNotFound")), "the agent to be gone")
+  await waitUntil(async () => (await agent.raw(entryId).then(() => false, () => true)), "the substrate to forget")
+})
