@@ -236,7 +236,7 @@ describe("wm verify", () => {
     const run = await wm(["verify"])
     expect(run.stderr).toBe("")
     expect(run.code).toBe(0)
-    expect(run.stdout).toMatch(/^ok {4}working-views: 3 agents compared at .+; the live projection matches the log\n$/)
+    expect(run.stdout).toMatch(/^ok {4}working-views: 3 agents compared at .+; the live projection matches the log\nok {4}substrate: .+\n$/)
   })
 
   it("exits non-zero and names agent, entry and field when the live view no longer matches the log", async () => {
@@ -255,7 +255,7 @@ describe("wm verify", () => {
 
     const run = await wm(["verify"])
     expect(run.code).toBe(1)
-    const lines = run.stdout.trim().split("\n")
+    const lines = run.stdout.trim().split("\n").filter((l) => !l.startsWith("ok    substrate"))
     expect(lines[0]).toMatch(/^FAIL {2}working-views: 4 agents compared at .+; 2 differences$/)
     expect(lines.slice(1).map((l) => l.trim())).toEqual([
       `agent tampered, entry ${recorded.entryId}, field lastReadAt: live ${readAt}, log null`,

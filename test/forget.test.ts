@@ -63,6 +63,9 @@ it("forgetting an entry removes its content from the log, every projection, the 
   await system.restartServices()
   const after = await agent.query("safe combination painting", { limit: 50 })
   expect(after.results.some((r) => r.entryId === entryId)).toBe(false)
+  // And the audit agrees: every projection it can rebuild matches the (purged) log.
+  await waitUntil(async () => (await wm("verify").then(() => true, () => false)), "verify to pass")
+  expect((await wm("verify")).stdout).toMatch(/ok {4}substrate: \d+ recorded entries compared/)
 })
 
 it("forgetting an agent removes the agent and everything it recorded", async () => {

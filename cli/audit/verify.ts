@@ -9,7 +9,8 @@
  * log), folds the agent's events up to that same sequence with the shared
  * reducer, and compares the two field by field.
  *
- * Further projections (long-term, substrate) are added as checks in CHECKS.
+ * Further projections are added as checks in CHECKS (the embedded long-term
+ * store lives inside its service; it is checked by rebuilding it in the tests).
  */
 import type { NatsConnection } from "@nats-io/transport-node"
 import { HashMap } from "effect"
@@ -17,7 +18,9 @@ import type { ResponseOf } from "../../contracts/api.ts"
 import { operations } from "../../contracts/api.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { ALL_AGENT_CONFIG, ALL_EVENTS, apiSubject } from "../../contracts/subjects.ts"
+import { Kvm } from "@nats-io/kv"
 import { entriesByTime, evolve, type AgentView } from "../../domain/agent-view.ts"
+import { SUBSTRATE_BUCKET } from "../../services/nats/buckets.ts"
 import { agentOfSubject, scanLog, subjectsMatching } from "./log.ts"
 import type { Progress } from "./progress.ts"
 
@@ -205,6 +208,8 @@ export const workingViewsCheck: VerifyCheck = {
       const l = live.get(a)!
       const r = rebuilt.get(a)
       if (!l.ok) {
+        // A forgotten agent is absent from both.
+        if (l.tag === "AgentNotFound" && r === undefined) continue
         // Registered in the log (it has a configuration subject) yet unknown to the working service.
         if (l.tag === "AgentNotFound") differences.push({ agent: a, field: "(agent)", live: "not found", log: "registered" })
         else unchecked.push({ agent: a, reason: `the working service answered ${l.tag}: ${l.message}` })
@@ -223,8 +228,52 @@ export const workingViewsCheck: VerifyCheck = {
   },
 }
 
+/**
+ * The substrate: every entry recorded in the log has its raw text and
+ * metadata in the `wm_substrate` bucket, and the bucket holds nothing else
+ * (nothing forgotten, nothing invented). Compared once the substrate has
+ * checkpointed past the log's end.
+ */
+export const substrateCheck: VerifyCheck = {
+  name: "substrate",
+  description: "the substrate bucket against the EntryRecorded events of the log",
+  run: async ({ nc, progress }) => {
+    const kv = await new Kvm(nc).open(SUBSTRATE_BUCKET).catch(() => null)
+    // No bucket: no substrate service has ever run against this log; there is nothing to compare.
+    if (kv === null) return { summary: "no substrate bucket", differences: [], unchecked: [] }
+    try {
+      await kv.status()
+    } catch {
+      return { summary: "no substrate bucket", differences: [], unchecked: [] }
+    }
+    const expected = new Map<string, { content: string; seq: number }>()
+    await scanLog(nc, { filter: ALL_EVENTS, progress: progress("verify substrate") }, (r) => {
+      const event: MemoryEvent | null = r.event
+      if (event?._tag === "EntryRecorded") expected.set(`${event.agentId}.${event.entryId}`, { content: event.content, seq: r.seq })
+    })
+    const differences: Difference[] = []
+    const present = new Set<string>()
+    for await (const key of await kv.keys()) {
+      const entry = await kv.get(key)
+      if (!entry || entry.operation !== "PUT" || entry.value.length === 0) continue
+      present.add(key)
+      const [agent, id] = key.split(".") as [string, string]
+      const record = entry.json<{ content: string; seq: number }>()
+      const want = expected.get(key)
+      if (want === undefined) differences.push({ agent, entry: id, field: "(record)", live: "present", log: "absent" })
+      else if (record.content !== want.content) differences.push({ agent, entry: id, field: "content", live: record.content, log: want.content })
+    }
+    for (const [key] of expected) {
+      if (present.has(key)) continue
+      const [agent, id] = key.split(".") as [string, string]
+      differences.push({ agent, entry: id, field: "(record)", live: "absent", log: "present" })
+    }
+    return { summary: `${expected.size} recorded entr${expected.size === 1 ? "y" : "ies"} compared`, differences, unchecked: [] }
+  },
+}
+
 /** Every check `wm verify` runs, in order. */
-export const CHECKS: ReadonlyArray<VerifyCheck> = [workingViewsCheck]
+export const CHECKS: ReadonlyArray<VerifyCheck> = [workingViewsCheck, substrateCheck]
 
 // ---------------------------------------------------------------------------
 // Formatting
