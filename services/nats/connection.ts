@@ -30,6 +30,8 @@ export class Nats extends Context.Service<Nats, NatsShape>()("wm/Nats") {
               maxReconnectAttempts: -1,
               reconnectTimeWait: 250,
               waitOnFirstConnect: true,
+              // Stack traces captured for every request cost the gateway about 15% of its CPU.
+              noAsyncTraces: true,
               timeout: 10_000,
             }),
           catch: (cause) =>

@@ -1,0 +1,308 @@
+/**
+ * The speed benchmark: each system figure measured side by side with its raw
+ * JetStream counterpart, in one run, on one nats-server, rounds interleaved;
+ * then the context build (pure CPU) and merged retrieval (on a server of its
+ * own, see retrieval.ts), which have no raw counterpart.
+ */
+import { jetstreamManager } from "@nats-io/jetstream"
+import { connect } from "@nats-io/transport-node"
+import { Effect } from "effect"
+import { cpus, loadavg, totalmem } from "node:os"
+import { natsServerVersion, startNatsServer, type NatsServerProcess } from "../../infra/nats-server.ts"
+import { WorkingMemoryClient } from "../../sdk/client.ts"
+import { EVENTS_STREAM } from "../../contracts/subjects.ts"
+import { ensureTopology } from "../../services/nats/topology.ts"
+import { fillLog } from "../support/synthetic-log.ts"
+import { contextBuildBench, type ContextBuildFigures } from "./context-build.ts"
+import {
+  ensureRawStream,
+  rawPublishMillis,
+  startSystem,
+  storedEntries,
+  systemIngest,
+  type RunningSystem,
+  type ServicesMode,
+} from "./ingest.ts"
+import { rawConsumeMillis, serviceReplayMillis, workingProcessFigures, type ServiceProcessFigures } from "./replay.ts"
+import { measureRetrieval, type RetrievalFigures } from "./retrieval.ts"
+import { cpuPerOperation, findPid, sampleCpu } from "./cpu.ts"
+import { median, perSecond } from "./stats.ts"
+
+export interface SpeedFigures {
+  readonly ingestPerSec: number
+  readonly rawPublishPerSec: number
+  readonly replayPerSec: number
+  readonly rawConsumePerSec: number
+  readonly contextBuildP50Ms: number
+  readonly contextBuildP99Ms: number
+  readonly peakRssMb: number
+  readonly retrievalP99Ms?: number
+}
+
+export interface SpeedSizes {
+  readonly rounds: number
+  readonly ingestEntries: number
+  readonly window: number
+  readonly ingestAgents: number
+  readonly replayEvents: number
+  readonly contextWarmup: number
+  /** Builds timed per round. */
+  readonly contextIterations: number
+}
+
+export const FULL_SIZES: SpeedSizes = {
+  rounds: 3,
+  ingestEntries: 20_000,
+  window: 256,
+  ingestAgents: 16,
+  replayEvents: 100_000,
+  contextWarmup: 1_000,
+  contextIterations: 5_000,
+}
+
+export const QUICK_SIZES: SpeedSizes = {
+  rounds: 1,
+  ingestEntries: 300,
+  window: 256,
+  ingestAgents: 4,
+  replayEvents: 2_000,
+  contextWarmup: 50,
+  contextIterations: 300,
+}
+
+export interface SpeedOptions {
+  readonly quick?: boolean
+  readonly services?: ServicesMode
+  /** Overrides the number of interleaved rounds. */
+  readonly rounds?: number
+  readonly log?: (line: string) => void
+}
+
+/** Median CPU microseconds per entry or event, by process (Linux only; empty elsewhere). */
+export type CpuPerOperation = Readonly<Record<string, number>>
+
+export interface SpeedDetails {
+  readonly machine: string
+  /** Load average (1, 5, 15 min) when the run ended: the machine may be shared. */
+  readonly loadAtEnd: ReadonlyArray<number>
+  readonly sizes: SpeedSizes
+  readonly services: ServicesMode
+  readonly ingest: {
+    readonly systemMs: number[]
+    readonly rawMs: number[]
+    readonly payloadBytes: number
+    readonly systemCpuUs: CpuPerOperation
+    readonly rawCpuUs: CpuPerOperation
+  }
+  readonly replay: {
+    readonly systemMs: number[]
+    readonly rawMs: number[]
+    readonly events: number
+    readonly systemCpuUs: CpuPerOperation
+    readonly rawCpuUs: CpuPerOperation
+  }
+  readonly workingProcess: ServiceProcessFigures[]
+  readonly contextBuild: ContextBuildFigures
+  readonly retrieval: RetrievalFigures | "not yet built"
+}
+
+export interface SpeedReport {
+  readonly figures: SpeedFigures
+  readonly details: SpeedDetails
+}
+
+const DEDUPE_WINDOW_MS = 10 * 60_000
+
+/** Runs `body` and adds the CPU each process used per operation to `into`. */
+const withCpu = async <A>(
+  pids: ReadonlyMap<string, number>,
+  operations: number,
+  into: Array<Map<string, number>>,
+  body: () => Promise<A>,
+): Promise<A> => {
+  const before = sampleCpu(pids)
+  const value = await body()
+  into.push(cpuPerOperation(before, sampleCpu(pids), operations))
+  return value
+}
+
+const medianCpu = (runs: ReadonlyArray<ReadonlyMap<string, number>>): CpuPerOperation => {
+  const names = new Set(runs.flatMap((r) => [...r.keys()]))
+  const out: Record<string, number> = {}
+  for (const name of names) {
+    const xs = runs.map((r) => r.get(name)).filter((x): x is number => x !== undefined)
+    if (xs.length > 0) out[name] = Math.round(median(xs))
+  }
+  return out
+}
+const round = (x: number, digits: number) => Number(x.toFixed(digits))
+
+export const describeMachine = (): string => {
+  const cpu = cpus()
+  return (
+    `${cpu.length} cores (${cpu[0]?.model.trim() ?? "unknown"}), ${Math.round(totalmem() / 2 ** 30)} GiB, ` +
+    `Node ${process.versions.node}, nats-server ${natsServerVersion() ?? "?"}, ` +
+    `load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`
+  )
+}
+
+interface IngestResult {
+  readonly systemMs: number[]
+  readonly rawMs: number[]
+  readonly payloadBytes: number
+  readonly systemCpu: Array<Map<string, number>>
+  readonly rawCpu: Array<Map<string, number>>
+}
+
+interface ReplayResult {
+  readonly systemMs: number[]
+  readonly rawMs: number[]
+  readonly events: number
+  readonly systemCpu: Array<Map<string, number>>
+  readonly rawCpu: Array<Map<string, number>>
+  readonly workingProcess: ServiceProcessFigures[]
+}
+
+/**
+ * Replay, then ingest, on one nats-server: a log of N synthetic events
+ * replayed by the working service and by a raw consumer; then the system's
+ * ingest through the SDK against raw windowed publishes of the same bytes.
+ */
+const serverPhases = async (
+  sizes: SpeedSizes,
+  mode: ServicesMode,
+  log: (line: string) => void,
+  betweenRounds: () => void,
+): Promise<{ replay: ReplayResult; ingest: IngestResult }> => {
+  let server: NatsServerProcess | undefined
+  let system: RunningSystem | undefined
+  const closers: Array<() => Promise<unknown>> = []
+  try {
+    server = await startNatsServer()
+    const url = server.url
+    const nc = await connect({ servers: url, name: "bench-speed" })
+    closers.push(() => nc.close())
+    const jsm = await jetstreamManager(nc)
+    await Effect.runPromise(ensureTopology(jsm, { servers: [url], name: "bench", replicas: 1, dedupeWindowMs: DEDUPE_WINDOW_MS }))
+
+    log(`replay: filling the log with ${sizes.replayEvents} events...`)
+    await fillLog(nc, sizes.replayEvents)
+    const events = (await jsm.streams.info(EVENTS_STREAM)).state.messages
+    if (events !== sizes.replayEvents) throw new Error(`the log holds ${events} events, expected ${sizes.replayEvents}`)
+    const natsPid = findPid("nats-server", `-p ${server.port} `)
+    const benchPids = new Map<string, number>([["bench", process.pid], ...(natsPid !== undefined ? [["nats-server", natsPid] as const] : [])])
+    const replay: ReplayResult = { systemMs: [], rawMs: [], events, systemCpu: [], rawCpu: [], workingProcess: [] }
+    for (let r = 0; r < sizes.rounds; r++) {
+      const raw = async () => replay.rawMs.push(await withCpu(benchPids, events, replay.rawCpu, () => rawConsumeMillis(url, events)))
+      const sys = async () => replay.systemMs.push(await withCpu(benchPids, events, replay.systemCpu, () => serviceReplayMillis(url, events)))
+      if (r % 2 === 0) await raw().then(sys)
+      else await sys().then(raw)
+      replay.workingProcess.push(await workingProcessFigures(nc, url))
+      log(
+        `  round ${r + 1}: raw consume ${replay.rawMs.at(-1)!.toFixed(0)} ms, working replay ${replay.systemMs.at(-1)!.toFixed(0)} ms, ` +
+          `working process ready in ${replay.workingProcess.at(-1)!.readyMs.toFixed(0)} ms, peak RSS ${replay.workingProcess.at(-1)!.peakRssMb.toFixed(1)} MB`,
+      )
+      if (r + 1 < sizes.rounds) betweenRounds()
+    }
+
+    log(`ingest: starting the services (${mode})...`)
+    system = await startSystem(mode, url, nc)
+    const client = await WorkingMemoryClient.connect({ servers: url, name: "bench-sdk" })
+    closers.unshift(() => client.close())
+    const rawNc = await connect({ servers: url, name: "bench-raw-publish" })
+    closers.unshift(() => rawNc.close())
+    await ensureRawStream(jsm)
+    const options = { entries: sizes.ingestEntries, window: sizes.window, agents: sizes.ingestAgents }
+    log(`ingest: warm-up round of ${options.entries} entries each...`)
+    const warm = await systemIngest(client, "warm", options)
+    const payloads = await storedEntries(nc, warm)
+    if (payloads.length !== options.entries) throw new Error(`found ${payloads.length} stored entries, expected ${options.entries}`)
+    await rawPublishMillis(rawNc, payloads, options.entries, options.window)
+    const ingest: IngestResult = {
+      systemMs: [],
+      rawMs: [],
+      payloadBytes: payloads.reduce((sum, p) => sum + p.data.length, 0) / payloads.length,
+      systemCpu: [],
+      rawCpu: [],
+    }
+    const allPids = new Map([...benchPids, ...system.processes])
+    for (let r = 0; r < sizes.rounds; r++) {
+      const raw = async () =>
+        ingest.rawMs.push(await withCpu(allPids, options.entries, ingest.rawCpu, () => rawPublishMillis(rawNc, payloads, options.entries, options.window)))
+      const sys = async () =>
+        ingest.systemMs.push((await withCpu(allPids, options.entries, ingest.systemCpu, () => systemIngest(client, `r${r}`, options))).millis)
+      if (r % 2 === 0) await raw().then(sys)
+      else await sys().then(raw)
+      log(`  round ${r + 1}: raw publish ${ingest.rawMs.at(-1)!.toFixed(0)} ms, system ingest ${ingest.systemMs.at(-1)!.toFixed(0)} ms`)
+    }
+    return { replay, ingest }
+  } finally {
+    for (const close of closers) await close().catch(() => undefined)
+    await system?.stop()
+    await server?.stop()
+  }
+}
+
+export const runSpeedBench = async (options: SpeedOptions = {}): Promise<SpeedReport> => {
+  const log = options.log ?? (() => undefined)
+  const base = options.quick ? QUICK_SIZES : FULL_SIZES
+  const sizes: SpeedSizes = { ...base, rounds: options.rounds ?? base.rounds }
+  const mode = options.services ?? "processes"
+  const machine = describeMachine()
+  log(`machine: ${machine}`)
+
+  // The context build is pure CPU. Its rounds are spread over the run (one
+  // now, the others between replay rounds) so that a burst of load from other
+  // processes does not decide the figure.
+  const contextBench = contextBuildBench({ warmup: sizes.contextWarmup, iterations: sizes.contextIterations })
+  const contextRound = () => {
+    const r = contextBench.round()
+    log(`  context build: ${sizes.contextIterations} builds, p50 ${r.p50Ms.toFixed(3)} ms, p99 ${r.p99Ms.toFixed(3)} ms`)
+  }
+  log(`context build of a full 12k-token supervisor view, ${sizes.rounds} round(s):`)
+  contextRound()
+
+  const { replay, ingest } = await serverPhases(sizes, mode, log, contextRound)
+
+  let retrieval: SpeedDetails["retrieval"] = "not yet built"
+  if (measureRetrieval === undefined) log("retrieval: not yet built")
+  else retrieval = await measureRetrieval({ quick: options.quick ?? false, log })
+
+  const contextBuild = contextBench.figures()
+  const figures: SpeedFigures = {
+    ingestPerSec: Math.round(perSecond(sizes.ingestEntries, median(ingest.systemMs))),
+    rawPublishPerSec: Math.round(perSecond(sizes.ingestEntries, median(ingest.rawMs))),
+    replayPerSec: Math.round(perSecond(replay.events, median(replay.systemMs))),
+    rawConsumePerSec: Math.round(perSecond(replay.events, median(replay.rawMs))),
+    contextBuildP50Ms: round(contextBuild.p50Ms, 4),
+    contextBuildP99Ms: round(contextBuild.p99Ms, 4),
+    peakRssMb: round(median(replay.workingProcess.map((w) => w.peakRssMb)), 1),
+    ...(typeof retrieval === "object" ? { retrievalP99Ms: round(retrieval.p99Ms, 3) } : {}),
+  }
+  return {
+    figures,
+    details: {
+      machine,
+      loadAtEnd: loadavg(),
+      sizes,
+      services: mode,
+      ingest: {
+        systemMs: ingest.systemMs,
+        rawMs: ingest.rawMs,
+        payloadBytes: ingest.payloadBytes,
+        systemCpuUs: medianCpu(ingest.systemCpu),
+        rawCpuUs: medianCpu(ingest.rawCpu),
+      },
+      replay: {
+        systemMs: replay.systemMs,
+        rawMs: replay.rawMs,
+        events: replay.events,
+        systemCpuUs: medianCpu(replay.systemCpu),
+        rawCpuUs: medianCpu(replay.rawCpu),
+      },
+      workingProcess: replay.workingProcess,
+      contextBuild,
+      retrieval,
+    },
+  }
+}

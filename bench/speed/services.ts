@@ -1,0 +1,38 @@
+/** Service processes the benchmark starts: `node <script>` against the benchmark's server. */
+import { spawn, type ChildProcess } from "node:child_process"
+import { fileURLToPath } from "node:url"
+
+const repoRoot = fileURLToPath(new URL("../../", import.meta.url))
+
+export interface ServiceProcess {
+  readonly child: ChildProcess
+  /** What the process has printed so far. */
+  readonly output: () => string
+  /** Rejects when the process exits (with what it printed): race it against readiness. */
+  readonly exited: () => Promise<never>
+}
+
+export const spawnService = (script: string, url: string, nodeArgs: ReadonlyArray<string> = []): ServiceProcess => {
+  const child = spawn(process.execPath, [...nodeArgs, script], {
+    cwd: repoRoot,
+    env: { ...process.env, NATS_URL: url, NODE_NO_WARNINGS: "1" },
+    stdio: ["ignore", "pipe", "pipe", "ipc"],
+  })
+  let output = ""
+  child.stdout?.on("data", (c: Buffer) => void (output += c.toString()))
+  child.stderr?.on("data", (c: Buffer) => void (output += c.toString()))
+  const exit = new Promise<never>((_, reject) =>
+    child.once("exit", (code, signal) => reject(new Error(`${script} exited (${signal ?? `code ${code}`}):\n${output}`))),
+  )
+  // Exiting when asked to stop is not a failure.
+  exit.catch(() => undefined)
+  return { child, output: () => output, exited: () => exit }
+}
+
+/** Asks the process to stop (SIGTERM) and waits until it has exited. */
+export const stopChild = (child: ChildProcess): Promise<void> =>
+  new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve()
+    child.once("exit", () => resolve())
+    child.kill("SIGTERM")
+  })
