@@ -6,7 +6,7 @@
  * rankings are fused by reciprocal rank into a similarity in [0,1], and each
  * hit is scored r = α·sim + β·recency + γ·frequency.
  */
-import { Effect, HashMap, HashSet } from "effect"
+import { Effect, HashMap } from "effect"
 import type { RepresentationKind, WorkingEntry } from "../../contracts/entry.ts"
 import { matchesFilter, type LongTermPayload, type RecordFilter } from "../../contracts/longterm.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
@@ -90,7 +90,8 @@ export const rankBothTiers = (
     const denseRanking = [...dense].filter(([, s]) => s > 0).sort((a, b) => b[1] - a[1]).slice(0, depth).map(([id]) => id)
 
     // Lexical: one index over both tiers.
-    const lexicalHits = sources.lexical.search(agentId, terms(query), depth, (id) => inWorking.has(id) || HashSet.has(view.longTerm, id))
+    // Every indexed entry is in working or long-term (forgotten ones leave the index); filters apply below.
+    const lexicalHits = sources.lexical.search(agentId, terms(query), depth)
     const lexicalBest = lexicalHits[0]?.score ?? 1
     const lexical = new Map(lexicalHits.map((h) => [h.entryId, h.score / lexicalBest]))
     // Long-term records found lexically but not densely: fetch their payloads.
