@@ -1,0 +1,119 @@
+/**
+ * The services of a fault scenario: composed in this process (stopped with
+ * `runtime.dispose()`), or run as their own Node processes from
+ * services/<name>/main.ts, exactly as deployed, so they can be SIGKILLed.
+ */
+import { spawn, type ChildProcess } from "node:child_process"
+import { existsSync } from "node:fs"
+import { join } from "node:path"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { EmbeddingProvider } from "../../../services/embedding/embedding-provider.ts"
+import { hashedEmbedder } from "../../../services/embedding/offline-embedder.ts"
+import { FadeWorker, FadeWorkerSettings, type FadeWorkerSettingsShape, type FadeWorkerShape } from "../../../services/fade/fade-worker.ts"
+import { Summarizer } from "../../../services/fade/summarizer.ts"
+import { Gateway, type GatewayShape } from "../../../services/gateway/gateway.ts"
+import { NatsSettings, type NatsSettingsShape } from "../../../services/nats/settings.ts"
+import { fadeService, gatewayService, workingService } from "../../../services/system.ts"
+import { Working, type WorkingShape } from "../../../services/working/working.ts"
+import { REPO_ROOT } from "./figures.ts"
+
+export const settingsFor =
+  (servers: string | ReadonlyArray<string>, overrides: Partial<NatsSettingsShape> = {}) =>
+  (name: string) =>
+    NatsSettings.make({ servers: typeof servers === "string" ? [servers] : servers, name, ...overrides })
+
+/** Offline models: no network, no large files. */
+export const offlineModels = Layer.merge(Summarizer.offline, EmbeddingProvider.offlineOnly(hashedEmbedder()))
+
+/** A fade worker that only runs on triggers (no timer). */
+export const fadeSettings = (settings: Partial<FadeWorkerSettingsShape> = {}) =>
+  FadeWorkerSettings.make({ intervalMs: 3_600_000, ...settings })
+
+export interface InProcess<R> {
+  readonly runtime: ManagedRuntime.ManagedRuntime<R, unknown>
+  readonly stop: () => Promise<void>
+}
+
+export const startInProcess = async <R>(layer: Layer.Layer<R, unknown>): Promise<InProcess<unknown>> => {
+  const runtime = ManagedRuntime.make(layer)
+  await runtime.runPromise(Effect.void)
+  return { runtime: runtime as ManagedRuntime.ManagedRuntime<unknown, unknown>, stop: () => runtime.dispose() }
+}
+
+export const gatewayLayer = (servers: string | ReadonlyArray<string>, overrides: Partial<NatsSettingsShape> = {}) =>
+  gatewayService(settingsFor(servers, overrides)("wm-gateway"))
+export const workingLayer = (servers: string | ReadonlyArray<string>, overrides: Partial<NatsSettingsShape> = {}) =>
+  workingService(settingsFor(servers, overrides)("wm-working"))
+export const fadeLayer = (
+  servers: string | ReadonlyArray<string>,
+  worker: Partial<FadeWorkerSettingsShape> = {},
+  models: Layer.Layer<Summarizer | EmbeddingProvider, unknown> = offlineModels,
+  overrides: Partial<NatsSettingsShape> = {},
+) => fadeService(settingsFor(servers, overrides)(`wm-${worker.name ?? "fade"}`), fadeSettings(worker), models)
+
+/** The running service's own interface, from a runtime that composes it. */
+export const gatewayOf = (p: InProcess<unknown>): Promise<GatewayShape> => p.runtime.runPromise(Gateway as unknown as Effect.Effect<GatewayShape>)
+export const workingOf = (p: InProcess<unknown>): Promise<WorkingShape> => p.runtime.runPromise(Working as unknown as Effect.Effect<WorkingShape>)
+export const fadeOf = (p: InProcess<unknown>): Promise<FadeWorkerShape> => p.runtime.runPromise(FadeWorker as unknown as Effect.Effect<FadeWorkerShape>)
+
+/** Node 22 runs the services' TypeScript directly; npm scripts run on it, a bare `node` may not. */
+export const nodeBinary = (): string => {
+  const major = Number(process.versions.node.split(".")[0])
+  if (major >= 22) return process.execPath
+  const pinned = join(REPO_ROOT, "node_modules", ".bin", "node")
+  return existsSync(pinned) ? pinned : process.execPath
+}
+
+export interface ServiceProcess {
+  readonly name: string
+  readonly pid: number
+  readonly output: () => string
+  readonly isRunning: () => boolean
+  /** SIGKILL: a crash. Waits for the process to be gone. */
+  readonly kill: () => Promise<void>
+  /** SIGTERM, waits for exit (SIGKILL after 5 s). */
+  readonly stop: () => Promise<void>
+}
+
+const exited = (child: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve()
+    child.once("exit", () => resolve())
+  })
+
+/** Starts `node services/<service>/main.ts` with the given environment. */
+export const startServiceProcess = (service: "gateway" | "working" | "fade", env: Record<string, string>): ServiceProcess =>
+  startNodeProcess(service, join(REPO_ROOT, "services", service, "main.ts"), env)
+
+/** Starts a TypeScript file as its own Node process, keeping the tail of its output. */
+export const startNodeProcess = (name: string, file: string, env: Record<string, string>): ServiceProcess => {
+  const child = spawn(nodeBinary(), [file], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  })
+  let log = ""
+  const keep = (chunk: Buffer) => {
+    log = (log + chunk.toString()).slice(-20_000)
+  }
+  child.stdout?.on("data", keep)
+  child.stderr?.on("data", keep)
+  const running = () => child.exitCode === null && child.signalCode === null
+  return {
+    name,
+    pid: child.pid ?? -1,
+    output: () => log,
+    isRunning: running,
+    kill: async () => {
+      if (running()) child.kill("SIGKILL")
+      await exited(child)
+    },
+    stop: async () => {
+      if (!running()) return
+      child.kill("SIGTERM")
+      const timer = setTimeout(() => child.kill("SIGKILL"), 5_000)
+      await exited(child)
+      clearTimeout(timer)
+    },
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * A deliberately slow projection, run as its own process by the
+ * back-pressure scenario: it follows the event log like any service, but
+ * each event takes SLOW_APPLY_MS to apply (the thread sleeps, it does not
+ * spin). It prints how far it got, so the scenario can watch it lag and
+ * catch up. Environment: NATS_URL, SLOW_APPLY_MS.
+ */
+import { NodeRuntime } from "@effect/platform-node"
+import { Effect } from "effect"
+import { runProjection } from "../../../services/log/projection.ts"
+import { NatsSettings } from "../../../services/nats/settings.ts"
+import { foundation } from "../../../services/system.ts"
+
+const delayMs = Number(process.env.SLOW_APPLY_MS ?? 2)
+const sleeper = new Int32Array(new SharedArrayBuffer(4))
+
+const program = Effect.gen(function* () {
+  let applied = 0
+  const projection = yield* runProjection({
+    name: "slow",
+    apply: () => {
+      Atomics.wait(sleeper, 0, 0, delayMs)
+      applied++
+    },
+  })
+  while (true) {
+    process.stdout.write(`applied ${projection.appliedSeq()} ${applied}\n`)
+    yield* Effect.sleep("100 millis")
+  }
+})
+
+NodeRuntime.runMain(program.pipe(Effect.scoped, Effect.provide(foundation(NatsSettings.fromEnv("wm-slow-projection")))))
