@@ -284,7 +284,8 @@ describe("another agent's memory, refused by the broker", () => {
   })
 
   it("the substrate bucket is out of reach; the services that own it use it", async () => {
-    const key = `bob.${bobEntry.entryId}`
+    // A probe key beside Bob's records (the real ones stay untouched, so a later audit still matches the log).
+    const key = `bob.isolation-probe`
     const substrate = await connect({ servers: server.url, ...auth.service("substrate") })
     const audit = await connect({ servers: server.url, ...auth.service("audit") })
     try {
@@ -308,6 +309,7 @@ describe("another agent's memory, refused by the broker", () => {
         publishViolation(`$KV.${SUBSTRATE_BUCKET}.${key}`),
       )
       expect((await kv.get(key))?.string()).toBe("Bob's private plan: resign on Friday.")
+      await kv.purge(key)
     } finally {
       await substrate.close()
       await audit.close()
@@ -359,9 +361,9 @@ describe("tenants and operators", () => {
       })
     const audit = auth.service("audit")
     const verified = await run({ NATS_USER: audit.user, NATS_PASS: audit.pass }, "verify")
-    expect(verified.stderr).toBe("")
+    expect(verified.stderr, verified.stderr + verified.stdout).toBe("")
     expect(verified.code).toBe(0)
-    expect(verified.stdout).toMatch(/^ok {4}working-views: 2 agents compared at .+; the live projection matches the log\n$/)
+    expect(verified.stdout).toMatch(/^ok {4}working-views: 2 agents compared at .+; the live projection matches the log\nok {4}substrate: \d+ recorded entries compared; the live projection matches the log\n$/)
 
     const a = auth.agent("alice")
     const snooping = await run({ NATS_USER: a.user, NATS_PASS: a.pass, NATS_INBOX_PREFIX: a.inboxPrefix }, "history", bobEntry.entryId, "--agent", "bob")

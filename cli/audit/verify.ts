@@ -258,7 +258,13 @@ export const substrateCheck: VerifyCheck = {
       if (!entry || entry.operation !== "PUT" || entry.value.length === 0) continue
       present.add(key)
       const [agent, id] = key.split(".") as [string, string]
-      const record = entry.json<{ content: string; seq: number }>()
+      let record: { content: string }
+      try {
+        record = entry.json<{ content: string }>()
+      } catch {
+        differences.push({ agent, entry: id, field: "(record)", live: `not a substrate record: ${entry.string().slice(0, 40)}`, log: expected.has(key) ? "present" : "absent" })
+        continue
+      }
       const want = expected.get(key)
       if (want === undefined) differences.push({ agent, entry: id, field: "(record)", live: "present", log: "absent" })
       else if (record.content !== want.content) differences.push({ agent, entry: id, field: "content", live: record.content, log: want.content })
