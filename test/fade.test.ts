@@ -57,9 +57,13 @@ const start = async (
   return { runtime, fade: () => runtime.runPromise(FadeWorker as unknown as Effect.Effect<FadeWorkerShape>) }
 }
 
-/** Evaluates until nothing moves any more. */
-const settle = async (running: Running, agentId: string) => {
+/** Evaluates until nothing moves any more, once the worker has seen the client's writes up to `afterSeq`. */
+const settle = async (running: Running, agentId: string, afterSeq = 0) => {
   const fade = await running.fade()
+  for (let wait = 0; (fade.view(agentId)?.lastSeq ?? 0) < afterSeq; wait++) {
+    if (wait > 200) throw new Error(`the fade worker never saw sequence ${afterSeq}`)
+    await new Promise((r) => setTimeout(r, 25))
+  }
   for (let i = 0; i < 50; i++) {
     const run = await running.runtime.runPromise(fade.evaluate(agentId))
     if (run.applied === 0 && run.conflicts === 0) return
@@ -105,7 +109,7 @@ describe("fading", () => {
       timestamp: T0,
     })
     for (let i = 1; i <= 120; i++) await agent.record({ origin: "USER", content: `Later remark number ${i}.`, timestamp: T0 + i * 5 * MINUTE })
-    await settle(running, "ageing")
+    await settle(running, "ageing", agent.lastSeq)
     const log = await readLog(server.url)
     const events = fadeEvents(log, "ageing", entryId)
     expect(events.map((e) => (e._tag === "RungChanged" ? e.to : 3))).toEqual([1, 2, 3])
@@ -136,7 +140,7 @@ describe("fading", () => {
       contents.push(content)
       await agent.record({ origin: "SYSTEM", content, timestamp: T0 + i * 1_000 })
     }
-    await settle(running, "pressed")
+    await settle(running, "pressed", agent.lastSeq)
     const view = await agent.view()
     expect(view.usage).toBeLessThanOrEqual(0.8 * 600)
     const log = await readLog(server.url)
@@ -151,11 +155,11 @@ describe("fading", () => {
     await agent.register({ role: "custom", budget: 200 })
     await agent.enterHyperfocus(1_000)
     for (let i = 0; i < 25; i++) await agent.record({ origin: "INTERNAL", content: `Layer ${i} of the recursive analysis holds.`, timestamp: T0 + i * 1_000 })
-    await settle(running, "diver")
+    await settle(running, "diver", agent.lastSeq)
     const deep = await agent.view()
     expect(deep.usage).toBeGreaterThan(200)
     await agent.exitHyperfocus()
-    await settle(running, "diver")
+    await settle(running, "diver", agent.lastSeq)
     const after = await agent.view()
     expect(after.usage).toBeLessThanOrEqual(0.8 * 200)
   })
@@ -164,7 +168,7 @@ describe("fading", () => {
     const agent = client.agent("replayed")
     await agent.register({ role: "custom", budget: 300 })
     for (let i = 0; i < 40; i++) await agent.record({ origin: "USER", content: `Sentence one of ${i}. Sentence two of ${i}.`, timestamp: T0 + i * MINUTE })
-    await settle(running, "replayed")
+    await settle(running, "replayed", agent.lastSeq)
     const before = viewSnapshot((await running.fade()).view("replayed")!)
     expect(counters.summaries).toBeGreaterThan(0)
     expect(counters.embeddings).toBeGreaterThan(0)
@@ -202,7 +206,7 @@ describe("two fade workers on the same agents", () => {
     const agent = racingClient.agent("contested")
     await agent.register({ role: "custom", budget: 400 })
     for (let i = 0; i < 80; i++) await agent.record({ origin: "USER", content: `Item ${i} is ready. It waits for review.`, timestamp: T0 + i * MINUTE })
-    await settle(pair, "contested")
+    await settle(pair, "contested", agent.lastSeq)
     const log = await readLog(other.url)
     const byEntry = new Map<string, number[]>()
     for (const e of fadeEvents(log, "contested")) {
@@ -261,7 +265,7 @@ describe("remote models that fail", () => {
     // While fading waits on the failing endpoints, the agent keeps building its context.
     const builds: number[] = []
     for (let i = 0; i < 5; i++) builds.push((await agent.buildContext()).seq)
-    await settle(flaky, "patient")
+    await settle(flaky, "patient", agent.lastSeq)
     const log = await readLog(other.url)
     const events = fadeEvents(log, "patient")
     const summaries = events.filter((e): e is EventOf<"RungChanged"> => e._tag === "RungChanged" && e.to === 2)
