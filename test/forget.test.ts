@@ -77,4 +77,8 @@ it("forgetting an agent removes the agent and everything it recorded", async () 
   expect(log.filter((s) => s.event.agentId === "vanishing").map((s) => s.event._tag)).toEqual(["AgentForgotten"])
   await waitUntil(async () => (await agent.view().then(() => false, (e: { _tag?: string }) => e._tag === "AgentNotFound")), "the agent to be gone")
   await waitUntil(async () => (await agent.raw(entryId).then(() => false, () => true)), "the substrate to forget")
+  // The id can be registered again, as a new agent with an empty memory.
+  const again = await agent.register({ role: "supervisor" })
+  expect(again.budget).toBe(12_000)
+  expect((await agent.view()).entries).toEqual([])
 })

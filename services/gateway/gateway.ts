@@ -10,7 +10,8 @@ import { nuid } from "@nats-io/nuid"
 import { Context, Effect, HashMap, Layer } from "effect"
 import { operations, type OperationName, type ResponseOf } from "../../contracts/api.ts"
 import { AgentNotFound, ValidationError, type ApiError } from "../../contracts/errors.ts"
-import { apiSubject } from "../../contracts/subjects.ts"
+import { agentConfigSubject, apiSubject, EVENTS_STREAM } from "../../contracts/subjects.ts"
+import { decodeEvent } from "../log/decode.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import {
@@ -46,7 +47,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
     Gateway,
     Effect.gen(function* () {
       const log = yield* EventLog
-      const { nc } = yield* Nats
+      const { nc, jsm } = yield* Nats
       const views = yield* projectAgentViews("gateway")
       const warmUp = yield* views.projection.warmedUp
       for (const view of views.all().values()) preloadEncoding(view.config.encoding)
@@ -110,18 +111,30 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
       yield* serveOperation("registerAgent", (agentId, request) =>
         Effect.gen(function* () {
           const s = stamp(agentId, "registerAgent", request)
-          const appendRegistration = Effect.gen(function* () {
-            const current = views.get(agentId)
-            const decision = decideRegister(current, request, s)
-            if (!decision.ok) return yield* Effect.fail(decision.error)
-            if (decision.event === null) return { config: current!.config, budget: current!.budget, seq: current!.lastSeq }
-            preloadEncoding(decision.event.config.encoding)
-            // Expecting an empty subject makes registration happen once, whoever races.
-            const appended = yield* log.append(decision.event, { expectLastSubjectSeq: 0 })
-            return { config: decision.event.config, budget: decision.event.config.budget, seq: appended.seq }
-          })
-          const result = yield* appendRegistration.pipe(
-            Effect.catchTag("SequenceConflict", () => Effect.andThen(catchUp, appendRegistration)),
+          /** The sequence a new registration must follow: 0, or a forgotten agent's tombstone. */
+          const registrationBase = Effect.tryPromise(() => jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: agentConfigSubject(agentId) })).pipe(
+            Effect.map((last) => {
+              if (last === null) return 0
+              const decoded = decodeEvent(last.data)
+              return decoded.ok && decoded.event._tag === "AgentForgotten" ? last.seq : 0
+            }),
+            Effect.orElseSucceed(() => 0),
+          )
+          const appendRegistration = (base: number) =>
+            Effect.gen(function* () {
+              const current = views.get(agentId)
+              const decision = decideRegister(current, request, s)
+              if (!decision.ok) return yield* Effect.fail(decision.error)
+              if (decision.event === null) return { config: current!.config, budget: current!.budget, seq: current!.lastSeq }
+              preloadEncoding(decision.event.config.encoding)
+              // Expecting the subject as it was makes registration happen once, whoever races.
+              const appended = yield* log.append(decision.event, { expectLastSubjectSeq: base })
+              return { config: decision.event.config, budget: decision.event.config.budget, seq: appended.seq }
+            })
+          const result = yield* appendRegistration(0).pipe(
+            Effect.catchTag("SequenceConflict", () =>
+              Effect.andThen(catchUp, Effect.flatMap(registrationBase, (base) => appendRegistration(base))),
+            ),
             Effect.catchTag("SequenceConflict", () => Effect.fail(new AgentNotFound({ agentId }))),
           )
           return { agent: result.config, budget: result.budget, seq: result.seq } satisfies ResponseOf<"registerAgent">
