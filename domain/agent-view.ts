@@ -416,3 +416,21 @@ export const viewSnapshot = (view: AgentView) => ({
   cues: entriesByTime(HashMap.values(view.cues)),
   longTerm: Array.from(view.longTerm).sort(),
 })
+
+/** What `view.get` answers for a view: budget use, entries by rung, the entries (cues last), the open step. */
+export const viewResponseOf = (view: AgentView, appliedSeq: number) => {
+  const entries = entriesByTime(HashMap.values(view.entries))
+  const byRung = { "0": 0, "1": 0, "2": 0 }
+  for (const e of entries) byRung[e.rung] += 1
+  return {
+    agent: view.config,
+    budget: view.budget,
+    hyperfocus: view.hyperfocus,
+    usage: view.usage,
+    entriesByRung: byRung,
+    step: view.step && { stepId: view.step.stepId, focus: view.step.focus },
+    focus: view.focus,
+    entries: [...entries, ...entriesByTime(HashMap.values(view.cues))],
+    appliedSeq,
+  }
+}

@@ -13,13 +13,12 @@
  * store lives inside its service; it is checked by rebuilding it in the tests).
  */
 import type { NatsConnection } from "@nats-io/transport-node"
-import { HashMap } from "effect"
 import type { ResponseOf } from "../../contracts/api.ts"
 import { operations } from "../../contracts/api.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { ALL_AGENT_CONFIG, ALL_EVENTS, apiSubject } from "../../contracts/subjects.ts"
 import { Kvm } from "@nats-io/kv"
-import { entriesByTime, evolve, type AgentView } from "../../domain/agent-view.ts"
+import { evolve, viewResponseOf as viewOf, type AgentView } from "../../domain/agent-view.ts"
 import { SUBSTRATE_BUCKET } from "../../services/nats/buckets.ts"
 import { agentOfSubject, scanLog, subjectsMatching } from "./log.ts"
 import type { Progress } from "./progress.ts"
@@ -84,23 +83,8 @@ export const diffValues = (path: string, live: unknown, log: unknown, out: Array
 
 type ViewResponse = ResponseOf<"getView">
 
-/** The reply `view.get` gives for a view: the same shape the working service builds. */
-export const viewResponseOf = (view: AgentView, appliedSeq: number): ViewResponse => {
-  const entries = entriesByTime(HashMap.values(view.entries))
-  const byRung = { "0": 0, "1": 0, "2": 0 }
-  for (const e of entries) byRung[e.rung] += 1
-  return {
-    agent: view.config,
-    budget: view.budget,
-    hyperfocus: view.hyperfocus,
-    usage: view.usage,
-    entriesByRung: byRung,
-    step: view.step && { stepId: view.step.stepId, focus: view.step.focus },
-    focus: view.focus,
-    entries: [...entries, ...entriesByTime(HashMap.values(view.cues))],
-    appliedSeq,
-  }
-}
+/** The reply `view.get` gives for a view: the same function the working service answers with. */
+export const viewResponseOf = (view: AgentView, appliedSeq: number): ViewResponse => viewOf(view, appliedSeq)
 
 /** Differences between a live view and the rebuilt one, entries matched by id. */
 export const compareViews = (agent: string, live: ViewResponse, rebuilt: ViewResponse): Difference[] => {

@@ -6,8 +6,8 @@
  * from the event log at start.
  */
 import { Effect, Layer } from "effect"
-import { matchesFilter, type LongTermPayload, type RecordFilter } from "../../contracts/longterm.ts"
-import { LongTermStore, type Hit, type LongTermRecord, type LongTermStoreShape } from "./store.ts"
+import { matchesFilter, type LongTermPayload } from "../../contracts/longterm.ts"
+import { LongTermStore, type Hit, type LongTermStoreShape } from "./store.ts"
 
 class DenseIndex {
   dims: number

@@ -5,13 +5,13 @@
  * EntriesRead event, from which reference counts are folded.
  */
 import { nuid } from "@nats-io/nuid"
-import { Context, Effect, HashMap, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
 import { AgentNotFound, InvalidState, type ApiError } from "../../contracts/errors.ts"
 import type { EventOf } from "../../contracts/events.ts"
 import { operations } from "../../contracts/api.ts"
 import { apiSubject } from "../../contracts/subjects.ts"
-import { currentFocus, entriesByTime, type AgentView } from "../../domain/agent-view.ts"
+import { currentFocus, viewResponseOf, type AgentView } from "../../domain/agent-view.ts"
 import { Nats } from "../nats/connection.ts"
 import { buildContext, candidatesOf, effectiveBudget, priorityFor } from "../../domain/context-builder.ts"
 import { serveOperation } from "../api/serve.ts"
@@ -101,22 +101,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
       )
 
       yield* serveOperation("getView", (agentId, request) =>
-        Effect.map(viewAfter(agentId, request.afterSeq), (view): ResponseOf<"getView"> => {
-          const entries = entriesByTime(HashMap.values(view.entries))
-          const byRung = { "0": 0, "1": 0, "2": 0 }
-          for (const e of entries) byRung[e.rung] += 1
-          return {
-            agent: view.config,
-            budget: view.budget,
-            hyperfocus: view.hyperfocus,
-            usage: view.usage,
-            entriesByRung: byRung,
-            step: view.step && { stepId: view.step.stepId, focus: view.step.focus },
-            focus: view.focus,
-            entries: [...entries, ...entriesByTime(HashMap.values(view.cues))],
-            appliedSeq: views.projection.appliedSeq(),
-          }
-        }),
+        Effect.map(viewAfter(agentId, request.afterSeq), (view): ResponseOf<"getView"> => viewResponseOf(view, views.projection.appliedSeq())),
       )
 
       return { views, warmUp }

@@ -45,7 +45,6 @@ describe("context builder", () => {
       faded(old2, 1, "Entry 2 covers costs."),
       faded(mid, 1, "Entry 3 covers hiring."),
     )
-    const rawCost = recent.tokens
     // Room for the recent entry raw plus everything else at its rung (and the date line), but not two raw entries.
     const budget = view.usage + 8 + 10
     const built = buildContext(candidatesOf(view), budget)
