@@ -195,8 +195,6 @@ export const MemoryEvent = Schema.Union([
 export type MemoryEvent = typeof MemoryEvent.Type
 export type MemoryEventTag = MemoryEvent["_tag"]
 export type EventOf<T extends MemoryEventTag> = Extract<MemoryEvent, { _tag: T }>
-/** An event before it is stamped with the envelope's id, time and causation. */
-export type EventBody<T extends MemoryEventTag> = Omit<EventOf<T>, "v" | "eventId" | "at" | "causationId" | "correlationId">
 
 export const EVENT_TAGS: ReadonlyArray<MemoryEventTag> = [
   "AgentRegistered",

@@ -19,18 +19,6 @@ export const terms = (text: string): string[] => {
   return out
 }
 
-/**
- * Share of the focus's distinct terms that the text contains, in [0, 1]:
- * how much of what the agent is working on this entry speaks to.
- */
-export const focusCoverage = (focusTerms: ReadonlySet<string>, text: string): number => {
-  if (focusTerms.size === 0) return 0
-  const textTerms = new Set(terms(text))
-  let hit = 0
-  for (const t of focusTerms) if (textTerms.has(t)) hit++
-  return hit / focusTerms.size
-}
-
 export interface TermStats {
   readonly terms: ReadonlyArray<string>
   readonly frequencies: ReadonlyMap<string, number>

@@ -8,8 +8,6 @@ import type { Encoding } from "../contracts/agent.ts"
 
 interface Tokenizer {
   countTokens(text: string, options?: { disallowedSpecial?: Set<string> }): number
-  encode(text: string, options?: { disallowedSpecial?: Set<string> }): number[]
-  decode(tokens: Iterable<number>): string
 }
 
 const require = createRequire(import.meta.url)
@@ -27,10 +25,6 @@ const tokenizer = (encoding: Encoding): Tokenizer => {
 
 export const countTokens = (text: string, encoding: Encoding): number =>
   tokenizer(encoding).countTokens(text, ORDINARY_TEXT)
-
-export const encodeTokens = (text: string, encoding: Encoding): number[] => tokenizer(encoding).encode(text, ORDINARY_TEXT)
-
-export const decodeTokens = (tokens: ReadonlyArray<number>, encoding: Encoding): string => tokenizer(encoding).decode(tokens)
 
 /** Loads an encoding ahead of first use, so the first request does not pay for it. */
 export const preloadEncoding = (encoding: Encoding): void => void tokenizer(encoding)

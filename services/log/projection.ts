@@ -7,7 +7,7 @@
  * `apply` is synchronous and deterministic; the runner tracks the last
  * applied sequence so readers can wait to see their own writes.
  */
-import { Deferred, Duration, Effect, Scope } from "effect"
+import { Deferred, Duration, Effect } from "effect"
 import { NotCaughtUp } from "../../contracts/errors.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { deadLetterSubject } from "../../contracts/subjects.ts"
@@ -137,5 +137,3 @@ export const runProjection = (options: ProjectionOptions) =>
       deadLetters: () => letters,
     } satisfies Projection
   })
-
-export type ProjectionEnv = EventLog | Nats | Scope.Scope

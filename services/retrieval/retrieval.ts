@@ -33,6 +33,15 @@ import { terms } from "../../domain/terms.ts"
 import { DEFAULT_RELEVANCE } from "../../domain/relevance.ts"
 
 type Recalled = EventOf<"CueRehydrated">["recalled"]
+
+/** The metadata a recalled entry carries back, from whatever holds it (a working entry, a record, the substrate). */
+const recalledMeta = (m: {
+  readonly timestamp: number
+  readonly origin: Recalled["origin"]
+  readonly tags: ReadonlyArray<string>
+  readonly moodSnapshot: Recalled["moodSnapshot"]
+  readonly emotionalWeight: number
+}) => ({ timestamp: m.timestamp, origin: m.origin, tags: [...m.tags], moodSnapshot: m.moodSnapshot, emotionalWeight: m.emotionalWeight })
 type CueTrigger = EventOf<"CueRehydrated">["trigger"]
 
 export interface RetrievalSettingsShape {
@@ -143,7 +152,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           ({ hit, form, keyPoints }) =>
             Effect.gen(function* () {
               const meta = hit.working ?? hit.record!
-              const base = { timestamp: meta.timestamp, origin: meta.origin, tags: [...meta.tags], moodSnapshot: meta.moodSnapshot, emotionalWeight: meta.emotionalWeight }
+              const base = recalledMeta(meta)
               if (form === "raw") {
                 const raw = yield* substrate.get(view.config.id, hit.entryId)
                 if (raw !== null) return { hit, recalled: { ...base, form, text: raw.content, tokens: raw.tokens, ...(keyPoints ? { keyPoints } : {}) } as Recalled }
@@ -212,7 +221,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           .pipe(Effect.orDie)
 
       const recalledOf = (cue: NonNullable<ReturnType<typeof cueOf>>): Recalled => {
-        const base = { timestamp: cue.timestamp, origin: cue.origin, tags: [...cue.tags], moodSnapshot: cue.moodSnapshot, emotionalWeight: cue.emotionalWeight }
+        const base = recalledMeta(cue)
         if (cue.content !== null) {
           const kp = cue.keyPoints !== null && cue.tokens.keyPoints !== undefined ? { keyPoints: { text: cue.keyPoints, tokens: cue.tokens.keyPoints } } : {}
           return { ...base, form: "raw", text: cue.content, tokens: cue.tokens.raw, ...kp }
@@ -236,10 +245,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
                   // Explicit reference to a long-term entry: rehydrate it, and since it is used, make it native.
                   const raw = yield* substrate.get(after.config.id, id)
                   if (raw === null) return
-                  const recalled: Recalled = {
-                    timestamp: raw.timestamp, origin: raw.origin, tags: [...raw.tags], moodSnapshot: raw.moodSnapshot,
-                    emotionalWeight: raw.emotionalWeight, form: "raw", text: raw.content, tokens: raw.tokens,
-                  }
+                  const recalled: Recalled = { ...recalledMeta(raw), form: "raw", text: raw.content, tokens: raw.tokens }
                   yield* log.append({
                     _tag: "CueRehydrated",
                     ...envelope(after, `${after.config.id}:cue:${event.stepId}:${id}`, event.eventId, raw.correlationId),
@@ -382,8 +388,8 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           for (const r of records) {
             const recalled: Recalled =
               r.keyPoints !== null && r.keyPointsTokens !== null
-                ? { timestamp: r.timestamp, origin: r.origin, tags: [...r.tags], moodSnapshot: r.moodSnapshot, emotionalWeight: r.emotionalWeight, form: "keyPoints", text: r.keyPoints, tokens: r.keyPointsTokens }
-                : { timestamp: r.timestamp, origin: r.origin, tags: [...r.tags], moodSnapshot: r.moodSnapshot, emotionalWeight: r.emotionalWeight, form: r.summaryForm, text: r.summary, tokens: r.summaryTokens }
+                ? { ...recalledMeta(r), form: "keyPoints", text: r.keyPoints, tokens: r.keyPointsTokens }
+                : { ...recalledMeta(r), form: r.summaryForm, text: r.summary, tokens: r.summaryTokens }
             seq = (yield* promote(view, null, r.entryId, "warm-up", recalled, key)).seq
           }
           return { entryIds: records.map((r) => r.entryId), seq: seq || view.lastSeq }

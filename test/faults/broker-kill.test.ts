@@ -4,17 +4,16 @@
  * acknowledged entry is in the log exactly once; every projection (gateway,
  * working, fade) converges to the view rebuilt from the log.
  */
-import { Layer } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
-import { startNatsServer, type NatsServerProcess } from "../../infra/nats-server.ts"
-import { WorkingMemoryClient } from "../../sdk/client.ts"
+import type { NatsServerProcess } from "../../infra/nats-server.ts"
+import type { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { FadeWorkerShape } from "../../services/fade/fade-worker.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
 import type { WorkingShape } from "../../services/working/working.ts"
-import { duplicateEvents, entryRecordCounts, eventually, readRecords, rebuildViews, repeatedFadeMoves, sleep, snapshotOf, waitQuiet, teardown } from "./support/audit.ts"
+import { duplicateEvents, entryRecordCounts, eventually, readRecords, rebuildViews, repeatedFadeMoves, sleep, snapshotOf, waitQuiet } from "./support/audit.ts"
 import { callUntilAnswered, contentFor, newStats, pool } from "./support/driver.ts"
 import { recordFigures, round } from "./support/figures.ts"
-import { fadeLayer, fadeOf, gatewayLayer, gatewayOf, startInProcess, workingLayer, workingOf, type InProcess } from "./support/services.ts"
+import { startCoreSystem, type CoreSystem } from "./support/services.ts"
 
 const AGENTS = Array.from({ length: 6 }, (_, i) => `bk-${i}`)
 const RECORDS = 3_000
@@ -23,29 +22,17 @@ const KILL_AFTER = 1_000
 const DOWN_MS = 1_000
 
 let server: NatsServerProcess
-let services: InProcess<unknown>
 let client: WorkingMemoryClient
 let working: WorkingShape
 let gateway: GatewayShape
 let fade: FadeWorkerShape
 
+let system: CoreSystem
 beforeAll(async () => {
-  server = await startNatsServer()
-  services = await startInProcess(
-    Layer.mergeAll(workingLayer(server.url), gatewayLayer(server.url), fadeLayer(server.url, { name: "fade" })),
-  )
-  working = await workingOf(services)
-  gateway = await gatewayOf(services)
-  fade = await fadeOf(services)
-  client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 3_000 })
+  system = await startCoreSystem({ timeoutMs: 3_000 })
+  ;({ server, working, gateway, fade, client } = system)
 })
-afterAll(() =>
-  teardown(
-    () => client?.close(),
-    () => services?.stop(),
-    () => server?.stop(),
-  ),
-)
+afterAll(() => system?.stop())
 
 it("a broker killed mid-ingest loses nothing acknowledged, stores nothing twice, and every projection converges", async () => {
   for (const id of AGENTS) await client.agent(id).register({ role: "custom", budget: 3_000 })

@@ -6,19 +6,18 @@
  * service must keep serving: budgets, records, steps and fading still work.
  */
 import { jetstream } from "@nats-io/jetstream"
-import { connect, type NatsConnection } from "@nats-io/transport-node"
-import { Layer } from "effect"
+import type { NatsConnection } from "@nats-io/transport-node"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { eventSubject } from "../../contracts/subjects.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
-import { startNatsServer, type NatsServerProcess } from "../../infra/nats-server.ts"
-import { WorkingMemoryClient } from "../../sdk/client.ts"
+import type { NatsServerProcess } from "../../infra/nats-server.ts"
+import type { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { FadeWorkerShape } from "../../services/fade/fade-worker.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
 import type { WorkingShape } from "../../services/working/working.ts"
-import { entryRecordCounts, eventually, readRecords, rebuildViews, snapshotOf, streamLastSeq, waitQuiet, teardown } from "./support/audit.ts"
+import { entryRecordCounts, eventually, readRecords, rebuildViews, snapshotOf, streamLastSeq, waitQuiet } from "./support/audit.ts"
 import { recordFigures } from "./support/figures.ts"
-import { fadeLayer, fadeOf, gatewayLayer, gatewayOf, startInProcess, workingLayer, workingOf, type InProcess } from "./support/services.ts"
+import { startCoreSystem, type CoreSystem, type InProcess } from "./support/services.ts"
 
 const MINUTE = 60_000
 const T0 = Date.UTC(2024, 6, 1, 9)
@@ -32,25 +31,12 @@ let working: WorkingShape
 let gateway: GatewayShape
 let fade: FadeWorkerShape
 
+let system: CoreSystem
 beforeAll(async () => {
-  server = await startNatsServer()
-  services = await startInProcess(
-    Layer.mergeAll(workingLayer(server.url), gatewayLayer(server.url), fadeLayer(server.url)),
-  )
-  working = await workingOf(services)
-  gateway = await gatewayOf(services)
-  fade = await fadeOf(services)
-  client = await WorkingMemoryClient.connect({ servers: server.url })
-  nc = await connect({ servers: server.url })
+  system = await startCoreSystem()
+  ;({ server, services, working, gateway, fade, client, nc } = system)
 })
-afterAll(() =>
-  teardown(
-    () => nc?.close(),
-    () => client?.close(),
-    () => services?.stop(),
-    () => server?.stop(),
-  ),
-)
+afterAll(() => system?.stop())
 
 /** Evaluates until nothing moves any more. */
 const settle = async (agentId: string) => {

@@ -7,52 +7,37 @@
  * services keep serving.
  */
 import { jetstream, jetstreamManager } from "@nats-io/jetstream"
-import { connect, type NatsConnection } from "@nats-io/transport-node"
-import { Layer } from "effect"
+import type { NatsConnection } from "@nats-io/transport-node"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { DEAD_LETTER_STREAM, deadLetterSubject } from "../../contracts/subjects.ts"
-import { startNatsServer, type NatsServerProcess } from "../../infra/nats-server.ts"
-import { WorkingMemoryClient } from "../../sdk/client.ts"
+import type { NatsServerProcess } from "../../infra/nats-server.ts"
+import type { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { DeadLetter } from "../../services/log/projection.ts"
 import type { FadeWorkerShape } from "../../services/fade/fade-worker.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
 import type { WorkingShape } from "../../services/working/working.ts"
-import { entryRecordCounts, eventually, readRecords, rebuildViews, sleep, snapshotOf, waitQuiet, teardown } from "./support/audit.ts"
+import { entryRecordCounts, eventually, readRecords, rebuildViews, sleep, snapshotOf, waitQuiet } from "./support/audit.ts"
 import { callUntilAnswered, contentFor, newStats, pool } from "./support/driver.ts"
 import { recordFigures } from "./support/figures.ts"
-import { fadeLayer, fadeOf, gatewayLayer, gatewayOf, startInProcess, workingLayer, workingOf, type InProcess } from "./support/services.ts"
+import { startCoreSystem, type CoreSystem } from "./support/services.ts"
 
 const AGENTS = ["px-0", "px-1", "px-2", "px-3"]
 const RECORDS = 400
 const PROJECTIONS = ["gateway", "working", "fade"] as const
 
 let server: NatsServerProcess
-let services: InProcess<unknown>
 let client: WorkingMemoryClient
 let nc: NatsConnection
 let working: WorkingShape
 let gateway: GatewayShape
 let fade: FadeWorkerShape
 
+let system: CoreSystem
 beforeAll(async () => {
-  server = await startNatsServer()
-  services = await startInProcess(
-    Layer.mergeAll(workingLayer(server.url), gatewayLayer(server.url), fadeLayer(server.url, { name: "fade" })),
-  )
-  working = await workingOf(services)
-  gateway = await gatewayOf(services)
-  fade = await fadeOf(services)
-  client = await WorkingMemoryClient.connect({ servers: server.url })
-  nc = await connect({ servers: server.url })
+  system = await startCoreSystem()
+  ;({ server, working, gateway, fade, client, nc } = system)
 })
-afterAll(() =>
-  teardown(
-    () => nc?.close(),
-    () => client?.close(),
-    () => services?.stop(),
-    () => server?.stop(),
-  ),
-)
+afterAll(() => system?.stop())
 
 interface Poison {
   readonly kind: string

@@ -15,6 +15,10 @@ import { Gateway, type GatewayShape } from "../../../services/gateway/gateway.ts
 import { NatsSettings, type NatsSettingsShape } from "../../../services/nats/settings.ts"
 import { fadeService, gatewayService, workingService } from "../../../services/system.ts"
 import { Working, type WorkingShape } from "../../../services/working/working.ts"
+import { connect, type NatsConnection } from "@nats-io/transport-node"
+import { startNatsServer, type NatsServerProcess } from "../../../infra/nats-server.ts"
+import { WorkingMemoryClient } from "../../../sdk/client.ts"
+import { teardown } from "./audit.ts"
 import { REPO_ROOT } from "./figures.ts"
 
 export const settingsFor =
@@ -115,5 +119,40 @@ export const startNodeProcess = (name: string, file: string, env: Record<string,
       await exited(child)
       clearTimeout(timer)
     },
+  }
+}
+
+/** A fresh server with gateway, working and fade in this process, an SDK client and a plain connection. */
+export interface CoreSystem {
+  readonly server: NatsServerProcess
+  readonly services: InProcess<unknown>
+  readonly working: WorkingShape
+  readonly gateway: GatewayShape
+  readonly fade: FadeWorkerShape
+  readonly client: WorkingMemoryClient
+  readonly nc: NatsConnection
+  readonly stop: () => Promise<void>
+}
+
+export const startCoreSystem = async (options: { readonly timeoutMs?: number } = {}): Promise<CoreSystem> => {
+  const server = await startNatsServer()
+  const services = await startInProcess(Layer.mergeAll(workingLayer(server.url), gatewayLayer(server.url), fadeLayer(server.url)))
+  const client = await WorkingMemoryClient.connect({ servers: server.url, ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}) })
+  const nc = await connect({ servers: server.url })
+  return {
+    server,
+    services,
+    working: await workingOf(services),
+    gateway: await gatewayOf(services),
+    fade: await fadeOf(services),
+    client,
+    nc,
+    stop: () =>
+      teardown(
+        () => nc.close(),
+        () => client.close(),
+        () => services.stop(),
+        () => server.stop(),
+      ),
   }
 }
