@@ -145,8 +145,10 @@ it("the stream leader killed mid-ingest: no acknowledged loss, no duplicates, an
     expect(snapshotOf(gateway.views.get(id)), `gateway ${id}`).toEqual(snapshotOf(rebuilt.get(id)))
   }
   // And the services still serve after all these elections.
-  const fresh = await client.agent(AGENTS[0]!).record({ origin: "USER", content: "after the failover" })
-  expect((await client.agent(AGENTS[0]!).buildContext()).items.some((i) => i.entryId === fresh.entryId)).toBe(true)
+  // One agent client for both calls: it carries the write's sequence into the read.
+  const first = client.agent(AGENTS[0]!)
+  const fresh = await first.record({ origin: "USER", content: "after the failover" })
+  expect((await first.buildContext()).items.some((i) => i.entryId === fresh.entryId)).toBe(true)
 
   const sorted = [...ackedAt].sort((a, b) => a - b)
   let longestGap = 0
