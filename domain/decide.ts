@@ -11,22 +11,9 @@ import type { EventOf } from "../contracts/events.ts"
 import type { Focus } from "../contracts/focus.ts"
 import type { AgentView } from "./agent-view.ts"
 import { blockTokens } from "./render.ts"
+import { accept, envelope, refuse, type Decision, type Stamp } from "./decision.ts"
 
-/** Envelope values fixed by the service that handles the request. */
-export interface Stamp {
-  readonly eventId: string
-  readonly agentId: string
-  readonly at: number
-  readonly causationId: string | null
-  readonly correlationId: string | null
-}
-
-export type Decision<E> = { readonly ok: true; readonly event: E } | { readonly ok: false; readonly error: DecisionError }
-export type DecisionError = ValidationError | AgentAlreadyRegistered | InvalidState | UnknownEntries
-
-const accept = <E>(event: E): Decision<E> => ({ ok: true, event })
-const refuse = <E>(error: DecisionError): Decision<E> => ({ ok: false, error })
-const envelope = (stamp: Stamp) => ({ v: 1 as const, ...stamp })
+export type { Decision, DecisionError, Stamp } from "./decision.ts"
 
 export const requestedConfig = (agentId: string, request: RequestOf<"registerAgent">): AgentConfig | ValidationError => {
   const budget = request.budget ?? (request.role === "custom" ? undefined : ROLE_DEFAULT_BUDGETS[request.role])
