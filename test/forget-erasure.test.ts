@@ -11,7 +11,7 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { execFile } from "node:child_process"
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
@@ -21,6 +21,7 @@ import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { systemLayer } from "../services/system.ts"
 import { readLog } from "./support/log.ts"
+import { filesHolding as filesHoldingIn } from "./support/store-files.ts"
 import { settingsFor, startServices, type RunningServices } from "./support/system.ts"
 
 const run = promisify(execFile)
@@ -56,28 +57,7 @@ afterAll(async () => {
 
 const storeDirs = () => [natsStore, longTermStore]
 
-/** Every file under the store directories that holds `needle`, searched byte for byte. */
-const filesHolding = (needle: string): string[] => {
-  const bytes = Buffer.from(needle, "utf8")
-  const hits: string[] = []
-  const walk = (dir: string) => {
-    let names: string[]
-    try {
-      names = readdirSync(dir)
-    } catch {
-      return
-    }
-    for (const name of names) {
-      const path = join(dir, name)
-      const stat = statSync(path, { throwIfNoEntry: false })
-      if (stat === undefined) continue
-      if (stat.isDirectory()) walk(path)
-      else if (stat.isFile() && readFileSync(path).indexOf(bytes) >= 0) hits.push(path)
-    }
-  }
-  for (const dir of storeDirs()) walk(dir)
-  return hits
-}
+const filesHolding = (needle: string) => filesHoldingIn(storeDirs(), needle)
 
 const wm = (...args: string[]) =>
   run("node_modules/.bin/node", ["cli/wm.ts", ...args, "--server", server.url], { cwd: process.cwd() })
