@@ -195,7 +195,12 @@ it("forgetting an agent erases everything it recorded from every file, including
   await nc.close()
   await services?.stop()
   services = undefined
-  await server.kill()
+  // A graceful stop writes the stores' indexes and per-subject state; a restart rebuilds them.
+  await server.stop()
+  expect(filesHolding(SECRET)).toEqual([])
+  expect(filesHolding("QUOKKA7731ZEBRA")).toEqual([])
+  await server.restart()
+  await server.stop()
   expect(filesHolding(SECRET)).toEqual([])
   expect(filesHolding("QUOKKA7731ZEBRA")).toEqual([])
   expect(filesHolding(KEEPER).length).toBeGreaterThan(0)
