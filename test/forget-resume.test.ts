@@ -7,6 +7,7 @@
  * it — no store file holds the content any more — and running the command
  * again writes nothing new and reports it complete.
  */
+import { jetstream } from "@nats-io/jetstream"
 import { execFile } from "node:child_process"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, expect, it } from "vitest"
@@ -91,4 +92,24 @@ it("a tombstone stored with nothing erased yet (the command stopped right after 
   system.services = await startServices(systemLayer(settingsFor(system.server.url)))
   await eventually(() => filesHolding(store, SECOND).length === 0, "the eraser to finish the forget")
   expect((await readLog(system.server.url, "wm.evt.stopped-short.>")).map((s) => s.event._tag)).toEqual(["AgentForgotten"])
+})
+
+it("a dead letter of a forgotten record that arrives after the forget (a projection catching up) is erased as it arrives", async () => {
+  const LATE = "TAPIR9047SILVER"
+  const KEPT = "HERON1180BRONZE"
+  const agent = system.client.agent("late-letters")
+  await agent.register({ role: "main" })
+  const forgotten = await agent.record({ origin: "USER", content: "A remark to forget." })
+  const kept = await agent.record({ origin: "USER", content: "A remark to keep." })
+  await wm("forget", "--agent", "late-letters", "--entry", forgotten.entryId)
+
+  const letter = (record: { entryId: string; seq: number }, payload: string) =>
+    JSON.stringify({ projection: "late", seq: record.seq, subject: `wm.evt.late-letters.entry.${record.entryId}`, reason: "apply failed: test", payload })
+  const js = jetstream(system.client.nc)
+  await js.publish("wm.dlq.late", letter(kept, `{"content":"${KEPT}"}`))
+  await js.publish("wm.dlq.late", letter(forgotten, `{"content":"${LATE}"}`))
+  const store = [system.server.storeDir]
+  await eventually(() => filesHolding(store, LATE).length === 0, "the late dead letter to be erased")
+  // A letter whose record is still in the log is kept.
+  expect(filesHolding(store, KEPT).length).toBeGreaterThan(0)
 })
