@@ -12,7 +12,7 @@
  * agent does not hold, is refused and nothing is written.
  */
 import { JetStreamApiError, jetstream } from "@nats-io/jetstream"
-import type { NatsConnection } from "@nats-io/transport-node"
+import { errors, type NatsConnection } from "@nats-io/transport-node"
 import type { DecisionError } from "../../domain/decision.ts"
 import { evolve, type AgentView } from "../../domain/agent-view.ts"
 import { decideForget, type Tombstone } from "../../domain/forget.ts"
@@ -69,7 +69,8 @@ const storeTombstone = async (nc: NatsConnection, tombstone: Tombstone): Promise
     try {
       return (await js.publish(eventSubject(tombstone), JSON.stringify(tombstone), { msgID: tombstone.eventId, timeout: 5_000 })).seq
     } catch (error) {
-      const final = error instanceof JetStreamApiError && error.status !== 503 && error.status !== 408
+      const final =
+        error instanceof errors.PermissionViolationError || (error instanceof JetStreamApiError && error.status !== 503 && error.status !== 408)
       if (final || Date.now() > deadline) throw error
       await new Promise((r) => setTimeout(r, pause))
     }
