@@ -1,21 +1,23 @@
 /**
  * The operator's audit tool. Every subcommand only reads (the log, and the
  * working service through its read API), except `auth-config`, which only
- * prints a configuration, and `forget`, which purges an entry or an agent
- * from the log and records the tombstone every projection forgets by.
+ * prints a configuration, and `forget`, which records the tombstone every
+ * projection forgets by, then erases an entry or an agent from the log,
+ * the dead letters and (through the projections) every store.
  *
  *   npm run wm -- history <entryId> [--agent <id>] [--json] [--full]
  *   npm run wm -- replay --agent <id> (--at <ISO time | epoch ms> | --seq <n>) [--limit <tokens>] [--order timestamp|priority] [--entries <n>|all] [--json]
  *   npm run wm -- verify [--check <name>]... [--json]
- *   npm run wm -- forget --agent <id> [--entry <id>]
+ *   npm run wm -- forget --agent <id> [--entry <id>] [--wait <seconds>] [--json]
  *   npm run wm -- auth-config --agent <id>... [--tenant <name>=<a>,<b>]... --credentials <file> [--out <file>]
  *
  * Connection: --server (or NATS_URL, default nats://127.0.0.1:4222), --user /
  * --pass (or NATS_USER / NATS_PASS), --inbox-prefix (or NATS_INBOX_PREFIX).
  * Progress of long reads goes to stderr (--no-progress to silence it).
  *
- * Exit status: 0 done (verify: everything matches); 1 verify found
- * differences, or nothing to show; 2 bad usage or no connection.
+ * Exit status: 0 done (verify: everything matches; forget: complete); 1 verify
+ * found differences, nothing to show, a forget refused (nothing written) or
+ * not yet confirmed by every projection; 2 bad usage or no connection.
  */
 import type { NatsConnection } from "@nats-io/transport-node"
 import { writeFileSync } from "node:fs"
@@ -24,7 +26,7 @@ import { generatePassword, natsAuth, SERVICE_NAMES, type ServiceName, type Tenan
 import { collectHistory, formatHistory, historyJson, HistoryError } from "./audit/history.ts"
 import { openConnection } from "./audit/log.ts"
 import { progress } from "./audit/progress.ts"
-import { forget } from "./audit/forget.ts"
+import { forget, ForgetRefused, type Forgotten } from "./audit/forget.ts"
 import { contextOf, formatReplay, parseInstant, replayAgent, replayJson, type Cut } from "./audit/replay.ts"
 import { CHECKS, describeDifference, describeUnchecked, type AuditContext } from "./audit/verify.ts"
 
@@ -33,7 +35,9 @@ const USAGE = `wm — audit working memory from its event log
   wm history <entryId> [--agent <id>] [--json] [--full]
       every event of one entry in order: recorded, the reads that served it,
       references, rung changes with their score and its parts, demotion, cues
-  wm forget --agent <id> [--entry <id>]
+  wm forget --agent <id> [--entry <id>] [--wait <seconds>] [--json]
+      record the tombstone, then erase the entry (or the agent) from the log, the dead
+      letters and every store; waits up to --wait (30 s) for the projections to confirm
   wm replay --agent <id> (--at <ISO time | epoch ms> | --seq <n>) [--limit <tokens>] [--order timestamp|priority]
             [--entries <n>|all] [--json]
       the agent's working view and built context as they were at that instant
@@ -247,18 +251,36 @@ const authConfigCommand = async (args: string[]): Promise<number> => {
 // ---------------------------------------------------------------------------
 
 const forgetCommand = async (args: string[]): Promise<number> => {
-  const { values, positionals } = parse(args, { agent: { type: "string" }, entry: { type: "string" } })
+  const { values, positionals } = parse(args, { agent: { type: "string" }, entry: { type: "string" }, wait: { type: "string" } })
   if (positionals.length > 0) throw new UsageError(`forget takes no positional arguments (got ${positionals.join(" ")})`)
   if (values.agent === undefined) throw new UsageError("forget needs --agent <id> (and --entry <id> to forget one entry)")
   const agentId = values.agent
+  const waitSeconds = values.wait === undefined ? 30 : Number(values.wait)
+  if (!Number.isFinite(waitSeconds) || waitSeconds < 0) throw new UsageError(`--wait must be a number of seconds, not '${values.wait}'`)
   return withConnection(values, async (nc) => {
-    const result = await forget(nc, agentId, values.entry)
+    let result: Forgotten
+    try {
+      result = await forget(nc, agentId, values.entry, { waitMs: waitSeconds * 1_000 })
+    } catch (error) {
+      if (!(error instanceof ForgetRefused)) throw error
+      process.stderr.write(`wm forget: ${error.message}; nothing was written\n`)
+      return 1
+    }
+    const what = `${values.entry !== undefined ? `entry ${values.entry} of ` : ""}agent ${agentId}`
     out(
       values.json
         ? `${JSON.stringify({ agentId, entryId: values.entry ?? null, ...result })}\n`
-        : `forgot ${values.entry !== undefined ? `entry ${values.entry} of ` : ""}agent ${agentId}: ${result.purged} event(s) purged, tombstone at sequence ${result.tombstoneSeq}\n`,
+        : [
+            `${result.recorded ? "forgot" : "resumed forgetting"} ${what}: tombstone at sequence ${result.tombstoneSeq}`,
+            `  erased ${result.erasedEvents} event(s) from the log and ${result.erasedDeadLetters} dead letter(s)`,
+            `  confirmed by: ${result.confirmed.join(", ") || "(no durable projection)"}`,
+            result.complete
+              ? "  complete: no stream or store holds the content"
+              : `  not complete yet: waiting for ${result.pending.join(", ") || "the log"}; the eraser beside the substrate finishes it (or run this again)`,
+            "",
+          ].join("\n"),
     )
-    return 0
+    return result.complete ? 0 : 1
   })
 }
 

@@ -89,6 +89,8 @@ export interface ServiceSpec {
   readonly readsBuckets: ReadonlyArray<string>
   /** API subjects it sends requests to (e.g. `wm.api.*.view.get`). */
   readonly requests: ReadonlyArray<string>
+  /** Streams whose messages it reads and erases in place (the forget eraser). */
+  readonly erases?: ReadonlyArray<string>
   readonly password?: string
 }
 
@@ -177,6 +179,19 @@ const readEventRights = (): string[] => [
   `$JS.ACK.${EVENTS_STREAM}.>`,
 ]
 
+/** Reading a stream message by message, and erasing messages in place: what completing a forget needs. */
+const eraseRights = (stream: string): string[] => [
+  `${JS}.STREAM.INFO.${stream}`,
+  `${JS}.STREAM.MSG.GET.${stream}`,
+  `${JS}.STREAM.MSG.DELETE.${stream}`,
+  `${JS}.CONSUMER.CREATE.${stream}`,
+  `${JS}.CONSUMER.CREATE.${stream}.>`,
+  `${JS}.CONSUMER.INFO.${stream}.*`,
+  `${JS}.CONSUMER.DELETE.${stream}.*`,
+  `${JS}.CONSUMER.MSG.NEXT.${stream}.*`,
+  `$JS.FC.${stream}.>`,
+]
+
 const unique = (xs: ReadonlyArray<string>) => Array.from(new Set(xs))
 
 // ---------------------------------------------------------------------------
@@ -229,6 +244,7 @@ export const servicePermissions = (spec: ServiceSpec): Permissions => {
   for (const b of spec.buckets) publish.push(...bucketRights(b, true))
   for (const b of spec.readsBuckets) publish.push(...bucketRights(b, false))
   publish.push(...spec.requests)
+  for (const stream of spec.erases ?? []) publish.push(...eraseRights(stream))
   return {
     publish: { allow: unique(publish), deny: [] },
     subscribe: {
@@ -287,7 +303,12 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
     case "long-term":
       return { ...base("long-term"), serves: [], buckets: [CHECKPOINT_BUCKET] }
     case "substrate":
-      return { ...base(name), buckets: [SUBSTRATE_BUCKET, CHECKPOINT_BUCKET] }
+      // The forget eraser runs beside it: it erases forgotten records from the log, the dead letters and the substrate.
+      return {
+        ...base(name),
+        buckets: [SUBSTRATE_BUCKET, CHECKPOINT_BUCKET],
+        erases: [EVENTS_STREAM, DEAD_LETTER_STREAM, kvStream(SUBSTRATE_BUCKET)],
+      }
     case "retrieval":
       // Cue rehydrated / promoted / dropped on the entry's subject, the step's recall on the step's; recalled text from the substrate.
       return {
@@ -322,6 +343,7 @@ export const mergeSpecs = (name: string, ...specs: ReadonlyArray<ServiceSpec>): 
   buckets: unique(specs.flatMap((s) => s.buckets)),
   readsBuckets: unique(specs.flatMap((s) => s.readsBuckets)).filter((b) => !specs.some((s) => s.buckets.includes(b))),
   requests: unique(specs.flatMap((s) => s.requests)),
+  erases: unique(specs.flatMap((s) => s.erases ?? [])),
 })
 
 export const SERVICE_NAMES: ReadonlyArray<ServiceName> = ["gateway", "working", "fade", "long-term", "substrate", "retrieval", "memory", "audit"]

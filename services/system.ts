@@ -9,6 +9,7 @@ import { Layer } from "effect"
 import { EmbeddingProvider } from "./embedding/embedding-provider.ts"
 import { FadeWorker, FadeWorkerSettings } from "./fade/fade-worker.ts"
 import { Summarizer } from "./fade/summarizer.ts"
+import { ForgetEraser } from "./forget/eraser.ts"
 import { Gateway } from "./gateway/gateway.ts"
 import { EventLog } from "./log/event-log.ts"
 import { longTermStoreFromEnv } from "./longterm/qdrant-config.ts"
@@ -29,7 +30,9 @@ export const foundation = (settings: Settings) =>
 
 export const gatewayService = (settings: Settings) => Gateway.layer.pipe(Layer.provide(foundation(settings)))
 export const workingService = (settings: Settings) => Working.layer.pipe(Layer.provide(foundation(settings)))
-export const substrateService = (settings: Settings) => Substrate.layer.pipe(Layer.provide(foundation(settings)))
+/** The substrate, and beside it the eraser that finishes every forget (it may erase what the substrate stores). */
+export const substrateService = (settings: Settings) =>
+  Layer.merge(Substrate.layer, ForgetEraser.layer).pipe(Layer.provide(foundation(settings)))
 
 /** The embedding models fading and retrieval share: records and queries must embed alike. */
 export const defaultModels = () => Layer.merge(Summarizer.fromEnv(), EmbeddingProvider.fromEnv())

@@ -1,32 +1,104 @@
 /**
- * A verifiable forget: purges the entry's (or the whole agent's) subjects
- * from the event log, then appends a tombstone (EntryForgotten or
- * AgentForgotten) on which every projection drops what it held — working
- * views, the substrate's KV keys (purged with their history), the
- * long-term records, the lexical index. Afterwards no query, replay or
- * substrate read can return the content, and the tombstone says when it was
- * forgotten.
+ * A verifiable forget, intent first: the tombstone (EntryForgotten or
+ * AgentForgotten, decided by `decideForget`) is stored before anything is
+ * erased, so whatever fails afterwards, the forget is on record and the
+ * eraser beside the substrate finishes it. Then the erasure, as the eraser
+ * does it (services/forget/erase.ts): the log records are erased in place,
+ * every durable projection confirms it applied the tombstone (erasing what
+ * its store held), and the dead letters of the forgotten records are erased.
+ *
+ * Running it again for a forget already recorded writes nothing new and
+ * resumes the erasure. An agent that is not registered, or an entry the
+ * agent does not hold, is refused and nothing is written.
  */
-import { jetstream, jetstreamManager } from "@nats-io/jetstream"
-import type { NatsConnection } from "@nats-io/transport-node"
-import type { EventOf } from "../../contracts/events.ts"
-import { agentEvents, entrySubject, EVENTS_STREAM, eventSubject } from "../../contracts/subjects.ts"
+import { JetStreamApiError, jetstream } from "@nats-io/jetstream"
+import { errors, type NatsConnection } from "@nats-io/transport-node"
+import type { DecisionError } from "../../domain/decision.ts"
+import { evolve, type AgentView } from "../../domain/agent-view.ts"
+import { decideForget, type Tombstone } from "../../domain/forget.ts"
+import { agentEvents, eventSubject } from "../../contracts/subjects.ts"
+import { completeErasure, type ErasureReport } from "../../services/forget/erase.ts"
+import { scanLog } from "./log.ts"
 
-export interface Forgotten {
+export interface Forgotten extends ErasureReport {
+  /** Log records erased by this run (kept under its former name). */
   readonly purged: number
-  readonly tombstoneSeq: number
+  /** False when the tombstone was already stored and this run resumed its erasure. */
+  readonly recorded: boolean
 }
 
-export const forget = async (nc: NatsConnection, agentId: string, entryId?: string): Promise<Forgotten> => {
-  const jsm = await jetstreamManager(nc)
-  const at = Date.now()
-  const envelope = { v: 1 as const, agentId, at, causationId: "operator:forget", correlationId: null }
-  const tombstone: EventOf<"EntryForgotten"> | EventOf<"AgentForgotten"> =
-    entryId !== undefined
-      ? { _tag: "EntryForgotten", ...envelope, eventId: `${agentId}:forget:${entryId}:${at}`, entryId }
-      : { _tag: "AgentForgotten", ...envelope, eventId: `${agentId}:forget:${at}` }
-  const filter = entryId !== undefined ? entrySubject(agentId, entryId) : agentEvents(agentId)
-  const { purged } = await jsm.streams.purge(EVENTS_STREAM, { filter })
-  const ack = await jetstream(nc).publish(eventSubject(tombstone), JSON.stringify(tombstone), { msgID: tombstone.eventId })
-  return { purged, tombstoneSeq: ack.seq }
+/** The forget was refused; nothing was written. */
+export class ForgetRefused extends Error {
+  override readonly name = "ForgetRefused"
+  readonly error: DecisionError
+  constructor(error: DecisionError) {
+    super(error.message)
+    this.error = error
+  }
+}
+
+interface AgentState {
+  readonly view: AgentView | undefined
+  /** The latest tombstone for what is asked, when one is stored and not overtaken by a re-registration. */
+  readonly tombstone: { readonly event: Tombstone; readonly seq: number } | null
+}
+
+const readAgent = async (nc: NatsConnection, agentId: string, entryId: string | undefined): Promise<AgentState> => {
+  let view: AgentView | undefined
+  let tombstone: AgentState["tombstone"] = null
+  await scanLog(nc, { filter: agentEvents(agentId) }, (record) => {
+    const event = record.event
+    if (event === null) return
+    view = evolve(view, event, { seq: record.seq })
+    if (entryId === undefined) {
+      if (event._tag === "AgentForgotten") tombstone = { event, seq: record.seq }
+      else if (event._tag === "AgentRegistered") tombstone = null
+    } else if (event._tag === "EntryForgotten" && event.entryId === entryId) tombstone = { event, seq: record.seq }
+    else if (event._tag === "AgentRegistered" || (event._tag === "EntryRecorded" && event.entryId === entryId)) tombstone = null
+  })
+  return { view, tombstone }
+}
+
+const PUBLISH_DEADLINE_MS = 30_000
+
+/** Stores the tombstone, retrying with the same message id (stored once) until the deadline. */
+const storeTombstone = async (nc: NatsConnection, tombstone: Tombstone): Promise<number> => {
+  const js = jetstream(nc)
+  const deadline = Date.now() + PUBLISH_DEADLINE_MS
+  for (let pause = 100; ; pause = Math.min(2_000, pause * 2)) {
+    try {
+      return (await js.publish(eventSubject(tombstone), JSON.stringify(tombstone), { msgID: tombstone.eventId, timeout: 5_000 })).seq
+    } catch (error) {
+      const final =
+        error instanceof errors.PermissionViolationError || (error instanceof JetStreamApiError && error.status !== 503 && error.status !== 408)
+      if (final || Date.now() > deadline) throw error
+      await new Promise((r) => setTimeout(r, pause))
+    }
+  }
+}
+
+export const forget = async (
+  nc: NatsConnection,
+  agentId: string,
+  entryId?: string,
+  options: { readonly waitMs?: number } = {},
+): Promise<Forgotten> => {
+  const state = await readAgent(nc, agentId, entryId)
+  let tombstone = state.tombstone
+  let recorded = false
+  if (tombstone === null) {
+    const at = Date.now()
+    const decision = decideForget(state.view, entryId !== undefined ? { entryId } : {}, {
+      eventId: `${agentId}:forget:${entryId ?? "agent"}:${at}`,
+      agentId,
+      at,
+      causationId: "operator:forget",
+      correlationId: null,
+    })
+    if (!decision.ok) throw new ForgetRefused(decision.error)
+    tombstone = { event: decision.event, seq: await storeTombstone(nc, decision.event) }
+    recorded = true
+  }
+  const report = await completeErasure(nc, tombstone.event, tombstone.seq, { waitMs: options.waitMs ?? 30_000 })
+  return { ...report, purged: report.erasedEvents, recorded }
 }

@@ -28,7 +28,7 @@ export const eventStreamConfig = (
   num_replicas: settings.replicas,
   duplicate_window: nanos(settings.dedupeWindowMs),
   allow_direct: true,
-  // Forgetting purges an entry's subject; nothing else deletes events.
+  // Forgetting erases an entry's (or an agent's) messages one by one; nothing else deletes events.
   deny_delete: false,
   deny_purge: false,
   max_msg_size: 1024 * 1024,

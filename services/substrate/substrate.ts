@@ -5,16 +5,25 @@
  *
  * It projects EntryRecorded events from its checkpoint: writes are pipelined,
  * and the checkpoint moves only past sequences whose writes are stored, so a
- * restart resumes without losing or re-deriving anything (a re-put of the
- * same record is harmless).
+ * restart resumes without losing or re-deriving anything.
+ *
+ * Each key is written once (a create, never a second revision): a newer
+ * revision would only drop the older one from the bucket's index and leave
+ * its bytes in the stream's files, where no erasure could reach them. On a
+ * tombstone every revision of the forgotten keys is erased in place, retried
+ * until it succeeds; the checkpoint moving past the tombstone is the
+ * substrate's confirmation that it holds nothing of the forgotten content.
  */
 import type { KV } from "@nats-io/kv"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, FiberSet, Layer, Schedule } from "effect"
 import type { ResponseOf } from "../../contracts/api.ts"
 import { UnknownEntries } from "../../contracts/errors.ts"
+import type { Tombstone } from "../../domain/forget.ts"
 import { serveOperation } from "../api/serve.ts"
+import { eraseMessages, storedRecords } from "../forget/erase.ts"
 import { runProjection } from "../log/projection.ts"
 import { CHECKPOINT_BUCKET, checkpointKey, openBucket, SUBSTRATE_BUCKET } from "../nats/buckets.ts"
+import { Nats, type NatsShape } from "../nats/connection.ts"
 
 export type SubstrateRecord = ResponseOf<"getRaw">
 
@@ -27,6 +36,31 @@ export interface SubstrateShape {
 
 const textEncoder = new TextEncoder()
 const substrateKey = (agentId: string, entryId: string) => `${agentId}.${entryId}`
+const SUBSTRATE_STREAM = `KV_${SUBSTRATE_BUCKET}`
+
+/** Writes a record once; a record already stored (a replay after a restart) is left as it is. */
+const storeOnce = async (kv: KV, key: string, value: Uint8Array) => {
+  try {
+    await kv.create(key, value)
+  } catch (error) {
+    const existing = await kv.get(key)
+    if (existing?.operation !== "PUT") throw error
+  }
+}
+
+/** Erases, in place, every stored revision of the keys a tombstone covers. */
+const eraseForgotten = (nats: NatsShape, tombstone: Tombstone) =>
+  Effect.tryPromise(async () => {
+    const filter =
+      tombstone._tag === "EntryForgotten"
+        ? `$KV.${SUBSTRATE_BUCKET}.${substrateKey(tombstone.agentId, tombstone.entryId)}`
+        : `$KV.${SUBSTRATE_BUCKET}.${tombstone.agentId}.>`
+    const records = await storedRecords(nats.nc, SUBSTRATE_STREAM, filter)
+    return eraseMessages(nats.jsm, SUBSTRATE_STREAM, records.map((r) => r.seq))
+  }).pipe(
+    Effect.tapError((error) => Effect.sync(() => console.error(`[substrate] erasing ${tombstone.agentId} failed; retrying`, error))),
+    Effect.retry(Schedule.min([Schedule.exponential("100 millis", 2), Schedule.spaced("10 seconds")])),
+  )
 
 export const readSubstrate = (kv: KV, agentId: string, entryId: string) =>
   Effect.promise(async () => {
@@ -38,6 +72,9 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
   static readonly layer = Layer.effect(
     Substrate,
     Effect.gen(function* () {
+      const nats = yield* Nats
+      // Erasures run until they succeed, and stop with the service.
+      const runErasure = yield* FiberSet.makeRuntimePromise()
       const kv = yield* openBucket(SUBSTRATE_BUCKET)
       const checkpoints = yield* openBucket(CHECKPOINT_BUCKET)
       const key = checkpointKey("substrate")
@@ -77,7 +114,7 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
               tokens: event.tokens,
               seq: record.seq,
             }
-            const write = kv.put(substrateKey(event.agentId, event.entryId), textEncoder.encode(JSON.stringify(value)))
+            const write = storeOnce(kv, substrateKey(event.agentId, event.entryId), textEncoder.encode(JSON.stringify(value)))
             inflight.set(record.seq, write)
             write
               .catch((error: unknown) => console.error(`[substrate] write of ${event.entryId} failed`, error))
@@ -86,26 +123,18 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
                 advance()
               })
           } else if (event._tag === "EntryForgotten" || event._tag === "AgentForgotten") {
-            // Forgetting purges the key and its history, after any write still on its way.
+            // Forgetting erases the keys and their history, after any write still on its way.
             const earlier = Promise.allSettled([...inflight.values()])
-            const purge = earlier.then(async () => {
-              const keys =
-                event._tag === "EntryForgotten"
-                  ? [substrateKey(event.agentId, event.entryId)]
-                  : await (async () => {
-                      const found: string[] = []
-                      for await (const k of await kv.keys(`${event.agentId}.>`)) found.push(k)
-                      return found
-                    })()
-              for (const k of keys) await kv.purge(k)
-            })
-            inflight.set(record.seq, purge)
-            purge
-              .catch((error: unknown) => console.error(`[substrate] forgetting at ${record.seq} failed`, error))
-              .finally(() => {
+            const erasure = earlier.then(() => runErasure(eraseForgotten(nats, event)))
+            inflight.set(record.seq, erasure)
+            // Only a finished erasure releases the checkpoint: an interrupted one is redone after a restart.
+            erasure.then(
+              () => {
                 inflight.delete(record.seq)
                 advance()
-              })
+              },
+              (error: unknown) => console.error(`[substrate] forgetting at ${record.seq} did not finish`, error),
+            )
           } else if (inflight.size === 0) advance()
         },
       })

@@ -1,0 +1,115 @@
+/**
+ * Forget is durable intent first: once the tombstone is stored, the forget
+ * finishes whatever stops in between. Here the services are down when the
+ * operator forgets, so the substrate cannot confirm: the command records the
+ * tombstone, erases the log, says the forget is not complete and exits 1.
+ * When the services start again, the eraser beside the substrate finishes
+ * it — no store file holds the content any more — and running the command
+ * again writes nothing new and reports it complete.
+ */
+import { jetstream } from "@nats-io/jetstream"
+import { execFile } from "node:child_process"
+import { promisify } from "node:util"
+import { afterAll, beforeAll, expect, it } from "vitest"
+import { systemLayer } from "../services/system.ts"
+import { evolve, type AgentView } from "../domain/agent-view.ts"
+import { decideForget } from "../domain/forget.ts"
+import { appendEvents, publishRaw, readLog } from "./support/log.ts"
+import { filesHolding } from "./support/store-files.ts"
+import { settingsFor, startServices, startTestSystem, type TestSystem } from "./support/system.ts"
+
+const run = promisify(execFile)
+let system: TestSystem
+beforeAll(async () => {
+  system = await startTestSystem()
+})
+afterAll(async () => system?.stop())
+
+const wm = (...args: string[]) =>
+  run("node_modules/.bin/node", ["cli/wm.ts", ...args, "--server", system.server.url], { cwd: process.cwd() })
+
+const eventually = async (condition: () => Promise<boolean> | boolean, what: string) => {
+  const deadline = Date.now() + 30_000
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 200))
+  }
+}
+
+const SECRET = "OCELOT2208MARBLE"
+
+it("a forget the services could not confirm is finished by the eraser when they start again", async () => {
+  const agent = system.client.agent("interrupted")
+  await agent.register({ role: "main" })
+  const { entryId } = await agent.record({ origin: "USER", content: `The alarm code is ${SECRET}.` })
+  await eventually(async () => (await agent.raw(entryId).then((r) => r.content.includes(SECRET), () => false)), "the substrate to store the entry")
+  const store = [system.server.storeDir]
+  expect(filesHolding(store, SECRET).length).toBeGreaterThan(0)
+
+  await system.services.stop()
+  const first = await wm("forget", "--agent", "interrupted", "--entry", entryId, "--wait", "1", "--json").then(
+    () => null,
+    (e: { code: number; stdout: string }) => e,
+  )
+  expect(first?.code).toBe(1)
+  const report = JSON.parse(first!.stdout) as { complete: boolean; pending: string[]; recorded: boolean; tombstoneSeq: number }
+  expect(report).toMatchObject({ complete: false, recorded: true })
+  expect(report.pending).toContain("substrate")
+  // The intent is on record, and the log is already erased; the substrate still holds the text.
+  expect((await readLog(system.server.url, `wm.evt.interrupted.entry.${entryId}`)).map((s) => s.event._tag)).toEqual(["EntryForgotten"])
+  expect(filesHolding(store, SECRET).length).toBeGreaterThan(0)
+
+  system.services = await startServices(systemLayer(settingsFor(system.server.url)))
+  await eventually(() => filesHolding(store, SECRET).length === 0, "the eraser to finish the forget")
+  agent.lastSeq = report.tombstoneSeq
+  await expect(agent.raw(entryId)).rejects.toMatchObject({ _tag: "UnknownEntries" })
+
+  const again = JSON.parse((await wm("forget", "--agent", "interrupted", "--entry", entryId, "--json")).stdout) as typeof report
+  expect(again).toMatchObject({ complete: true, recorded: false, tombstoneSeq: report.tombstoneSeq, pending: [] })
+  expect((await readLog(system.server.url, "wm.evt.interrupted.>")).filter((s) => s.event._tag === "EntryForgotten")).toHaveLength(1)
+})
+
+it("a tombstone stored with nothing erased yet (the command stopped right after it) is finished by the eraser", async () => {
+  const SECOND = "LYNX5530GARNET"
+  const agent = system.client.agent("stopped-short")
+  await agent.register({ role: "main" })
+  const { entryId } = await agent.record({ origin: "USER", content: `The locker holds ${SECOND}.` })
+  // A record nobody can decode, carrying the text: every projection dead-letters it.
+  await publishRaw(system.server.url, "wm.evt.stopped-short.step", `{"_tag":"StepStarted","v":9,"note":"${SECOND}"}`)
+  await eventually(async () => (await agent.raw(entryId).then(() => true, () => false)), "the substrate to store the entry")
+  const store = [system.server.storeDir]
+
+  await system.services.stop()
+  // What `wm forget` stores first, decided on the agent's view as the log has it.
+  let view: AgentView | undefined
+  for (const stored of await readLog(system.server.url, "wm.evt.stopped-short.>")) view = evolve(view, stored.event, stored)
+  const decision = decideForget(view, {}, { eventId: "stopped-short:forget", agentId: "stopped-short", at: Date.now(), causationId: "operator:forget", correlationId: null })
+  if (!decision.ok) throw new Error(decision.error.message)
+  const tombstone = decision.event
+  await appendEvents(system.server.url, [tombstone])
+  expect(filesHolding(store, SECOND).length).toBeGreaterThan(0)
+
+  system.services = await startServices(systemLayer(settingsFor(system.server.url)))
+  await eventually(() => filesHolding(store, SECOND).length === 0, "the eraser to finish the forget")
+  expect((await readLog(system.server.url, "wm.evt.stopped-short.>")).map((s) => s.event._tag)).toEqual(["AgentForgotten"])
+})
+
+it("a dead letter of a forgotten record that arrives after the forget (a projection catching up) is erased as it arrives", async () => {
+  const LATE = "TAPIR9047SILVER"
+  const KEPT = "HERON1180BRONZE"
+  const agent = system.client.agent("late-letters")
+  await agent.register({ role: "main" })
+  const forgotten = await agent.record({ origin: "USER", content: "A remark to forget." })
+  const kept = await agent.record({ origin: "USER", content: "A remark to keep." })
+  await wm("forget", "--agent", "late-letters", "--entry", forgotten.entryId)
+
+  const letter = (record: { entryId: string; seq: number }, payload: string) =>
+    JSON.stringify({ projection: "late", seq: record.seq, subject: `wm.evt.late-letters.entry.${record.entryId}`, reason: "apply failed: test", payload })
+  const js = jetstream(system.client.nc)
+  await js.publish("wm.dlq.late", letter(kept, `{"content":"${KEPT}"}`))
+  await js.publish("wm.dlq.late", letter(forgotten, `{"content":"${LATE}"}`))
+  const store = [system.server.storeDir]
+  await eventually(() => filesHolding(store, LATE).length === 0, "the late dead letter to be erased")
+  // A letter whose record is still in the log is kept.
+  expect(filesHolding(store, KEPT).length).toBeGreaterThan(0)
+})
