@@ -46,6 +46,8 @@ export interface LocomoOptions {
   /** Where the tables go (default: standard output). */
   readonly print?: (line: string) => void
   readonly progress?: Progress
+  /** Only these conversations (file names without `.json`, or `file#sample`); all when absent. */
+  readonly conversations?: ReadonlyArray<string>
 }
 
 export interface LocomoResult {
@@ -110,6 +112,15 @@ const baselineContext = (conversation: Conversation, positions: ReadonlyArray<nu
   return { text, items, tokens }
 }
 
+const conversationName = (c: Conversation) => c.name.replace(/\.json(?=#|$)/i, "")
+
+/** The named conversations, in directory order; a name that matches none is an error. */
+const selectConversations = (all: ReadonlyArray<Conversation>, names: ReadonlyArray<string>): Conversation[] => {
+  const unknown = names.filter((n) => !all.some((c) => conversationName(c) === n || conversationName(c).startsWith(`${n}#`)))
+  if (unknown.length > 0) throw new Error(`--conversations: no conversation named ${unknown.join(", ")} (have ${all.map(conversationName).join(", ")})`)
+  return all.filter((c) => names.some((n) => conversationName(c) === n || conversationName(c).startsWith(`${n}#`)))
+}
+
 export const runLocomoBenchmark = async (options: LocomoOptions): Promise<LocomoResult> => {
   const started = performance.now()
   const print = options.print ?? ((line: string) => console.log(line))
@@ -117,7 +128,9 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
   const budgets = [...(options.budgets ?? DEFAULT_BUDGETS)]
 
   progress.update(`locomo loading ${options.data}`, true)
-  const { conversations, skipped } = loadLocomoDirectory(options.data)
+  const loaded = loadLocomoDirectory(options.data)
+  const { skipped } = loaded
+  const conversations = options.conversations === undefined ? loaded.conversations : selectConversations(loaded.conversations, options.conversations)
   for (const file of skipped) print(`skipped ${file}: not a LoCoMo conversation`)
   const asked = conversations.map((c) => c.questions.filter((q) => ASKED_CATEGORIES.has(q.category)))
   const totalTurns = conversations.reduce((s, c) => s + c.turns.length, 0)
