@@ -27,6 +27,7 @@ import { runProjection } from "../log/projection.ts"
 import { LongTerm } from "../longterm/longterm.ts"
 import { LongTermStore } from "../longterm/store.ts"
 import { SubstrateReader } from "../substrate/reader.ts"
+import { EpisodeIndex } from "./episodes.ts"
 import { LexicalIndex } from "./lexical-index.ts"
 import { hitText, rankBothTiers, type RankedHit, type RankingSources } from "./rank.ts"
 import { terms } from "../../domain/terms.ts"
@@ -86,11 +87,13 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
 
       const views = new Map<string, AgentView>()
       const lexical = new LexicalIndex()
+      const episodes = new EpisodeIndex()
       const vectors = new Map<string, { text: string; vector: Float32Array }>()
       const sources: RankingSources = {
         store,
         embeddings,
         lexical,
+        episodes,
         workingVector: (agentId, entry) => {
           const text = entry.content ?? entry.keyPoints ?? entry.summary ?? ""
           const key = `${agentId}/${entry.id}`
@@ -267,15 +270,20 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             views.delete(event.agentId)
             if (event._tag === "AgentForgotten") {
               lexical.dropAgent(event.agentId)
+              episodes.dropAgent(event.agentId)
               for (const key of vectors.keys()) if (key.startsWith(`${event.agentId}/`)) vectors.delete(key)
             }
             return
           }
           views.set(event.agentId, after)
-          if (event._tag === "EntryRecorded") lexical.add(event.agentId, event.entryId, terms(event.content))
+          if (event._tag === "EntryRecorded") {
+            lexical.add(event.agentId, event.entryId, terms(event.content))
+            episodes.add(event.agentId, event.entryId, event.timestamp, event.correlationId)
+          }
           else if (event._tag === "EntryDemoted") vectors.delete(`${event.agentId}/${event.entryId}`)
           else if (event._tag === "EntryForgotten") {
             lexical.remove(event.agentId, event.entryId)
+            episodes.remove(event.agentId, event.entryId)
             vectors.delete(`${event.agentId}/${event.entryId}`)
           }
           if (live) runFork(react(before, after, event).pipe(Effect.catchCause((c) => Effect.sync(() => console.error("[retrieval]", c)))))
