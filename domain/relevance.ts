@@ -110,7 +110,7 @@ export interface EpisodeLift {
  * of the hit's similarity; the two entries right next to a strong hit then
  * rank beside the hit's weaker competitors rather than far below them.
  */
-export const DEFAULT_EPISODE_LIFT: EpisodeLift = { spreaders: 40, radius: 2, share: 0.6, decay: 0.5 }
+export const DEFAULT_EPISODE_LIFT: EpisodeLift = { spreaders: 60, radius: 2, share: 0.8, decay: 0.5 }
 
 /**
  * Similarities lifted by episode: every entry keeps the larger of its own
