@@ -60,9 +60,9 @@ export interface BuiltContext {
 export type ContextOrder = "timestamp" | "priority"
 
 /** The share of the budget that buys full fidelity for the best-ranked entries. */
-export const FULL_SHARE = 0.4
+export const FULL_SHARE = 0.3
 /** Up to this share, the next entries come as key points where working holds them; beyond it, the most compact form. */
-export const COMPRESSED_SHARE = 0.75
+export const COMPRESSED_SHARE = 0.65
 
 /** The most compact form working holds for an entry. */
 const compactForm = (entry: WorkingEntry): RepresentationKind =>
