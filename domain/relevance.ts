@@ -101,6 +101,8 @@ export interface EpisodeLift {
   /** The share of a hit's similarity its adjacent neighbour inherits; each further step multiplies by `decay`. */
   readonly share: number
   readonly decay: number
+  /** The share of its episode's best similarity added to an entry that matches the query itself. */
+  readonly episodeShare: number
 }
 
 /**
@@ -110,19 +112,36 @@ export interface EpisodeLift {
  * of the hit's similarity; the two entries right next to a strong hit then
  * rank beside the hit's weaker competitors rather than far below them.
  */
-export const DEFAULT_EPISODE_LIFT: EpisodeLift = { spreaders: 60, radius: 2, share: 0.8, decay: 0.5 }
+export const DEFAULT_EPISODE_LIFT: EpisodeLift = { spreaders: 60, radius: 2, share: 0.8, decay: 0.5, episodeShare: 0.25 }
 
 /**
- * Similarities lifted by episode: every entry keeps the larger of its own
- * similarity and what it inherits from a neighbouring hit. `similarity` is
- * best first.
+ * Similarities lifted by episode. First, an entry that matches the query
+ * gains episodeShare of the best similarity in its episode (`episodeOf`:
+ * its correlation id, else its sitting), scaled back into [0,1]: a weak
+ * match inside the conversation that matches best outranks an equally weak
+ * one elsewhere. Then every entry keeps the larger of that and what it
+ * inherits from a neighbouring hit. `similarity` is best first.
  */
 export const liftByEpisode = (
   similarity: ReadonlyArray<readonly [string, number]>,
   neighbours: (entryId: string) => ReadonlyArray<Neighbour>,
+  episodeOf: (entryId: string) => string | null = () => null,
   lift: EpisodeLift = DEFAULT_EPISODE_LIFT,
 ): Map<string, number> => {
-  const lifted = new Map(similarity)
+  const episodes = similarity.map(([id]) => episodeOf(id))
+  const best = new Map<string, number>()
+  similarity.forEach(([, sim], i) => {
+    const e = episodes[i]
+    if (e != null && sim > (best.get(e) ?? 0)) best.set(e, sim)
+  })
+  const lifted = new Map(
+    similarity.map(([id, sim], i) => {
+      const episode = episodes[i]
+      const top = episode != null ? best.get(episode)! : sim
+      return [id, (sim + lift.episodeShare * top) / (1 + lift.episodeShare)] as const
+    }),
+  )
+  similarity = [...lifted].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
   for (const [id, sim] of similarity.slice(0, lift.spreaders)) {
     for (const n of neighbours(id)) {
       if (n.distance > lift.radius) continue

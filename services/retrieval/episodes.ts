@@ -88,6 +88,21 @@ export class EpisodeIndex {
     this.#timelines.delete(agentId)
   }
 
+  /**
+   * The episode of an entry: its correlation id when it has one, else its
+   * sitting (named by the sitting's first entry).
+   */
+  episodeOf(agentId: string, entryId: string): string | null {
+    const timeline = this.#timelines.get(agentId)
+    const at = timeline?.position(entryId)
+    if (timeline === undefined || at === undefined) return null
+    const points = timeline.points
+    if (points[at]!.correlationId !== null) return `c:${points[at]!.correlationId}`
+    let i = at
+    while (i > 0 && points[i]!.timestamp - points[i - 1]!.timestamp <= SITTING_GAP_MS) i--
+    return `s:${points[i]!.entryId}`
+  }
+
   /** The entries within `radius` steps of `entryId` in its sitting, and up to `radius` nearest of its correlation id. */
   neighbours(agentId: string, entryId: string, radius: number): Neighbour[] {
     const timeline = this.#timelines.get(agentId)

@@ -12,7 +12,7 @@ import { Effect, HashMap } from "effect"
 import type { RepresentationKind, WorkingEntry } from "../../contracts/entry.ts"
 import { matchesFilter, type LongTermPayload, type RecordFilter } from "../../contracts/longterm.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
-import { DEFAULT_RELEVANCE, frequencyOf, fuseRankings, liftByEpisode, recencyOf, relevance } from "../../domain/relevance.ts"
+import { DEFAULT_EPISODE_LIFT, DEFAULT_RELEVANCE, frequencyOf, fuseRankings, liftByEpisode, recencyOf, relevance } from "../../domain/relevance.ts"
 import { terms } from "../../domain/terms.ts"
 import type { EmbeddingProviderShape } from "../embedding/embedding-provider.ts"
 import type { LongTermStoreShape } from "../longterm/store.ts"
@@ -106,7 +106,8 @@ export const rankBothTiers = (
     const fused = fuseRankings([denseRanking, ...otherRankings, lexicalHits.map((h) => h.entryId)], 2)
     const similarity = liftByEpisode(
       [...fused].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)),
-      (id) => sources.episodes.neighbours(agentId, id, 2),
+      (id) => sources.episodes.neighbours(agentId, id, DEFAULT_EPISODE_LIFT.radius),
+      (id) => sources.episodes.episodeOf(agentId, id),
     )
     // Neighbours in long-term that no ranking found: fetch their payloads.
     const unfetched = [...similarity.keys()].filter((id) => !fused.has(id) && !inWorking.has(id) && !records.has(id))
