@@ -16,7 +16,8 @@ import { WorkingMemoryClient, type AgentClient } from "../../sdk/client.ts"
 import { NatsSettings } from "../../services/nats/settings.ts"
 import { systemLayer } from "../../services/system.ts"
 import { bm25Index, fifoFill, rankedFill } from "./baselines.ts"
-import { ASKED_CATEGORIES, loadLocomoDirectory, type Conversation, type Question } from "./dataset.ts"
+import { countTokens } from "../../domain/tokens.ts"
+import { ASKED_CATEGORIES, ENCODING, loadLocomoDirectory, type Conversation, type Question } from "./dataset.ts"
 import { DEFAULT_BUDGETS, detailsPath } from "./options.ts"
 import {
   METHODS,
@@ -26,6 +27,7 @@ import {
   formatServed,
   formatSummary,
   formatTimings,
+  formattingOf,
   latencyStats,
   silentProgress,
   type Cell,
@@ -140,17 +142,21 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
   const served = perMethod<ServedForms>(budgets, emptyServedForms)
   const record = (method: Method, budget: number, question: Question, context: Served) => {
     scores[method].get(budget)!.push(scoreQuestion(question, context))
-    countServed(served[method].get(budget)!, context.items, context.tokens)
+    countServed(served[method].get(budget)!, context.items, context.tokens, formattingOf(context.text, (t) => countTokens(t, ENCODING)))
   }
 
   // Baselines: pure, over the same turns and token counts.
+  const ceiling: QuestionScore[] = []
   const baselinesStart = performance.now()
   progress.update(`locomo baselines: ${conversations.length} conversation(s), ${totalQuestions} questions`, true)
   conversations.forEach((conversation, c) => {
     const costs = conversation.turns.map((t) => t.tokens)
     const index = bm25Index(conversation.turns.map((t) => t.content))
     const fifo = new Map(budgets.map((b) => [b, baselineContext(conversation, fifoFill(costs, b))] as const))
+    const positionOf = new Map(conversation.turns.map((t) => [t.entryId, t.position] as const))
     for (const question of asked[c]!) {
+      const evidence = question.evidence.map((id) => positionOf.get(id)!).sort((a, b) => a - b)
+      ceiling.push(scoreQuestion(question, baselineContext(conversation, evidence)))
       const ranking = index.rank(question.question)
       for (const b of budgets) {
         record("fifo", b, question, fifo.get(b)!)
@@ -285,6 +291,7 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
     budgets,
     methods,
     tokensPerConversation: Math.round(totalTokens / conversations.length),
+    ceiling: { answerInContext: round4(aggregate(ceiling).answerInContext) },
   }
   const servedOut = {} as Record<Method, Record<string, ServedForms>>
   for (const method of METHODS) servedOut[method] = Object.fromEntries(served[method])
