@@ -4,17 +4,19 @@
  * BM25 fills of the same turns at the same token counts.
  *
  *   npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>]
+ *                           [--conversations conv-26,conv-30]
  *
- * Every LoCoMo-format `*.json` file of <dir> is used. With --out, the
+ * Every LoCoMo-format `*.json` file of <dir> is used, or with --conversations
+ * only those named (file names without `.json`). With --out, the
  * summary goes to <file.json> and the diagnostics to <file>.details.json.
  */
 import { parseArgs } from "node:util"
 import { LocomoFormatError } from "./locomo/dataset.ts"
-import { DEFAULT_BUDGETS, parseBudgets } from "./locomo/options.ts"
+import { DEFAULT_BUDGETS, parseBudgets, parseConversationNames } from "./locomo/options.ts"
 import { streamProgress } from "./locomo/report.ts"
 import { runLocomoBenchmark } from "./locomo/run.ts"
 
-const usage = "usage: npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>]"
+const usage = "usage: npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>] [--conversations conv-26,conv-30]"
 
 const main = async () => {
   const { values } = parseArgs({
@@ -22,6 +24,7 @@ const main = async () => {
       data: { type: "string" },
       budgets: { type: "string", default: DEFAULT_BUDGETS.join(",") },
       out: { type: "string" },
+      conversations: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
   })
@@ -34,6 +37,7 @@ const main = async () => {
     data: values.data,
     budgets: parseBudgets(values.budgets),
     ...(values.out !== undefined ? { out: values.out } : {}),
+    ...(values.conversations !== undefined ? { conversations: parseConversationNames(values.conversations) } : {}),
     progress: streamProgress(process.stderr),
   })
 }

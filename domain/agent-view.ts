@@ -326,6 +326,8 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
     case "CuePromoted":
       return promoted(view, event, seq)
     case "CueDropped":
+      // A drop names its step: appended after the step ended, it must not take the same entry's cue from a later step.
+      if (view.step?.stepId !== event.stepId) return view
       return { ...view, cues: HashMap.remove(view.cues, event.entryId), cueRelevance: HashMap.remove(view.cueRelevance, event.entryId) }
     case "EntryForgotten": {
       const native = Option.getOrUndefined(HashMap.get(view.entries, event.entryId))

@@ -1,22 +1,26 @@
 /**
  * The prompt builder: serialises working memory into a context that never
- * exceeds the budget, at the highest fidelity that fits.
+ * exceeds the budget, packing at several resolutions.
  *
- * 1. Coverage: in priority order (newest first unless the caller ranks
- *    otherwise), every entry that fits is taken at the cost of its current
- *    rung. An entry too large to fit is skipped, so smaller ones behind it
- *    still get in.
- * 2. Fidelity: again in priority order, each taken entry is raised to the
- *    highest-fidelity form working holds for it (raw, then key points) that
- *    the remaining budget pays for.
- * 3. Output in timestamp order (oldest first), under a line for each date,
- *    unless asked for priority order (then a date line precedes every block
- *    whose date differs from the block before it).
+ * 1. Packing, in priority order (newest first unless the caller ranks
+ *    otherwise). The best-ranked entries are taken at full fidelity (the
+ *    highest form working holds for them) while the first FULL_SHARE of the
+ *    budget lasts; the next ones compressed (key points where held) until
+ *    COMPRESSED_SHARE; the tail in the most compact form held (a summary
+ *    where there is one). An entry that does not fit is skipped, so smaller
+ *    ones behind it still get in.
+ * 2. Fidelity: with what is left, again in priority order, each taken entry
+ *    is raised to the highest-fidelity form the remaining budget pays for.
+ * 3. Output in timestamp order (oldest first), under a line for each date
+ *    and sitting (render.ts), unless asked for priority order (then a header
+ *    precedes every block whose sitting differs from the block before it).
+ *    Headers are counted exactly once the blocks are laid out; should the
+ *    sittings cost more than planned, the least important blocks go.
  *
  * Costs are the block token counts recorded when each representation was
- * made, plus the date lines; both are token-additive (see render.ts), so the
- * sum is the exact count of the text. Only date lines are tokenised here,
- * once per distinct day.
+ * made, plus the header lines; both are token-additive (see render.ts), so
+ * the sum is the exact count of the text. Only header lines are tokenised
+ * here, once per distinct line.
  */
 import { HashMap, Option } from "effect"
 import { DEFAULT_ENCODING, type Encoding } from "../contracts/agent.ts"
@@ -25,7 +29,7 @@ import { focusText } from "../contracts/focus.ts"
 import { availableForms, currentFocus, formText, formTokens, rungCost, type AgentView } from "./agent-view.ts"
 import { bm25Scaled, DEFAULT_RELEVANCE, frequencyOf, fuseRankings, recencyOf, relevance } from "./relevance.ts"
 import { termStats, terms, type TermStats } from "./terms.ts"
-import { dateLineTokens, dayOf, renderBlock, renderDateLine } from "./render.ts"
+import { dateLineTokens, dayOf, lineTokens, renderBlock, renderDateLine, renderSittingLine, SITTING_GAP_MS } from "./render.ts"
 
 export interface Candidate {
   readonly entry: WorkingEntry
@@ -55,16 +59,17 @@ export interface BuiltContext {
 
 export type ContextOrder = "timestamp" | "priority"
 
-const cheapestForm = (entry: WorkingEntry): RepresentationKind => {
-  switch (entry.rung) {
-    case 0:
-      return "raw"
-    case 1:
-      return entry.keyPoints !== null ? "keyPoints" : "raw"
-    case 2:
-      return entry.summary !== null ? "summary" : entry.keyPoints !== null ? "keyPoints" : "raw"
-  }
-}
+/** The share of the budget that buys full fidelity for the best-ranked entries. */
+export const FULL_SHARE = 0.3
+/** Up to this share, the next entries come as key points where working holds them; beyond it, the most compact form. */
+export const COMPRESSED_SHARE = 0.65
+
+/** The most compact form working holds for an entry. */
+const compactForm = (entry: WorkingEntry): RepresentationKind =>
+  entry.summary !== null ? "summary" : entry.keyPoints !== null ? "keyPoints" : "raw"
+
+/** Key points where held, else the most compact form. */
+const compressedForm = (entry: WorkingEntry): RepresentationKind => (entry.keyPoints !== null ? "keyPoints" : compactForm(entry))
 
 const byPriority = (a: Candidate, b: Candidate) =>
   b.priority - a.priority || b.entry.timestamp - a.entry.timestamp || b.entry.ordinal - a.entry.ordinal
@@ -74,8 +79,45 @@ const byTime = (a: Chosen, b: Chosen) =>
 
 interface Chosen {
   readonly candidate: Candidate
+  /** Position in priority order. */
+  readonly rank: number
   form: RepresentationKind
   tokens: number
+}
+
+/**
+ * The header line before each block of `blocks` (in output order), or "" for
+ * none. Sittings are found in time order: a new one starts on a new day or
+ * after a gap of more than SITTING_GAP_MS; a day with several sittings shows
+ * the time of each.
+ */
+const headersOf = (blocks: ReadonlyArray<Chosen>, order: ContextOrder): string[] => {
+  const inTime = order === "timestamp" ? blocks : [...blocks].sort(byTime)
+  const sittingStart = new Map<Chosen, number>()
+  const sittingsPerDay = new Map<number, number>()
+  let start = Number.NaN
+  let previous = Number.NaN
+  for (const c of inTime) {
+    const t = c.candidate.entry.timestamp
+    if (Number.isNaN(previous) || dayOf(t) !== dayOf(previous) || t - previous > SITTING_GAP_MS) {
+      start = t
+      sittingsPerDay.set(dayOf(t), (sittingsPerDay.get(dayOf(t)) ?? 0) + 1)
+    }
+    sittingStart.set(c, start)
+    previous = t
+  }
+  let shown = Number.NaN
+  let shownDay = Number.NaN
+  return blocks.map((c) => {
+    const sitting = sittingStart.get(c)!
+    if (sitting === shown) return ""
+    const day = dayOf(sitting)
+    const several = (sittingsPerDay.get(day) ?? 1) > 1
+    const line = order === "timestamp" && day === shownDay && several ? renderSittingLine(sitting) : renderDateLine(sitting, several)
+    shown = sitting
+    shownDay = day
+    return line
+  })
 }
 
 export const buildContext = (
@@ -85,17 +127,25 @@ export const buildContext = (
   encoding: Encoding = DEFAULT_ENCODING,
 ): BuiltContext => {
   const ranked = [...candidates].sort(byPriority)
-  const chosen: Chosen[] = []
+  let chosen: Chosen[] = []
   const days = new Set<number>()
   let used = 0
-  for (const candidate of ranked) {
-    const day = dayOf(candidate.entry.timestamp)
-    const cost = rungCost(candidate.entry) + (days.has(day) ? 0 : dateLineTokens(candidate.entry.timestamp, encoding))
-    if (used + cost > budget) continue
-    used += cost
-    days.add(day)
-    chosen.push({ candidate, form: cheapestForm(candidate.entry), tokens: rungCost(candidate.entry) })
-  }
+  ranked.forEach((candidate, rank) => {
+    const entry = candidate.entry
+    const day = dayOf(entry.timestamp)
+    const header = days.has(day) ? 0 : dateLineTokens(entry.timestamp, encoding)
+    const forms = availableForms(entry)
+    const wanted = used < FULL_SHARE * budget ? forms[0]! : used < COMPRESSED_SHARE * budget ? compressedForm(entry) : compactForm(entry)
+    // The wanted form if it fits, else anything more compact that does.
+    for (const form of forms.slice(forms.indexOf(wanted))) {
+      const tokens = formTokens(entry, form)
+      if (used + tokens + header > budget) continue
+      used += tokens + header
+      days.add(day)
+      chosen.push({ candidate, rank, form, tokens })
+      return
+    }
+  })
   for (const c of chosen) {
     for (const form of availableForms(c.candidate.entry)) {
       if (form === c.form) break
@@ -109,29 +159,23 @@ export const buildContext = (
     }
   }
   if (order === "timestamp") chosen.sort(byTime)
-  else {
-    // In priority order a day can come back several times, each with its line: drop the least
-    // important blocks until those extra lines fit too.
-    const cost = () => chosen.reduce((sum, c, i) => sum + c.tokens + (i === 0 || dayOf(chosen[i - 1]!.candidate.entry.timestamp) !== dayOf(c.candidate.entry.timestamp) ? dateLineTokens(c.candidate.entry.timestamp, encoding) : 0), 0)
-    used = cost()
-    while (used > budget && chosen.length > 0) {
-      chosen.pop()
-      used = cost()
-    }
+  // Headers exactly: sittings may cost more lines than the plan's one per day. Drop the least important blocks until they fit.
+  let headers = headersOf(chosen, order)
+  const total = () => chosen.reduce((sum, c, i) => sum + c.tokens + (headers[i] ? lineTokens(headers[i]!, encoding) : 0), 0)
+  used = total()
+  while (used > budget && chosen.length > 0) {
+    const worst = chosen.reduce((w, c, i) => (c.rank > chosen[w]!.rank ? i : w), 0)
+    chosen = chosen.filter((_, i) => i !== worst)
+    headers = headersOf(chosen, order)
+    used = total()
   }
   let text = ""
-  let day = Number.NaN
   const items: ContextItem[] = []
-  for (const c of chosen) {
+  chosen.forEach((c, i) => {
     const e = c.candidate.entry
-    const d = dayOf(e.timestamp)
-    if (d !== day) {
-      text += renderDateLine(e.timestamp)
-      day = d
-    }
-    text += renderBlock(e, c.form, formText(e, c.form))
+    text += headers[i]! + renderBlock(e, c.form, formText(e, c.form))
     items.push({ entryId: e.id, timestamp: e.timestamp, origin: e.origin, rung: e.rung, form: c.form, cue: c.candidate.cue, tokens: c.tokens })
-  }
+  })
   return { text, tokens: used, budget, items, omitted: candidates.length - chosen.length }
 }
 

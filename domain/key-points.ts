@@ -4,7 +4,14 @@
  * and keeps them in their original order. A sentence scores by how many of
  * the text's frequent content terms it carries, with a bonus for the
  * opening sentence (where speakers and topics are usually named). A text of
- * one long sentence falls back to its clauses.
+ * one long sentence falls back to its clauses. A leading speaker ("Ana: ")
+ * is always kept: who said it is part of every fact in the text.
+ *
+ * "…" marks every place text was left out (between kept sentences, before
+ * the first, after the last), so the key points read as an extract without
+ * a label. Key points are made only when they are smaller than the text:
+ * otherwise the text itself is returned, and serving it costs what the raw
+ * text costs.
  */
 import type { Encoding } from "../contracts/agent.ts"
 import { terms } from "./terms.ts"
@@ -41,11 +48,25 @@ const scoreUnits = (parts: ReadonlyArray<string>, encoding: Encoding): Unit[] =>
   })
 }
 
-/** The key points of `text` within `share` of its tokens (at least one unit is always kept). */
+/** "Ana: " or "Dr. Ruiz: " at the start of a transcript line. */
+const SPEAKER = /^([^:\n]{1,40}):\s+/
+
+/** The speaker prefix of a text ("Ana: "), or "" when it does not open with one. */
+export const speakerOf = (text: string): string => {
+  const m = SPEAKER.exec(text)
+  return m !== null && m[1]!.trim().split(/\s+/).length <= 4 ? m[0] : ""
+}
+
+const GAP = "…"
+
+/** The key points of `text` within `share` of its tokens (at least one unit is always kept); the text itself when that is not smaller. */
 export const extractKeyPoints = (text: string, share: number, encoding: Encoding): string => {
-  let parts = sentences(text)
-  if (parts.length <= 1) parts = clauses(text.trim())
-  if (parts.length <= 1) return text.trim()
+  const whole = text.trim()
+  const speaker = speakerOf(whole)
+  const body = whole.slice(speaker.length)
+  let parts = sentences(body)
+  if (parts.length <= 1) parts = clauses(body.trim())
+  if (parts.length <= 1) return whole
   const units = scoreUnits(parts, encoding)
   const total = units.reduce((s, u) => s + u.tokens, 0)
   const target = Math.max(1, Math.floor(total * share))
@@ -56,8 +77,16 @@ export const extractKeyPoints = (text: string, share: number, encoding: Encoding
     chosen.push(unit)
     used += unit.tokens
   }
-  return chosen
-    .sort((a, b) => a.index - b.index)
-    .map((u) => u.text)
-    .join(" … ")
+  chosen.sort((a, b) => a.index - b.index)
+  let extract = ""
+  let next = 0
+  for (const unit of chosen) {
+    if (unit.index > next) extract += extract.length === 0 ? `${GAP} ` : ` ${GAP} `
+    else if (extract.length > 0) extract += " "
+    extract += unit.text
+    next = unit.index + 1
+  }
+  if (next < units.length) extract += ` ${GAP}`
+  const keyPoints = `${speaker}${extract}`
+  return countTokens(keyPoints, encoding) < countTokens(whole, encoding) ? keyPoints : whole
 }

@@ -11,6 +11,10 @@
  * - frequency ∈ [0,1] = log(1 + citations) / log(1 + 10), capped at 1.
  *
  * α, β, γ are set per agent at registration (defaults below).
+ *
+ * Entries are relevant together with their episode: the neighbours of a hit
+ * (the turns around it in its sitting, the entries of its correlation id)
+ * inherit a share of its similarity (see liftByEpisode).
  */
 import type { RelevanceWeights } from "../contracts/agent.ts"
 import type { TermStats } from "./terms.ts"
@@ -81,4 +85,69 @@ export const fuseRankings = (rankings: ReadonlyArray<ReadonlyArray<string>>, lis
   const best = lists / (k + 1)
   for (const [id, s] of fused) fused.set(id, s / best)
   return fused
+}
+
+/** An entry next to another on the agent's timeline, `distance` steps away (1 = adjacent). */
+export interface Neighbour {
+  readonly entryId: string
+  readonly distance: number
+}
+
+export interface EpisodeLift {
+  /** How many of the best hits pass similarity to their neighbours. */
+  readonly spreaders: number
+  /** How many steps away a neighbour may be. */
+  readonly radius: number
+  /** The share of a hit's similarity its adjacent neighbour inherits; each further step multiplies by `decay`. */
+  readonly share: number
+  readonly decay: number
+  /** The share of its episode's best similarity added to an entry that matches the query itself. */
+  readonly episodeShare: number
+}
+
+/**
+ * In a dialogue the reply to what matched the query, or the question before
+ * it, usually holds the answer; in a task, the steps around a matching one
+ * belong with it. The neighbours of the best hits inherit share·decay^(d−1)
+ * of the hit's similarity; the two entries right next to a strong hit then
+ * rank beside the hit's weaker competitors rather than far below them.
+ */
+export const DEFAULT_EPISODE_LIFT: EpisodeLift = { spreaders: 60, radius: 2, share: 0.8, decay: 0.5, episodeShare: 0.25 }
+
+/**
+ * Similarities lifted by episode. First, an entry that matches the query
+ * gains episodeShare of the best similarity in its episode (`episodeOf`:
+ * its correlation id, else its sitting), scaled back into [0,1]: a weak
+ * match inside the conversation that matches best outranks an equally weak
+ * one elsewhere. Then every entry keeps the larger of that and what it
+ * inherits from a neighbouring hit. `similarity` is best first.
+ */
+export const liftByEpisode = (
+  similarity: ReadonlyArray<readonly [string, number]>,
+  neighbours: (entryId: string) => ReadonlyArray<Neighbour>,
+  episodeOf: (entryId: string) => string | null = () => null,
+  lift: EpisodeLift = DEFAULT_EPISODE_LIFT,
+): Map<string, number> => {
+  const episodes = similarity.map(([id]) => episodeOf(id))
+  const best = new Map<string, number>()
+  similarity.forEach(([, sim], i) => {
+    const e = episodes[i]
+    if (e != null && sim > (best.get(e) ?? 0)) best.set(e, sim)
+  })
+  const lifted = new Map(
+    similarity.map(([id, sim], i) => {
+      const episode = episodes[i]
+      const top = episode != null ? best.get(episode)! : sim
+      return [id, (sim + lift.episodeShare * top) / (1 + lift.episodeShare)] as const
+    }),
+  )
+  similarity = [...lifted].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+  for (const [id, sim] of similarity.slice(0, lift.spreaders)) {
+    for (const n of neighbours(id)) {
+      if (n.distance > lift.radius) continue
+      const inherited = sim * lift.share * lift.decay ** (n.distance - 1)
+      if (inherited > (lifted.get(n.entryId) ?? 0)) lifted.set(n.entryId, inherited)
+    }
+  }
+  return lifted
 }

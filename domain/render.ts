@@ -1,22 +1,36 @@
 /**
- * How working memory is serialised into the prompt context: entries grouped
- * under a line for each date, one block per entry,
+ * How working memory is serialised into the prompt context: blocks grouped
+ * under a line for each date (and, when a day holds several sittings, for
+ * each sitting), one block per entry,
  *
  *   [Mon 2023-05-08]
- *   13:56 user: the raw text
- *   14:02 thought (key points): the selected sentences
+ *   the raw text of what the agent heard
+ *   thought: a raw thought of the agent's own
+ *   … a sentence kept from a longer text … another one
+ *   summary: a summary
  *
- * The origin label keeps the agent's own thoughts apart from what it heard;
- * the form label says when the text is not the raw one. Dates are written
- * once per day rather than in every block: in a dense context the date costs
- * as much as a short entry.
+ * Everything in the context that is not memory is kept as small as it can
+ * be while staying unambiguous:
+ * - what the agent heard (USER, the default origin) carries no label; every
+ *   other origin does, so its own thoughts stay apart from what it heard. A
+ *   heard text that could be mistaken for a label or a header (it starts
+ *   with "thought:", "[", or anything but a letter, digit or "…") gets
+ *   "user: ".
+ * - key points are whole sentences of the original; "…" marks where text
+ *   was left out (see key-points.ts), so they need no label. A summary says
+ *   so.
+ * - the date is written once per day; the time of day only where it tells
+ *   sittings apart: a day whose blocks fall in two or more sittings (more
+ *   than an hour apart) gets "[Mon 2023-05-08 09:10]" and then "[14:30]"
+ *   before each later sitting.
  *
- * Every block and date line ends with a visible character and one newline,
- * and the next begins with a digit or "["; the tokenizers' pre-tokenisation
- * never joins such a newline with what follows (checked for every supported
- * encoding by a property test), so the token count of a context is exactly
- * the sum of its parts. Each block is counted once, when its representation
- * is made; the builder adds numbers instead of re-tokenising.
+ * Every block and header ends with a visible character and one newline,
+ * and the next begins with a letter, a digit, "…" or "["; the tokenizers'
+ * pre-tokenisation never joins such a newline with what follows (checked
+ * for every supported encoding by a property test), so the token count of a
+ * context is exactly the sum of its parts. Each block is counted once, when
+ * its representation is made; the builder adds numbers instead of
+ * re-tokenising, and counts header lines once per distinct line.
  */
 import type { Encoding } from "../contracts/agent.ts"
 import type { Origin, RepresentationKind } from "../contracts/entry.ts"
@@ -29,10 +43,20 @@ export const ORIGIN_LABEL: Readonly<Record<Origin, string>> = {
   SYSTEM: "system",
 }
 
-const FORM_LABEL: Readonly<Record<RepresentationKind, string>> = {
-  raw: "",
-  keyPoints: " (key points)",
-  summary: " (summary)",
+/** The origin that goes unlabelled: what the agent heard. */
+export const DEFAULT_ORIGIN: Origin = "USER"
+
+/** A heard text that starts like a label ("thought:", "summary:") would be read as one. */
+const LOOKS_LABELLED = /^(?:user|thought|advisor|system|summary)\b[^:\n]{0,16}:/i
+/** A block may start without a label only with one of these (see the token-additivity note above). */
+const SAFE_START = /^[\p{L}\p{N}…]/u
+
+/** The label in front of a block's text: "" for a heard raw text or its key points. */
+export const blockLabel = (origin: Origin, form: RepresentationKind, text: string): string => {
+  const own = origin === DEFAULT_ORIGIN ? "" : ORIGIN_LABEL[origin]
+  if (form === "summary") return own.length > 0 ? `${own} (summary): ` : "summary: "
+  if (own.length > 0) return `${own}: `
+  return SAFE_START.test(text) && !LOOKS_LABELLED.test(text) ? "" : `${ORIGIN_LABEL[origin]}: `
 }
 
 const pad = (n: number) => (n < 10 ? `0${n}` : String(n))
@@ -44,22 +68,35 @@ const DAY_MS = 86_400_000
 /** The UTC day number of a timestamp (days since the epoch): what groups blocks under one date line. */
 export const dayOf = (epochMillis: number): number => Math.floor(epochMillis / DAY_MS)
 
-/** "[Mon 2023-05-08]\n" */
-export const renderDateLine = (epochMillis: number): string => {
+const isoDate = (d: Date) => `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}`
+
+/** "[Mon 2023-05-08]\n", or with the time of the day's first sitting, "[Mon 2023-05-08 09:10]\n". */
+export const renderDateLine = (epochMillis: number, withTime = false): string => {
   const d = new Date(epochMillis)
-  return `[${WEEKDAYS[d.getUTCDay()]} ${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}]\n`
+  return `[${WEEKDAYS[d.getUTCDay()]} ${isoDate(d)}${withTime ? ` ${formatTime(epochMillis)}` : ""}]\n`
 }
 
-const dateLineCache = new Map<Encoding, Map<number, number>>()
-/** Token cost of a date line (cached: there are few distinct days). */
-export const dateLineTokens = (epochMillis: number, encoding: Encoding): number => {
-  let byDay = dateLineCache.get(encoding)
-  if (byDay === undefined) dateLineCache.set(encoding, (byDay = new Map()))
-  const day = dayOf(epochMillis)
-  let tokens = byDay.get(day)
-  if (tokens === undefined) byDay.set(day, (tokens = countTokens(renderDateLine(epochMillis), encoding)))
+/** "[14:30]\n": a later sitting of the day above it. */
+export const renderSittingLine = (epochMillis: number): string => `[${formatTime(epochMillis)}]\n`
+
+/** Blocks more than this apart (within a day) belong to different sittings. */
+export const SITTING_GAP_MS = 3_600_000
+
+const lineCache = new Map<Encoding, Map<string, number>>()
+/** Token cost of a header line (cached: there are few distinct lines). */
+export const lineTokens = (line: string, encoding: Encoding): number => {
+  let byLine = lineCache.get(encoding)
+  if (byLine === undefined) lineCache.set(encoding, (byLine = new Map()))
+  let tokens = byLine.get(line)
+  if (tokens === undefined) {
+    if (byLine.size > 100_000) byLine.clear()
+    byLine.set(line, (tokens = countTokens(line, encoding)))
+  }
   return tokens
 }
+
+/** Token cost of a plain date line. */
+export const dateLineTokens = (epochMillis: number, encoding: Encoding): number => lineTokens(renderDateLine(epochMillis), encoding)
 
 /** UTC minute: "13:56". */
 export const formatTime = (epochMillis: number): string => {
@@ -72,9 +109,11 @@ export interface Renderable {
   readonly origin: Origin
 }
 
-/** Trailing whitespace is dropped so that every block ends in a visible character and one newline. */
-export const renderBlock = (entry: Renderable, form: RepresentationKind, text: string): string =>
-  `${formatTime(entry.timestamp)} ${ORIGIN_LABEL[entry.origin]}${FORM_LABEL[form]}: ${text.trimEnd()}\n`
+/** Surrounding whitespace is dropped so that every block starts and ends in a visible character. */
+export const renderBlock = (entry: Renderable, form: RepresentationKind, text: string): string => {
+  const body = text.trim()
+  return `${blockLabel(entry.origin, form, body)}${body}\n`
+}
 
 /** The token cost of a representation as the context builder serialises it. */
 export const blockTokens = (entry: Renderable, form: RepresentationKind, text: string, encoding: Encoding): number =>

@@ -26,3 +26,9 @@ export const demoScript: ReadonlyArray<ScriptedEntry> = [
   { origin: "SYSTEM", content: "Tool result: 4 hotels have roll-in showers; 3 of them have river views." },
   { origin: "USER", content: "Great, and please remind me what we said about the day trip." },
 ]
+
+/** The demo's closing step: its focus, and the facts its context must hold to answer it. */
+export const demoQuestion = {
+  focus: { task: "plan the Lisbon trip", query: "what did we say about the day trip?" },
+  answer: ["Sintra", "Cascais"],
+} as const

@@ -3,7 +3,7 @@
  * use after every entry, and the context it builds. Uses only the SDK.
  */
 import { AgentClient } from "../sdk/client.ts"
-import { demoScript } from "./demo-script.ts"
+import { demoQuestion, demoScript } from "./demo-script.ts"
 
 const LABEL = { INTERNAL: "thought", USER: "user", ADVISOR: "advisor", SYSTEM: "system" } as const
 const bar = (used: number, budget: number, width = 24) => {
@@ -33,7 +33,7 @@ export const runDemo = async (agent: AgentClient, options: DemoOptions = {}) => 
     )
     if (options.pauseMs) await new Promise((r) => setTimeout(r, options.pauseMs))
   }
-  const step = await agent.beginStep({ focus: { task: "plan the Lisbon trip", query: "what did we say about the day trip?" } })
+  const step = await agent.beginStep({ focus: demoQuestion.focus })
   const context = await agent.buildContext({ stepId: step.stepId })
   const forms = context.items.reduce<Record<string, number>>((acc, i) => ({ ...acc, [i.form]: (acc[i.form] ?? 0) + 1 }), {})
   log(
@@ -41,6 +41,12 @@ export const runDemo = async (agent: AgentClient, options: DemoOptions = {}) => 
       `${context.items.length} entries served (${Object.entries(forms).map(([f, n]) => `${n} ${f}`).join(", ")}), ${context.omitted} left out\n`,
   )
   log(context.text.split("\n").filter(Boolean).map((l) => `  │ ${l}`).join("\n"))
+  const missing = demoQuestion.answer.filter((fact) => !context.text.includes(fact))
+  log(
+    missing.length === 0
+      ? `\nThe context answers "${demoQuestion.focus.query}": it holds ${demoQuestion.answer.join(" and ")}.`
+      : `\nThe context misses ${missing.join(", ")} for "${demoQuestion.focus.query}".`,
+  )
   await agent.endStep(step.stepId)
   return context
 }

@@ -194,7 +194,7 @@ describe("wm replay", () => {
 
   it("rebuilds the context a focused build served: same ranking, same text", async () => {
     const agent = system.client.agent("focused")
-    await agent.register({ role: "custom", budget: 90 })
+    await agent.register({ role: "custom", budget: 60 })
     const oldest = await agent.record({ origin: "USER", content: "The hotel in Lisbon must have a quiet room and breakfast." })
     for (const topic of ["the weather forecast", "a football match", "the train timetable", "a birthday present"]) {
       await agent.record({ origin: "USER", content: `Unrelated: we chatted about ${topic} for a while today.` })

@@ -268,7 +268,7 @@ describe("bench:locomo end to end", () => {
 
     const asked = 4 + 3
     const json = JSON.parse(readFileSync(out, "utf8")) as Record<string, unknown>
-    expect(Object.keys(json)).toEqual(["budgets", "methods", "tokensPerConversation"])
+    expect(Object.keys(json)).toEqual(["budgets", "methods", "tokensPerConversation", "ceiling"])
     expect(json.budgets).toEqual([two, 256])
     const methods = json.methods as Record<string, Record<string, Record<string, unknown>>>
     expect(Object.keys(methods)).toEqual(["working-memory", "fifo", "bm25"])

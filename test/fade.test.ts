@@ -114,7 +114,7 @@ describe("fading", () => {
     const events = fadeEvents(log, "ageing", entryId)
     expect(events.map((e) => (e._tag === "RungChanged" ? e.to : 3))).toEqual([1, 2, 3])
     const [toKeyPoints, toSummary, out] = events as [(typeof events)[0], (typeof events)[0], (typeof events)[0]]
-    expect(toKeyPoints._tag === "RungChanged" && toKeyPoints.text).toBe("We agreed the launch is on the 3rd of March.")
+    expect(toKeyPoints._tag === "RungChanged" && toKeyPoints.text).toBe("We agreed the launch is on the 3rd of March. …")
     expect(toSummary._tag === "RungChanged" && toSummary.producer.model).toBe(OFFLINE_SUMMARY_MODEL)
     expect(out._tag === "EntryDemoted" && out.embedding.dims).toBe(1024)
     const thresholds = DEFAULT_FADE_CONFIG.thresholds

@@ -36,10 +36,10 @@ describe("recording and building the context", () => {
     const built = await agent.buildContext()
     expect(built.text).toBe(
       "[Wed 2024-05-08]\n" +
-        "13:01 user: I am going to Lisbon in June.\n" +
-        "13:02 user: Can you book the flight?\n" +
-        "13:03 thought: Check the budget before booking.\n" +
-        "13:04 advisor: The user sounds rushed.\n",
+        "I am going to Lisbon in June.\n" +
+        "Can you book the flight?\n" +
+        "thought: Check the budget before booking.\n" +
+        "advisor: The user sounds rushed.\n",
     )
     expect(built.tokens).toBe(countTokens(built.text, "o200k_base"))
     expect(built.items.map((i) => i.origin)).toEqual(["USER", "USER", "INTERNAL", "ADVISOR"])

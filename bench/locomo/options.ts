@@ -19,3 +19,10 @@ export const parseBudgets = (text: string): number[] => {
 
 /** Where the diagnostics go beside `--out`: "results/locomo.json" -> "results/locomo.details.json". */
 export const detailsPath = (out: string): string => `${out.replace(/\.json$/i, "")}.details.json`
+
+/** "conv-26, conv-30.json" -> ["conv-26", "conv-30"]: conversation names without `.json`, without repeats. */
+export const parseConversationNames = (text: string): string[] => {
+  const names = text.split(",").map((s) => s.trim().replace(/\.json$/i, "")).filter((s) => s.length > 0)
+  if (names.length === 0) throw new Error(`--conversations: expected comma-separated conversation names, got '${text}'`)
+  return [...new Set(names)]
+}

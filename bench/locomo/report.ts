@@ -18,6 +18,8 @@ export interface Summary {
   readonly budgets: ReadonlyArray<number>
   readonly methods: Readonly<Record<Method, Readonly<Record<string, Cell>>>>
   readonly tokensPerConversation: number
+  /** Answer-in-context when every evidence turn of the question is served raw, and nothing else: what a perfect ranking would reach. */
+  readonly ceiling: { readonly answerInContext: number }
 }
 
 /** How the served entries of every build of one method at one budget were held. */
@@ -33,6 +35,12 @@ export interface ServedForms {
   rung0: number
   rung1: number
   rung2: number
+  /** Tokens of header lines (dates, sittings). */
+  headerTokens: number
+  /** Tokens of block labels ("thought: ", "summary: "). */
+  labelTokens: number
+  /** "…" marks of left-out text (about one token each). */
+  markTokens: number
 }
 
 export const emptyServedForms = (): ServedForms => ({
@@ -47,6 +55,9 @@ export const emptyServedForms = (): ServedForms => ({
   rung0: 0,
   rung1: 0,
   rung2: 0,
+  headerTokens: 0,
+  labelTokens: 0,
+  markTokens: 0,
 })
 
 export interface ServedItem {
@@ -55,9 +66,38 @@ export interface ServedItem {
   readonly rung: number
 }
 
-export const countServed = (forms: ServedForms, items: ReadonlyArray<ServedItem>, tokens: number): void => {
+const HEADER_LINE = /^\[[^\]\n]*\]$/
+const LABEL = /^(?:(?:user|thought|advisor|system)(?: \(summary\))?|summary): /
+
+/** The formatting in a context's text: header lines, block labels and gap marks, in tokens. */
+export const formattingOf = (text: string, countTokens: (text: string) => number) => {
+  let headerTokens = 0
+  let labelTokens = 0
+  let markTokens = 0
+  for (const line of text.split("\n")) {
+    if (line.length === 0) continue
+    if (HEADER_LINE.test(line)) {
+      headerTokens += countTokens(`${line}\n`)
+      continue
+    }
+    const label = LABEL.exec(line)
+    if (label) labelTokens += countTokens(label[0].trimEnd())
+    markTokens += line.split("…").length - 1
+  }
+  return { headerTokens, labelTokens, markTokens }
+}
+
+export const countServed = (
+  forms: ServedForms,
+  items: ReadonlyArray<ServedItem>,
+  tokens: number,
+  formatting: { readonly headerTokens: number; readonly labelTokens: number; readonly markTokens: number },
+): void => {
   forms.builds++
   forms.tokens += tokens
+  forms.headerTokens += formatting.headerTokens
+  forms.labelTokens += formatting.labelTokens
+  forms.markTokens += formatting.markTokens
   for (const item of items) {
     forms.entries++
     if (item.form === "raw") forms.raw++
@@ -157,6 +197,7 @@ export const formatSummary = (summary: Summary): string[] => {
   const questions = summary.budgets.map((b) => summary.methods["working-memory"][String(b)]!.questions)
   lines.push("-".repeat(head.length))
   lines.push(padEnd("questions", 34) + questions.map((q) => pad(String(q), w)).join(""))
+  lines.push(`ceiling: every evidence turn served raw, nothing else: answer in context ${f3(summary.ceiling.answerInContext)}`)
   return lines
 }
 
@@ -184,7 +225,7 @@ export const formatByCategory = (budgets: ReadonlyArray<number>, details: Detail
 export const formatServed = (budgets: ReadonlyArray<number>, details: Details): string[] => {
   const head =
     padEnd("served entries per build", 32) +
-    ["entries", "tokens", "raw", "keyPts", "summary", "native", "cue", "r0", "r1", "r2"].map((h) => pad(h, 8)).join("")
+    ["entries", "tokens", "raw", "keyPts", "summary", "native", "cue", "r0", "r1", "r2", "headers", "labels", "marks"].map((h) => pad(h, 8)).join("")
   const lines = [head, "-".repeat(head.length)]
   for (const method of METHODS) {
     for (const b of budgets) {
@@ -193,7 +234,9 @@ export const formatServed = (budgets: ReadonlyArray<number>, details: Details): 
       const per = (x: number) => pad((x / s.builds).toFixed(1), 8)
       lines.push(
         padEnd(`${method} @${b}`, 32) +
-          [s.entries, s.tokens, s.raw, s.keyPoints, s.summary, s.native, s.cue, s.rung0, s.rung1, s.rung2].map(per).join(""),
+          [s.entries, s.tokens, s.raw, s.keyPoints, s.summary, s.native, s.cue, s.rung0, s.rung1, s.rung2, s.headerTokens, s.labelTokens, s.markTokens]
+            .map(per)
+            .join(""),
       )
     }
   }

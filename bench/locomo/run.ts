@@ -16,7 +16,8 @@ import { WorkingMemoryClient, type AgentClient } from "../../sdk/client.ts"
 import { NatsSettings } from "../../services/nats/settings.ts"
 import { systemLayer } from "../../services/system.ts"
 import { bm25Index, fifoFill, rankedFill } from "./baselines.ts"
-import { ASKED_CATEGORIES, loadLocomoDirectory, type Conversation, type Question } from "./dataset.ts"
+import { countTokens } from "../../domain/tokens.ts"
+import { ASKED_CATEGORIES, ENCODING, loadLocomoDirectory, type Conversation, type Question } from "./dataset.ts"
 import { DEFAULT_BUDGETS, detailsPath } from "./options.ts"
 import {
   METHODS,
@@ -26,6 +27,7 @@ import {
   formatServed,
   formatSummary,
   formatTimings,
+  formattingOf,
   latencyStats,
   silentProgress,
   type Cell,
@@ -46,6 +48,8 @@ export interface LocomoOptions {
   /** Where the tables go (default: standard output). */
   readonly print?: (line: string) => void
   readonly progress?: Progress
+  /** Only these conversations (file names without `.json`, or `file#sample`); all when absent. */
+  readonly conversations?: ReadonlyArray<string>
 }
 
 export interface LocomoResult {
@@ -110,6 +114,15 @@ const baselineContext = (conversation: Conversation, positions: ReadonlyArray<nu
   return { text, items, tokens }
 }
 
+const conversationName = (c: Conversation) => c.name.replace(/\.json(?=#|$)/i, "")
+
+/** The named conversations, in directory order; a name that matches none is an error. */
+const selectConversations = (all: ReadonlyArray<Conversation>, names: ReadonlyArray<string>): Conversation[] => {
+  const unknown = names.filter((n) => !all.some((c) => conversationName(c) === n || conversationName(c).startsWith(`${n}#`)))
+  if (unknown.length > 0) throw new Error(`--conversations: no conversation named ${unknown.join(", ")} (have ${all.map(conversationName).join(", ")})`)
+  return all.filter((c) => names.some((n) => conversationName(c) === n || conversationName(c).startsWith(`${n}#`)))
+}
+
 export const runLocomoBenchmark = async (options: LocomoOptions): Promise<LocomoResult> => {
   const started = performance.now()
   const print = options.print ?? ((line: string) => console.log(line))
@@ -117,7 +130,9 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
   const budgets = [...(options.budgets ?? DEFAULT_BUDGETS)]
 
   progress.update(`locomo loading ${options.data}`, true)
-  const { conversations, skipped } = loadLocomoDirectory(options.data)
+  const loaded = loadLocomoDirectory(options.data)
+  const { skipped } = loaded
+  const conversations = options.conversations === undefined ? loaded.conversations : selectConversations(loaded.conversations, options.conversations)
   for (const file of skipped) print(`skipped ${file}: not a LoCoMo conversation`)
   const asked = conversations.map((c) => c.questions.filter((q) => ASKED_CATEGORIES.has(q.category)))
   const totalTurns = conversations.reduce((s, c) => s + c.turns.length, 0)
@@ -127,17 +142,21 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
   const served = perMethod<ServedForms>(budgets, emptyServedForms)
   const record = (method: Method, budget: number, question: Question, context: Served) => {
     scores[method].get(budget)!.push(scoreQuestion(question, context))
-    countServed(served[method].get(budget)!, context.items, context.tokens)
+    countServed(served[method].get(budget)!, context.items, context.tokens, formattingOf(context.text, (t) => countTokens(t, ENCODING)))
   }
 
   // Baselines: pure, over the same turns and token counts.
+  const ceiling: QuestionScore[] = []
   const baselinesStart = performance.now()
   progress.update(`locomo baselines: ${conversations.length} conversation(s), ${totalQuestions} questions`, true)
   conversations.forEach((conversation, c) => {
     const costs = conversation.turns.map((t) => t.tokens)
     const index = bm25Index(conversation.turns.map((t) => t.content))
     const fifo = new Map(budgets.map((b) => [b, baselineContext(conversation, fifoFill(costs, b))] as const))
+    const positionOf = new Map(conversation.turns.map((t) => [t.entryId, t.position] as const))
     for (const question of asked[c]!) {
+      const evidence = question.evidence.map((id) => positionOf.get(id)!).sort((a, b) => a - b)
+      ceiling.push(scoreQuestion(question, baselineContext(conversation, evidence)))
       const ranking = index.rank(question.question)
       for (const b of budgets) {
         record("fifo", b, question, fifo.get(b)!)
@@ -272,6 +291,7 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
     budgets,
     methods,
     tokensPerConversation: Math.round(totalTokens / conversations.length),
+    ceiling: { answerInContext: round4(aggregate(ceiling).answerInContext) },
   }
   const servedOut = {} as Record<Method, Record<string, ServedForms>>
   for (const method of METHODS) servedOut[method] = Object.fromEntries(served[method])

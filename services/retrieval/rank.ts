@@ -4,16 +4,19 @@
  * (long-term records from the store; working entries — a linear scan, they
  * are few and in memory — embedded on the fly with the same model). The
  * rankings are fused by reciprocal rank into a similarity in [0,1], and each
- * hit is scored r = α·sim + β·recency + γ·frequency.
+ * hit is scored r = α·sim + β·recency + γ·frequency. The neighbours of the
+ * best hits on the timeline (their episode) inherit part of their
+ * similarity, so the turn that answers a matching one comes along.
  */
 import { Effect, HashMap } from "effect"
 import type { RepresentationKind, WorkingEntry } from "../../contracts/entry.ts"
 import { matchesFilter, type LongTermPayload, type RecordFilter } from "../../contracts/longterm.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
-import { DEFAULT_RELEVANCE, frequencyOf, fuseRankings, recencyOf, relevance } from "../../domain/relevance.ts"
+import { DEFAULT_EPISODE_LIFT, DEFAULT_RELEVANCE, frequencyOf, fuseRankings, liftByEpisode, recencyOf, relevance } from "../../domain/relevance.ts"
 import { terms } from "../../domain/terms.ts"
 import type { EmbeddingProviderShape } from "../embedding/embedding-provider.ts"
 import type { LongTermStoreShape } from "../longterm/store.ts"
+import type { EpisodeIndex } from "./episodes.ts"
 import type { LexicalIndex } from "./lexical-index.ts"
 
 export interface RankedHit {
@@ -39,6 +42,8 @@ export interface RankingSources {
   readonly store: LongTermStoreShape
   readonly embeddings: EmbeddingProviderShape
   readonly lexical: LexicalIndex
+  /** Every entry of both tiers on its agent's timeline: the neighbours of a hit come along with it. */
+  readonly episodes: EpisodeIndex
   /** Embeds working entries with the offline model, remembering each entry's vector. */
   readonly workingVector: (agentId: string, entry: WorkingEntry) => Effect.Effect<Float32Array>
 }
@@ -98,7 +103,15 @@ export const rankBothTiers = (
     const missing = lexicalHits.map((h) => h.entryId).filter((id) => !inWorking.has(id) && !records.has(id))
     if (missing.length > 0) for (const r of yield* sources.store.get(agentId, missing)) records.set(r.entryId, r)
 
-    const similarity = fuseRankings([denseRanking, ...otherRankings, lexicalHits.map((h) => h.entryId)], 2)
+    const fused = fuseRankings([denseRanking, ...otherRankings, lexicalHits.map((h) => h.entryId)], 2)
+    const similarity = liftByEpisode(
+      [...fused].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)),
+      (id) => sources.episodes.neighbours(agentId, id, DEFAULT_EPISODE_LIFT.radius),
+      (id) => sources.episodes.episodeOf(agentId, id),
+    )
+    // Neighbours in long-term that no ranking found: fetch their payloads.
+    const unfetched = [...similarity.keys()].filter((id) => !fused.has(id) && !inWorking.has(id) && !records.has(id))
+    if (unfetched.length > 0) for (const r of yield* sources.store.get(agentId, unfetched)) records.set(r.entryId, r)
     const hits: RankedHit[] = []
     const now = view.clock
     for (const [id, sim] of similarity) {

@@ -27,12 +27,13 @@ import { runProjection } from "../log/projection.ts"
 import { LongTerm } from "../longterm/longterm.ts"
 import { LongTermStore } from "../longterm/store.ts"
 import { SubstrateReader } from "../substrate/reader.ts"
+import { EpisodeIndex } from "./episodes.ts"
 import { LexicalIndex } from "./lexical-index.ts"
 import { hitText, rankBothTiers, type RankedHit, type RankingSources } from "./rank.ts"
 import { terms } from "../../domain/terms.ts"
 import { DEFAULT_RELEVANCE } from "../../domain/relevance.ts"
-
-type Recalled = EventOf<"CueRehydrated">["recalled"]
+import { decideCueDrops, decideExplicitRehydration, decidePromotion, decideRecall, type Recalled } from "../../domain/cue-decide.ts"
+import type { Decision } from "../../domain/decision.ts"
 
 /** The metadata a recalled entry carries back, from whatever holds it (a working entry, a record, the substrate). */
 const recalledMeta = (m: {
@@ -86,11 +87,13 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
 
       const views = new Map<string, AgentView>()
       const lexical = new LexicalIndex()
+      const episodes = new EpisodeIndex()
       const vectors = new Map<string, { text: string; vector: Float32Array }>()
       const sources: RankingSources = {
         store,
         embeddings,
         lexical,
+        episodes,
         workingVector: (agentId, entry) => {
           const text = entry.content ?? entry.keyPoints ?? entry.summary ?? ""
           const key = `${agentId}/${entry.id}`
@@ -105,14 +108,9 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       const recalledSteps = new Map<string, { cues: number; seq: number }>()
       let live = false
 
-      const envelope = (view: AgentView, eventId: string, causationId: string | null, correlationId: string | null) => ({
-        v: 1 as const,
-        eventId,
-        agentId: view.config.id,
-        at: Date.now(),
-        causationId,
-        correlationId,
-      })
+      /** The events a cue decider accepted; a refusal here is a defect (the caller checked the step). */
+      const decided = <E>(decision: Decision<E>): Effect.Effect<E> =>
+        decision.ok ? Effect.succeed(decision.event) : Effect.die(decision.error)
 
       /**
        * Chooses each hit's representation while `room` lasts: the raw text
@@ -180,45 +178,35 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
               (hit.dense >= settings.cueThreshold || hit.lexical >= settings.cueThreshold),
           )
           const cues = yield* planCues(view, eligible, Math.floor(view.budget * settings.cueBudgetShare))
-          const ranked = yield* log
-            .append({
-              _tag: "StepRecalled",
-              ...envelope(view, `${view.config.id}:recall:${step.stepId}:${trigger}`, step.stepId, null),
-              stepId: step.stepId,
-              trigger,
-              similarities: hits.filter((h) => h.tier === "working").map((h) => ({ entryId: h.entryId, similarity: h.similarity })),
-            })
-            .pipe(Effect.orDie)
-          const seqs = yield* Effect.forEach(
-            cues,
-            ({ hit, recalled }) =>
-              log
-                .append({
-                  _tag: "CueRehydrated",
-                  ...envelope(view, `${view.config.id}:cue:${step.stepId}:${hit.entryId}`, step.stepId, (hit.working ?? hit.record!).correlationId),
-                  stepId: step.stepId,
+          const [ranked, ...rehydrated] = yield* decided(
+            decideRecall(
+              view,
+              step.stepId,
+              {
+                trigger,
+                similarities: hits.filter((h) => h.tier === "working").map((h) => ({ entryId: h.entryId, similarity: h.similarity })),
+                cues: cues.map(({ hit, recalled }) => ({
                   entryId: hit.entryId,
-                  trigger,
                   relevance: hit.similarity,
+                  correlationId: (hit.working ?? hit.record!).correlationId,
                   recalled,
-                })
-                .pipe(Effect.map((a) => a.seq)),
-            { concurrency: 64 },
-          ).pipe(Effect.orDie)
-          return { cues: cues.length, seq: Math.max(ranked.seq, ...seqs) }
+                })),
+              },
+              { at: Date.now() },
+            ),
+          )
+          const first = yield* log.append(ranked!).pipe(Effect.orDie)
+          const seqs = yield* Effect.forEach(rehydrated, (event) => log.append(event).pipe(Effect.map((a) => a.seq)), { concurrency: 64 }).pipe(
+            Effect.orDie,
+          )
+          return { cues: rehydrated.length, seq: Math.max(first.seq, ...seqs) }
         })
 
       const promote = (view: AgentView, stepId: string | null, entryId: string, trigger: CueTrigger, recalled: Recalled, key: string) =>
-        log
-          .append({
-            _tag: "CuePromoted",
-            ...envelope(view, `${view.config.id}:promote:${key}:${entryId}`, stepId, null),
-            stepId,
-            entryId,
-            trigger,
-            recalled,
-          })
-          .pipe(Effect.orDie)
+        decided(decidePromotion(view, { stepId, entryId, trigger, recalled, key }, { at: Date.now() })).pipe(
+          Effect.flatMap((event) => log.append(event)),
+          Effect.orDie,
+        )
 
       const recalledOf = (cue: NonNullable<ReturnType<typeof cueOf>>): Recalled => {
         const base = recalledMeta(cue)
@@ -246,25 +234,20 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
                   const raw = yield* substrate.get(after.config.id, id)
                   if (raw === null) return
                   const recalled: Recalled = { ...recalledMeta(raw), form: "raw", text: raw.content, tokens: raw.tokens }
-                  yield* log.append({
-                    _tag: "CueRehydrated",
-                    ...envelope(after, `${after.config.id}:cue:${event.stepId}:${id}`, event.eventId, raw.correlationId),
-                    stepId: event.stepId, entryId: id, trigger: "explicit-reference", relevance: 1, recalled,
-                  }).pipe(Effect.orDie)
+                  const rehydration = decideExplicitRehydration(after, event.stepId, id, recalled, raw.correlationId, { at: Date.now(), causationId: event.eventId })
+                  // The step may have ended meanwhile: then there is nothing to rehydrate into.
+                  if (!rehydration.ok) return
+                  yield* log.append(rehydration.event).pipe(Effect.orDie)
                   yield* promote(after, event.stepId, id, "explicit-reference", recalled, event.stepId)
                 }),
               { discard: true },
             )
           case "StepEnded": {
-            if (!before?.step || before.step.stepId !== event.stepId) return Effect.void
-            const step = before.step
-            const dropped = [...HashMap.keys(before.cues)].filter((id) => !HashSet.has(step.referenced, id))
-            return Effect.forEach(
-              dropped,
-              (id) =>
-                log.append({ _tag: "CueDropped", ...envelope(before, `${before.config.id}:drop:${step.stepId}:${id}`, event.eventId, null), stepId: step.stepId, entryId: id }),
-              { discard: true },
-            ).pipe(Effect.orDie)
+            if (before === undefined) return Effect.void
+            return decided(decideCueDrops(before, event.stepId, { at: Date.now(), causationId: event.eventId })).pipe(
+              Effect.flatMap((drops) => Effect.forEach(drops, (drop) => log.append(drop), { discard: true })),
+              Effect.orDie,
+            )
           }
           case "FocusChanged":
             if (!event.transition || after.step === null) return Effect.void
@@ -287,15 +270,20 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             views.delete(event.agentId)
             if (event._tag === "AgentForgotten") {
               lexical.dropAgent(event.agentId)
+              episodes.dropAgent(event.agentId)
               for (const key of vectors.keys()) if (key.startsWith(`${event.agentId}/`)) vectors.delete(key)
             }
             return
           }
           views.set(event.agentId, after)
-          if (event._tag === "EntryRecorded") lexical.add(event.agentId, event.entryId, terms(event.content))
+          if (event._tag === "EntryRecorded") {
+            lexical.add(event.agentId, event.entryId, terms(event.content))
+            episodes.add(event.agentId, event.entryId, event.timestamp, event.correlationId)
+          }
           else if (event._tag === "EntryDemoted") vectors.delete(`${event.agentId}/${event.entryId}`)
           else if (event._tag === "EntryForgotten") {
             lexical.remove(event.agentId, event.entryId)
+            episodes.remove(event.agentId, event.entryId)
             vectors.delete(`${event.agentId}/${event.entryId}`)
           }
           if (live) runFork(react(before, after, event).pipe(Effect.catchCause((c) => Effect.sync(() => console.error("[retrieval]", c)))))

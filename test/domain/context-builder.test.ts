@@ -20,10 +20,7 @@ describe("context builder", () => {
     expect(built.items.map((i) => i.entryId)).toEqual(["a", "b", "c"])
     expect(built.items.every((i) => i.form === "raw")).toBe(true)
     expect(built.text).toBe(
-      "[Mon 2024-01-01]\n" +
-        "09:01 user: first thing said\n" +
-        "09:02 user: second thing said\n" +
-        "09:03 thought: a private thought\n",
+      "[Mon 2024-01-01]\n" + "first thing said\n" + "second thing said\n" + "thought: a private thought\n",
     )
     expect(built.tokens).toBe(countTokens(built.text, "o200k_base"))
   })
@@ -52,7 +49,7 @@ describe("context builder", () => {
     expect(forms).toEqual({ old1: "summary", old2: "keyPoints", mid: "keyPoints", recent: "raw" })
     expect(built.tokens).toBeLessThanOrEqual(budget)
     expect(built.tokens).toBe(countTokens(built.text, "o200k_base"))
-    expect(built.text).toContain("(summary): Report summary 1.")
+    expect(built.text).toContain("\nsummary: Report summary 1.\n")
   })
 
   it("drops the oldest entries first when not everything fits", () => {
@@ -66,22 +63,68 @@ describe("context builder", () => {
     expect(built.omitted).toBe(7)
   })
 
-  it("writes each date once in time order, and again whenever it changes in priority order", () => {
+  it("writes each date once in time order, the time only to tell a day's sittings apart, and a header whenever the sitting changes in priority order", () => {
     const DAY = 24 * 60 * MINUTE
     const view = given(
       registered(),
       recorded("a", "day one morning", T0),
+      recorded("a2", "day one morning, a minute later", T0 + MINUTE),
       recorded("b", "day two", T0 + DAY),
       recorded("c", "day one evening", T0 + 9 * 60 * MINUTE),
     )
     expect(buildContext(candidatesOf(view), 1_000).text).toBe(
-      "[Mon 2024-01-01]\n09:00 user: day one morning\n18:00 user: day one evening\n[Tue 2024-01-02]\n09:00 user: day two\n",
+      "[Mon 2024-01-01 09:00]\nday one morning\nday one morning, a minute later\n[18:00]\nday one evening\n[Tue 2024-01-02]\nday two\n",
     )
     const byPriority = buildContext(candidatesOf(view), 1_000, "priority")
     expect(byPriority.text).toBe(
-      "[Tue 2024-01-02]\n09:00 user: day two\n[Mon 2024-01-01]\n18:00 user: day one evening\n09:00 user: day one morning\n",
+      "[Tue 2024-01-02]\nday two\n[Mon 2024-01-01 18:00]\nday one evening\n[Mon 2024-01-01 09:00]\nday one morning, a minute later\nday one morning\n",
     )
     expect(byPriority.tokens).toBe(countTokens(byPriority.text, "o200k_base"))
+  })
+
+  it("labels every origin but what the agent heard, and a heard text that would read as a label or a header", () => {
+    const view = given(
+      registered(),
+      recorded("a", "Ana: the lease ends in May", T0),
+      recorded("b", "thought: not mine", T0 + MINUTE),
+      recorded("c", "[Tue 2024-01-02] is not a date line", T0 + 2 * MINUTE),
+      recorded("d", "check the lease", T0 + 3 * MINUTE, { origin: "INTERNAL" }),
+      recorded("e", "the user sounds rushed", T0 + 4 * MINUTE, { origin: "ADVISOR" }),
+      recorded("f", "budget retuned", T0 + 5 * MINUTE, { origin: "SYSTEM" }),
+    )
+    const built = buildContext(candidatesOf(view), 1_000)
+    expect(built.text).toBe(
+      "[Mon 2024-01-01]\n" +
+        "Ana: the lease ends in May\n" +
+        "user: thought: not mine\n" +
+        "user: [Tue 2024-01-02] is not a date line\n" +
+        "thought: check the lease\n" +
+        "advisor: the user sounds rushed\n" +
+        "system: budget retuned\n",
+    )
+    expect(built.tokens).toBe(countTokens(built.text, "o200k_base"))
+  })
+
+  it("packs the best-ranked entries raw, the next as key points, and the tail in its most compact form", () => {
+    const long = (n: number) => `Entry ${n}: ` + `Point ${n} on the quarterly report covers revenue, costs and hiring. `.repeat(5)
+    const entries = Array.from({ length: 6 }, (_, i) => recorded(`e${i}`, long(i), T0 + i * MINUTE))
+    const view = given(
+      registered(),
+      ...entries,
+      ...entries.map((e, i) => faded(e, 1, `Entry ${i}: point ${i} covers revenue.`)),
+      faded(entries[0]!, 2, "Report 0."),
+      faded(entries[1]!, 2, "Report 1."),
+    )
+    // e5 is the best-ranked, e0 the least; room for about two raw texts' worth.
+    const candidates = candidatesOf(view, (entry) => entry.ordinal)
+    const raw = entries[5]!.tokens
+    const built = buildContext(candidates, Math.ceil(2.6 * raw))
+    const forms = Object.fromEntries(built.items.map((i) => [i.entryId, i.form]))
+    expect(forms.e5).toBe("raw")
+    expect(forms.e3).toBe("keyPoints")
+    expect(forms.e1).toBe("summary")
+    expect(forms.e0).toBe("summary")
+    expect(built.tokens).toBe(countTokens(built.text, "o200k_base"))
   })
 
   it("returns entries in priority order when asked", () => {
@@ -96,7 +139,7 @@ describe("context builder", () => {
       fc.string({ minLength: 1, maxLength: 400 }),
       fc.lorem({ maxCount: 80 }),
       fc.string({ unit: "grapheme", minLength: 1, maxLength: 120 }),
-      fc.string({ unit: fc.constantFrom(" ", "\n", "\t", "[", "]", ".", "a", "1", "é", "🙂", "/", "\r"), minLength: 1, maxLength: 60 }),
+      fc.string({ unit: fc.constantFrom(" ", "\n", "\t", "[", "]", ".", "a", "1", "é", "🙂", "/", "\r", "…", ":", "thought"), minLength: 1, maxLength: 60 }),
     ).filter((s) => s.trim().length > 0)
     fc.assert(
       fc.property(

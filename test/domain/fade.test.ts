@@ -119,11 +119,11 @@ describe("fade plan", () => {
   })
 
   it("pressure alone brings working back under τ, and every pressure move says so", () => {
-    const events: MemoryEvent[] = [registered({ role: "custom", budget: 300, fade: { tau: 0.5 } })]
+    const events: MemoryEvent[] = [registered({ role: "custom", budget: 150, fade: { tau: 0.5 } })]
     for (let i = 0; i < 30; i++) events.push(recorded(`e${i}`, `Entry ${i}. It has two sentences of some length to fade.`, T0 + i * 1_000))
     const sim = new Simulation(...events)
     sim.settle()
-    expect(sim.view.usage).toBeLessThanOrEqual(0.5 * 300)
+    expect(sim.view.usage).toBeLessThanOrEqual(0.5 * 150)
     const pressure = sim.moves.filter((m) => m.score.trigger === "pressure")
     expect(pressure.length).toBeGreaterThan(0)
     expect(pressure.every((m) => m.score.tau === 0.5 && m.score.parts.pressure > 0)).toBe(true)

@@ -1,0 +1,144 @@
+/**
+ * Deciders of the cue lifecycle: what retrieval records when it recalls for
+ * a step (StepRecalled and one CueRehydrated per cue), when the agent uses a
+ * cue (CuePromoted), when it names a long-term entry outright (CueRehydrated
+ * by explicit reference) and when a step ends (CueDropped for every cue it
+ * did not use). Pure: the service ranks, reads the substrate and chooses
+ * each cue's representation, then stamps and appends what these return.
+ *
+ * Event ids are derived from the step and the entry, so a decision retried
+ * (a redelivered event reacted to twice) is stored once.
+ */
+import { HashMap, HashSet } from "effect"
+import { InvalidState } from "../contracts/errors.ts"
+import type { EventOf } from "../contracts/events.ts"
+import type { AgentView } from "./agent-view.ts"
+import { accept, envelope, refuse, type Decision } from "./decision.ts"
+
+export type Recalled = EventOf<"CueRehydrated">["recalled"]
+export type CueTrigger = EventOf<"CueRehydrated">["trigger"]
+
+/** The time of the decision and what caused it; ids are derived per event. */
+export interface CueStamp {
+  readonly at: number
+  /** The event this decision reacts to (null: the step itself). */
+  readonly causationId?: string | null
+}
+
+export interface PlannedCue {
+  readonly entryId: string
+  /** The similarity it was recalled with: how the builder ranks it. */
+  readonly relevance: number
+  /** The correlation id of the entry (its episode), carried by the cue. */
+  readonly correlationId: string | null
+  readonly recalled: Recalled
+}
+
+export interface RecallPlan {
+  readonly trigger: CueTrigger
+  /** Retrieval's similarity of working entries to the focus. */
+  readonly similarities: ReadonlyArray<{ readonly entryId: string; readonly similarity: number }>
+  readonly cues: ReadonlyArray<PlannedCue>
+}
+
+const stampOf = (view: AgentView, eventId: string, stamp: CueStamp, fallbackCause: string | null, correlationId: string | null) =>
+  envelope({ eventId, agentId: view.config.id, at: stamp.at, causationId: stamp.causationId ?? fallbackCause, correlationId })
+
+const notOpen = (view: AgentView, stepId: string): InvalidState | null =>
+  view.step?.stepId === stepId ? null : new InvalidState({ field: "stepId", reason: `step '${stepId}' is not the open step` })
+
+/** A recall for the open step: its similarities, then its cues best first. Cues working already holds are left out. */
+export const decideRecall = (
+  view: AgentView,
+  stepId: string,
+  plan: RecallPlan,
+  stamp: CueStamp,
+): Decision<ReadonlyArray<EventOf<"StepRecalled"> | EventOf<"CueRehydrated">>> => {
+  const closed = notOpen(view, stepId)
+  if (closed) return refuse(closed)
+  const id = view.config.id
+  const recalled: EventOf<"StepRecalled"> = {
+    _tag: "StepRecalled",
+    ...stampOf(view, `${id}:recall:${stepId}:${plan.trigger}`, stamp, stepId, null),
+    stepId,
+    trigger: plan.trigger,
+    similarities: plan.similarities.map((s) => ({ entryId: s.entryId, similarity: s.similarity })),
+  }
+  const cues = plan.cues
+    .filter((cue) => !HashMap.has(view.cues, cue.entryId))
+    .map(
+      (cue): EventOf<"CueRehydrated"> => ({
+        _tag: "CueRehydrated",
+        ...stampOf(view, `${id}:cue:${stepId}:${cue.entryId}`, stamp, stepId, cue.correlationId),
+        stepId,
+        entryId: cue.entryId,
+        trigger: plan.trigger,
+        relevance: cue.relevance,
+        recalled: cue.recalled,
+      }),
+    )
+  return accept([recalled, ...cues])
+}
+
+/** A long-term entry named by the agent in its step comes back as a cue (and is then promoted: it is in use). */
+export const decideExplicitRehydration = (
+  view: AgentView,
+  stepId: string,
+  entryId: string,
+  recalled: Recalled,
+  correlationId: string | null,
+  stamp: CueStamp,
+): Decision<EventOf<"CueRehydrated">> => {
+  const closed = notOpen(view, stepId)
+  if (closed) return refuse(closed)
+  if (!HashSet.has(view.longTerm, entryId)) {
+    return refuse(new InvalidState({ field: "entryId", reason: `'${entryId}' is not in long-term memory` }))
+  }
+  return accept({
+    _tag: "CueRehydrated",
+    ...stampOf(view, `${view.config.id}:cue:${stepId}:${entryId}`, stamp, stepId, correlationId),
+    stepId,
+    entryId,
+    trigger: "explicit-reference",
+    relevance: 1,
+    recalled,
+  })
+}
+
+/**
+ * A cue (or a warmed-up record) becomes a native working entry. `key` names
+ * the occasion (the step, or a warm-up request) so each occasion promotes an
+ * entry once.
+ */
+export const decidePromotion = (
+  view: AgentView,
+  promotion: { readonly stepId: string | null; readonly entryId: string; readonly trigger: CueTrigger; readonly recalled: Recalled; readonly key: string },
+  stamp: CueStamp,
+): Decision<EventOf<"CuePromoted">> =>
+  accept({
+    _tag: "CuePromoted",
+    ...stampOf(view, `${view.config.id}:promote:${promotion.key}:${promotion.entryId}`, stamp, promotion.stepId, null),
+    stepId: promotion.stepId,
+    entryId: promotion.entryId,
+    trigger: promotion.trigger,
+    recalled: promotion.recalled,
+  })
+
+/**
+ * At the end of a step (`before`: the view just before StepEnded), every cue
+ * of that step the agent did not reference is dropped. Each drop names the
+ * step, and applies to that step only.
+ */
+export const decideCueDrops = (before: AgentView, stepId: string, stamp: CueStamp): Decision<ReadonlyArray<EventOf<"CueDropped">>> => {
+  const step = before.step
+  if (step === null || step.stepId !== stepId) return accept([])
+  const dropped = [...HashMap.keys(before.cues)].filter((id) => !HashSet.has(step.referenced, id)).sort()
+  return accept(
+    dropped.map((entryId) => ({
+      _tag: "CueDropped" as const,
+      ...stampOf(before, `${before.config.id}:drop:${stepId}:${entryId}`, stamp, stepId, null),
+      stepId,
+      entryId,
+    })),
+  )
+}

@@ -1,0 +1,70 @@
+/**
+ * A step's cue drops are appended by retrieval after the step ended, while
+ * the agent may already be in its next step with a fresh cue for the same
+ * entry. Against a real nats-server with every service running.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { EventOf } from "../contracts/events.ts"
+import { appendEvents, readLog } from "./support/log.ts"
+import { startTestSystem, type TestSystem } from "./support/system.ts"
+
+const MINUTE = 60_000
+const T0 = Date.UTC(2024, 5, 3, 8)
+const AGENT = "cue-racer"
+
+let system: TestSystem
+beforeAll(async () => {
+  system = await startTestSystem()
+})
+afterAll(async () => system?.stop())
+
+const fillers = [
+  "The weather was grey and the bus was late again this morning.",
+  "Remember to water the tomatoes on the balcony before noon.",
+  "The quarterly tax report is due at the end of the month.",
+  "We talked about repainting the kitchen a pale green colour.",
+  "My brother keeps asking about the football tickets for Sunday.",
+  "The laptop fan is noisy whenever the build runs for long.",
+]
+
+const waitUntil = async (condition: () => Promise<boolean>, what: string, timeoutMs = 20_000) => {
+  const deadline = Date.now() + timeoutMs
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 200))
+  }
+}
+
+const logged = async <T extends EventOf<"EntryDemoted">["_tag"] | "CueDropped">(tag: T) =>
+  (await readLog(system.server.url)).map((s) => s.event).filter((e) => e._tag === tag && e.agentId === AGENT) as Array<
+    Extract<EventOf<"EntryDemoted"> | EventOf<"CueDropped">, { _tag: T }>
+  >
+
+describe("cue drops and the next step", () => {
+  it("a drop of the previous step that lands after the next step's recall leaves the next step's cue", { timeout: 60_000 }, async () => {
+    const agent = system.client.agent(AGENT)
+    await agent.register({ role: "custom", budget: 200 })
+    let t = T0
+    const { entryId: garden } = await agent.record({ origin: "USER", content: "Our vegetable garden finally produced its first ripe courgettes.", timestamp: (t += MINUTE) })
+    for (let i = 0; i < 30; i++) await agent.record({ origin: "USER", content: fillers[i % fillers.length]!, timestamp: (t += MINUTE) })
+    await waitUntil(async () => (await logged("EntryDemoted")).some((e) => e.entryId === garden), "the garden entry to demote")
+    agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
+
+    const focus = { query: "how is the vegetable garden doing?" }
+    const first = await agent.beginStep({ focus })
+    expect((await agent.buildContext({ stepId: first.stepId })).items.find((i) => i.entryId === garden)?.cue).toBe(true)
+    await agent.endStep(first.stepId)
+    await waitUntil(async () => (await logged("CueDropped")).some((e) => e.stepId === first.stepId && e.entryId === garden), "the first step's drop")
+
+    const second = await agent.beginStep({ focus })
+    expect((await agent.buildContext({ stepId: second.stepId })).items.find((i) => i.entryId === garden)?.cue).toBe(true)
+    // The first step's drop, delivered late (as when retrieval reacts to the step's end after the next step recalled).
+    const late = (await logged("CueDropped")).find((e) => e.stepId === first.stepId && e.entryId === garden)!
+    agent.lastSeq = await appendEvents(system.server.url, [{ ...late, eventId: `${late.eventId}:late` }])
+
+    const built = await agent.buildContext({ stepId: second.stepId })
+    expect(built.items.find((i) => i.entryId === garden)).toMatchObject({ cue: true })
+    expect(built.text).toContain("first ripe courgettes")
+    await agent.endStep(second.stepId)
+  })
+})

@@ -1,0 +1,139 @@
+import { HashMap } from "effect"
+import { describe, expect, it } from "vitest"
+import type { EventOf } from "../../contracts/events.ts"
+import { decideCueDrops, decideExplicitRehydration, decidePromotion, decideRecall, type Recalled } from "../../domain/cue-decide.ts"
+import { given } from "../support/decider-spec.ts"
+import { AGENT, demoted, recorded, referenced, registered, stepEnded, stepStarted, given as fold } from "../support/events.ts"
+
+const recalledText = (text: string, timestamp = 1): Recalled => ({
+  timestamp,
+  origin: "USER",
+  tags: [],
+  moodSnapshot: null,
+  emotionalWeight: 0,
+  form: "raw",
+  text,
+  tokens: 12,
+})
+
+const rehydrated = (stepId: string, entryId: string, at: number): EventOf<"CueRehydrated"> => ({
+  _tag: "CueRehydrated",
+  v: 1,
+  eventId: `cue-${stepId}-${entryId}`,
+  agentId: AGENT,
+  at,
+  causationId: stepId,
+  correlationId: null,
+  stepId,
+  entryId,
+  trigger: "similarity",
+  relevance: 0.5,
+  recalled: recalledText(`the text of ${entryId}`),
+})
+
+const dropped = (stepId: string, entryId: string, at: number): EventOf<"CueDropped"> => ({
+  _tag: "CueDropped",
+  v: 1,
+  eventId: `drop-${stepId}-${entryId}`,
+  agentId: AGENT,
+  at,
+  causationId: null,
+  correlationId: null,
+  stepId,
+  entryId,
+})
+
+const longTermEntry = [recorded("e1", "The lease on the Utrecht office ends on 31 May 2026.", 1), demoted("e1", 2)] as const
+
+describe("cue drops apply to the step they name", () => {
+  it("a drop of the previous step, appended after the next step recalled the same entry, keeps the new cue", () => {
+    const view = fold(
+      registered(),
+      ...longTermEntry,
+      stepStarted("s1", 3),
+      rehydrated("s1", "e1", 4),
+      stepEnded("s1", 5),
+      stepStarted("s2", 6),
+      rehydrated("s2", "e1", 7),
+      // Retrieval reacts to s1's end asynchronously: its drop lands after s2's cue.
+      dropped("s1", "e1", 8),
+    )
+    expect(HashMap.has(view.cues, "e1")).toBe(true)
+    expect(HashMap.has(view.cueRelevance, "e1")).toBe(true)
+  })
+
+  it("a drop of the open step removes its cue", () => {
+    const view = fold(registered(), ...longTermEntry, stepStarted("s1", 3), rehydrated("s1", "e1", 4), dropped("s1", "e1", 5))
+    expect(HashMap.has(view.cues, "e1")).toBe(false)
+  })
+})
+
+describe("cue deciders", () => {
+  it("drops, at step end, every cue of that step the agent did not reference", () => {
+    given(
+      registered(),
+      ...longTermEntry,
+      recorded("e2", "KPN quotes 12 business days.", 3),
+      demoted("e2", 4),
+      stepStarted("s1", 5),
+      rehydrated("s1", "e1", 6),
+      rehydrated("s1", "e2", 7),
+      referenced("s1", ["e2"], 8),
+    )
+      .when((view) => decideCueDrops(view!, "s1", { at: 9, causationId: "end-s1" }))
+      .then({ _tag: "CueDropped", stepId: "s1", entryId: "e1", eventId: `${AGENT}:drop:s1:e1`, causationId: "end-s1" })
+  })
+
+  it("drops nothing for a step that is not the one open in the view", () => {
+    given(registered(), ...longTermEntry, stepStarted("s2", 3), rehydrated("s2", "e1", 4))
+      .when((view) => decideCueDrops(view!, "s1", { at: 5 }))
+      .then()
+  })
+
+  it("records a recall as the step's similarities, then its cues best first, skipping cues the step already holds", () => {
+    given(registered(), ...longTermEntry, recorded("e2", "Budget moves to Q3.", 3), demoted("e2", 4), recorded("e3", "Open item.", 5), stepStarted("s1", 6), rehydrated("s1", "e2", 7))
+      .when((view) =>
+        decideRecall(
+          view!,
+          "s1",
+          {
+            trigger: "similarity",
+            similarities: [{ entryId: "e3", similarity: 0.4 }],
+            cues: [
+              { entryId: "e1", relevance: 0.9, correlationId: "lease", recalled: recalledText("The lease ends on 31 May 2026.") },
+              { entryId: "e2", relevance: 0.8, correlationId: null, recalled: recalledText("Budget moves to Q3.") },
+            ],
+          },
+          { at: 10 },
+        ),
+      )
+      .then(
+        { _tag: "StepRecalled", stepId: "s1", trigger: "similarity", similarities: [{ entryId: "e3", similarity: 0.4 }], eventId: `${AGENT}:recall:s1:similarity` },
+        { _tag: "CueRehydrated", stepId: "s1", entryId: "e1", relevance: 0.9, correlationId: "lease", causationId: "s1", eventId: `${AGENT}:cue:s1:e1` },
+      )
+  })
+
+  it("refuses a recall for a step that is not open", () => {
+    given(registered(), stepStarted("s1", 1), stepEnded("s1", 2))
+      .when((view) => decideRecall(view!, "s1", { trigger: "similarity", similarities: [], cues: [] }, { at: 3 }))
+      .thenFails("InvalidState")
+  })
+
+  it("rehydrates a long-term entry named in the open step", () => {
+    given(registered(), ...longTermEntry, stepStarted("s1", 3))
+      .when((view) => decideExplicitRehydration(view!, "s1", "e1", recalledText("The lease ends."), "lease", { at: 4, causationId: "ref-1" }))
+      .then({ _tag: "CueRehydrated", trigger: "explicit-reference", relevance: 1, entryId: "e1", causationId: "ref-1", correlationId: "lease" })
+  })
+
+  it("refuses to rehydrate an entry that is not in long-term memory", () => {
+    given(registered(), recorded("e1", "Still in working.", 1), stepStarted("s1", 2))
+      .when((view) => decideExplicitRehydration(view!, "s1", "e1", recalledText("Still in working."), null, { at: 3 }))
+      .thenFails("InvalidState")
+  })
+
+  it("promotes once per occasion", () => {
+    given(registered(), ...longTermEntry, stepStarted("s1", 3), rehydrated("s1", "e1", 4))
+      .when((view) => decidePromotion(view!, { stepId: "s1", entryId: "e1", trigger: "similarity", recalled: recalledText("The lease ends."), key: "s1" }, { at: 5 }))
+      .then({ _tag: "CuePromoted", stepId: "s1", entryId: "e1", eventId: `${AGENT}:promote:s1:e1`, causationId: "s1" })
+  })
+})
