@@ -10,7 +10,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import type { RepresentationKind } from "../../contracts/entry.ts"
-import type { MemoryEvent } from "../../contracts/events.ts"
+import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
 import type { LongTermPayload } from "../../contracts/longterm.ts"
 import { decodeVector } from "../embedding/embedder.ts"
 import { runProjection, type Projection } from "../log/projection.ts"
@@ -69,6 +69,53 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
         const factsOf = (event: MemoryEvent): EntryFacts | undefined =>
           "entryId" in event ? facts.get(`${event.agentId}/${event.entryId}`) : undefined
 
+        /**
+         * The record of a demotion: from the event itself (v2 carries what the entry left), else — a v1
+         * event, upcast without it — from the entry's earlier events, when this projection has seen them.
+         */
+        const payloadOf = (event: EventOf<"EntryDemoted">): LongTermPayload | null => {
+          const common = { agentId: event.agentId, entryId: event.entryId, demotedAt: event.score.now, model: event.embedding.model }
+          const left = event.entry
+          if (left !== null) {
+            const summary = left.summary ? { ...left.summary, form: "summary" as const } : left.keyPoints ? { ...left.keyPoints, form: "keyPoints" as const } : { text: "", tokens: 0, form: "summary" as const }
+            return {
+              ...common,
+              origin: left.origin,
+              tags: [...left.tags],
+              correlationId: left.correlationId,
+              moodSnapshot: left.moodSnapshot,
+              emotionalWeight: left.emotionalWeight,
+              timestamp: left.timestamp,
+              summary: summary.text,
+              summaryForm: summary.form,
+              summaryTokens: summary.tokens,
+              keyPoints: left.keyPoints?.text ?? null,
+              keyPointsTokens: left.keyPoints?.tokens ?? null,
+              rawTokens: left.rawTokens,
+              citationCount: left.citationCount,
+            }
+          }
+          const f = factsOf(event)
+          if (f === undefined) return null
+          const summary = best(f)
+          return {
+            ...common,
+            origin: f.origin,
+            tags: [...f.tags],
+            correlationId: f.correlationId,
+            moodSnapshot: f.moodSnapshot,
+            emotionalWeight: f.emotionalWeight,
+            timestamp: f.timestamp,
+            summary: summary.text,
+            summaryForm: summary.form,
+            summaryTokens: summary.tokens,
+            keyPoints: f.keyPoints?.text ?? null,
+            keyPointsTokens: f.keyPoints?.tokens ?? null,
+            rawTokens: f.rawTokens,
+            citationCount: f.citations,
+          }
+        }
+
         const enqueue = (op: Op) => {
           queue.push(op)
           wake?.()
@@ -118,27 +165,10 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
                 enqueue({ seq: record.seq, removeAgent: event.agentId })
                 return
               case "EntryDemoted": {
-                const f = factsOf(event)
-                if (!f) break
-                const summary = best(f)
-                const payload: LongTermPayload = {
-                  agentId: f.agentId,
-                  entryId: f.entryId,
-                  origin: f.origin,
-                  tags: [...f.tags],
-                  correlationId: f.correlationId,
-                  moodSnapshot: f.moodSnapshot,
-                  emotionalWeight: f.emotionalWeight,
-                  timestamp: f.timestamp,
-                  demotedAt: event.score.now,
-                  summary: summary.text,
-                  summaryForm: summary.form,
-                  summaryTokens: summary.tokens,
-                  keyPoints: f.keyPoints?.text ?? null,
-                  keyPointsTokens: f.keyPoints?.tokens ?? null,
-                  rawTokens: f.rawTokens,
-                  citationCount: f.citations,
-                  model: event.embedding.model,
+                const payload = payloadOf(event)
+                if (payload === null) {
+                  console.error(`[longterm] ${event.agentId}/${event.entryId} at seq ${record.seq}: a v1 demotion of an entry recorded before this projection's checkpoint; rebuild the store from the log`)
+                  break
                 }
                 enqueue({ seq: record.seq, upsert: { payload, vector: decodeVector(event.embedding.vector) } })
                 return
