@@ -11,10 +11,10 @@
  */
 import { DeliverPolicy, jetstream, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream"
 import { nuid } from "@nats-io/nuid"
-import { Exit, Schema } from "effect"
-import { MemoryEventFromJson, type MemoryEvent } from "../contracts/events.ts"
+import type { MemoryEvent } from "../contracts/events.ts"
 import { agentInboxPrefix } from "../contracts/inboxes.ts"
 import { agentEvents, EVENTS_STREAM } from "../contracts/subjects.ts"
+import { decodeEvent } from "../services/log/decode.ts"
 import type { WorkingMemoryClient } from "./client.ts"
 
 export interface OwnEvent {
@@ -39,12 +39,10 @@ export interface Following {
   readonly stop: () => Promise<void>
 }
 
-const decode = Schema.decodeUnknownExit(MemoryEventFromJson)
-const textDecoder = new TextDecoder()
-
+// The services' decoder: older versions are upcast, so a mirror reads old logs as they do.
 const toOwnEvent = (m: JsMsg): OwnEvent | undefined => {
-  const exit = decode(textDecoder.decode(m.data))
-  return Exit.isSuccess(exit) ? { seq: m.seq, subject: m.subject, event: exit.value } : undefined
+  const decoded = decodeEvent(m.data)
+  return decoded.ok ? { seq: m.seq, subject: m.subject, event: decoded.event } : undefined
 }
 
 const openConsumer = async (client: WorkingMemoryClient, agentId: string, options: OwnEventsOptions) => {
