@@ -16,6 +16,7 @@ import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts
 import { embeddedStoreLayer } from "../services/longterm/embedded-store.ts"
 import { LongTerm, type LongTermShape } from "../services/longterm/longterm.ts"
 import { LongTermStore, type LongTermStoreShape } from "../services/longterm/store.ts"
+import { decodeEvent } from "../services/log/decode.ts"
 import { foundation } from "../services/system.ts"
 import { readRecords, rebuildViews } from "./faults/support/audit.ts"
 import { settingsFor } from "./faults/support/services.ts"
@@ -66,5 +67,41 @@ describe("a v1 log", () => {
     const records = await Effect.runPromise(store.list({}))
     expect(records.length).toBeGreaterThan(0)
     expect(records).toEqual(expected.longTerm)
+  })
+})
+
+describe("the decoder", () => {
+  const bytes = (value: unknown) => new TextEncoder().encode(JSON.stringify(value))
+  const v1Demotion = () => {
+    const line = readFixture(V1_LOG).find((r) => (r.data as { _tag: string })._tag === "EntryDemoted")!
+    return line.data as Record<string, unknown>
+  }
+
+  it("upcasts a v1 EntryDemoted to the current version, without the record facts it never carried", () => {
+    const stored = v1Demotion()
+    expect(stored.v).toBe(1)
+    const decoded = decodeEvent(bytes(stored))
+    expect(decoded.ok && decoded.event._tag === "EntryDemoted" && { v: decoded.event.v, entry: decoded.event.entry }).toEqual({ v: 2, entry: null })
+  })
+
+  it("reads the current version as it is", () => {
+    const entry = { timestamp: 1, origin: "USER", correlationId: null, tags: [], moodSnapshot: null, emotionalWeight: 0, rawTokens: 5, keyPoints: null, summary: { text: "s", tokens: 2 }, citationCount: 0 }
+    const decoded = decodeEvent(bytes({ ...v1Demotion(), v: 2, entry }))
+    expect(decoded.ok && decoded.event._tag === "EntryDemoted" && decoded.event.entry).toEqual(entry)
+  })
+
+  it("names a newer version than it reads as a FutureEventVersion, not as a broken record", () => {
+    const decoded = decodeEvent(bytes({ ...v1Demotion(), v: 3 }))
+    expect(decoded.ok).toBe(false)
+    if (decoded.ok) return
+    expect(decoded.future).toMatchObject({ _tag: "FutureEventVersion", eventType: "EntryDemoted", version: 3, understood: 2 })
+    expect(decoded.reason).toMatch(/^v: schema version 3 of EntryDemoted is newer than this code reads \(up to 2\)/)
+  })
+
+  it("refuses a version that never existed, naming the field", () => {
+    for (const v of [0, -1, 1.5, "1", null]) {
+      const decoded = decodeEvent(bytes({ ...v1Demotion(), v }))
+      expect(decoded.ok === false && decoded.future === undefined && decoded.reason).toMatch(/^v: unsupported schema version/)
+    }
   })
 })
