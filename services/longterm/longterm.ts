@@ -49,6 +49,9 @@ type Op = { readonly seq: number } & (
   | {}
 )
 
+/** 20 ms, doubling, then every second, for as long as it takes. */
+const RETRY_UNTIL_STORED = Schedule.min([Schedule.exponential("20 millis"), Schedule.spaced("1 second")])
+
 export interface LongTermShape {
   /** Sequence up to which every record is in the store. */
   readonly storedSeq: () => number
@@ -211,25 +214,27 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
           }
           return writes
         }
-        // A store that keeps its own checkpoint takes each batch and the checkpoint in one transaction;
-        // it is retried until it goes through, as moving on would lose the batch.
+        // A write is retried until it goes through, logged at each failure: moving on would move the
+        // checkpoint past records that were never stored. Meanwhile reads waiting for it wait.
+        const untilStored =
+          (what: string) =>
+          <E>(self: Effect.Effect<void, E>): Effect.Effect<void> =>
+            self.pipe(Effect.tapError(failed(what)), Effect.retry(RETRY_UNTIL_STORED), Effect.orDie)
+        // A store that keeps its own checkpoint takes each batch and the checkpoint in one transaction.
         const commit = (own: CheckpointedStore, writes: ReadonlyArray<StoreWrite>, seq: number) =>
-          own.commit(writes, logId, seq).pipe(
-            Effect.tapError(failed(`commit through seq ${seq}`)),
-            Effect.retry(Schedule.spaced("1 second")),
-          )
+          own.commit(writes, logId, seq).pipe(untilStored(`commit through seq ${seq}`))
         // Otherwise: upserts and removals, then the checkpoint in the KV bucket (a durable store) when idle.
         const write = (batch: ReadonlyArray<Op>) =>
           Effect.gen(function* () {
             const upserts = batch.flatMap((op) => ("upsert" in op ? [op.upsert] : []))
-            if (upserts.length > 0) yield* store.upsert(upserts).pipe(Effect.retry({ times: 10 }), Effect.catch(failed("upsert")))
+            if (upserts.length > 0) yield* store.upsert(upserts).pipe(untilStored("upsert"))
             const first = batch[0]!
             if ("remove" in first) {
-              yield* store.remove(first.remove.agentId, [first.remove.entryId]).pipe(Effect.retry({ times: 10 }), Effect.catch(failed("remove")))
+              yield* store.remove(first.remove.agentId, [first.remove.entryId]).pipe(untilStored("remove"))
             } else if ("removeAgent" in first) {
               yield* Effect.flatMap(store.list({ agentId: first.removeAgent }), (records) =>
                 store.remove(first.removeAgent, records.map((r) => r.entryId)),
-              ).pipe(Effect.retry({ times: 10 }), Effect.catch(failed("remove of an agent")))
+              ).pipe(untilStored("remove of an agent"))
             }
           })
 
