@@ -49,7 +49,8 @@ const durableTarget = (): Target => {
   const dir = mkdtempSync(join(tmpdir(), "wm-longterm-restart-"))
   return {
     name: "durable embedded",
-    env: { WM_LONGTERM_DIR: dir },
+    // QDRANT_URL blank: this run is about the durable embedded store even where Qdrant is configured.
+    env: { WM_LONGTERM_DIR: dir, QDRANT_URL: "" },
     records: async () => {
       const store = makeDurableStore(dir)
       try {
@@ -68,7 +69,7 @@ const qdrantTarget = (url: string): Target => {
   const prefix = `wmrestart_${Date.now().toString(36)}${randomBytes(3).toString("hex")}_`
   return {
     name: "qdrant",
-    env: { QDRANT_URL: url, WM_QDRANT_COLLECTION_PREFIX: prefix, ...(apiKey ? { QDRANT_API_KEY: apiKey } : {}) },
+    env: { QDRANT_URL: url, WM_QDRANT_COLLECTION_PREFIX: prefix, WM_LONGTERM_DIR: "", ...(apiKey ? { QDRANT_API_KEY: apiKey } : {}) },
     records: () => Effect.runPromise(makeQdrantStore({ url, apiKey, collectionPrefix: prefix }).list({})),
     cleanUp: async () => {
       const client = new QdrantClient({ url, ...(apiKey ? { apiKey } : {}), checkCompatibility: false })
