@@ -16,7 +16,9 @@ import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts
 import { embeddedStoreLayer } from "../services/longterm/embedded-store.ts"
 import { LongTerm, type LongTermShape } from "../services/longterm/longterm.ts"
 import { LongTermStore, type LongTermStoreShape } from "../services/longterm/store.ts"
-import { decodeEvent } from "../services/log/decode.ts"
+import { followOwnEvents, readOwnEvents, type OwnEvent } from "../sdk/own-events.ts"
+import { WorkingMemoryClient } from "../sdk/client.ts"
+import { decodeEvent, FutureEventVersion } from "../services/log/decode.ts"
 import { foundation } from "../services/system.ts"
 import { readRecords, rebuildViews } from "./faults/support/audit.ts"
 import { settingsFor } from "./faults/support/services.ts"
@@ -102,6 +104,35 @@ describe("the decoder", () => {
     for (const v of [0, -1, 1.5, "1", null]) {
       const decoded = decodeEvent(bytes({ ...v1Demotion(), v }))
       expect(decoded.ok === false && decoded.future === undefined && decoded.reason).toMatch(/^v: unsupported schema version/)
+    }
+  })
+})
+
+describe("the SDK's own-events reader", () => {
+  it("upcasts old events like the services, and stops loudly at one newer than it reads", async () => {
+    const client = await WorkingMemoryClient.connect({ servers: server.url })
+    try {
+      const old = await readOwnEvents(client, "fx-planner")
+      const demoted = old.filter((e) => e.event._tag === "EntryDemoted")
+      expect(demoted.length).toBeGreaterThan(0)
+      expect(demoted.every((e) => e.event.v === 2)).toBe(true)
+
+      const js = jetstream(nc)
+      const envelope = { eventId: "fut-1", agentId: "fx-critic", at: 1, causationId: null, correlationId: null }
+      const newer = await js.publish("wm.evt.fx-critic.step", JSON.stringify({ _tag: "StepStarted", v: 9, ...envelope, stepId: "s", focus: null }))
+      await js.publish("wm.evt.fx-critic.step", JSON.stringify({ _tag: "StepEnded", v: 1, ...envelope, eventId: "fut-2", stepId: "s" }))
+      await expect(readOwnEvents(client, "fx-critic")).rejects.toBeInstanceOf(FutureEventVersion)
+
+      const live: OwnEvent[] = []
+      const stopped = await new Promise<{ error: FutureEventVersion; seq: number }>((resolve) => {
+        void followOwnEvents(client, "fx-critic", { onEvent: (e) => live.push(e), onStop: (error, seq) => resolve({ error, seq }) })
+      })
+      expect(stopped.seq).toBe(newer.seq)
+      expect(stopped.error).toMatchObject({ eventType: "StepStarted", version: 9, understood: 1 })
+      expect(live.length).toBeGreaterThan(0)
+      expect(live.every((e) => e.seq < newer.seq)).toBe(true)
+    } finally {
+      await client.close()
     }
   })
 })
