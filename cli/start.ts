@@ -6,6 +6,7 @@
  * Connects to NATS_URL (default nats://127.0.0.1:4222); when nothing answers
  * there and nats-server is installed, starts one with JetStream and its store
  * in .data/nats. Then runs every service in this process and a short demo.
+ * Long-term records are kept in .data/longterm (WM_LONGTERM_DIR, unless set).
  */
 import { connect } from "@nats-io/transport-node"
 import { ManagedRuntime } from "effect"
@@ -52,6 +53,8 @@ const main = async () => {
   }
 
   const servers = server ? [server.url] : url.split(",")
+  // Long-term records on disk beside the log, resumed from their checkpoint at the next start.
+  process.env.WM_LONGTERM_DIR ??= join(flags["data-dir"], "longterm")
   const runtime = ManagedRuntime.make(systemLayer((name) => NatsSettings.make({ servers, name })))
   const working = await runtime.runPromise(Working)
   console.log(`Working service warmed up: replayed ${working.warmUp.events} events in ${working.warmUp.millis} ms`)

@@ -11,8 +11,27 @@ import { Focus, TaskKind } from "./focus.ts"
 import { EmotionalWeight, Mood, Origin, RepresentationKind, TokenCount, WorkingRung } from "./entry.ts"
 import { AgentId, EntryId, EpochMillis, EventId, StepId } from "./ids.ts"
 
-const envelope = {
-  v: Schema.Literal(1),
+/** The current schema version of every event type; what deciders write and the decoder upcasts to. */
+export const EVENT_VERSIONS = {
+  AgentRegistered: 1,
+  BudgetChanged: 1,
+  EntryRecorded: 1,
+  EntriesRead: 1,
+  EntriesReferenced: 1,
+  StepStarted: 1,
+  StepEnded: 1,
+  FocusChanged: 1,
+  RungChanged: 1,
+  EntryDemoted: 2,
+  CueRehydrated: 1,
+  StepRecalled: 1,
+  CuePromoted: 1,
+  CueDropped: 1,
+  EntryForgotten: 1,
+  AgentForgotten: 1,
+} as const
+
+const stamped = {
   eventId: EventId,
   agentId: AgentId,
   /** When the event was stamped by the service that published it. */
@@ -22,6 +41,8 @@ const envelope = {
   /** The thread this event belongs to, across agents. */
   correlationId: Schema.NullOr(Schema.String),
 }
+
+const envelope = { v: Schema.Literal(1), ...stamped }
 
 export const AgentRegistered = Schema.TaggedStruct("AgentRegistered", {
   ...envelope,
@@ -101,12 +122,39 @@ export const RungChanged = Schema.TaggedStruct("RungChanged", {
   producer: Producer,
 })
 
+/**
+ * What an entry leaves behind for its long-term record, as working held it
+ * when it demoted. Carried by the event so the long-term projection needs
+ * nothing from earlier events: it resumes from a checkpoint at any point.
+ */
+export const DemotedEntry = Schema.Struct({
+  timestamp: EpochMillis,
+  origin: Origin,
+  /** The entry's own correlation id (the event's envelope may carry another). */
+  correlationId: Schema.NullOr(Schema.String),
+  tags: Schema.Array(Schema.String),
+  moodSnapshot: Schema.NullOr(Mood),
+  emotionalWeight: EmotionalWeight,
+  rawTokens: TokenCount,
+  keyPoints: Schema.NullOr(Schema.Struct({ text: Schema.String, tokens: TokenCount })),
+  summary: Schema.NullOr(Schema.Struct({ text: Schema.String, tokens: TokenCount })),
+  citationCount: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+})
+export type DemotedEntry = typeof DemotedEntry.Type
+
+/**
+ * v2 carries `entry`. A v1 event (before it) is upcast with `entry: null`:
+ * the long-term projection then takes those facts from the entry's earlier
+ * events, which it has seen when it rebuilds from the start of the log.
+ */
 export const EntryDemoted = Schema.TaggedStruct("EntryDemoted", {
-  ...envelope,
+  v: Schema.Literal(EVENT_VERSIONS.EntryDemoted),
+  ...stamped,
   entryId: EntryId,
   from: WorkingRung,
   score: FadeScore,
   embedding: Embedding,
+  entry: Schema.NullOr(DemotedEntry),
 })
 
 export const CueTrigger = Schema.Literals(["explicit-reference", "similarity", "task-transition", "warm-up"])
@@ -196,24 +244,10 @@ export type MemoryEvent = typeof MemoryEvent.Type
 export type MemoryEventTag = MemoryEvent["_tag"]
 export type EventOf<T extends MemoryEventTag> = Extract<MemoryEvent, { _tag: T }>
 
-export const EVENT_TAGS: ReadonlyArray<MemoryEventTag> = [
-  "AgentRegistered",
-  "BudgetChanged",
-  "EntryRecorded",
-  "EntriesRead",
-  "EntriesReferenced",
-  "StepStarted",
-  "StepEnded",
-  "FocusChanged",
-  "RungChanged",
-  "EntryDemoted",
-  "CueRehydrated",
-  "StepRecalled",
-  "CuePromoted",
-  "CueDropped",
-  "EntryForgotten",
-  "AgentForgotten",
-]
+export const EVENT_TAGS: ReadonlyArray<MemoryEventTag> = Object.keys(EVENT_VERSIONS) as MemoryEventTag[]
+// Every event type has a current version.
+const _everyTagVersioned: Record<MemoryEventTag, number> = EVENT_VERSIONS
+void _everyTagVersioned
 
 /** Events that concern one entry; they are published on the entry's own subject. */
 export const entryIdOf = (event: MemoryEvent): string | null => {
@@ -231,5 +265,5 @@ export const entryIdOf = (event: MemoryEvent): string | null => {
   }
 }
 
-/** Decodes a stored event from its JSON text. */
+/** Decodes an event of the current versions from its JSON text; stored events go through services/log/decode.ts, which upcasts. */
 export const MemoryEventFromJson = Schema.fromJsonString(MemoryEvent)

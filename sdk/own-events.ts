@@ -11,10 +11,10 @@
  */
 import { DeliverPolicy, jetstream, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream"
 import { nuid } from "@nats-io/nuid"
-import { Exit, Schema } from "effect"
-import { MemoryEventFromJson, type MemoryEvent } from "../contracts/events.ts"
+import type { MemoryEvent } from "../contracts/events.ts"
 import { agentInboxPrefix } from "../contracts/inboxes.ts"
 import { agentEvents, EVENTS_STREAM } from "../contracts/subjects.ts"
+import { decodeEvent, FutureEventVersion } from "../services/log/decode.ts"
 import type { WorkingMemoryClient } from "./client.ts"
 
 export interface OwnEvent {
@@ -33,18 +33,21 @@ export interface OwnEventsOptions {
 export interface FollowOptions extends OwnEventsOptions {
   /** Called for each event in stream order; records that do not decode are skipped. */
   readonly onEvent: (event: OwnEvent) => void
+  /**
+   * Called once when an event of a newer schema version than this SDK reads arrives: delivery stops
+   * just before it (a mirror that skipped it would silently diverge). Logged when not given.
+   */
+  readonly onStop?: (error: FutureEventVersion, seq: number) => void
 }
 
 export interface Following {
   readonly stop: () => Promise<void>
 }
 
-const decode = Schema.decodeUnknownExit(MemoryEventFromJson)
-const textDecoder = new TextDecoder()
-
-const toOwnEvent = (m: JsMsg): OwnEvent | undefined => {
-  const exit = decode(textDecoder.decode(m.data))
-  return Exit.isSuccess(exit) ? { seq: m.seq, subject: m.subject, event: exit.value } : undefined
+// The services' decoder: older versions are upcast, so a mirror reads old logs as they do.
+const toOwnEvent = (m: JsMsg): OwnEvent | FutureEventVersion | undefined => {
+  const decoded = decodeEvent(m.data)
+  return decoded.ok ? { seq: m.seq, subject: m.subject, event: decoded.event } : decoded.future
 }
 
 const openConsumer = async (client: WorkingMemoryClient, agentId: string, options: OwnEventsOptions) => {
@@ -58,7 +61,7 @@ const openConsumer = async (client: WorkingMemoryClient, agentId: string, option
   })
 }
 
-/** Every event of the agent stored so far, in stream order. */
+/** Every event of the agent stored so far, in stream order; fails with FutureEventVersion on an event newer than this SDK reads. */
 export const readOwnEvents = async (
   client: WorkingMemoryClient,
   agentId: string,
@@ -73,6 +76,8 @@ export const readOwnEvents = async (
   try {
     for await (const m of messages) {
       const e = toOwnEvent(m)
+      // A newer event than this SDK reads: fail rather than hand back a history with a hole in it.
+      if (e instanceof FutureEventVersion) throw e
       if (e) out.push(e)
       if (m.info.pending === 0) break
     }
@@ -89,11 +94,19 @@ export const followOwnEvents = async (
   options: FollowOptions,
 ): Promise<Following> => {
   const consumer = await openConsumer(client, agentId, options)
-  const messages: ConsumerMessages = await consumer.consume({
+  let stopped = false
+  let messages: ConsumerMessages | undefined
+  messages = await consumer.consume({
     callback: (m: JsMsg) => {
+      if (stopped) return
       const e = toOwnEvent(m)
-      if (e) options.onEvent(e)
+      if (e instanceof FutureEventVersion) {
+        stopped = true
+        if (options.onStop) options.onStop(e, m.seq)
+        else console.error(`[wm sdk] ${agentId}: stopped before seq ${m.seq}: ${e.message}`)
+        void messages?.close()
+      } else if (e) options.onEvent(e)
     },
   })
-  return { stop: async () => void (await messages.close()) }
+  return { stop: async () => void (await messages?.close()) }
 }

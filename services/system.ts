@@ -46,8 +46,10 @@ export const fadeService = (
 
 /**
  * Long-term projection and retrieval, side by side on one store: the
- * embedded index by default (rebuilt from the log at start), or Qdrant when
- * QDRANT_URL is set (durable: the projection resumes from its checkpoint).
+ * embedded index by default (in memory, rebuilt from the log at start; on
+ * disk under WM_LONGTERM_DIR, resumed from its own checkpoint), or Qdrant
+ * when QDRANT_URL is set (durable: the projection resumes from its
+ * checkpoint in the checkpoint bucket).
  */
 export const memoryService = (
   settings: Settings,

@@ -32,10 +32,10 @@ it("poison events are dead-lettered with their reason and the projection keeps g
   await agent.register({ role: "main" })
   await agent.record({ origin: "USER", content: "before the poison" })
   const garbage = await publishRaw(system.server.url, "wm.evt.poisoned.step", "\u0000not json at all")
-  const future = await publishRaw(
+  const invalidVersion = await publishRaw(
     system.server.url,
     "wm.evt.poisoned.step",
-    JSON.stringify({ _tag: "StepStarted", v: 7, eventId: "x", agentId: "poisoned", at: 1, causationId: null, correlationId: null, stepId: "s", focus: null }),
+    JSON.stringify({ _tag: "StepStarted", v: 0, eventId: "x", agentId: "poisoned", at: 1, causationId: null, correlationId: null, stepId: "s", focus: null }),
   )
   const wrongType = await publishRaw(
     system.server.url,
@@ -52,7 +52,7 @@ it("poison events are dead-lettered with their reason and the projection keeps g
   const letters = await deadLetters("wm.dlq.working")
   const bySeq = new Map(letters.map((l) => [l.seq, l.reason]))
   expect(bySeq.get(garbage)).toMatch(/not JSON/)
-  expect(bySeq.get(future)).toMatch(/^v: unsupported schema version 7 of StepStarted/)
+  expect(bySeq.get(invalidVersion)).toMatch(/^v: unsupported schema version 0 of StepStarted/)
   expect(bySeq.get(wrongType)).toMatch(/^timestamp: /)
   expect(bySeq.get(unknownType)).toMatch(/^_tag: unknown event type "Teleported"/)
   // The gateway's projection met the same records and kept going too.

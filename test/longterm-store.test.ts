@@ -1,17 +1,32 @@
 /**
- * The long-term store contract, against the embedded store always and
+ * The long-term store contract, against the embedded store (in memory and
+ * durable on disk) always and
  * against Qdrant when QDRANT_URL names a server (QDRANT_API_KEY when it
  * needs one). Each Qdrant test writes under a fresh collection prefix, and
  * the run deletes its collections at the end.
  */
 import { randomBytes } from "node:crypto"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { QdrantClient } from "@qdrant/js-client-rest"
 import { afterAll } from "vitest"
+import { makeDurableStore } from "../services/longterm/durable-store.ts"
 import { makeEmbeddedStore } from "../services/longterm/embedded-store.ts"
 import { makeQdrantStore } from "../services/longterm/qdrant-store.ts"
 import { describeLongTermStoreContract } from "./longterm-store.contract.ts"
 
 describeLongTermStoreContract("embedded", async () => makeEmbeddedStore())
+
+const durableDirs: string[] = []
+describeLongTermStoreContract("durable embedded", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "wm-longterm-"))
+  durableDirs.push(dir)
+  return makeDurableStore(dir)
+})
+afterAll(() => {
+  for (const dir of durableDirs) rmSync(dir, { recursive: true, force: true })
+})
 
 const url = process.env.QDRANT_URL?.trim()
 if (url) {

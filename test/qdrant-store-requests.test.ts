@@ -10,11 +10,13 @@
  */
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
-import { Effect } from "effect"
+import { mkdtempSync, readdirSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { ConfigProvider, Effect } from "effect"
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
 import type { LongTermPayload } from "../contracts/longterm.ts"
-import { embeddedStoreLayer } from "../services/longterm/embedded-store.ts"
-import { longTermStoreFromEnv, qdrantConfigFromEnv, qdrantStoreFromEnv } from "../services/longterm/qdrant-config.ts"
+import { embeddedStoreFromConfig, longTermStoreFromEnv, qdrantConfigFromEnv, qdrantStoreFromEnv } from "../services/longterm/qdrant-config.ts"
 import { collectionName, makeQdrantStore, pointId, uuidV5, type QdrantStoreConfig } from "../services/longterm/qdrant-store.ts"
 import { LongTermStore, type LongTermRecord } from "../services/longterm/store.ts"
 
@@ -449,6 +451,43 @@ describe("Qdrant store: reads", () => {
   })
 })
 
+describe("Qdrant store: the agent is the tenant", () => {
+  it("puts the agent on every point, indexes it as the tenant before any point, and filters every read of an agent on it", async () => {
+    const s = store()
+    await run(s.upsert([rec("alice", "e1"), rec("bob", "e1"), rec("alice", "e2", { model: M3 })]))
+    // The tenant index exists before the first point is written to a collection.
+    for (const name of [C8, C3]) {
+      const order = fake.requests.filter((r) => r.path.startsWith(`/collections/${name}/`)).map((r) => `${r.method} ${r.path.slice(`/collections/${name}`.length)} ${String(field(r.body, "field_name") ?? "")}`)
+      expect(order.indexOf("PUT /index agentId")).toBeGreaterThanOrEqual(0)
+      expect(order.indexOf("PUT /index agentId")).toBeLessThan(order.indexOf("PUT /points "))
+    }
+    // Every point carries its agent, and its id is derived from agent and entry: the same entry id of two agents is two points.
+    const points = fake.requests.filter((r) => r.method === "PUT" && r.path.endsWith("/points")).flatMap((r) => field(r.body, "points") as Array<{ id: string; payload: { agentId: string; entryId: string } }>)
+    expect(points).toHaveLength(3)
+    for (const p of points) expect(p.id).toBe(pointId(p.payload.agentId, p.payload.entryId))
+    expect(new Set(points.map((p) => p.id)).size).toBe(3)
+
+    fake.on(isSample, (r) => ok({ points: [{ id: 1, payload: { model: r.path.includes(C3) ? M3 : M8 } }], next_page_offset: null }))
+    fake.clear()
+    await run(s.searchDense("alice", M8, vector8(1), 5))
+    await run(s.searchDense("alice", M8, vector8(1), 5, { tags: ["t"], origins: ["USER"] }))
+    await run(s.list({ agentId: "alice" }))
+    await run(s.list({ agentId: "alice", correlationId: "thread-1" }))
+    await run(s.models("alice"))
+    const reads = fake.requests.filter((r) => (r.path.endsWith("/points/query") || r.path.endsWith("/points/scroll")) && !isSample(r))
+    expect(reads.length).toBeGreaterThanOrEqual(6)
+    for (const r of reads) {
+      const must = field(field(r.body, "filter"), "must") as unknown[]
+      expect(must, `${r.path} ${JSON.stringify(r.body)}`).toContainEqual({ key: "agentId", match: { value: "alice" } })
+    }
+    // Reads by id address the agent's own point ids only.
+    fake.on((r) => r.method === "POST" && r.path.endsWith("/points"), () => ok([]))
+    fake.clear()
+    await run(s.get("alice", ["e1"]))
+    for (const r of fake.requests.filter((q) => q.path.endsWith("/points"))) expect(field(r.body, "ids")).toEqual([pointId("alice", "e1")])
+  })
+})
+
 describe("Qdrant store: failures and retries", () => {
   it("retries a 503, a 429 and a dropped connection, then succeeds", async () => {
     const s = store()
@@ -512,9 +551,27 @@ describe("Qdrant store: configuration", () => {
     for (const r of fake.requests) expect(r.headers["api-key"]).toBe("secret-key")
   })
 
-  it("selects the embedded store without QDRANT_URL, and the durable Qdrant store with it", async () => {
-    expect(longTermStoreFromEnv({})).toEqual({ store: embeddedStoreLayer, durable: false })
-    expect(longTermStoreFromEnv({ QDRANT_URL: "  " })).toEqual({ store: embeddedStoreLayer, durable: false })
+  it("selects the embedded store without QDRANT_URL (durable under WM_LONGTERM_DIR), and the durable Qdrant store with it", async () => {
+    expect(longTermStoreFromEnv({})).toEqual({ store: embeddedStoreFromConfig, durable: false })
+    expect(longTermStoreFromEnv({ QDRANT_URL: "  " })).toEqual({ store: embeddedStoreFromConfig, durable: false })
+    const nameWith = (env: Record<string, string>) =>
+      run(
+        Effect.gen(function* () {
+          return (yield* LongTermStore).name
+        }).pipe(
+          Effect.provide(embeddedStoreFromConfig),
+          Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env }))),
+          Effect.scoped,
+        ),
+      )
+    const dir = mkdtempSync(join(tmpdir(), "wm-config-"))
+    try {
+      expect(await nameWith({})).toBe("embedded")
+      expect(await nameWith({ WM_LONGTERM_DIR: dir })).toBe("durable")
+      expect(readdirSync(dir)).toEqual(["longterm.sqlite"])
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
     expect(qdrantStoreFromEnv({})).toBeNull()
     expect(qdrantConfigFromEnv({ QDRANT_URL: "http://q:6333", QDRANT_API_KEY: "k", WM_QDRANT_COLLECTION_PREFIX: "fleet_" })).toEqual({
       url: "http://q:6333",

@@ -88,10 +88,23 @@ const memoryEvents = (i: number, count: number, embedding: { model: string; dims
     {
       _tag: "EntryDemoted",
       ...envelope(2, timestamp + 120 * MINUTE),
+      v: 2,
       entryId,
       from: 2,
       score: fadeScore(timestamp + 120 * MINUTE, 0.95),
       embedding: { ...embedding, producer: { kind: "offline", model: embedding.model, fallbackReason: null, attempts: 1 } },
+      entry: {
+        timestamp,
+        origin: i % 3 === 0 ? "INTERNAL" : "USER",
+        correlationId: null,
+        tags: i % 7 === 0 ? ["tool"] : [],
+        moodSnapshot: null,
+        emotionalWeight: 0,
+        rawTokens: tokens(content),
+        keyPoints: null,
+        summary: { text: summary, tokens: tokens(summary) },
+        citationCount: 0,
+      },
     },
   ]
 }

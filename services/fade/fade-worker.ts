@@ -15,12 +15,12 @@
  * event; replaying the log applies them and calls nothing.
  */
 import { Context, Effect, HashMap, Layer, Option, Semaphore } from "effect"
-import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
+import type { MemoryEvent } from "../../contracts/events.ts"
 import { evolve, skipUndecodable, type AgentView } from "../../domain/agent-view.ts"
+import { decideFadeMove, NO_HISTORY, type EntryHistory, type MadeRepresentation } from "../../domain/fade-decide.ts"
 import { planFade, type FadeMove } from "../../domain/fade-plan.ts"
 import { DEFAULT_FADE_CONFIG, type FadeConfig } from "../../domain/fade-score.ts"
 import { extractKeyPoints } from "../../domain/key-points.ts"
-import { blockTokens } from "../../domain/render.ts"
 import { encodeVector } from "../embedding/embedder.ts"
 import { EmbeddingProvider } from "../embedding/embedding-provider.ts"
 import { EventLog } from "../log/event-log.ts"
@@ -113,6 +113,29 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
       const views = new Map<string, AgentView>()
       // The raw text of every working entry: working drops it at rung 2, but demotion embeds it.
       const rawText = new Map<string, string>()
+      // What a demotion records beside the view: key points working dropped, citations of earlier lives.
+      const histories = new Map<string, EntryHistory>()
+      const keepHistory = (before: AgentView | undefined, event: MemoryEvent) => {
+        if (event._tag === "AgentForgotten") {
+          for (const key of histories.keys()) if (key.startsWith(`${event.agentId}/`)) histories.delete(key)
+          return
+        }
+        if (event._tag !== "RungChanged" && event._tag !== "EntryDemoted" && event._tag !== "EntryForgotten") return
+        const key = `${event.agentId}/${event.entryId}`
+        const history = histories.get(key) ?? NO_HISTORY
+        if (event._tag === "EntryForgotten") histories.delete(key)
+        else if (event._tag === "RungChanged") {
+          if (event.to === 1) histories.set(key, { ...history, keyPoints: { text: event.text, tokens: event.tokens } })
+        } else {
+          const working = before === undefined ? undefined : Option.getOrUndefined(HashMap.get(before.entries, event.entryId))
+          histories.set(
+            key,
+            event.entry !== null
+              ? { keyPoints: event.entry.keyPoints ?? history.keyPoints, earlierCitations: event.entry.citationCount }
+              : { ...history, earlierCitations: history.earlierCitations + (working?.citationCount ?? 0) },
+          )
+        }
+      }
       const dirty = new Set<string>()
       let warmedUp = false
       let wake: (() => void) | null = null
@@ -127,7 +150,9 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         name: settings.name,
         apply: (event, record) => {
           if (!owns(event.agentId)) return
-          const next = evolve(views.get(event.agentId), event, record)
+          const before = views.get(event.agentId)
+          const next = evolve(before, event, record)
+          keepHistory(before, event)
           if (next === undefined) {
             views.delete(event.agentId)
             if (event._tag === "AgentForgotten") for (const key of rawText.keys()) if (key.startsWith(`${event.agentId}/`)) rawText.delete(key)
@@ -153,39 +178,32 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         Effect.gen(function* () {
           const entry = Option.getOrUndefined(HashMap.get(view.entries, move.entryId))
           if (entry === undefined) return null
-          const encoding = view.config.encoding
-          const raw = rawText.get(`${view.config.id}/${entry.id}`) ?? entry.content
+          const key = `${view.config.id}/${entry.id}`
+          const raw = rawText.get(key) ?? entry.content
           const source = raw ?? entry.keyPoints ?? entry.summary ?? ""
-          const envelope = {
-            v: 1 as const,
+          const made: MadeRepresentation =
+            move.to === 1
+              ? { to: 1, keyPoints: extractKeyPoints(source, config.keyPointsShare, view.config.encoding) }
+              : move.to === 2
+                ? yield* Effect.map(summarizer.summarize(source, { share: config.summaryShare, encoding: view.config.encoding }), (s) => ({
+                    to: 2 as const,
+                    summary: s.text,
+                    producer: s.producer,
+                  }))
+                : yield* Effect.map(embeddings.embed(source), (e) => ({
+                    to: 3 as const,
+                    embedding: { model: e.model, dims: e.vector.length, vector: encodeVector(e.vector), producer: e.producer },
+                  }))
+          const stamp = {
             eventId: `${view.config.id}:fade:${entry.id}:${move.from}-${move.to}:${move.expectSeq}`,
             agentId: view.config.id,
             at: Date.now(),
             causationId: `seq:${move.expectSeq}`,
             correlationId: entry.correlationId,
           }
-          let event: EventOf<"RungChanged"> | EventOf<"EntryDemoted">
-          if (move.to === 1) {
-            const text = extractKeyPoints(source, config.keyPointsShare, encoding)
-            event = {
-              _tag: "RungChanged", ...envelope, entryId: entry.id, from: move.from, to: 1, text,
-              tokens: blockTokens(entry, "keyPoints", text, encoding), score: move.score,
-              producer: { kind: "extractive", model: "extractive-sentences-v1", fallbackReason: null, attempts: 1 },
-            }
-          } else if (move.to === 2) {
-            const summary = yield* summarizer.summarize(source, { share: config.summaryShare, encoding })
-            event = {
-              _tag: "RungChanged", ...envelope, entryId: entry.id, from: move.from, to: 2, text: summary.text,
-              tokens: blockTokens(entry, "summary", summary.text, encoding), score: move.score, producer: summary.producer,
-            }
-          } else {
-            const embedded = yield* embeddings.embed(source)
-            event = {
-              _tag: "EntryDemoted", ...envelope, entryId: entry.id, from: move.from, score: move.score,
-              embedding: { model: embedded.model, dims: embedded.vector.length, vector: encodeVector(embedded.vector), producer: embedded.producer },
-            }
-          }
-          return yield* log.append(event, { expectLastSubjectSeq: move.expectSeq }).pipe(
+          const decision = decideFadeMove(view, move, made, stamp, histories.get(key))
+          if (!decision.ok) return null
+          return yield* log.append(decision.event, { expectLastSubjectSeq: move.expectSeq }).pipe(
             Effect.map((appended) => appended.seq),
             Effect.catchTag("SequenceConflict", () => Effect.sync(() => (stats.conflicts++, null))),
           )

@@ -4,6 +4,13 @@
  * it cannot decode to the dead-letter subject `wm.dlq.<name>` with the
  * reason, then keeps going.
  *
+ * A record of a schema version newer than this code reads is not skipped:
+ * the projection stops just before it (`FutureEventVersion`, logged), its
+ * position (and so any checkpoint taken from it) never passes the record,
+ * and every read that needs a later position is refused with NotCaughtUp.
+ * Met during warm-up, the service does not start. An upgraded replica
+ * reads on from the same position.
+ *
  * `apply` is synchronous and deterministic; the runner tracks the last
  * applied sequence so readers can wait to see their own writes.
  */
@@ -12,7 +19,7 @@ import { NotCaughtUp } from "../../contracts/errors.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { deadLetterSubject } from "../../contracts/subjects.ts"
 import { Nats } from "../nats/connection.ts"
-import { decodeEvent } from "./decode.ts"
+import { decodeEvent, FutureEventVersion } from "./decode.ts"
 import { EventLog, type LogRecord } from "./event-log.ts"
 
 export interface DeadLetter {
@@ -46,6 +53,14 @@ export interface Projection {
   /** Completes once the log as it stood at start has been applied. */
   readonly warmedUp: Effect.Effect<WarmUp>
   readonly deadLetters: () => ReadonlyArray<DeadLetter>
+  /** Why the projection stopped, when it met an event newer than it reads. */
+  readonly halted: () => Halt | null
+}
+
+export interface Halt {
+  readonly seq: number
+  readonly subject: string
+  readonly error: FutureEventVersion
 }
 
 const textEncoder = new TextEncoder()
@@ -58,8 +73,9 @@ export const runProjection = (options: ProjectionOptions) =>
     const startedAt = Date.now()
     const target = yield* log.lastSeq
     const warm = yield* Deferred.make<WarmUp>()
+    let halt: Halt | null = null
     let applied = Math.max(0, (options.fromSeq ?? 1) - 1)
-    const waiters: Array<{ seq: number; resolve: () => void }> = []
+    const waiters: Array<{ seq: number; resolve: () => void; refuse: () => void }> = []
     const letters: DeadLetter[] = []
 
     const markWarm = () =>
@@ -81,9 +97,19 @@ export const runProjection = (options: ProjectionOptions) =>
       options.onDeadLetter?.(letter)
     }
 
+    const notCaughtUp = (seq: number) => new NotCaughtUp({ afterSeq: seq, appliedSeq: applied })
+    const stopAt = (record: LogRecord, error: FutureEventVersion) => {
+      halt = { seq: record.seq, subject: record.subject, error }
+      console.error(`[${options.name}] stopped before seq ${record.seq} (${record.subject}): ${error.message}`)
+      for (const w of waiters.splice(0)) w.refuse()
+      // Met during warm-up: the service must not start on a log it cannot read to the end.
+      Deferred.doneUnsafe(warm, Effect.die(error))
+    }
+
     const onRecord = (record: LogRecord) => {
-      if (record.seq <= applied) return
+      if (halt !== null || record.seq <= applied) return
       const decoded = decodeEvent(record.data)
+      if (!decoded.ok && decoded.future !== undefined) return stopAt(record, decoded.future)
       if (decoded.ok) {
         try {
           options.apply(decoded.event, record)
@@ -116,8 +142,10 @@ export const runProjection = (options: ProjectionOptions) =>
     const waitFor = (seq: number, timeout: Duration.Input = "10 seconds"): Effect.Effect<void, NotCaughtUp> =>
       seq <= applied
         ? Effect.void
-        : Effect.callback<void>((resume) => {
-            const waiter = { seq, resolve: () => resume(Effect.void) }
+        : halt !== null
+          ? Effect.fail(notCaughtUp(seq))
+          : Effect.callback<void, NotCaughtUp>((resume) => {
+            const waiter = { seq, resolve: () => resume(Effect.void), refuse: () => resume(Effect.fail(notCaughtUp(seq))) }
             waiters.push(waiter)
             return Effect.sync(() => {
               const i = waiters.indexOf(waiter)
@@ -126,7 +154,7 @@ export const runProjection = (options: ProjectionOptions) =>
           }).pipe(
             Effect.timeoutOrElse({
               duration: timeout,
-              orElse: () => Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: applied })),
+              orElse: () => Effect.fail(notCaughtUp(seq)),
             }),
           )
 
@@ -135,5 +163,6 @@ export const runProjection = (options: ProjectionOptions) =>
       waitFor,
       warmedUp: Deferred.await(warm),
       deadLetters: () => letters,
+      halted: () => halt,
     } satisfies Projection
   })

@@ -5,17 +5,27 @@
  * with its origin, tags, correlation id, mood, emotional weight, timestamps
  * and the best summary working had.
  *
- * Writes are applied in log order by one writer. A durable store (Qdrant)
- * resumes from its checkpoint; the embedded store is rebuilt from the log.
+ * Writes are applied in log order by one writer. A durable store resumes
+ * from its checkpoint: the durable embedded store keeps it itself, written
+ * in the same transaction as the records; for Qdrant it is in the
+ * checkpoint bucket, moved once the records before it are stored. The
+ * in-memory embedded store is rebuilt from the log.
+ *
+ * Resuming needs nothing from before the checkpoint: an EntryDemoted (v2)
+ * carries everything its record holds. Only a v1 demotion (written before
+ * v2) takes its facts from the entry's earlier events, which a rebuild
+ * from the start of the log has seen.
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schedule } from "effect"
 import type { RepresentationKind } from "../../contracts/entry.ts"
-import type { MemoryEvent } from "../../contracts/events.ts"
+import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
 import type { LongTermPayload } from "../../contracts/longterm.ts"
 import { decodeVector } from "../embedding/embedder.ts"
 import { runProjection, type Projection } from "../log/projection.ts"
 import { CHECKPOINT_BUCKET, checkpointKey, openBucket } from "../nats/buckets.ts"
-import { LongTermStore, type LongTermRecord } from "./store.ts"
+import { EVENTS_STREAM } from "../../contracts/subjects.ts"
+import { Nats } from "../nats/connection.ts"
+import { LongTermStore, type CheckpointedStore, type LongTermRecord, type StoreWrite } from "./store.ts"
 
 interface EntryFacts {
   agentId: string
@@ -39,6 +49,9 @@ type Op = { readonly seq: number } & (
   | {}
 )
 
+/** 20 ms, doubling, then every second, for as long as it takes. */
+const RETRY_UNTIL_STORED = Schedule.min([Schedule.exponential("20 millis"), Schedule.spaced("1 second")])
+
 export interface LongTermShape {
   /** Sequence up to which every record is in the store. */
   readonly storedSeq: () => number
@@ -52,10 +65,18 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
       LongTerm,
       Effect.gen(function* () {
         const store = yield* LongTermStore
-        const checkpoints = options.durable ? yield* openBucket(CHECKPOINT_BUCKET) : null
+        const { jsm } = yield* Nats
+        const own = store.checkpointed
+        // The log the checkpoint belongs to: the event stream, by its creation time.
+        const stream = own ? yield* Effect.promise(() => jsm.streams.info(EVENTS_STREAM)) : null
+        const logId = stream ? `${EVENTS_STREAM}@${stream.created}` : ""
+        const checkpoints = !own && options.durable ? yield* openBucket(CHECKPOINT_BUCKET) : null
         const key = checkpointKey(`longterm-${store.name}`)
-        const stored = checkpoints ? yield* Effect.promise(() => checkpoints.get(key)) : null
-        const fromSeq = stored ? Number(stored.string()) + 1 : 1
+        const fromSeq = own
+          ? (yield* own.resume(logId, stream!.state.last_seq).pipe(Effect.orDie)) + 1
+          : checkpoints
+            ? yield* Effect.map(Effect.promise(() => checkpoints.get(key)), (stored) => (stored ? Number(stored.string()) + 1 : 1))
+            : 1
 
         const facts = new Map<string, EntryFacts>()
         const queue: Op[] = []
@@ -68,6 +89,53 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
 
         const factsOf = (event: MemoryEvent): EntryFacts | undefined =>
           "entryId" in event ? facts.get(`${event.agentId}/${event.entryId}`) : undefined
+
+        /**
+         * The record of a demotion: from the event itself (v2 carries what the entry left), else — a v1
+         * event, upcast without it — from the entry's earlier events, when this projection has seen them.
+         */
+        const payloadOf = (event: EventOf<"EntryDemoted">): LongTermPayload | null => {
+          const common = { agentId: event.agentId, entryId: event.entryId, demotedAt: event.score.now, model: event.embedding.model }
+          const left = event.entry
+          if (left !== null) {
+            const summary = left.summary ? { ...left.summary, form: "summary" as const } : left.keyPoints ? { ...left.keyPoints, form: "keyPoints" as const } : { text: "", tokens: 0, form: "summary" as const }
+            return {
+              ...common,
+              origin: left.origin,
+              tags: [...left.tags],
+              correlationId: left.correlationId,
+              moodSnapshot: left.moodSnapshot,
+              emotionalWeight: left.emotionalWeight,
+              timestamp: left.timestamp,
+              summary: summary.text,
+              summaryForm: summary.form,
+              summaryTokens: summary.tokens,
+              keyPoints: left.keyPoints?.text ?? null,
+              keyPointsTokens: left.keyPoints?.tokens ?? null,
+              rawTokens: left.rawTokens,
+              citationCount: left.citationCount,
+            }
+          }
+          const f = factsOf(event)
+          if (f === undefined) return null
+          const summary = best(f)
+          return {
+            ...common,
+            origin: f.origin,
+            tags: [...f.tags],
+            correlationId: f.correlationId,
+            moodSnapshot: f.moodSnapshot,
+            emotionalWeight: f.emotionalWeight,
+            timestamp: f.timestamp,
+            summary: summary.text,
+            summaryForm: summary.form,
+            summaryTokens: summary.tokens,
+            keyPoints: f.keyPoints?.text ?? null,
+            keyPointsTokens: f.keyPoints?.tokens ?? null,
+            rawTokens: f.rawTokens,
+            citationCount: f.citations,
+          }
+        }
 
         const enqueue = (op: Op) => {
           queue.push(op)
@@ -118,27 +186,10 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
                 enqueue({ seq: record.seq, removeAgent: event.agentId })
                 return
               case "EntryDemoted": {
-                const f = factsOf(event)
-                if (!f) break
-                const summary = best(f)
-                const payload: LongTermPayload = {
-                  agentId: f.agentId,
-                  entryId: f.entryId,
-                  origin: f.origin,
-                  tags: [...f.tags],
-                  correlationId: f.correlationId,
-                  moodSnapshot: f.moodSnapshot,
-                  emotionalWeight: f.emotionalWeight,
-                  timestamp: f.timestamp,
-                  demotedAt: event.score.now,
-                  summary: summary.text,
-                  summaryForm: summary.form,
-                  summaryTokens: summary.tokens,
-                  keyPoints: f.keyPoints?.text ?? null,
-                  keyPointsTokens: f.keyPoints?.tokens ?? null,
-                  rawTokens: f.rawTokens,
-                  citationCount: f.citations,
-                  model: event.embedding.model,
+                const payload = payloadOf(event)
+                if (payload === null) {
+                  console.error(`[longterm] ${event.agentId}/${event.entryId} at seq ${record.seq}: a v1 demotion of an entry recorded before this projection's checkpoint; rebuild the store from the log`)
+                  break
                 }
                 enqueue({ seq: record.seq, upsert: { payload, vector: decodeVector(event.embedding.vector) } })
                 return
@@ -152,15 +203,51 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
           for (let i = waiters.length - 1; i >= 0; i--) if (waiters[i]!.seq <= storedSeq) waiters.splice(i, 1)[0]!.resolve()
         }
 
+        const failed = (what: string) => (error: unknown) => Effect.sync(() => console.error(`[longterm] ${what} failed`, error))
+        const writesOf = (batch: ReadonlyArray<Op>): StoreWrite[] => {
+          const writes: StoreWrite[] = []
+          const upserts = batch.flatMap((op) => ("upsert" in op ? [op.upsert] : []))
+          if (upserts.length > 0) writes.push({ upsert: upserts })
+          for (const op of batch) {
+            if ("remove" in op) writes.push({ remove: { agentId: op.remove.agentId, entryIds: [op.remove.entryId] } })
+            else if ("removeAgent" in op) writes.push({ removeAgent: op.removeAgent })
+          }
+          return writes
+        }
+        // A write is retried until it goes through, logged at each failure: moving on would move the
+        // checkpoint past records that were never stored. Meanwhile reads waiting for it wait.
+        const untilStored =
+          (what: string) =>
+          <E>(self: Effect.Effect<void, E>): Effect.Effect<void> =>
+            self.pipe(Effect.tapError(failed(what)), Effect.retry(RETRY_UNTIL_STORED), Effect.orDie)
+        // A store that keeps its own checkpoint takes each batch and the checkpoint in one transaction.
+        const commit = (own: CheckpointedStore, writes: ReadonlyArray<StoreWrite>, seq: number) =>
+          own.commit(writes, logId, seq).pipe(untilStored(`commit through seq ${seq}`))
+        // Otherwise: upserts and removals, then the checkpoint in the KV bucket (a durable store) when idle.
+        const write = (batch: ReadonlyArray<Op>) =>
+          Effect.gen(function* () {
+            const upserts = batch.flatMap((op) => ("upsert" in op ? [op.upsert] : []))
+            if (upserts.length > 0) yield* store.upsert(upserts).pipe(untilStored("upsert"))
+            const first = batch[0]!
+            if ("remove" in first) {
+              yield* store.remove(first.remove.agentId, [first.remove.entryId]).pipe(untilStored("remove"))
+            } else if ("removeAgent" in first) {
+              yield* Effect.flatMap(store.list({ agentId: first.removeAgent }), (records) =>
+                store.remove(first.removeAgent, records.map((r) => r.entryId)),
+              ).pipe(untilStored("remove of an agent"))
+            }
+          })
+
         // The single writer: batches consecutive upserts, keeps log order, then moves the checkpoint.
         const writer = Effect.gen(function* () {
-          let sinceCheckpoint = 0
+          let checkpointBehind = false
           while (true) {
             if (queue.length === 0) {
-              if (checkpoints && sinceCheckpoint > 0) {
+              if (checkpointBehind) {
                 const seq = storedSeq
-                yield* Effect.promise(() => checkpoints.put(key, String(seq)).catch(() => 0))
-                sinceCheckpoint = 0
+                if (own !== undefined) yield* commit(own, [], seq)
+                else if (checkpoints) yield* Effect.promise(() => checkpoints.put(key, String(seq)).catch(() => 0))
+                checkpointBehind = false
               }
               yield* Effect.callback<void>((resume) => {
                 wake = () => {
@@ -174,23 +261,17 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
             let n = 0
             while (n < queue.length && n < 256 && !("remove" in queue[n]!) && !("removeAgent" in queue[n]!)) n++
             const batch = queue.splice(0, Math.max(1, n))
-            const upserts = batch.flatMap((op) => ("upsert" in op ? [op.upsert] : []))
-            const failed = (what: string) => (error: unknown) => Effect.sync(() => console.error(`[longterm] ${what} failed`, error))
-            if (upserts.length > 0) {
-              yield* store.upsert(upserts).pipe(Effect.retry({ times: 10 }), Effect.catch(failed("upsert")))
-              sinceCheckpoint += upserts.length
+            const seq = batch[batch.length - 1]!.seq
+            const writes = writesOf(batch)
+            if (own !== undefined && writes.length > 0) {
+              yield* commit(own, writes, seq)
+              checkpointBehind = false
+            } else {
+              // Events that change no record (and every batch of a KV-checkpointed store) move the checkpoint when idle.
+              if (own === undefined) yield* write(batch)
+              checkpointBehind = true
             }
-            const first = batch[0]!
-            if ("remove" in first) {
-              yield* store.remove(first.remove.agentId, [first.remove.entryId]).pipe(Effect.retry({ times: 10 }), Effect.catch(failed("remove")))
-              sinceCheckpoint++
-            } else if ("removeAgent" in first) {
-              yield* Effect.flatMap(store.list({ agentId: first.removeAgent }), (records) =>
-                store.remove(first.removeAgent, records.map((r) => r.entryId)),
-              ).pipe(Effect.retry({ times: 10 }), Effect.catch(failed("remove of an agent")))
-              sinceCheckpoint++
-            }
-            storedSeq = batch[batch.length - 1]!.seq
+            storedSeq = seq
             release()
           }
         })

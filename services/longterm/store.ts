@@ -23,8 +23,28 @@ export class LongTermStoreError extends Schema.TaggedError<LongTermStoreError>()
   reason: Schema.String,
 }) {}
 
+/** One write of the long-term projection, in log order. */
+export type StoreWrite =
+  | { readonly upsert: ReadonlyArray<LongTermRecord> }
+  | { readonly remove: { readonly agentId: string; readonly entryIds: ReadonlyArray<string> } }
+  | { readonly removeAgent: string }
+
+/** A store that keeps the projection's checkpoint itself, written atomically with the records. */
+export interface CheckpointedStore {
+  /**
+   * The sequence up to which the store holds every record of `log` (0 when
+   * none). A store written from another log, or from one shorter than its
+   * checkpoint (`lastSeq`), is emptied first.
+   */
+  readonly resume: (log: string, lastSeq: number) => Effect.Effect<number, LongTermStoreError>
+  /** Applies the writes and moves the checkpoint to `seq`, in one transaction. */
+  readonly commit: (writes: ReadonlyArray<StoreWrite>, log: string, seq: number) => Effect.Effect<void, LongTermStoreError>
+}
+
 export interface LongTermStoreShape {
   readonly name: string
+  /** Present when the store keeps its own checkpoint (the durable embedded store). */
+  readonly checkpointed?: CheckpointedStore
   /** Idempotent: a record with the same agent and entry replaces the previous one. */
   readonly upsert: (records: ReadonlyArray<LongTermRecord>) => Effect.Effect<void, LongTermStoreError>
   readonly remove: (agentId: string, entryIds: ReadonlyArray<string>) => Effect.Effect<void, LongTermStoreError>

@@ -1,10 +1,15 @@
 /**
- * Poison events in the middle of real traffic: garbage bytes, an unknown
+ * Poison events in the middle of real traffic: garbage bytes, an invalid
  * schema version, a field of the wrong type, an unknown event type (and a
  * few more shapes of broken record) on the subjects of live agents. Every
  * projection — gateway, working, fade — dead-letters each of them on
  * `wm.dlq.<projection>` with the reason, applies everything else, and the
  * services keep serving.
+ *
+ * A record of a newer schema version than the services read is not poison
+ * but a rolling upgrade: it is never skipped. Every projection stops just
+ * before it, loudly, reads past it are refused, and a service started on
+ * that log refuses to start.
  */
 import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import type { NatsConnection } from "@nats-io/transport-node"
@@ -19,7 +24,8 @@ import type { WorkingShape } from "../../services/working/working.ts"
 import { entryRecordCounts, eventually, readRecords, rebuildViews, sleep, snapshotOf, waitQuiet } from "./support/audit.ts"
 import { callUntilAnswered, contentFor, newStats, pool } from "./support/driver.ts"
 import { recordFigures } from "./support/figures.ts"
-import { startCoreSystem, type CoreSystem } from "./support/services.ts"
+import { NotCaughtUp } from "../../contracts/errors.ts"
+import { startCoreSystem, startInProcess, workingLayer, type CoreSystem } from "./support/services.ts"
 
 const AGENTS = ["px-0", "px-1", "px-2", "px-3"]
 const RECORDS = 400
@@ -59,10 +65,10 @@ const poisonFor = (n: number): Poison => {
       return { kind: "garbage bytes", subject: step, data: Uint8Array.from({ length: 64 }, (_, i) => (i * 37 + n) % 256), reason: /^not JSON/ }
     case 1:
       return {
-        kind: "unknown version",
+        kind: "invalid version",
         subject: step,
-        data: text(JSON.stringify({ _tag: "StepStarted", ...envelope(agentId, n), v: 7, stepId: "s", focus: null })),
-        reason: /^v: unsupported schema version 7 of StepStarted/,
+        data: text(JSON.stringify({ _tag: "StepStarted", ...envelope(agentId, n), v: 0, stepId: "s", focus: null })),
+        reason: /^v: unsupported schema version 0 of StepStarted/,
       }
     case 2:
       return {
@@ -185,16 +191,6 @@ it("a burst of poison mixed into real traffic is dead-lettered by every projecti
   await agent.endStep(stepId)
   expect((await agent.view()).entries.find((e) => e.id === fresh.entryId)?.citationCount).toBe(1)
 
-  // A record from a newer schema version on an agent's configuration subject (a rolling upgrade):
-  // dead-lettered, and budget changes of that agent still go through.
-  const future = await js.publish(
-    "wm.evt.px-1.agent",
-    text(JSON.stringify({ _tag: "BudgetChanged", ...envelope("px-1", 999), v: 2, reason: "retune", baseBudget: 3_000, budget: 3_000, source: "v2" })),
-  )
-  const retuned = await client.agent("px-1").retuneBudget(2_200)
-  expect(retuned.budget).toBe(2_200)
-  expect(retuned.seq).toBeGreaterThan(future.seq)
-
   // Garbage on the subject of an entry still in working: fading that entry is not blocked by it.
   const victim = [...(await eventually("an entry of px-2 still in working", () => {
     const view = fade.view("px-2")
@@ -229,7 +225,55 @@ it("a burst of poison mixed into real traffic is dead-lettered by every projecti
     ingestMillis,
     viewsEqualRebuild: true,
     servingAfter: { retune: true, record: true, build: true, reference: true },
-    configSubjectPoison: { retuneAfter: retuned.budget },
     entrySubjectPoison: { entry: victim.id, fadedAfter: victimMoved, fadeConflicts: fade.stats().conflicts - conflictsBefore },
   })
+})
+
+it("a record of a newer schema version stops every projection just before it, loudly; nothing skips it", async () => {
+  const future = await startCoreSystem()
+  try {
+    const agent = future.client.agent("fv-0")
+    await agent.register({ role: "custom", budget: 2_000 })
+    for (let i = 0; i < 3; i++) await agent.record({ origin: "USER", content: contentFor(i) })
+    const before = await agent.view()
+    // A replica of a newer release appended a BudgetChanged of version 2 (a rolling upgrade).
+    const newer = await jetstream(future.nc).publish(
+      "wm.evt.fv-0.agent",
+      text(JSON.stringify({ _tag: "BudgetChanged", ...envelope("fv-0", 1), v: 2, reason: "retune", baseBudget: 3_000, budget: 3_000, source: "v2" })),
+    )
+    const projections = { gateway: future.gateway.views.projection, working: future.working.views.projection }
+    for (const [name, projection] of Object.entries(projections)) {
+      const halt = await eventually(`${name} to stop at the newer record`, () => projection.halted() ?? undefined)
+      expect(halt.seq, name).toBe(newer.seq)
+      expect(halt.error._tag).toBe("FutureEventVersion")
+      expect(halt.error).toMatchObject({ eventType: "BudgetChanged", version: 2, understood: 1 })
+      // Not applied, not skipped, not dead-lettered: the position stays just before it.
+      expect(projection.appliedSeq(), name).toBe(newer.seq - 1)
+      expect(projection.deadLetters().some((l) => l.seq === newer.seq), name).toBe(false)
+    }
+    await eventually("the fade worker to stop at the newer record", () => (future.fade.view("fv-0")?.lastSeq === newer.seq - 1 ? true : undefined))
+    expect(future.fade.view("fv-0")!.budget).toBe(before.budget)
+    // The working service refuses a read that needs the newer record, at once, naming where it stopped.
+    const refused = await future.client.call("fv-0", "getView", { afterSeq: newer.seq }).then(
+      () => null,
+      (error: unknown) => error,
+    )
+    expect(refused).toBeInstanceOf(NotCaughtUp)
+    expect(refused).toMatchObject({ afterSeq: newer.seq, appliedSeq: newer.seq - 1 })
+    // A working service started on this log does not start: it cannot read the log to its end.
+    const started = await startInProcess(workingLayer(future.server.url)).then(
+      async (p) => (await p.stop(), "started"),
+      (error: unknown) => String(error),
+    )
+    expect(started).toMatch(/FutureEventVersion|schema version 2 of BudgetChanged/)
+    recordFigures("future-version", {
+      newerRecordSeq: newer.seq,
+      stoppedAt: Object.fromEntries(Object.entries(projections).map(([name, p]) => [name, p.appliedSeq()])),
+      deadLettered: 0,
+      readPastItRefused: true,
+      freshServiceRefusedToStart: started !== "started",
+    })
+  } finally {
+    await future.stop()
+  }
 })

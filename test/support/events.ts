@@ -72,13 +72,15 @@ export const given = (...events: MemoryEvent[]): AgentView => {
   return view
 }
 
-export const demoted = (entryId: string, at: number): EventOf<"EntryDemoted"> => ({
+export const demoted = (entryId: string, at: number, entry: EventOf<"EntryDemoted">["entry"] = null): EventOf<"EntryDemoted"> => ({
   _tag: "EntryDemoted",
   ...envelope(at),
+  v: 2,
   entryId,
   from: 2,
   score: noScore,
   embedding: { model: "test", dims: 0, vector: "", producer: { kind: "offline", model: "test", fallbackReason: null, attempts: 1 } },
+  entry,
 })
 
 export const referenced = (stepId: string, entryIds: string[], at: number): EventOf<"EntriesReferenced"> => ({

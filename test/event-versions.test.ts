@@ -1,0 +1,138 @@
+/**
+ * Old logs always replay. `test/fixtures/v1-log.jsonl` is a log written by
+ * the first schema version of every event (registrations, records, steps,
+ * reads, references, fading to rungs 1 and 2 and out of working, cues
+ * promoted and dropped, a forget tombstone); `v1-log.expected.json` is what
+ * the live services held at its end. Replayed into a fresh stream through
+ * the one decoder and the production reducers, it gives the same working
+ * views and the same long-term records.
+ */
+import { readFileSync } from "node:fs"
+import { connect, type NatsConnection } from "@nats-io/transport-node"
+import { jetstream } from "@nats-io/jetstream"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
+import { embeddedStoreLayer } from "../services/longterm/embedded-store.ts"
+import { LongTerm, type LongTermShape } from "../services/longterm/longterm.ts"
+import { LongTermStore, type LongTermStoreShape } from "../services/longterm/store.ts"
+import { followOwnEvents, readOwnEvents, type OwnEvent } from "../sdk/own-events.ts"
+import { WorkingMemoryClient } from "../sdk/client.ts"
+import { decodeEvent, FutureEventVersion } from "../services/log/decode.ts"
+import { foundation } from "../services/system.ts"
+import { readRecords, rebuildViews } from "./faults/support/audit.ts"
+import { settingsFor } from "./faults/support/services.ts"
+import { comparableView, readFixture, V1_EXPECTED, V1_LOG } from "./fixtures/v1-log.ts"
+
+let server: NatsServerProcess
+let nc: NatsConnection
+let runtime: ManagedRuntime.ManagedRuntime<LongTerm | LongTermStore, unknown>
+let lastSeq = 0
+const expected = JSON.parse(readFileSync(V1_EXPECTED, "utf8")) as { views: Record<string, unknown>; longTerm: unknown[] }
+
+beforeAll(async () => {
+  server = await startNatsServer()
+  const store = embeddedStoreLayer
+  runtime = ManagedRuntime.make(
+    Layer.merge(LongTerm.layer({ durable: false }).pipe(Layer.provide(Layer.merge(store, foundation(settingsFor(server.url)("wm-memory"))))), store) as Layer.Layer<
+      LongTerm | LongTermStore,
+      unknown
+    >,
+  )
+  await runtime.runPromise(Effect.void)
+  nc = await connect({ servers: server.url })
+  const js = jetstream(nc)
+  for (const record of readFixture(V1_LOG)) lastSeq = (await js.publish(record.subject, JSON.stringify(record.data))).seq
+})
+afterAll(async () => {
+  await nc?.close()
+  await runtime?.dispose()
+  await server?.stop()
+})
+
+describe("a v1 log", () => {
+  it("decodes, every record of it", async () => {
+    const records = await readRecords(server.url)
+    expect(records).toHaveLength(lastSeq)
+    expect(records.filter((r) => r.event === undefined).map((r) => r.seq)).toEqual([])
+  })
+
+  it("folds into the working views the live services held", async () => {
+    const views = rebuildViews(await readRecords(server.url))
+    for (const [agentId, view] of Object.entries(expected.views)) expect(comparableView(views.get(agentId)!), agentId).toEqual(view)
+  })
+
+  it("projects into the long-term records the live store held", async () => {
+    const longTerm = (await runtime.runPromise(LongTerm as unknown as Effect.Effect<LongTermShape>))
+    await runtime.runPromise(longTerm.waitFor(lastSeq))
+    const store = await runtime.runPromise(LongTermStore as unknown as Effect.Effect<LongTermStoreShape>)
+    const records = await Effect.runPromise(store.list({}))
+    expect(records.length).toBeGreaterThan(0)
+    expect(records).toEqual(expected.longTerm)
+  })
+})
+
+describe("the decoder", () => {
+  const bytes = (value: unknown) => new TextEncoder().encode(JSON.stringify(value))
+  const v1Demotion = () => {
+    const line = readFixture(V1_LOG).find((r) => (r.data as { _tag: string })._tag === "EntryDemoted")!
+    return line.data as Record<string, unknown>
+  }
+
+  it("upcasts a v1 EntryDemoted to the current version, without the record facts it never carried", () => {
+    const stored = v1Demotion()
+    expect(stored.v).toBe(1)
+    const decoded = decodeEvent(bytes(stored))
+    expect(decoded.ok && decoded.event._tag === "EntryDemoted" && { v: decoded.event.v, entry: decoded.event.entry }).toEqual({ v: 2, entry: null })
+  })
+
+  it("reads the current version as it is", () => {
+    const entry = { timestamp: 1, origin: "USER", correlationId: null, tags: [], moodSnapshot: null, emotionalWeight: 0, rawTokens: 5, keyPoints: null, summary: { text: "s", tokens: 2 }, citationCount: 0 }
+    const decoded = decodeEvent(bytes({ ...v1Demotion(), v: 2, entry }))
+    expect(decoded.ok && decoded.event._tag === "EntryDemoted" && decoded.event.entry).toEqual(entry)
+  })
+
+  it("names a newer version than it reads as a FutureEventVersion, not as a broken record", () => {
+    const decoded = decodeEvent(bytes({ ...v1Demotion(), v: 3 }))
+    expect(decoded.ok).toBe(false)
+    if (decoded.ok) return
+    expect(decoded.future).toMatchObject({ _tag: "FutureEventVersion", eventType: "EntryDemoted", version: 3, understood: 2 })
+    expect(decoded.reason).toMatch(/^v: schema version 3 of EntryDemoted is newer than this code reads \(up to 2\)/)
+  })
+
+  it("refuses a version that never existed, naming the field", () => {
+    for (const v of [0, -1, 1.5, "1", null]) {
+      const decoded = decodeEvent(bytes({ ...v1Demotion(), v }))
+      expect(decoded.ok === false && decoded.future === undefined && decoded.reason).toMatch(/^v: unsupported schema version/)
+    }
+  })
+})
+
+describe("the SDK's own-events reader", () => {
+  it("upcasts old events like the services, and stops loudly at one newer than it reads", async () => {
+    const client = await WorkingMemoryClient.connect({ servers: server.url })
+    try {
+      const old = await readOwnEvents(client, "fx-planner")
+      const demoted = old.filter((e) => e.event._tag === "EntryDemoted")
+      expect(demoted.length).toBeGreaterThan(0)
+      expect(demoted.every((e) => e.event.v === 2)).toBe(true)
+
+      const js = jetstream(nc)
+      const envelope = { eventId: "fut-1", agentId: "fx-critic", at: 1, causationId: null, correlationId: null }
+      const newer = await js.publish("wm.evt.fx-critic.step", JSON.stringify({ _tag: "StepStarted", v: 9, ...envelope, stepId: "s", focus: null }))
+      await js.publish("wm.evt.fx-critic.step", JSON.stringify({ _tag: "StepEnded", v: 1, ...envelope, eventId: "fut-2", stepId: "s" }))
+      await expect(readOwnEvents(client, "fx-critic")).rejects.toBeInstanceOf(FutureEventVersion)
+
+      const live: OwnEvent[] = []
+      const stopped = await new Promise<{ error: FutureEventVersion; seq: number }>((resolve) => {
+        void followOwnEvents(client, "fx-critic", { onEvent: (e) => live.push(e), onStop: (error, seq) => resolve({ error, seq }) })
+      })
+      expect(stopped.seq).toBe(newer.seq)
+      expect(stopped.error).toMatchObject({ eventType: "StepStarted", version: 9, understood: 1 })
+      expect(live.length).toBeGreaterThan(0)
+      expect(live.every((e) => e.seq < newer.seq)).toBe(true)
+    } finally {
+      await client.close()
+    }
+  })
+})
