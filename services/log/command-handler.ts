@@ -43,28 +43,33 @@ export interface Outcome<D> {
   readonly recorded: boolean
 }
 
-export interface Command<D, A> {
+/** How a request is kept in the request ledger. */
+export interface LedgerRequest<A> {
   readonly agentId: string
   /** The operation's name: with the request id, the ledger key. */
   readonly operation: string
-  /** A write without a request id cannot be retried, and is not kept in the ledger. */
-  readonly requestId?: string | undefined
+  readonly requestId: string
   /** The request as received: a retry must repeat it. */
   readonly request?: object
   /** The id of the event the request produces (derived from its request id). */
   readonly eventId?: string
   /** The subject that event goes to: where a lost attempt's event is looked for. */
   readonly subject?: string
-  readonly decide: (view: AgentView) => Decision<D>
-  /** The event a decision records, if any (default: the decision itself). */
-  readonly eventOf?: (decided: D) => MemoryEvent | null
-  readonly reply: (outcome: Outcome<D>) => A
   /** What the ledger keeps of the reply (default: all of it). It must hold no entry content. */
   readonly stored?: (reply: A) => unknown
   /** The reply of a retry, from what the ledger kept (default: the kept reply, `duplicate: true` where the reply has it). */
   readonly replay?: (stored: unknown, view: AgentView) => A
   /** The reply of a retry whose first attempt stored its event and died before settling it. */
   readonly fromEvent?: (event: MemoryEvent, seq: number, view: AgentView) => A
+}
+
+export interface Command<D, A> extends Omit<LedgerRequest<A>, "requestId"> {
+  /** A write without a request id cannot be retried, and is not kept in the ledger. */
+  readonly requestId?: string | undefined
+  readonly decide: (view: AgentView) => Decision<D>
+  /** The event a decision records, if any (default: the decision itself). */
+  readonly eventOf?: (decided: D) => MemoryEvent | null
+  readonly reply: (outcome: Outcome<D>) => A
 }
 
 /** Decisions retaken after losing a race; beyond, the request is Unavailable (nothing stored, safe to retry). */
@@ -122,63 +127,71 @@ export const makeCommandHandler = (views: ViewSource) =>
         )
       })
 
-    /** The whole command: ledger first when the request can be retried. */
-    const handle = <D, A>(command: Command<D, A>): Effect.Effect<A, ApiError> =>
+    /**
+     * Runs a request once per request id: a retry of any age is answered
+     * from the ledger (or, when the first attempt died after storing its
+     * event, from that event), and `run` is not run again.
+     */
+    const once = <A>(
+      request: LedgerRequest<A>,
+      run: Effect.Effect<{ readonly reply: A; readonly recorded: boolean; readonly seq: number }, ApiError>,
+    ): Effect.Effect<A, ApiError> =>
       Effect.gen(function* () {
-        if (command.requestId === undefined) return command.reply(yield* decideAndAppend(command))
-        const first = yield* viewOf(command.agentId)
-        const key = ledgerKey(command.agentId, first.registeredSeq, command.operation, command.requestId)
-        const body = requestBody(command.request ?? {})
+        const first = yield* viewOf(request.agentId)
+        const key = ledgerKey(request.agentId, first.registeredSeq, request.operation, request.requestId)
+        const body = requestBody(request.request ?? {})
         const pending: PendingRequest = {
           state: "pending",
-          operation: command.operation,
+          operation: request.operation,
           body,
-          eventId: command.eventId ?? "",
-          subject: command.subject ?? agentEvents(command.agentId),
+          eventId: request.eventId ?? "",
+          subject: request.subject ?? agentEvents(request.agentId),
           afterSeq: first.lastSeq,
           at: Date.now(),
         }
+        const settle = (seq: number, reply: A) =>
+          ledger.settle(key, { state: "done", operation: request.operation, body, seq, reply: request.stored ? request.stored(reply) : reply })
         const reservation = yield* ledger.reserve(key, pending)
         if (reservation._tag !== "Reserved") {
-          const earlier = reservation.record
-          if (earlier.body !== body) {
+          if (reservation.record.body !== body) {
             return yield* Effect.fail(
-              new IdempotencyConflict({ field: "requestId", reason: `'${command.requestId}' was already used for a different ${command.operation} request` }),
+              new IdempotencyConflict({ field: "requestId", reason: `'${request.requestId}' was already used for a different ${request.operation} request` }),
             )
           }
           if (reservation._tag === "Settled") {
             const stored = reservation.record.reply
-            return command.replay ? command.replay(stored, yield* viewOf(command.agentId)) : (markDuplicate(stored) as A)
+            return request.replay ? request.replay(stored, yield* viewOf(request.agentId)) : (markDuplicate(stored) as A)
           }
           // An earlier attempt reserved the request and has not answered: still in flight, or dead.
           const lost = reservation.record
           const found = lost.eventId === "" ? null : yield* ledger.findEvent(lost.subject, lost.afterSeq, lost.eventId)
           if (found !== null) {
-            if (command.fromEvent === undefined) {
-              return yield* Effect.fail(new Unavailable({ reason: `request '${command.requestId}' was stored but its answer was lost` }))
+            if (request.fromEvent === undefined) {
+              return yield* Effect.fail(new Unavailable({ reason: `request '${request.requestId}' was stored but its answer was lost` }))
             }
             yield* views.waitFor(found.seq, "5 seconds").pipe(Effect.catch(() => Effect.void))
-            const reply = command.fromEvent(found.event, found.seq, yield* viewOf(command.agentId))
-            yield* ledger.settle(key, { state: "done", operation: command.operation, body, seq: found.seq, reply: command.stored ? command.stored(reply) : reply })
+            const reply = request.fromEvent(found.event, found.seq, yield* viewOf(request.agentId))
+            yield* settle(found.seq, reply)
             return reply
           }
           if (Date.now() - lost.at < ABANDONED_AFTER_MS) {
-            return yield* Effect.fail(new Unavailable({ reason: `request '${command.requestId}' is still being processed; retry with the same requestId` }))
+            return yield* Effect.fail(new Unavailable({ reason: `request '${request.requestId}' is still being processed; retry with the same requestId` }))
           }
           yield* ledger.takeOver(key, pending, reservation.revision)
         }
-        const outcome = yield* decideAndAppend(command).pipe(Effect.tapError(() => ledger.release(key)))
-        const reply = command.reply(outcome)
-        if (outcome.recorded) {
-          yield* ledger.settle(key, { state: "done", operation: command.operation, body, seq: outcome.seq, reply: command.stored ? command.stored(reply) : reply })
-        } else {
-          // Nothing was recorded: a later retry decides again.
-          yield* ledger.release(key)
-        }
-        return reply
+        const outcome = yield* run.pipe(Effect.tapError(() => ledger.release(key)))
+        // Nothing recorded: a later retry decides again.
+        yield* outcome.recorded ? settle(outcome.seq, outcome.reply) : ledger.release(key)
+        return outcome.reply
       })
 
-    return { handle, decideAndAppend }
+    /** The whole command: through the ledger when the request can be retried. */
+    const handle = <D, A>(command: Command<D, A>): Effect.Effect<A, ApiError> => {
+      const run = Effect.map(decideAndAppend(command), (outcome) => ({ reply: command.reply(outcome), recorded: outcome.recorded, seq: outcome.seq }))
+      return command.requestId === undefined ? Effect.map(run, (r) => r.reply) : once({ ...command, requestId: command.requestId }, run)
+    }
+
+    return { handle, once, decideAndAppend }
   })
 
 export type CommandHandler = Effect.Success<ReturnType<typeof makeCommandHandler>>

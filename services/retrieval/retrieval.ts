@@ -22,8 +22,9 @@ import { focusText } from "../../contracts/focus.ts"
 import { currentFocus, evolve, type AgentView } from "../../domain/agent-view.ts"
 import { EmbeddingProvider } from "../embedding/embedding-provider.ts"
 import { serveOperation } from "../api/serve.ts"
-import { EventLog } from "../log/event-log.ts"
-import { runProjection } from "../log/projection.ts"
+import { makeCommandHandler, type ViewSource } from "../log/command-handler.ts"
+import { runProjection, type Projection } from "../log/projection.ts"
+import { accept } from "../../domain/decision.ts"
 import { LongTerm } from "../longterm/longterm.ts"
 import { LongTermStore } from "../longterm/store.ts"
 import { SubstrateReader } from "../substrate/reader.ts"
@@ -77,7 +78,6 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
     Retrieval,
     Effect.gen(function* () {
       const settings = yield* RetrievalSettings
-      const log = yield* EventLog
       const store = yield* LongTermStore
       const longTerm = yield* LongTerm
       const embeddings = yield* EmbeddingProvider
@@ -104,6 +104,23 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       }
       const recalledSteps = new Map<string, { cues: number; seq: number }>()
       let live = false
+      // Cue writes are decided on this service's views and guarded on their subject, like every write.
+      const source: ViewSource = { get: (agentId) => views.get(agentId), waitFor: (seq, timeout) => projection.waitFor(seq, timeout) }
+      const commands = yield* makeCommandHandler(source)
+      /** Appends `event` unless, on the view as it stands, `holds` no longer does; retaken after a lost race. */
+      const appendWhile = (agentId: string, event: MemoryEvent, holds: (view: AgentView) => boolean) =>
+        commands.handle({
+          agentId,
+          operation: event._tag,
+          decide: (view) => accept(holds(view) ? event : null),
+          reply: (outcome) => ({ seq: outcome.seq }),
+        })
+      const stepOpen = (stepId: string) => (view: AgentView) => view.step?.stepId === stepId
+      /** A cue brings back what working does not hold in full: not a native entry below rung 2. */
+      const notHeldInFull = (entryId: string) => (view: AgentView) => {
+        const native = Option.getOrUndefined(HashMap.get(view.entries, entryId))
+        return native === undefined || native.rung >= 2
+      }
 
       const envelope = (view: AgentView, eventId: string, causationId: string | null, correlationId: string | null) => ({
         v: 1 as const,
@@ -180,20 +197,23 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
               (hit.dense >= settings.cueThreshold || hit.lexical >= settings.cueThreshold),
           )
           const cues = yield* planCues(view, eligible, Math.floor(view.budget * settings.cueBudgetShare))
-          const ranked = yield* log
-            .append({
+          const ranked = yield* appendWhile(
+            view.config.id,
+            {
               _tag: "StepRecalled",
               ...envelope(view, `${view.config.id}:recall:${step.stepId}:${trigger}`, step.stepId, null),
               stepId: step.stepId,
               trigger,
               similarities: hits.filter((h) => h.tier === "working").map((h) => ({ entryId: h.entryId, similarity: h.similarity })),
-            })
-            .pipe(Effect.orDie)
+            },
+            stepOpen(step.stepId),
+          ).pipe(Effect.orDie)
           const seqs = yield* Effect.forEach(
             cues,
             ({ hit, recalled }) =>
-              log
-                .append({
+              appendWhile(
+                view.config.id,
+                {
                   _tag: "CueRehydrated",
                   ...envelope(view, `${view.config.id}:cue:${step.stepId}:${hit.entryId}`, step.stepId, (hit.working ?? hit.record!).correlationId),
                   stepId: step.stepId,
@@ -201,24 +221,27 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
                   trigger,
                   relevance: hit.similarity,
                   recalled,
-                })
-                .pipe(Effect.map((a) => a.seq)),
+                },
+                (current) => stepOpen(step.stepId)(current) && notHeldInFull(hit.entryId)(current) && !HashMap.has(current.cues, hit.entryId),
+              ).pipe(Effect.map((a) => a.seq)),
             { concurrency: 64 },
           ).pipe(Effect.orDie)
           return { cues: cues.length, seq: Math.max(ranked.seq, ...seqs) }
         })
 
       const promote = (view: AgentView, stepId: string | null, entryId: string, trigger: CueTrigger, recalled: Recalled, key: string) =>
-        log
-          .append({
+        appendWhile(
+          view.config.id,
+          {
             _tag: "CuePromoted",
             ...envelope(view, `${view.config.id}:promote:${key}:${entryId}`, stepId, null),
             stepId,
             entryId,
             trigger,
             recalled,
-          })
-          .pipe(Effect.orDie)
+          },
+          notHeldInFull(entryId),
+        ).pipe(Effect.orDie)
 
       const recalledOf = (cue: NonNullable<ReturnType<typeof cueOf>>): Recalled => {
         const base = recalledMeta(cue)
@@ -246,11 +269,15 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
                   const raw = yield* substrate.get(after.config.id, id)
                   if (raw === null) return
                   const recalled: Recalled = { ...recalledMeta(raw), form: "raw", text: raw.content, tokens: raw.tokens }
-                  yield* log.append({
-                    _tag: "CueRehydrated",
-                    ...envelope(after, `${after.config.id}:cue:${event.stepId}:${id}`, event.eventId, raw.correlationId),
-                    stepId: event.stepId, entryId: id, trigger: "explicit-reference", relevance: 1, recalled,
-                  }).pipe(Effect.orDie)
+                  yield* appendWhile(
+                    after.config.id,
+                    {
+                      _tag: "CueRehydrated",
+                      ...envelope(after, `${after.config.id}:cue:${event.stepId}:${id}`, event.eventId, raw.correlationId),
+                      stepId: event.stepId, entryId: id, trigger: "explicit-reference", relevance: 1, recalled,
+                    },
+                    (current) => stepOpen(event.stepId)(current) && notHeldInFull(id)(current) && !HashMap.has(current.cues, id),
+                  ).pipe(Effect.orDie)
                   yield* promote(after, event.stepId, id, "explicit-reference", recalled, event.stepId)
                 }),
               { discard: true },
@@ -262,7 +289,12 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             return Effect.forEach(
               dropped,
               (id) =>
-                log.append({ _tag: "CueDropped", ...envelope(before, `${before.config.id}:drop:${step.stepId}:${id}`, event.eventId, null), stepId: step.stepId, entryId: id }),
+                appendWhile(
+                  before.config.id,
+                  { _tag: "CueDropped", ...envelope(before, `${before.config.id}:drop:${step.stepId}:${id}`, event.eventId, null), stepId: step.stepId, entryId: id },
+                  // A cue promoted meanwhile is native now: nothing to drop.
+                  notHeldInFull(id),
+                ),
               { discard: true },
             ).pipe(Effect.orDie)
           }
@@ -278,7 +310,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         }
       }
 
-      const projection = yield* runProjection({
+      const projection: Projection = yield* runProjection({
         name: "retrieval",
         apply: (event, record) => {
           const before = views.get(event.agentId)
@@ -375,7 +407,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         }),
       )
 
-      yield* serveOperation("warmUp", (agentId, request) =>
+      const warmUp = (agentId: string, request: { readonly count?: number; readonly requestId?: string }) =>
         Effect.gen(function* () {
           const view = yield* viewAfter(agentId)
           const count = request.count ?? settings.warmUpCount
@@ -393,7 +425,15 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             seq = (yield* promote(view, null, r.entryId, "warm-up", recalled, key)).seq
           }
           return { entryIds: records.map((r) => r.entryId), seq: seq || view.lastSeq }
-        }),
+        })
+      // A warm-up promotes records chosen when it runs: with a request id, it runs once, and a retry is answered as it was.
+      yield* serveOperation("warmUp", (agentId, request) =>
+        request.requestId === undefined
+          ? warmUp(agentId, request)
+          : commands.once(
+              { agentId, operation: "warmUp", requestId: request.requestId, request },
+              Effect.map(warmUp(agentId, request), (reply) => ({ reply, recorded: reply.entryIds.length > 0, seq: reply.seq })),
+            ),
       )
 
       return { view: (agentId) => views.get(agentId) }
