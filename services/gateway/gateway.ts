@@ -14,6 +14,7 @@ import { AgentNotFound, IdempotencyConflict, InvalidState, Unavailable, Validati
 import { agentConfigSubject, agentStepSubject, apiSubject, entrySubject, EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { decodeEvent } from "../log/decode.ts"
 import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
+import type { AgentConfig } from "../../contracts/agent.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import {
   decideBeginStep,
@@ -101,13 +102,20 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           const appendRegistration = (base: number) =>
             Effect.gen(function* () {
               const current = views.get(agentId)
+              // A registration retried is answered as it was, whatever changed since.
+              const earlier = current !== undefined && request.requestId !== undefined
+                ? yield* commands.answered(agentId, current.registeredSeq, "registerAgent", request.requestId, request)
+                : null
+              if (earlier !== null) return earlier.reply as { config: AgentConfig; budget: number; seq: number }
               const decision = decideRegister(current, request, s)
               if (!decision.ok) return yield* Effect.fail(decision.error)
               if (decision.event === null) return { config: current!.config, budget: current!.budget, seq: current!.registeredSeq }
               preloadEncoding(decision.event.config.encoding)
               // Expecting the subject as it was makes registration happen once, whoever races.
               const appended = yield* log.append(decision.event, { expectLastSubjectSeq: base })
-              return { config: decision.event.config, budget: decision.event.config.budget, seq: appended.seq }
+              const registration = { config: decision.event.config, budget: decision.event.config.budget, seq: appended.seq }
+              if (request.requestId !== undefined) yield* commands.answer(agentId, appended.seq, "registerAgent", request.requestId, request, appended.seq, registration)
+              return registration
             })
           const result = yield* appendRegistration(0).pipe(
             Effect.catchTag("SequenceConflict", () =>

@@ -191,7 +191,23 @@ export const makeCommandHandler = (views: ViewSource) =>
       return command.requestId === undefined ? Effect.map(run, (r) => r.reply) : once({ ...command, requestId: command.requestId }, run)
     }
 
-    return { handle, once, decideAndAppend }
+    /**
+     * For writes that are exactly-once by their subject (a registration): the
+     * answer a request id was first given, and recording it.
+     */
+    const answered = (agentId: string, registeredSeq: number, operation: string, requestId: string, request: object) =>
+      Effect.gen(function* () {
+        const record = yield* ledger.settled(ledgerKey(agentId, registeredSeq, operation, requestId))
+        if (record === null) return null
+        if (record.body !== requestBody(request)) {
+          return yield* Effect.fail(new IdempotencyConflict({ field: "requestId", reason: `'${requestId}' was already used for a different ${operation} request` }))
+        }
+        return { reply: record.reply }
+      })
+    const answer = (agentId: string, registeredSeq: number, operation: string, requestId: string, request: object, seq: number, reply: unknown) =>
+      ledger.settle(ledgerKey(agentId, registeredSeq, operation, requestId), { state: "done", operation, body: requestBody(request), seq, reply })
+
+    return { handle, once, decideAndAppend, answered, answer }
   })
 
 export type CommandHandler = Effect.Success<ReturnType<typeof makeCommandHandler>>

@@ -27,6 +27,8 @@ export interface RequestLedger {
   readonly takeOver: (key: string, pending: PendingRequest, revision: number) => Effect.Effect<number, Unavailable>
   /** Records the answer. */
   readonly settle: (key: string, record: SettledRequest) => Effect.Effect<void, Unavailable>
+  /** The answer recorded under the key, if any. */
+  readonly settled: (key: string) => Effect.Effect<SettledRequest | null, Unavailable>
   /** Frees the reservation of a request that was refused: nothing was written, a retry decides again. */
   readonly release: (key: string) => Effect.Effect<void>
   /** Looks for a stored event by id on `subject` after `afterSeq` (an attempt that stored its event, then died). */
@@ -98,5 +100,8 @@ export const openRequestLedger = Effect.gen(function* () {
         error instanceof Error && /no message found/i.test(error.message) ? null : unavailable("look up")(error),
     }).pipe(Effect.catch((e) => (e === null ? Effect.succeed(null) : Effect.fail(e as Unavailable))))
 
-  return { reserve, takeOver, settle, release, findEvent } satisfies RequestLedger
+  const settled = (key: string) =>
+    Effect.map(current(key), (found) => (found !== null && found.record.state === "done" ? found.record : null))
+
+  return { reserve, takeOver, settle, settled, release, findEvent } satisfies RequestLedger
 })
