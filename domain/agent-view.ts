@@ -125,7 +125,7 @@ const registered = (event: EventOf<"AgentRegistered">, position: LogPosition): A
   stepSeq: 0,
   otherEntrySeqs: HashMap.empty(),
   registeredSeq: position.seq,
-  seen: remember(NO_SEEN_IDS, event.eventId),
+  seen: remember(NO_SEEN_IDS, eventIdHash(event.eventId)),
   lastSeq: position.seq,
   lastEventAt: event.at,
 })
@@ -369,8 +369,8 @@ export const evolve = (view: AgentView | undefined, event: MemoryEvent, position
   if (view === undefined) return event._tag === "AgentRegistered" ? registered(event, position) : undefined
   if (position.seq <= view.lastSeq) return view
   // A copy of an applied event stored again under another message id changes nothing but log positions.
-  const duplicate = hasSeen(view.seen, event.eventId)
-  const next = duplicate ? view : { ...apply(view, event, position.seq), lastEventAt: event.at, seen: remember(view.seen, event.eventId) }
+  const hash = eventIdHash(event.eventId)
+  const next = hasSeen(view.seen, hash) ? view : { ...apply(view, event, position.seq), lastEventAt: event.at, seen: remember(view.seen, hash) }
   return { ...atPosition(next, event, position.seq), lastSeq: position.seq }
 }
 
@@ -387,16 +387,23 @@ export const skipUndecodable = (view: AgentView, subject: string, seq: number): 
 }
 
 /**
- * The ids of recently applied events, kept as 53-bit hashes in frozen
- * generations of SEEN_GENERATION: a few kilobytes per agent. A retry is
- * kept from being applied twice at any age by the request ledger (it never
- * reaches the log again); this memory only catches a copy of an event that
- * reached the log under another message id. Two different ids share a hash
- * with a chance of about 2^-53 per pair.
+ * The ids of recently applied events, kept as 53-bit hashes: the newest in a
+ * short persistent list, older ones in frozen sets of SEEN_GENERATION; about
+ * 15 KB per agent. A retry is kept from being applied twice at any age by
+ * the request ledger (it never reaches the log again); this memory only
+ * catches a copy of an event that reached the log under another message id.
+ * Two different ids share a hash with a chance of about 2^-53 per pair.
  */
 export interface SeenIds {
-  readonly recent: Float64Array
-  readonly older: ReadonlyArray<Float64Array>
+  readonly recent: SeenNode | null
+  readonly recentSize: number
+  /** Frozen generations, newest first; never mutated once made. */
+  readonly older: ReadonlyArray<ReadonlySet<number>>
+}
+
+interface SeenNode {
+  readonly hash: number
+  readonly next: SeenNode | null
 }
 
 /** Hashes per generation. */
@@ -405,7 +412,10 @@ export const SEEN_GENERATION = 64
 export const SEEN_IDS = 512
 const SEEN_OLDER = SEEN_IDS / SEEN_GENERATION
 
-const NO_SEEN_IDS: SeenIds = { recent: new Float64Array(0), older: [] }
+const NO_SEEN_IDS: SeenIds = { recent: null, recentSize: 0, older: [] }
+
+/** How many event ids a view remembers. */
+export const seenIdCount = (seen: SeenIds): number => seen.recentSize + seen.older.reduce((n, generation) => n + generation.size, 0)
 
 /** Two 32-bit FNV-1a variants of the id, joined into one safe integer. */
 export const eventIdHash = (id: string): number => {
@@ -420,22 +430,17 @@ export const eventIdHash = (id: string): number => {
   return (a >>> 0) * 2 ** 21 + ((b >>> 0) >>> 11)
 }
 
-const hasSeen = (seen: SeenIds, eventId: string): boolean => {
-  const h = eventIdHash(eventId)
-  if (seen.recent.includes(h)) return true
-  for (const generation of seen.older) if (generation.includes(h)) return true
+const hasSeen = (seen: SeenIds, hash: number): boolean => {
+  for (let node = seen.recent; node !== null; node = node.next) if (node.hash === hash) return true
+  for (const generation of seen.older) if (generation.has(hash)) return true
   return false
 }
 
-const remember = (seen: SeenIds, eventId: string): SeenIds => {
-  const h = eventIdHash(eventId)
-  if (seen.recent.length >= SEEN_GENERATION) {
-    return { recent: Float64Array.of(h), older: [seen.recent, ...seen.older.slice(0, SEEN_OLDER - 1)] }
-  }
-  const recent = new Float64Array(seen.recent.length + 1)
-  recent.set(seen.recent)
-  recent[seen.recent.length] = h
-  return { recent, older: seen.older }
+const remember = (seen: SeenIds, hash: number): SeenIds => {
+  if (seen.recentSize < SEEN_GENERATION) return { recent: { hash, next: seen.recent }, recentSize: seen.recentSize + 1, older: seen.older }
+  const frozen = new Set<number>()
+  for (let node = seen.recent; node !== null; node = node.next) frozen.add(node.hash)
+  return { recent: { hash, next: null }, recentSize: 1, older: [frozen, ...seen.older.slice(0, SEEN_OLDER - 1)] }
 }
 
 /**
