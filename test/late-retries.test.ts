@@ -5,10 +5,16 @@
  * and nothing is stored or applied again. A retry with the same request id
  * and a different body is refused with a typed error.
  */
+import { Kvm } from "@nats-io/kv"
+import { connect } from "@nats-io/transport-node"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { OperationName, RequestOf, ResponseOf } from "../contracts/api.ts"
+import type { EventOf } from "../contracts/events.ts"
+import { agentStepSubject } from "../contracts/subjects.ts"
 import { viewSnapshot } from "../domain/agent-view.ts"
-import { lastSeq } from "./support/log.ts"
+import { ledgerKey, requestBody, type PendingRequest } from "../domain/requests.ts"
+import { REQUEST_BUCKET } from "../services/nats/buckets.ts"
+import { appendEvents, lastSeq, readLog } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
 
 const DEDUPE_WINDOW_MS = 1_500
@@ -78,5 +84,56 @@ describe("a retry after the dedupe window and the views' memory of event ids", (
     const first = await call("recordEntry", { requestId: "stamped-1", origin: "USER", content: "Viewing on Tuesday at noon.", timestamp: 1_700_000_000_000 })
     const again = await call("recordEntry", { requestId: "stamped-1", origin: "USER", content: "Viewing on Tuesday at noon." })
     expect(again).toEqual({ ...first, duplicate: true })
+  })
+})
+
+describe("a retry of an attempt that died before answering", () => {
+  /** Leaves the ledger as an attempt that reserved `request` and then died would. */
+  const reserveAsDeadAttempt = async (agentId: string, request: RequestOf<"beginStep">, at: number) => {
+    const view = (await system.liveView(agentId))!
+    const pending: PendingRequest = {
+      state: "pending",
+      operation: "beginStep",
+      body: requestBody(request),
+      eventId: `${agentId}:beginStep:${request.requestId}`,
+      subject: agentStepSubject(agentId),
+      afterSeq: view.lastSeq,
+      at,
+    }
+    const nc = await connect({ servers: system.server.url })
+    try {
+      const kv = await new Kvm(nc).open(REQUEST_BUCKET)
+      await kv.create(ledgerKey(agentId, view.registeredSeq, "beginStep", request.requestId!), JSON.stringify(pending))
+    } finally {
+      await nc.close()
+    }
+  }
+  const started = async (agentId: string) =>
+    (await readLog(system.server.url, agentStepSubject(agentId))).filter((r) => r.event._tag === "StepStarted")
+
+  it("after storing its event is answered from that event, and nothing is stored again", async () => {
+    const agentId = "died-after-append"
+    await system.client.call(agentId, "registerAgent", { role: "main" })
+    const request = { requestId: "begin-lost", stepId: "s1" }
+    await reserveAsDeadAttempt(agentId, request, Date.now())
+    const event: EventOf<"StepStarted"> = {
+      _tag: "StepStarted", v: 1, eventId: `${agentId}:beginStep:begin-lost`, agentId, at: Date.now(), causationId: "begin-lost", correlationId: null, stepId: "s1", focus: null,
+    }
+    const seq = await appendEvents(system.server.url, [event])
+    await new Promise((r) => setTimeout(r, DEDUPE_WINDOW_MS + 500))
+    await expect(system.client.call(agentId, "beginStep", request)).resolves.toEqual({ stepId: "s1", seq })
+    await expect(system.client.call(agentId, "beginStep", request)).resolves.toEqual({ stepId: "s1", seq })
+    expect((await started(agentId)).map((r) => r.seq)).toEqual([seq])
+  })
+
+  it("before storing anything is taken over and applied once", async () => {
+    const agentId = "died-before-append"
+    await system.client.call(agentId, "registerAgent", { role: "main" })
+    const request = { requestId: "begin-dead", stepId: "s1" }
+    await reserveAsDeadAttempt(agentId, request, Date.now() - 60_000)
+    const reply = await system.client.call(agentId, "beginStep", request)
+    await new Promise((r) => setTimeout(r, DEDUPE_WINDOW_MS + 500))
+    await expect(system.client.call(agentId, "beginStep", request)).resolves.toEqual(reply)
+    expect((await started(agentId)).map((r) => r.seq)).toEqual([reply.seq])
   })
 })

@@ -23,7 +23,7 @@ import { agentEvents } from "../../contracts/subjects.ts"
 import { expectedSeqOf, type AgentView } from "../../domain/agent-view.ts"
 import type { Decision } from "../../domain/decision.ts"
 import { ledgerKey, requestBody, type PendingRequest } from "../../domain/requests.ts"
-import { appendRetryDeadline, EventLog, type SequenceConflict } from "./event-log.ts"
+import { EventLog, type SequenceConflict } from "./event-log.ts"
 import { openRequestLedger } from "./request-ledger.ts"
 
 /** Where the handler reads the agent's state: a projection of the log that can be waited for. */
@@ -74,8 +74,13 @@ export interface Command<D, A> extends Omit<LedgerRequest<A>, "requestId"> {
 
 /** Decisions retaken after losing a race; beyond, the request is Unavailable (nothing stored, safe to retry). */
 export const MAX_DECISION_ATTEMPTS = 8
-/** A reservation older than this whose event is not in the log belongs to an attempt that died. */
-const ABANDONED_AFTER_MS = Duration.toMillis(appendRetryDeadline) + 10_000
+/**
+ * A reservation older than this whose event is not in the log is taken over
+ * (its attempt died before storing anything). Should that attempt still be
+ * appending, both carry the same event id, and JetStream stores it once as
+ * long as the dedupe window is longer than an append's retries.
+ */
+export const TAKE_OVER_AFTER_MS = 5_000
 
 const markDuplicate = (reply: unknown): unknown =>
   reply !== null && typeof reply === "object" && "duplicate" in reply ? { ...reply, duplicate: true } : reply
@@ -174,7 +179,7 @@ export const makeCommandHandler = (views: ViewSource) =>
             yield* settle(found.seq, reply)
             return reply
           }
-          if (Date.now() - lost.at < ABANDONED_AFTER_MS) {
+          if (Date.now() - lost.at < TAKE_OVER_AFTER_MS) {
             return yield* Effect.fail(new Unavailable({ reason: `request '${request.requestId}' is still being processed; retry with the same requestId` }))
           }
           yield* ledger.takeOver(key, pending, reservation.revision)
