@@ -8,15 +8,24 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { RequestOf } from "../contracts/api.ts"
 import type { MemoryEvent } from "../contracts/events.ts"
 import { agentStepSubject } from "../contracts/subjects.ts"
+import { Layer } from "effect"
+import { gatewayService, workingService } from "../services/system.ts"
 import { readLog } from "./support/log.ts"
-import { startTestSystem, type TestSystem } from "./support/system.ts"
+import { settingsFor, startServices, startTestSystem, type RunningServices, type TestSystem } from "./support/system.ts"
 
 let system: TestSystem
+let second: RunningServices
 beforeAll(async () => {
   // No fade worker or retrieval: only the writes under test touch these agents.
   system = await startTestSystem({}, { fade: false, memory: false })
+  // A second gateway and working service: the queue groups spread requests over both, so writes race across processes.
+  const settings = settingsFor(system.server.url)
+  second = await startServices(Layer.mergeAll(gatewayService(settings("wm-gateway-2")), workingService(settings("wm-working-2"))))
 })
-afterAll(async () => system?.stop())
+afterAll(async () => {
+  await second?.stop()
+  await system?.stop()
+})
 
 const settle = <T>(promises: ReadonlyArray<Promise<T>>) => Promise.allSettled(promises)
 const tagOf = (result: PromiseSettledResult<unknown>) =>

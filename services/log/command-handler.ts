@@ -16,7 +16,7 @@
  * Modelled on the decide/evolve command handlers of event-sourcing libraries
  * (emmett's handleCommand), with the agent's view as the state.
  */
-import { Duration, Effect } from "effect"
+import { Duration, Effect, Semaphore } from "effect"
 import { AgentNotFound, IdempotencyConflict, Unavailable, type ApiError, type NotCaughtUp } from "../../contracts/errors.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { agentEvents } from "../../contracts/subjects.ts"
@@ -105,8 +105,34 @@ export const makeCommandHandler = (views: ViewSource) =>
         return caughtUp
       })
 
+    /**
+     * Writes to one subject from this process take turns, so they do not lose
+     * races to each other (one round trip each instead of a conflict storm);
+     * writes from other processes are still ordered by the expected sequence.
+     */
+    const turns = new Map<string, { readonly lock: Semaphore.Semaphore; waiting: number }>()
+    const inTurn = <X, E>(subject: string | undefined, effect: Effect.Effect<X, E>): Effect.Effect<X, E> => {
+      if (subject === undefined) return effect
+      return Effect.suspend(() => {
+        let turn = turns.get(subject)
+        if (turn === undefined) turns.set(subject, (turn = { lock: Semaphore.makeUnsafe(1), waiting: 0 }))
+        turn.waiting++
+        const current = turn
+        return current.lock.withPermits(1)(effect).pipe(
+          Effect.ensuring(
+            Effect.sync(() => {
+              if (--current.waiting === 0) turns.delete(subject)
+            }),
+          ),
+        )
+      })
+    }
+
     /** Steps 2–4: decide, append with the expected sequence, re-decide after a lost race. */
     const decideAndAppend = <D, A>(command: Command<D, A>): Effect.Effect<Outcome<D>, ApiError> =>
+      inTurn(command.subject, decideAndAppendNow(command))
+
+    const decideAndAppendNow = <D, A>(command: Command<D, A>): Effect.Effect<Outcome<D>, ApiError> =>
       Effect.gen(function* () {
         const eventOf = command.eventOf ?? ((d: D) => d as unknown as MemoryEvent | null)
         let caughtUpAfterRefusal = false
@@ -125,7 +151,11 @@ export const makeCommandHandler = (views: ViewSource) =>
           const appended = yield* log
             .append(event, { expectLastSubjectSeq: expectedSeqOf(view, event) })
             .pipe(Effect.catchTag("SequenceConflict", (conflict: SequenceConflict) => Effect.as(catchUpTo(conflict.actual), null)))
-          if (appended !== null) return { view, decided: decision.event, seq: appended.seq, duplicate: appended.duplicate, recorded: true }
+          if (appended !== null) {
+            // The next write in turn decides on a view that has this one.
+            if (command.subject !== undefined) yield* views.waitFor(appended.seq, "1 second").pipe(Effect.catch(() => Effect.void))
+            return { view, decided: decision.event, seq: appended.seq, duplicate: appended.duplicate, recorded: true }
+          }
         }
         return yield* Effect.fail(
           new Unavailable({ reason: `other writes to agent '${command.agentId}' kept winning the race; nothing was stored, retry with the same requestId` }),
