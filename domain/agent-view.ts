@@ -388,8 +388,8 @@ export const skipUndecodable = (view: AgentView, subject: string, seq: number): 
 
 /**
  * The ids of recently applied events, kept as 53-bit hashes: the newest in a
- * short persistent list, older ones in frozen sets of SEEN_GENERATION; about
- * 15 KB per agent. A retry is kept from being applied twice at any age by
+ * short persistent list, older ones in frozen sets of SEEN_GENERATION (a few
+ * kilobytes per agent, where sets of the ids took 115–186 KB). A retry is kept from being applied twice at any age by
  * the request ledger (it never reaches the log again); this memory only
  * catches a copy of an event that reached the log under another message id.
  * Two different ids share a hash with a chance of about 2^-53 per pair.
