@@ -11,9 +11,10 @@
  */
 import { HashMap, Option } from "effect"
 import type { WorkingEntry } from "../contracts/entry.ts"
-import type { EventOf } from "../contracts/events.ts"
+import type { EventOf, MemoryEvent } from "../contracts/events.ts"
 import type { AgentView } from "./agent-view.ts"
-import { formText, formTokens } from "./agent-view.ts"
+import { evolve, formText, formTokens } from "./agent-view.ts"
+import { candidatesOf } from "./context-builder.ts"
 import type { BuiltContext, ContextItem } from "./context-builder.ts"
 import { dayOf, renderBlock, renderDateLine } from "./render.ts"
 
@@ -112,5 +113,62 @@ export const contextFromRead = (view: AgentView, event: EventOf<"EntriesRead">, 
     if (entry === undefined) continue
     items.push({ entryId: entry.id, timestamp: entry.timestamp, origin: entry.origin, rung: entry.rung, form: served.form, cue: served.cue, tokens: formTokens(entry, served.form) })
   }
-  return replayedContext(view, { tokens: event.tokens, budget: event.budget, items, omitted: Math.max(0, HashMap.size(view.entries) - items.length), seq })
+  return replayedContext(view, { tokens: event.tokens, budget: event.budget, items, omitted: Math.max(0, candidatesOf(view).length - items.length), seq })
+}
+
+/** Operations kept in the ledger whose reply follows from their one event. */
+export const LEDGERED_OPERATIONS = ["retuneBudget", "enterHyperfocus", "exitHyperfocus", "beginStep", "setFocus", "referenceEntries", "endStep", "buildContext"] as const
+
+/**
+ * The reply a write was given, from the event it stored and the view that
+ * event was applied to (the agent's view just before it): what a retry is
+ * answered with when its ledger record was lost, and what rebuilding the
+ * ledger from the log writes. Null for an event no write of this kind made.
+ */
+export const replyOfEvent = (before: AgentView, event: MemoryEvent, seq: number): unknown => {
+  switch (event._tag) {
+    case "BudgetChanged":
+      return {
+        baseBudget: event.baseBudget,
+        budget: event.budget,
+        hyperfocus: event.reason === "hyperfocus-enter" ? true : event.reason === "hyperfocus-exit" ? false : before.hyperfocus,
+        seq,
+      }
+    case "StepStarted":
+    case "StepEnded":
+      return { stepId: event.stepId, seq }
+    case "FocusChanged":
+      return { transition: event.transition, seq }
+    case "EntriesReferenced":
+      return { entryIds: event.entryIds, seq }
+    case "EntriesRead":
+      return storedContext(contextFromRead(before, event, seq))
+    default:
+      return null
+  }
+}
+
+/**
+ * The ledger as the log says it should be: one settled record for every
+ * event a write with a request id stored (event id `<agent>:<operation>:<requestId>`).
+ * The request body is not in the log: a rebuilt record has an empty body,
+ * and any body retried under it counts as the same request.
+ */
+export const ledgerFromLog = (events: Iterable<{ readonly event: MemoryEvent; readonly seq: number }>): Map<string, SettledRequest> => {
+  const views = new Map<string, AgentView>()
+  const ledger = new Map<string, SettledRequest>()
+  const operations = new Set<string>(LEDGERED_OPERATIONS)
+  for (const { event, seq } of events) {
+    const before = views.get(event.agentId)
+    const [agentId, operation, requestId, ...rest] = event.eventId.split(":")
+    if (before !== undefined && agentId === event.agentId && operation !== undefined && operations.has(operation) && requestId !== undefined && rest.length === 0) {
+      const reply = replyOfEvent(before, event, seq)
+      const key = ledgerKey(event.agentId, before.registeredSeq, operation, requestId)
+      if (reply !== null && !ledger.has(key)) ledger.set(key, { state: "done", operation, body: "", seq, reply })
+    }
+    const after = evolve(before, event, { seq })
+    if (after === undefined) views.delete(event.agentId)
+    else views.set(event.agentId, after)
+  }
+  return ledger
 }

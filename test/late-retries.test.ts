@@ -12,7 +12,7 @@ import type { OperationName, RequestOf, ResponseOf } from "../contracts/api.ts"
 import type { EventOf } from "../contracts/events.ts"
 import { agentStepSubject } from "../contracts/subjects.ts"
 import { viewSnapshot } from "../domain/agent-view.ts"
-import { ledgerKey, requestBody, type PendingRequest } from "../domain/requests.ts"
+import { ledgerFromLog, ledgerKey, requestBody, type PendingRequest, type SettledRequest } from "../domain/requests.ts"
 import { REQUEST_BUCKET } from "../services/nats/buckets.ts"
 import { appendEvents, lastSeq, readLog } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
@@ -69,6 +69,26 @@ describe("a retry after the dedupe window and the views' memory of event ids", (
     expect(viewSnapshot((await system.liveView(AGENT, seqBefore))!)).toEqual(viewBefore)
     // A registration retried is answered with the registration it made.
     await expect(call("registerAgent", { requestId: "reg-1", role: "main" })).resolves.toMatchObject({ seq: 1 })
+  })
+
+  it("finds in the ledger what the log says each write was answered (the ledger is rebuildable from the log)", async () => {
+    const fromLog = ledgerFromLog((await readLog(system.server.url)).filter((r) => r.event.agentId === AGENT))
+    const nc = await connect({ servers: system.server.url })
+    try {
+      const kv = await new Kvm(nc).open(REQUEST_BUCKET)
+      const live = new Map<string, SettledRequest>()
+      for await (const key of await kv.keys(`${AGENT}.>`)) {
+        const entry = await kv.get(key)
+        if (entry?.operation === "PUT") live.set(key, entry.json<SettledRequest>())
+      }
+      // The eight writes other than the record and the registration (a record's ledger is its entry's subject;
+      // a registration is exactly-once by its subject, its answer is kept but not rebuilt).
+      expect(fromLog.size).toBe(8)
+      expect([...fromLog.keys()].sort()).toEqual([...live.keys()].filter((k) => !k.includes(".registerAgent.")).sort())
+      for (const [key, rebuilt] of fromLog) expect({ seq: rebuilt.seq, reply: rebuilt.reply }, key).toEqual({ seq: live.get(key)!.seq, reply: live.get(key)!.reply })
+    } finally {
+      await nc.close()
+    }
   })
 
   it("with the same request id and a different body is refused, naming the field, and writes nothing", async () => {

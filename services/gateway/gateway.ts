@@ -30,6 +30,7 @@ import {
   type Decision,
   type Stamp,
 } from "../../domain/decide.ts"
+import { replyOfEvent } from "../../domain/requests.ts"
 import { preloadEncoding } from "../../domain/tokens.ts"
 import { serveOperation } from "../api/serve.ts"
 import { makeCommandHandler, type Outcome } from "../log/command-handler.ts"
@@ -71,7 +72,6 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         subject: string,
         decide: (view: AgentView, s: Stamp) => Decision<E>,
         reply: (outcome: Outcome<E>) => A,
-        fromEvent: (event: MemoryEvent, seq: number, view: AgentView) => A,
       ) => {
         const s = stamp(agentId, operation, request)
         return commands.handle<E, A>({
@@ -83,7 +83,8 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           subject,
           decide: (view) => decide(view, s),
           reply,
-          fromEvent,
+          // An attempt that stored its event and died before answering: the reply follows from the event.
+          fromEvent: (event, seq, view) => replyOfEvent(view, event, seq) as A,
         })
       }
 
@@ -127,24 +128,16 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         }),
       )
 
-      const budgetOf = (event: EventOf<"BudgetChanged">, view: AgentView, seq: number): ResponseOf<"retuneBudget"> => ({
-        baseBudget: event.baseBudget,
-        budget: event.budget,
-        hyperfocus: event.reason === "hyperfocus-enter" ? true : event.reason === "hyperfocus-exit" ? false : view.hyperfocus,
-        seq,
-      })
-      const budgetReply = ({ view, decided, seq }: Outcome<EventOf<"BudgetChanged">>) => budgetOf(decided, view, seq)
-      const budgetFromEvent = (event: MemoryEvent, seq: number, view: AgentView): ResponseOf<"retuneBudget"> =>
-        event._tag === "BudgetChanged" ? budgetOf(event, view, seq) : { baseBudget: view.config.budget, budget: view.budget, hyperfocus: view.hyperfocus, seq }
+      const budgetReply = ({ view, decided, seq }: Outcome<EventOf<"BudgetChanged">>) => replyOfEvent(view, decided, seq) as ResponseOf<"retuneBudget">
 
       yield* serveOperation("retuneBudget", (agentId, request) =>
-        write(agentId, "retuneBudget", request, agentConfigSubject(agentId), (view, s) => decideRetune(view, request, s), budgetReply, budgetFromEvent),
+        write(agentId, "retuneBudget", request, agentConfigSubject(agentId), (view, s) => decideRetune(view, request, s), budgetReply),
       )
       yield* serveOperation("enterHyperfocus", (agentId, request) =>
-        write(agentId, "enterHyperfocus", request, agentConfigSubject(agentId), (view, s) => decideEnterHyperfocus(view, request, s), budgetReply, budgetFromEvent),
+        write(agentId, "enterHyperfocus", request, agentConfigSubject(agentId), (view, s) => decideEnterHyperfocus(view, request, s), budgetReply),
       )
       yield* serveOperation("exitHyperfocus", (agentId, request) =>
-        write(agentId, "exitHyperfocus", request, agentConfigSubject(agentId), (view, s) => decideExitHyperfocus(view, s), budgetReply, budgetFromEvent),
+        write(agentId, "exitHyperfocus", request, agentConfigSubject(agentId), (view, s) => decideExitHyperfocus(view, s), budgetReply),
       )
 
       /**
@@ -209,7 +202,6 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           (view, s) => decideBeginStep(view, request, s, stepId),
           // Beginning the step that is already open answers with the step as it began.
           ({ view, seq, recorded }): ResponseOf<"beginStep"> => ({ stepId, seq: recorded ? seq : (view.step?.startedSeq ?? seq) }),
-          (event, seq) => ({ stepId: event._tag === "StepStarted" ? event.stepId : stepId, seq }),
         )
       })
 
@@ -221,7 +213,6 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           agentStepSubject(agentId),
           (view, s) => decideFocus(view, request, s),
           ({ decided, seq }): ResponseOf<"setFocus"> => ({ transition: decided.transition, seq }),
-          (event, seq) => ({ transition: event._tag === "FocusChanged" && event.transition, seq }),
         ),
       )
 
@@ -269,7 +260,6 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
             agentStepSubject(agentId),
             (view, s) => decideReference(view, merged, s),
             ({ decided, seq }): ResponseOf<"referenceEntries"> => ({ entryIds: decided.entryIds, seq }),
-            (event, seq) => ({ entryIds: event._tag === "EntriesReferenced" ? event.entryIds : [], seq }),
           )
         }),
       )
@@ -282,7 +272,6 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           agentStepSubject(agentId),
           (view, s) => decideEndStep(view, request, s),
           ({ decided, seq }): ResponseOf<"endStep"> => ({ stepId: decided.stepId, seq }),
-          (event, seq) => ({ stepId: event._tag === "StepEnded" ? event.stepId : request.stepId, seq }),
         ),
       )
 

@@ -13,7 +13,7 @@ import { operations } from "../../contracts/api.ts"
 import { agentStepSubject, apiSubject } from "../../contracts/subjects.ts"
 import { currentFocus, viewResponseOf, type AgentView } from "../../domain/agent-view.ts"
 import { decideRead, type Stamp } from "../../domain/decide.ts"
-import { contextFromRead, replayedContext, storedContext, type StoredContext } from "../../domain/requests.ts"
+import { replayedContext, replyOfEvent, storedContext, type StoredContext } from "../../domain/requests.ts"
 import { Nats } from "../nats/connection.ts"
 import { serveOperation } from "../api/serve.ts"
 import { makeCommandHandler } from "../log/command-handler.ts"
@@ -88,8 +88,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
             reply: ({ decided, seq }): ResponseOf<"buildContext"> => ({ ...decided.built, seq }),
             stored: storedContext,
             replay: (stored, current) => replayedContext(current, stored as StoredContext),
-            fromEvent: (event, seq, current) =>
-              event._tag === "EntriesRead" ? contextFromRead(current, event, seq) : replayedContext(current, { tokens: 0, budget: current.budget, items: [], omitted: 0, seq }),
+            fromEvent: (event, seq, current) => replayedContext(current, replyOfEvent(current, event, seq) as StoredContext),
           })
         }),
       )
