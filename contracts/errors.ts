@@ -56,6 +56,20 @@ export class UnknownEntries extends Schema.TaggedError<UnknownEntries>()("Unknow
   }
 }
 
+/**
+ * The request id was already used for a different request: another
+ * operation, or the same operation with a different body. Nothing was
+ * written; the first request stands.
+ */
+export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>()("IdempotencyConflict", {
+  field: Schema.String,
+  reason: Schema.String,
+}) {
+  override get message(): string {
+    return `${this.field}: ${this.reason}`
+  }
+}
+
 /** A read asked to see writes up to `afterSeq`, and the projection did not get there in time. */
 export class NotCaughtUp extends Schema.TaggedError<NotCaughtUp>()("NotCaughtUp", {
   afterSeq: Schema.Int,
@@ -81,6 +95,7 @@ export const ApiError = Schema.Union([
   AgentAlreadyRegistered,
   InvalidState,
   UnknownEntries,
+  IdempotencyConflict,
   NotCaughtUp,
   Unavailable,
 ])

@@ -10,12 +10,14 @@ import type { AgentConfig } from "../contracts/agent.ts"
 import type { RepresentationKind, WorkingEntry, WorkingRung } from "../contracts/entry.ts"
 import { entryIdOf, type EventOf, type MemoryEvent } from "../contracts/events.ts"
 import type { Focus } from "../contracts/focus.ts"
-import { agentConfigSubject, entrySubject } from "../contracts/subjects.ts"
+import { agentConfigSubject, agentStepSubject, entrySubject, eventSubject } from "../contracts/subjects.ts"
 
 export interface OpenStep {
   readonly stepId: string
   readonly focus: Focus | null
   readonly startedAt: number
+  /** Stream sequence of the StepStarted event: what a retried begin of this step is answered with. */
+  readonly startedSeq: number
   /** Ids of the entries and cues the agent referenced in this step. */
   readonly referenced: HashSet.HashSet<string>
   /** Retrieval's similarity of working entries to the step's focus, once recalled. */
@@ -46,10 +48,20 @@ export interface AgentView {
   readonly clock: number
   /** Sequence of the last event on the agent's configuration subject (guards budget changes). */
   readonly configSeq: number
+  /** Sequence of the last event on the agent's step subject (guards steps, focus, reads and references). */
+  readonly stepSeq: number
+  /**
+   * Sequence of the last event on the subject of each entry that is not a
+   * native working entry (long-term, cue, forgotten): guards cue writes.
+   * Native entries carry theirs as `lastEventSeq`.
+   */
+  readonly otherEntrySeqs: HashMap.HashMap<string, number>
+  /** Sequence of the AgentRegistered event: one registration of this id (it may be registered again after a forget). */
+  readonly registeredSeq: number
   readonly lastSeq: number
   readonly lastEventAt: number
-  /** Ids of the events applied most recently (at least the last SEEN_GENERATION), so a redelivered copy is not applied twice. */
-  readonly seen: { readonly recent: HashSet.HashSet<string>; readonly older: HashSet.HashSet<string> }
+  /** Hashes of the ids of the events applied most recently (at least the last SEEN_IDS), so a copy stored under another message id is not applied twice. */
+  readonly seen: SeenIds
 }
 
 /** Where an event sits in the log. */
@@ -110,7 +122,10 @@ const registered = (event: EventOf<"AgentRegistered">, position: LogPosition): A
   entryCount: 0,
   clock: 0,
   configSeq: position.seq,
-  seen: { recent: HashSet.make(event.eventId), older: HashSet.empty() },
+  stepSeq: 0,
+  otherEntrySeqs: HashMap.empty(),
+  registeredSeq: position.seq,
+  seen: remember(NO_SEEN_IDS, eventIdHash(event.eventId)),
   lastSeq: position.seq,
   lastEventAt: event.at,
 })
@@ -293,7 +308,7 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
     case "StepStarted":
       return {
         ...view,
-        step: { stepId: event.stepId, focus: event.focus, startedAt: event.at, referenced: HashSet.empty(), similarities: null },
+        step: { stepId: event.stepId, focus: event.focus, startedAt: event.at, startedSeq: seq, referenced: HashSet.empty(), similarities: null },
         // Cues live for one step only.
         cues: HashMap.empty(),
         cueRelevance: HashMap.empty(),
@@ -356,8 +371,8 @@ export const evolve = (view: AgentView | undefined, event: MemoryEvent, position
   if (view === undefined) return event._tag === "AgentRegistered" ? registered(event, position) : undefined
   if (position.seq <= view.lastSeq) return view
   // A copy of an applied event stored again under another message id changes nothing but log positions.
-  const duplicate = HashSet.has(view.seen.recent, event.eventId) || HashSet.has(view.seen.older, event.eventId)
-  const next = duplicate ? view : { ...apply(view, event, position.seq), lastEventAt: event.at, seen: remember(view.seen, event.eventId) }
+  const hash = eventIdHash(event.eventId)
+  const next = hasSeen(view.seen, hash) ? view : { ...apply(view, event, position.seq), lastEventAt: event.at, seen: remember(view.seen, hash) }
   return { ...atPosition(next, event, position.seq), lastSeq: position.seq }
 }
 
@@ -368,19 +383,67 @@ export const evolve = (view: AgentView | undefined, event: MemoryEvent, position
  */
 export const skipUndecodable = (view: AgentView, subject: string, seq: number): AgentView => {
   if (subject === agentConfigSubject(view.config.id)) return seq > view.configSeq ? { ...view, configSeq: seq } : view
+  if (subject === agentStepSubject(view.config.id)) return seq > view.stepSeq ? { ...view, stepSeq: seq } : view
   const prefix = entrySubject(view.config.id, "")
-  const entry = subject.startsWith(prefix) ? Option.getOrUndefined(HashMap.get(view.entries, subject.slice(prefix.length))) : undefined
-  if (entry === undefined || entry.lastEventSeq >= seq) return view
-  return { ...view, entries: HashMap.set(view.entries, entry.id, { ...entry, lastEventSeq: seq }) }
+  return subject.startsWith(prefix) ? atEntrySubject(view, subject.slice(prefix.length), seq) : view
 }
 
-/** Event ids remembered per agent: between one and two generations of this many. */
-export const SEEN_GENERATION = 512
+/**
+ * The ids of recently applied events, kept as 53-bit hashes: the newest in a
+ * short persistent list, older ones in frozen sets of SEEN_GENERATION (a few
+ * kilobytes per agent, where sets of the ids took 115–186 KB). A retry is kept from being applied twice at any age by
+ * the request ledger (it never reaches the log again); this memory only
+ * catches a copy of an event that reached the log under another message id.
+ * Two different ids share a hash with a chance of about 2^-53 per pair.
+ */
+export interface SeenIds {
+  readonly recent: SeenNode | null
+  readonly recentSize: number
+  /** Frozen generations, newest first; never mutated once made. */
+  readonly older: ReadonlyArray<ReadonlySet<number>>
+}
 
-const remember = (seen: AgentView["seen"], eventId: string): AgentView["seen"] =>
-  HashSet.size(seen.recent) >= SEEN_GENERATION
-    ? { recent: HashSet.make(eventId), older: seen.recent }
-    : { recent: HashSet.add(seen.recent, eventId), older: seen.older }
+interface SeenNode {
+  readonly hash: number
+  readonly next: SeenNode | null
+}
+
+/** Hashes per generation. */
+export const SEEN_GENERATION = 64
+/** Event ids remembered per agent: at least this many (and at most one generation more). */
+export const SEEN_IDS = 512
+const SEEN_OLDER = SEEN_IDS / SEEN_GENERATION
+
+const NO_SEEN_IDS: SeenIds = { recent: null, recentSize: 0, older: [] }
+
+/** How many event ids a view remembers. */
+export const seenIdCount = (seen: SeenIds): number => seen.recentSize + seen.older.reduce((n, generation) => n + generation.size, 0)
+
+/** Two 32-bit FNV-1a variants of the id, joined into one safe integer. */
+export const eventIdHash = (id: string): number => {
+  let a = 0x811c9dc5
+  let b = 0x01000193 ^ id.length
+  for (let i = 0; i < id.length; i++) {
+    const c = id.charCodeAt(i)
+    a = Math.imul(a ^ c, 0x01000193)
+    b = Math.imul(b ^ c, 0x5bd1e995)
+    b ^= b >>> 15
+  }
+  return (a >>> 0) * 2 ** 21 + ((b >>> 0) >>> 11)
+}
+
+const hasSeen = (seen: SeenIds, hash: number): boolean => {
+  for (let node = seen.recent; node !== null; node = node.next) if (node.hash === hash) return true
+  for (const generation of seen.older) if (generation.has(hash)) return true
+  return false
+}
+
+const remember = (seen: SeenIds, hash: number): SeenIds => {
+  if (seen.recentSize < SEEN_GENERATION) return { recent: { hash, next: seen.recent }, recentSize: seen.recentSize + 1, older: seen.older }
+  const frozen = new Set<number>()
+  for (let node = seen.recent; node !== null; node = node.next) frozen.add(node.hash)
+  return { recent: { hash, next: null }, recentSize: 1, older: [frozen, ...seen.older.slice(0, SEEN_OLDER - 1)] }
+}
 
 /**
  * Keeps the positions the expected-sequence guards use equal to the last
@@ -389,9 +452,39 @@ const remember = (seen: AgentView["seen"], eventId: string): AgentView["seen"] =
 const atPosition = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
   if (event._tag === "AgentRegistered" || event._tag === "BudgetChanged") return view.configSeq === seq ? view : { ...view, configSeq: seq }
   const entryId = entryIdOf(event)
-  const entry = entryId === null ? undefined : Option.getOrUndefined(HashMap.get(view.entries, entryId))
-  if (entryId === null || entry === undefined || entry.lastEventSeq >= seq) return view
-  return { ...view, entries: HashMap.set(view.entries, entryId, { ...entry, lastEventSeq: seq }) }
+  if (entryId === null) return eventSubject(event) === agentStepSubject(view.config.id) && view.stepSeq < seq ? { ...view, stepSeq: seq } : view
+  return atEntrySubject(view, entryId, seq)
+}
+
+const atEntrySubject = (view: AgentView, entryId: string, seq: number): AgentView => {
+  const entry = Option.getOrUndefined(HashMap.get(view.entries, entryId))
+  if (entry !== undefined) {
+    // A native entry carries its own position; the map keeps only the others.
+    const others = HashMap.has(view.otherEntrySeqs, entryId) ? HashMap.remove(view.otherEntrySeqs, entryId) : view.otherEntrySeqs
+    if (entry.lastEventSeq >= seq) return others === view.otherEntrySeqs ? view : { ...view, otherEntrySeqs: others }
+    return { ...view, entries: HashMap.set(view.entries, entryId, { ...entry, lastEventSeq: seq }), otherEntrySeqs: others }
+  }
+  const known = Option.getOrElse(HashMap.get(view.otherEntrySeqs, entryId), () => 0)
+  return known >= seq ? view : { ...view, otherEntrySeqs: HashMap.set(view.otherEntrySeqs, entryId, seq) }
+}
+
+/** The sequence of the last event on an entry's subject that this view has applied (0: none). */
+export const entrySubjectSeq = (view: AgentView, entryId: string): number => {
+  const entry = Option.getOrUndefined(HashMap.get(view.entries, entryId))
+  return entry !== undefined ? entry.lastEventSeq : Option.getOrElse(HashMap.get(view.otherEntrySeqs, entryId), () => 0)
+}
+
+/**
+ * The sequence an event's subject must still be at for a decision taken on
+ * this view to stand (its Nats-Expected-Last-Subject-Sequence): the
+ * configuration subject for registrations and budgets, the step subject for
+ * steps, focus, reads and references, the entry's subject for everything
+ * that happens to one entry.
+ */
+export const expectedSeqOf = (view: AgentView, event: MemoryEvent): number => {
+  const entryId = entryIdOf(event)
+  if (entryId !== null) return entrySubjectSeq(view, entryId)
+  return eventSubject(event) === agentConfigSubject(view.config.id) ? view.configSeq : view.stepSeq
 }
 
 /** Working entries in timestamp order (oldest first); ties keep recording order. */

@@ -10,6 +10,7 @@ import { AgentAlreadyRegistered, InvalidState, UnknownEntries, ValidationError }
 import type { EventOf } from "../contracts/events.ts"
 import type { Focus } from "../contracts/focus.ts"
 import type { AgentView } from "./agent-view.ts"
+import { buildContext, candidatesOf, effectiveBudget, priorityFor, type BuiltContext } from "./context-builder.ts"
 import { blockTokens } from "./render.ts"
 import { accept, envelope, refuse, type Decision, type Stamp } from "./decision.ts"
 
@@ -114,6 +115,25 @@ export const decideRecord = (
   })
 }
 
+/**
+ * The first field in which a record request differs from the entry its
+ * request id first recorded (null: the same request). Fields the request
+ * leaves out take the values the first record gave them, except the
+ * timestamp, which defaults to the time of recording.
+ */
+export const recordConflict = (request: RequestOf<"recordEntry">, stored: EventOf<"EntryRecorded">): string | null => {
+  if (request.content !== stored.content) return "content"
+  if (request.origin !== stored.origin) return "origin"
+  if (request.timestamp !== undefined && request.timestamp !== stored.timestamp) return "timestamp"
+  if ((request.correlationId ?? null) !== stored.correlationId) return "correlationId"
+  const tags = Array.from(new Set(request.tags ?? []))
+  if (tags.length !== stored.tags.length || tags.some((t, i) => t !== stored.tags[i])) return "tags"
+  const mood = request.mood ?? null
+  if (JSON.stringify(mood && { valence: mood.valence, arousal: mood.arousal }) !== JSON.stringify(stored.moodSnapshot && { valence: stored.moodSnapshot.valence, arousal: stored.moodSnapshot.arousal })) return "mood"
+  if ((request.emotionalWeight ?? 0) !== stored.emotionalWeight) return "emotionalWeight"
+  return null
+}
+
 export const decideBeginStep = (
   view: AgentView,
   request: RequestOf<"beginStep">,
@@ -180,4 +200,35 @@ export const decideEndStep = (
   const notOpen = openStep(view, request.stepId)
   if (notOpen) return refuse(notOpen)
   return accept({ _tag: "StepEnded", ...envelope(stamp), stepId: request.stepId })
+}
+
+/** A context build: the context served, and the EntriesRead event that records what it served. */
+export interface ReadDecision {
+  readonly event: EventOf<"EntriesRead">
+  readonly built: BuiltContext
+}
+
+/**
+ * Builds the context on the view and records the read. Reference counts are
+ * folded from the event, so the read depends on the view it was built on:
+ * it is appended with the step subject's sequence, and rebuilt when another
+ * write to the step subject came first.
+ */
+export const decideRead = (view: AgentView, request: RequestOf<"buildContext">, stamp: Stamp): Decision<ReadDecision> => {
+  if (request.stepId !== undefined && view.step?.stepId !== request.stepId) {
+    return refuse(new InvalidState({ field: "stepId", reason: `step '${request.stepId}' is not the open step` }))
+  }
+  const budget = effectiveBudget(view, request.limit)
+  const built = buildContext(candidatesOf(view, priorityFor(view)), budget, request.order ?? "timestamp", view.config.encoding)
+  return accept({
+    event: {
+      _tag: "EntriesRead",
+      ...envelope(stamp),
+      stepId: view.step?.stepId ?? null,
+      budget,
+      tokens: built.tokens,
+      served: built.items.map((i) => ({ entryId: i.entryId, form: i.form, cue: i.cue })),
+    },
+    built,
+  })
 }

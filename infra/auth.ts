@@ -30,7 +30,7 @@ import { operations } from "../contracts/api.ts"
 import { isSubjectToken } from "../contracts/ids.ts"
 import { agentInboxPrefix, tenantInboxPrefix } from "../contracts/inboxes.ts"
 import { API_ROOT, DEAD_LETTER_ROOT, DEAD_LETTER_STREAM, EVENTS_ROOT, EVENTS_STREAM } from "../contracts/subjects.ts"
-import { CHECKPOINT_BUCKET, SUBSTRATE_BUCKET } from "../services/nats/buckets.ts"
+import { CHECKPOINT_BUCKET, REQUEST_BUCKET, SUBSTRATE_BUCKET } from "../services/nats/buckets.ts"
 
 export interface SubjectRules {
   readonly allow: ReadonlyArray<string>
@@ -292,11 +292,13 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       return {
         ...base(name),
         appends: [`${EVENTS_ROOT}.*.agent`, `${EVENTS_ROOT}.*.step`, `${EVENTS_ROOT}.*.entry.*`],
+        // The request ledger: what each write with a request id was answered.
+        buckets: [REQUEST_BUCKET],
         requests: [apiOf("query"), apiOf("getRaw")],
       }
     case "working":
       // EntriesRead after each build; asks retrieval for the open step's cues.
-      return { ...base(name), appends: [`${EVENTS_ROOT}.*.step`], requests: [apiOf("recall")] }
+      return { ...base(name), appends: [`${EVENTS_ROOT}.*.step`], buckets: [REQUEST_BUCKET], requests: [apiOf("recall")] }
     case "fade":
       // Rung changes and demotions, each on its entry's subject.
       return { ...base(name), appends: [`${EVENTS_ROOT}.*.entry.*`] }
@@ -314,7 +316,7 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       return {
         ...base(name),
         appends: [`${EVENTS_ROOT}.*.entry.*`, `${EVENTS_ROOT}.*.step`],
-        buckets: [CHECKPOINT_BUCKET],
+        buckets: [CHECKPOINT_BUCKET, REQUEST_BUCKET],
         readsBuckets: [SUBSTRATE_BUCKET],
       }
     case "memory":

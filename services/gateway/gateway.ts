@@ -4,15 +4,17 @@
  * against its own projection of the agents' views; when that says no
  * (unknown agent, no open step...), it first catches up with the log and
  * decides again, so a write that just landed through another instance is
- * never refused.
+ * never refused. Every write goes through the command handler: guarded by
+ * the expected sequence of its subject and kept in the request ledger.
  */
 import { nuid } from "@nats-io/nuid"
 import { Context, Effect, HashMap, Layer } from "effect"
-import { operations, type OperationName, type ResponseOf } from "../../contracts/api.ts"
-import { AgentNotFound, ValidationError, type ApiError } from "../../contracts/errors.ts"
-import { agentConfigSubject, apiSubject, EVENTS_STREAM } from "../../contracts/subjects.ts"
+import { operations, type OperationName, type RequestOf, type ResponseOf } from "../../contracts/api.ts"
+import { AgentNotFound, IdempotencyConflict, InvalidState, Unavailable, ValidationError } from "../../contracts/errors.ts"
+import { agentConfigSubject, agentStepSubject, apiSubject, entrySubject, EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { decodeEvent } from "../log/decode.ts"
-import type { MemoryEvent } from "../../contracts/events.ts"
+import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
+import type { AgentConfig } from "../../contracts/agent.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import {
   decideBeginStep,
@@ -24,12 +26,15 @@ import {
   decideReference,
   decideRegister,
   decideRetune,
+  recordConflict,
   type Decision,
   type Stamp,
 } from "../../domain/decide.ts"
+import { replyOfEvent } from "../../domain/requests.ts"
 import { preloadEncoding } from "../../domain/tokens.ts"
 import { serveOperation } from "../api/serve.ts"
-import { EventLog, type Appended } from "../log/event-log.ts"
+import { makeCommandHandler, type Outcome } from "../log/command-handler.ts"
+import { EventLog } from "../log/event-log.ts"
 import { Nats } from "../nats/connection.ts"
 import type { WarmUp } from "../log/projection.ts"
 import { projectAgentViews, type AgentViews } from "../views/agent-views.ts"
@@ -38,9 +43,6 @@ export interface GatewayShape {
   readonly views: AgentViews
   readonly warmUp: WarmUp
 }
-
-/** How many times a decision is retaken after losing an optimistic-concurrency race. */
-const MAX_DECISION_ATTEMPTS = 5
 
 export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gateway") {
   static readonly layer = Layer.effect(
@@ -51,6 +53,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
       const views = yield* projectAgentViews("gateway")
       const warmUp = yield* views.projection.warmedUp
       for (const view of views.all().values()) preloadEncoding(view.config.encoding)
+      const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
 
       const catchUp = Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, "5 seconds")).pipe(
         Effect.catch(() => Effect.void),
@@ -61,52 +64,29 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         return { eventId: `${agentId}:${operation}:${requestId}`, agentId, at: Date.now(), causationId: requestId, correlationId }
       }
 
-      /**
-       * Decides against the current view; a refusal that a lagging view could
-       * explain is retaken once after catching up with the log.
-       */
-      const decide = <E>(
+      /** A gateway write: decided on the gateway's view, guarded on its subject, kept in the request ledger. */
+      const write = <O extends OperationName, E extends MemoryEvent | null, A>(
         agentId: string,
-        decider: (view: AgentView) => Decision<E>,
-      ): Effect.Effect<{ readonly view: AgentView; readonly event: E }, ApiError> =>
-        Effect.gen(function* () {
-          const attempt = () => {
-            const view = views.get(agentId)
-            if (view === undefined) return { ok: false as const, error: new AgentNotFound({ agentId }) }
-            const decision = decider(view)
-            return decision.ok ? { ok: true as const, view, event: decision.event } : decision
-          }
-          let result = attempt()
-          if (!result.ok && result.error._tag !== "ValidationError") {
-            yield* catchUp
-            result = attempt()
-          }
-          if (!result.ok) return yield* Effect.fail(result.error)
-          return { view: result.view, event: result.event }
+        operation: O,
+        request: RequestOf<O> & { readonly requestId?: string },
+        subject: string,
+        decide: (view: AgentView, s: Stamp) => Decision<E>,
+        reply: (outcome: Outcome<E>) => A,
+      ) => {
+        const s = stamp(agentId, operation, request)
+        return commands.handle<E, A>({
+          agentId,
+          operation,
+          requestId: request.requestId,
+          request,
+          eventId: s.eventId,
+          subject,
+          decide: (view) => decide(view, s),
+          reply,
+          // An attempt that stored its event and died before answering: the reply follows from the event.
+          fromEvent: (event, seq, view) => replyOfEvent(view, event, seq) as A,
         })
-
-      /** Appends, and after a lost race catches up and decides again. */
-      const decideAndAppend = <E extends MemoryEvent | null>(
-        agentId: string,
-        decider: (view: AgentView) => Decision<E>,
-        expectSeq?: (view: AgentView, event: E & MemoryEvent) => number | undefined,
-      ): Effect.Effect<{ readonly view: AgentView; readonly event: E; readonly appended: Appended }, ApiError> =>
-        Effect.gen(function* () {
-          for (let attempt = 1; ; attempt++) {
-            const { view, event } = yield* decide(agentId, decider)
-            if (event === null) return { view, event, appended: { seq: view.lastSeq, duplicate: true } }
-            const expected = expectSeq?.(view, event as E & MemoryEvent)
-            const appended = yield* log
-              .append(event as E & MemoryEvent, expected === undefined ? undefined : { expectLastSubjectSeq: expected })
-              .pipe(
-                Effect.catchTag("SequenceConflict", (conflict) =>
-                  attempt < MAX_DECISION_ATTEMPTS ? Effect.succeed(null) : Effect.die(conflict),
-                ),
-              )
-            if (appended !== null) return { view, event, appended }
-            yield* catchUp
-          }
-        })
+      }
 
       yield* serveOperation("registerAgent", (agentId, request) =>
         Effect.gen(function* () {
@@ -123,13 +103,20 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           const appendRegistration = (base: number) =>
             Effect.gen(function* () {
               const current = views.get(agentId)
+              // A registration retried is answered as it was, whatever changed since.
+              const earlier = current !== undefined && request.requestId !== undefined
+                ? yield* commands.answered(agentId, current.registeredSeq, "registerAgent", request.requestId, request)
+                : null
+              if (earlier !== null) return earlier.reply as { config: AgentConfig; budget: number; seq: number }
               const decision = decideRegister(current, request, s)
               if (!decision.ok) return yield* Effect.fail(decision.error)
-              if (decision.event === null) return { config: current!.config, budget: current!.budget, seq: current!.lastSeq }
+              if (decision.event === null) return { config: current!.config, budget: current!.budget, seq: current!.registeredSeq }
               preloadEncoding(decision.event.config.encoding)
               // Expecting the subject as it was makes registration happen once, whoever races.
               const appended = yield* log.append(decision.event, { expectLastSubjectSeq: base })
-              return { config: decision.event.config, budget: decision.event.config.budget, seq: appended.seq }
+              const registration = { config: decision.event.config, budget: decision.event.config.budget, seq: appended.seq }
+              if (request.requestId !== undefined) yield* commands.answer(agentId, appended.seq, "registerAgent", request.requestId, request, appended.seq, registration)
+              return registration
             })
           const result = yield* appendRegistration(0).pipe(
             Effect.catchTag("SequenceConflict", () =>
@@ -141,61 +128,91 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         }),
       )
 
-      const budgetReply = (r: { view: AgentView; event: MemoryEvent | null; appended: Appended }): ResponseOf<"retuneBudget"> =>
-        r.event?._tag === "BudgetChanged"
-          ? { baseBudget: r.event.baseBudget, budget: r.event.budget, hyperfocus: r.event.reason === "hyperfocus-enter" ? true : r.event.reason === "hyperfocus-exit" ? false : r.view.hyperfocus, seq: r.appended.seq }
-          : { baseBudget: r.view.config.budget, budget: r.view.budget, hyperfocus: r.view.hyperfocus, seq: r.appended.seq }
-      const configSeq = (view: AgentView) => view.configSeq
+      const budgetReply = ({ view, decided, seq }: Outcome<EventOf<"BudgetChanged">>) => replyOfEvent(view, decided, seq) as ResponseOf<"retuneBudget">
 
       yield* serveOperation("retuneBudget", (agentId, request) =>
-        decideAndAppend(agentId, (view) => decideRetune(view, request, stamp(agentId, "retuneBudget", request)), configSeq).pipe(
-          Effect.map(budgetReply),
-        ),
+        write(agentId, "retuneBudget", request, agentConfigSubject(agentId), (view, s) => decideRetune(view, request, s), budgetReply),
       )
       yield* serveOperation("enterHyperfocus", (agentId, request) =>
-        decideAndAppend(agentId, (view) => decideEnterHyperfocus(view, request, stamp(agentId, "enterHyperfocus", request)), configSeq).pipe(
-          Effect.map(budgetReply),
-        ),
+        write(agentId, "enterHyperfocus", request, agentConfigSubject(agentId), (view, s) => decideEnterHyperfocus(view, request, s), budgetReply),
       )
       yield* serveOperation("exitHyperfocus", (agentId, request) =>
-        decideAndAppend(agentId, (view) => decideExitHyperfocus(view, stamp(agentId, "exitHyperfocus", request)), configSeq).pipe(
-          Effect.map(budgetReply),
-        ),
+        write(agentId, "exitHyperfocus", request, agentConfigSubject(agentId), (view, s) => decideExitHyperfocus(view, s), budgetReply),
       )
+
+      /**
+       * The first EntryRecorded on the entry's subject answers every retry of
+       * its request id, at any age: an entry's subject is its ledger.
+       */
+      const firstRecord = (agentId: string, entryId: string) =>
+        Effect.tryPromise({
+          try: () => jsm.direct.getMessage(EVENTS_STREAM, { next_by_subj: entrySubject(agentId, entryId), seq: 0 }),
+          catch: (error) => new Unavailable({ reason: `cannot read entry '${entryId}': ${String(error)}` }),
+        }).pipe(
+          Effect.map((stored) => {
+            if (stored === null) return null
+            const decoded = decodeEvent(stored.data)
+            return decoded.ok ? { event: decoded.event, seq: stored.seq } : null
+          }),
+        )
+
+      const recordAnswer = (request: RequestOf<"recordEntry">, entryId: string, first: { event: MemoryEvent; seq: number } | null) =>
+        Effect.gen(function* () {
+          if (first === null || first.event._tag !== "EntryRecorded") {
+            return yield* Effect.fail(
+              new InvalidState({ field: "requestId", reason: `entry '${entryId}' recorded with this request id was forgotten` }),
+            )
+          }
+          const conflict = recordConflict(request, first.event)
+          if (conflict !== null) {
+            return yield* Effect.fail(
+              new IdempotencyConflict({ field: conflict, reason: `differs from entry '${entryId}' first recorded with this request id` }),
+            )
+          }
+          return { entryId, timestamp: first.event.timestamp, tokens: first.event.tokens, seq: first.seq, duplicate: true } satisfies ResponseOf<"recordEntry">
+        })
 
       yield* serveOperation("recordEntry", (agentId, request) =>
         Effect.gen(function* () {
           const s = stamp(agentId, "recordEntry", request, request.correlationId ?? null)
           const entryId = request.requestId ?? s.eventId.slice(s.eventId.lastIndexOf(":") + 1)
-          const { event } = yield* decide(agentId, (view) => decideRecord(view, request, s, entryId))
+          let view = views.get(agentId)
+          if (view === undefined) {
+            yield* catchUp
+            view = views.get(agentId)
+          }
+          if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
+          const decision = decideRecord(view, request, s, entryId)
+          if (!decision.ok) return yield* Effect.fail(decision.error)
+          const event = decision.event
           // An entry is created once: its subject must be empty, whatever the dedupe window.
-          const appended = yield* log.append(event, { expectLastSubjectSeq: 0 }).pipe(
-            Effect.catchTag("SequenceConflict", () =>
-              Effect.map(log.lastSeq, (seq): Appended => ({ seq, duplicate: true })),
-            ),
-          )
-          return {
-            entryId,
-            timestamp: event.timestamp,
-            tokens: event.tokens,
-            seq: appended.seq,
-            duplicate: appended.duplicate,
-          } satisfies ResponseOf<"recordEntry">
+          const appended = yield* log.append(event, { expectLastSubjectSeq: 0 }).pipe(Effect.catchTag("SequenceConflict", () => Effect.succeed(null)))
+          if (appended === null || appended.duplicate) return yield* recordAnswer(request, entryId, yield* firstRecord(agentId, entryId))
+          return { entryId, timestamp: event.timestamp, tokens: event.tokens, seq: appended.seq, duplicate: false } satisfies ResponseOf<"recordEntry">
         }),
       )
 
-      yield* serveOperation("beginStep", (agentId, request) =>
-        Effect.gen(function* () {
-          const s = stamp(agentId, "beginStep", request)
-          const stepId = request.stepId ?? s.causationId ?? nuid.next()
-          const { appended } = yield* decideAndAppend(agentId, (view) => decideBeginStep(view, request, s, stepId))
-          return { stepId, seq: appended.seq } satisfies ResponseOf<"beginStep">
-        }),
-      )
+      yield* serveOperation("beginStep", (agentId, request) => {
+        const stepId = request.stepId ?? request.requestId ?? nuid.next()
+        return write(
+          agentId,
+          "beginStep",
+          request,
+          agentStepSubject(agentId),
+          (view, s) => decideBeginStep(view, request, s, stepId),
+          // Beginning the step that is already open answers with the step as it began.
+          ({ view, seq, recorded }): ResponseOf<"beginStep"> => ({ stepId, seq: recorded ? seq : (view.step?.startedSeq ?? seq) }),
+        )
+      })
 
       yield* serveOperation("setFocus", (agentId, request) =>
-        decideAndAppend(agentId, (view) => decideFocus(view, request, stamp(agentId, "setFocus", request))).pipe(
-          Effect.map(({ event, appended }) => ({ transition: event.transition, seq: appended.seq })),
+        write(
+          agentId,
+          "setFocus",
+          request,
+          agentStepSubject(agentId),
+          (view, s) => decideFocus(view, request, s),
+          ({ decided, seq }): ResponseOf<"setFocus"> => ({ transition: decided.transition, seq }),
         ),
       )
 
@@ -236,16 +253,25 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
             return yield* Effect.fail(ValidationError.one("quotes", "no entry of this agent contains the quoted text"))
           }
           const merged = { ...request, entryIds: [...(request.entryIds ?? []), ...quoted] }
-          const { event, appended } = yield* decideAndAppend(agentId, (view) =>
-            decideReference(view, merged, stamp(agentId, "referenceEntries", request)),
+          return yield* write(
+            agentId,
+            "referenceEntries",
+            request,
+            agentStepSubject(agentId),
+            (view, s) => decideReference(view, merged, s),
+            ({ decided, seq }): ResponseOf<"referenceEntries"> => ({ entryIds: decided.entryIds, seq }),
           )
-          return { entryIds: event.entryIds, seq: appended.seq }
         }),
       )
 
       yield* serveOperation("endStep", (agentId, request) =>
-        decideAndAppend(agentId, (view) => decideEndStep(view, request, stamp(agentId, "endStep", request))).pipe(
-          Effect.map(({ event, appended }) => ({ stepId: event.stepId, seq: appended.seq })),
+        write(
+          agentId,
+          "endStep",
+          request,
+          agentStepSubject(agentId),
+          (view, s) => decideEndStep(view, request, s),
+          ({ decided, seq }): ResponseOf<"endStep"> => ({ stepId: decided.stepId, seq }),
         ),
       )
 

@@ -17,12 +17,20 @@ import { Nats } from "../nats/connection.ts"
 import { NatsSettings } from "../nats/settings.ts"
 import { ensureTopology } from "../nats/topology.ts"
 
-/** Another event reached the entry's subject first: re-read and re-decide. */
+/** Another event reached the subject first: re-read and re-decide. */
 export class SequenceConflict extends Schema.TaggedError<SequenceConflict>()("SequenceConflict", {
   subject: Schema.String,
   expected: Schema.Int,
+  /** The subject's actual last sequence, as the server reported it (null when it did not say). */
+  actual: Schema.NullOr(Schema.Int),
   reason: Schema.String,
 }) {}
+
+/** The server says "wrong last sequence: <n>". */
+const actualLastSequence = (message: string): number | null => {
+  const match = /wrong last sequence:?\s*(\d+)/i.exec(message)
+  return match ? Number(match[1]) : null
+}
 
 export interface Appended {
   readonly seq: number
@@ -110,7 +118,7 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
             }),
           catch: (error) =>
             error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE
-              ? new SequenceConflict({ subject, expected: options?.expectLastSubjectSeq ?? -1, reason: error.message })
+              ? new SequenceConflict({ subject, expected: options?.expectLastSubjectSeq ?? -1, actual: actualLastSequence(error.message), reason: error.message })
               : new PublishFailed(error instanceof Error ? error.message : String(error), isTransient(error)),
         }).pipe(
           Effect.retry({

@@ -9,6 +9,8 @@ import { NatsSettings } from "./settings.ts"
 
 export const SUBSTRATE_BUCKET = "wm_substrate"
 export const CHECKPOINT_BUCKET = "wm_checkpoints"
+/** What every write with a request id was answered (see domain/requests.ts). */
+export const REQUEST_BUCKET = "wm_requests"
 
 export const openBucket = (name: string, options: { readonly history?: number } = {}) =>
   Effect.gen(function* () {

@@ -22,8 +22,9 @@ import { focusText } from "../../contracts/focus.ts"
 import { currentFocus, evolve, type AgentView } from "../../domain/agent-view.ts"
 import { EmbeddingProvider } from "../embedding/embedding-provider.ts"
 import { serveOperation } from "../api/serve.ts"
-import { EventLog } from "../log/event-log.ts"
-import { runProjection } from "../log/projection.ts"
+import { makeCommandHandler, type ViewSource } from "../log/command-handler.ts"
+import { runProjection, type Projection } from "../log/projection.ts"
+import { accept } from "../../domain/decision.ts"
 import { LongTerm } from "../longterm/longterm.ts"
 import { LongTermStore } from "../longterm/store.ts"
 import { SubstrateReader } from "../substrate/reader.ts"
@@ -78,7 +79,6 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
     Retrieval,
     Effect.gen(function* () {
       const settings = yield* RetrievalSettings
-      const log = yield* EventLog
       const store = yield* LongTermStore
       const longTerm = yield* LongTerm
       const embeddings = yield* EmbeddingProvider
@@ -107,6 +107,23 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       }
       const recalledSteps = new Map<string, { cues: number; seq: number }>()
       let live = false
+      // Cue writes are decided on this service's views and guarded on their subject, like every write.
+      const source: ViewSource = { get: (agentId) => views.get(agentId), waitFor: (seq, timeout) => projection.waitFor(seq, timeout) }
+      const commands = yield* makeCommandHandler(source)
+      /** Appends `event` unless, on the view as it stands, `holds` no longer does; retaken after a lost race. */
+      const appendWhile = (agentId: string, event: MemoryEvent, holds: (view: AgentView) => boolean) =>
+        commands.handle({
+          agentId,
+          operation: event._tag,
+          decide: (view) => accept(holds(view) ? event : null),
+          reply: (outcome) => ({ seq: outcome.seq }),
+        })
+      const stepOpen = (stepId: string) => (view: AgentView) => view.step?.stepId === stepId
+      /** A cue brings back what working does not hold in full: not a native entry below rung 2. */
+      const notHeldInFull = (entryId: string) => (view: AgentView) => {
+        const native = Option.getOrUndefined(HashMap.get(view.entries, entryId))
+        return native === undefined || native.rung >= 2
+      }
 
       /** The events a cue decider accepted; a refusal here is a defect (the caller checked the step). */
       const decided = <E>(decision: Decision<E>): Effect.Effect<E> =>
@@ -195,16 +212,23 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
               { at: Date.now() },
             ),
           )
-          const first = yield* log.append(ranked!).pipe(Effect.orDie)
-          const seqs = yield* Effect.forEach(rehydrated, (event) => log.append(event).pipe(Effect.map((a) => a.seq)), { concurrency: 64 }).pipe(
-            Effect.orDie,
-          )
+          const first = yield* appendWhile(view.config.id, ranked!, stepOpen(step.stepId)).pipe(Effect.orDie)
+          const seqs = yield* Effect.forEach(
+            rehydrated as ReadonlyArray<EventOf<"CueRehydrated">>,
+            (event) =>
+              appendWhile(
+                view.config.id,
+                event,
+                (current) => stepOpen(step.stepId)(current) && notHeldInFull(event.entryId)(current) && !HashMap.has(current.cues, event.entryId),
+              ).pipe(Effect.map((a) => a.seq)),
+            { concurrency: 64 },
+          ).pipe(Effect.orDie)
           return { cues: rehydrated.length, seq: Math.max(first.seq, ...seqs) }
         })
 
       const promote = (view: AgentView, stepId: string | null, entryId: string, trigger: CueTrigger, recalled: Recalled, key: string) =>
         decided(decidePromotion(view, { stepId, entryId, trigger, recalled, key }, { at: Date.now() })).pipe(
-          Effect.flatMap((event) => log.append(event)),
+          Effect.flatMap((event) => appendWhile(view.config.id, event, notHeldInFull(entryId))),
           Effect.orDie,
         )
 
@@ -237,7 +261,11 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
                   const rehydration = decideExplicitRehydration(after, event.stepId, id, recalled, raw.correlationId, { at: Date.now(), causationId: event.eventId })
                   // The step may have ended meanwhile: then there is nothing to rehydrate into.
                   if (!rehydration.ok) return
-                  yield* log.append(rehydration.event).pipe(Effect.orDie)
+                  yield* appendWhile(
+                    after.config.id,
+                    rehydration.event,
+                    (current) => stepOpen(event.stepId)(current) && notHeldInFull(id)(current) && !HashMap.has(current.cues, id),
+                  ).pipe(Effect.orDie)
                   yield* promote(after, event.stepId, id, "explicit-reference", recalled, event.stepId)
                 }),
               { discard: true },
@@ -245,7 +273,8 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           case "StepEnded": {
             if (before === undefined) return Effect.void
             return decided(decideCueDrops(before, event.stepId, { at: Date.now(), causationId: event.eventId })).pipe(
-              Effect.flatMap((drops) => Effect.forEach(drops, (drop) => log.append(drop), { discard: true })),
+              // A cue promoted meanwhile is native now: nothing to drop.
+              Effect.flatMap((drops) => Effect.forEach(drops, (drop) => appendWhile(before.config.id, drop, notHeldInFull(drop.entryId)), { discard: true })),
               Effect.orDie,
             )
           }
@@ -261,7 +290,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         }
       }
 
-      const projection = yield* runProjection({
+      const projection: Projection = yield* runProjection({
         name: "retrieval",
         apply: (event, record) => {
           const before = views.get(event.agentId)
@@ -363,7 +392,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         }),
       )
 
-      yield* serveOperation("warmUp", (agentId, request) =>
+      const warmUp = (agentId: string, request: { readonly count?: number; readonly requestId?: string }) =>
         Effect.gen(function* () {
           const view = yield* viewAfter(agentId)
           const count = request.count ?? settings.warmUpCount
@@ -381,7 +410,15 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             seq = (yield* promote(view, null, r.entryId, "warm-up", recalled, key)).seq
           }
           return { entryIds: records.map((r) => r.entryId), seq: seq || view.lastSeq }
-        }),
+        })
+      // A warm-up promotes records chosen when it runs: with a request id, it runs once, and a retry is answered as it was.
+      yield* serveOperation("warmUp", (agentId, request) =>
+        request.requestId === undefined
+          ? warmUp(agentId, request)
+          : commands.once(
+              { agentId, operation: "warmUp", requestId: request.requestId, request },
+              Effect.map(warmUp(agentId, request), (reply) => ({ reply, recorded: reply.entryIds.length > 0, seq: reply.seq })),
+            ),
       )
 
       return { view: (agentId) => views.get(agentId) }

@@ -2,19 +2,21 @@
  * The working service: holds every agent's working view in memory, rebuilt
  * at start by replaying the log (warm-up) and then following it live, and
  * serves the context builder and the view inspector. Each build appends an
- * EntriesRead event, from which reference counts are folded.
+ * EntriesRead event (decided by `decideRead`, guarded on the step subject,
+ * kept in the request ledger), from which reference counts are folded.
  */
 import { nuid } from "@nats-io/nuid"
 import { Context, Effect, Layer } from "effect"
 import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
-import { AgentNotFound, InvalidState, type ApiError } from "../../contracts/errors.ts"
-import type { EventOf } from "../../contracts/events.ts"
+import { AgentNotFound, type ApiError } from "../../contracts/errors.ts"
 import { operations } from "../../contracts/api.ts"
-import { apiSubject } from "../../contracts/subjects.ts"
+import { agentStepSubject, apiSubject } from "../../contracts/subjects.ts"
 import { currentFocus, viewResponseOf, type AgentView } from "../../domain/agent-view.ts"
+import { decideRead, type Stamp } from "../../domain/decide.ts"
+import { replayedContext, replyOfEvent, storedContext, type StoredContext } from "../../domain/requests.ts"
 import { Nats } from "../nats/connection.ts"
-import { buildContext, candidatesOf, effectiveBudget, priorityFor } from "../../domain/context-builder.ts"
 import { serveOperation } from "../api/serve.ts"
+import { makeCommandHandler } from "../log/command-handler.ts"
 import { EventLog } from "../log/event-log.ts"
 import type { WarmUp } from "../log/projection.ts"
 import { projectAgentViews, type AgentViews } from "../views/agent-views.ts"
@@ -32,6 +34,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
       const { nc } = yield* Nats
       const views = yield* projectAgentViews("working")
       const warmUp = yield* views.projection.warmedUp
+      const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
 
       /**
        * Before the first build of a focused step, asks the retrieval service to
@@ -69,34 +72,24 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
 
       yield* serveOperation("buildContext", (agentId, request: RequestOf<"buildContext">) =>
         Effect.gen(function* () {
-          let view = yield* viewAfter(agentId, request.afterSeq)
-          if (view.step !== null && currentFocus(view) !== null) {
-            yield* recallCues(view)
-            view = views.get(agentId) ?? view
-          }
-          if (request.stepId !== undefined && view.step?.stepId !== request.stepId) {
-            return yield* Effect.fail(
-              new InvalidState({ field: "stepId", reason: `step '${request.stepId}' is not the open step` }),
-            )
-          }
-          const budget = effectiveBudget(view, request.limit)
-          const built = buildContext(candidatesOf(view, priorityFor(view)), budget, request.order ?? "timestamp", view.config.encoding)
+          const view = yield* viewAfter(agentId, request.afterSeq)
+          if (view.step !== null && currentFocus(view) !== null) yield* recallCues(view)
           const requestId = request.requestId ?? nuid.next()
-          const read: EventOf<"EntriesRead"> = {
-            _tag: "EntriesRead",
-            v: 1,
-            eventId: `${agentId}:buildContext:${requestId}`,
+          const stamp: Stamp = { eventId: `${agentId}:buildContext:${requestId}`, agentId, at: Date.now(), causationId: requestId, correlationId: null }
+          return yield* commands.handle({
             agentId,
-            at: Date.now(),
-            causationId: requestId,
-            correlationId: null,
-            stepId: view.step?.stepId ?? null,
-            budget,
-            tokens: built.tokens,
-            served: built.items.map((i) => ({ entryId: i.entryId, form: i.form, cue: i.cue })),
-          }
-          const appended = yield* log.append(read).pipe(Effect.catchTag("SequenceConflict", Effect.die))
-          return { ...built, seq: appended.seq } satisfies ResponseOf<"buildContext">
+            operation: "buildContext",
+            requestId: request.requestId,
+            request,
+            eventId: stamp.eventId,
+            subject: agentStepSubject(agentId),
+            decide: (current) => decideRead(current, request, stamp),
+            eventOf: (decided) => decided.event,
+            reply: ({ decided, seq }): ResponseOf<"buildContext"> => ({ ...decided.built, seq }),
+            stored: storedContext,
+            replay: (stored, current) => replayedContext(current, stored as StoredContext),
+            fromEvent: (event, seq, current) => replayedContext(current, replyOfEvent(current, event, seq) as StoredContext),
+          })
         }),
       )
 

@@ -142,7 +142,8 @@ describe("duplicates", () => {
       timestamp: T0 + 30 * MINUTE,
       emotionalWeight: 0.6,
     })
-    const rebuild = await client.call("dup-a", "buildContext", { requestId: "dup-a-b9" })
+    // A retry repeats its request: the step the build was for (its step id is the begin's request id).
+    const rebuild = await client.call("dup-a", "buildContext", { requestId: "dup-a-b9", stepId: "dup-a-s9" })
     expect(sameIdStored).toBe(0)
     expect(sameIdDuplicate).toBe(originals.length)
     expect(again.duplicate).toBe(true)
