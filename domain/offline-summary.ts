@@ -19,15 +19,20 @@ export const offlineSummary = (text: string, share: number, encoding: Encoding):
   const speaker = /^([^:\n]{1,40}):\s/.exec(source)
   const body = speaker ? source.slice(speaker[0].length) : source
   const words = body.split(/\s+/).filter((w) => w.length > 0 && w !== "…")
-  const kept: string[] = []
-  let text_ = speaker ? `${speaker[1]}:` : ""
+  const kept: string[] = speaker ? [`${speaker[1]}:`] : []
+  // Words are counted one by one with their leading space (a word and its space form one pre-token),
+  // not the growing text again for each word, which was quadratic in the text's length. The sum is
+  // the target only: the event carries the summary's own exact count.
+  let used = kept.length > 0 ? countTokens(kept[0]!, encoding) : 0
+  let words_ = 0
   for (const word of words) {
     const bare = word.toLowerCase().replace(/[^\p{L}\p{N}']/gu, "")
     if (bare.length === 0 || STOPWORDS.has(bare)) continue
-    const next = text_.length === 0 ? word : `${text_} ${word}`
-    if (countTokens(next, encoding) > budget && kept.length > 0) break
+    const cost = countTokens(kept.length === 0 ? word : ` ${word}`, encoding)
+    if (used + cost > budget && words_ > 0) break
     kept.push(word)
-    text_ = next
+    used += cost
+    words_++
   }
-  return text_.length > 0 ? text_ : source
+  return kept.length > 0 ? kept.join(" ") : source
 }
