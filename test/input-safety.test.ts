@@ -3,14 +3,19 @@
  * typed. Against a real nats-server, with every service of the embedded
  * default in this process (where a stall anywhere stalls everything).
  */
+import { Effect, Layer, ManagedRuntime, Option, HashMap } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { MAX_CONTENT_BYTES } from "../contracts/api.ts"
 import type { EventOf } from "../contracts/events.ts"
 import { blockTokens } from "../domain/render.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
-import { readLog } from "./support/log.ts"
-import { startTestSystem, type TestSystem } from "./support/system.ts"
+import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
+import { FadeWorker, FadeWorkerSettings, type FadeWorkerShape } from "../services/fade/fade-worker.ts"
+import { fadeService, gatewayService, substrateService, workingService } from "../services/system.ts"
+import { lastSeq, readLog } from "./support/log.ts"
+import { settingsFor, startTestSystem, type TestSystem } from "./support/system.ts"
 
+const T0 = Date.UTC(2024, 4, 8, 13)
 const ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 
 describe("worst-case content", () => {
@@ -69,4 +74,70 @@ describe("worst-case content", () => {
       await new Promise((r) => setTimeout(r, 100))
     }
   }, 180_000)
+})
+
+describe("an entry larger than the budget", () => {
+  let server: NatsServerProcess
+  let runtime: ManagedRuntime.ManagedRuntime<unknown, unknown>
+  let client: WorkingMemoryClient
+  beforeAll(async () => {
+    server = await startNatsServer()
+    const s = settingsFor(server.url)
+    runtime = ManagedRuntime.make(
+      Layer.mergeAll(
+        gatewayService(s("wm-gateway")),
+        workingService(s("wm-working")),
+        substrateService(s("wm-substrate")),
+        fadeService(s("wm-fade"), FadeWorkerSettings.make({ intervalMs: 3_600_000 })),
+      ),
+    ) as unknown as ManagedRuntime.ManagedRuntime<unknown, unknown>
+    await runtime.runPromise(Effect.void)
+    client = await WorkingMemoryClient.connect({ servers: server.url })
+  })
+  afterAll(async () => {
+    await client?.close()
+    await runtime?.dispose()
+    await server?.stop()
+  })
+
+  /** Lets the fade service evaluate the agent until nothing moves, once it has seen every write. */
+  const settle = async (agentId: string) => {
+    const fade = await runtime.runPromise(FadeWorker as unknown as Effect.Effect<FadeWorkerShape>)
+    const target = await lastSeq(server.url)
+    for (let wait = 0; (fade.view(agentId)?.lastSeq ?? 0) < target; wait++) {
+      if (wait > 400) throw new Error(`the fade worker never saw sequence ${target}`)
+      await new Promise((r) => setTimeout(r, 25))
+    }
+    for (let i = 0; i < 50; i++) {
+      const run = await runtime.runPromise(fade.evaluate(agentId))
+      if (run.applied === 0 && run.conflicts === 0) return fade.view(agentId)!
+    }
+    throw new Error(`${agentId} did not settle`)
+  }
+
+  it("a 3 000-token tool output in a 500-token budget leaves working on its own; the other entries keep their places and its raw text stays readable", async () => {
+    const agent = client.agent("tool-user")
+    await agent.register({ role: "custom", budget: 500 })
+    const words = ["budget", "meeting", "supplier", "invoice", "delivery", "Porto", "Tuesday", "pallet", "contract", "review"]
+    for (let i = 0; i < 10; i++) {
+      const content = `Note ${i}: ` + Array.from({ length: 190 }, (_, k) => words[(k * 7 + i) % words.length]).join(" ") + "."
+      await agent.record({ origin: "INTERNAL", content, timestamp: T0 + i * 60_000 })
+    }
+    const before = await settle("tool-user")
+    expect(before.usage).toBeGreaterThan(0)
+    const rungsBefore = new Map([...HashMap.values(before.entries)].map((e) => [e.id, e.rung]))
+
+    const output = Array.from({ length: 400 }, (_, i) => `row ${i}: status ok, latency fine.`).join("\n")
+    const { entryId, tokens } = await agent.record({ origin: "SYSTEM", content: output, timestamp: T0 + 11 * 60_000 })
+    expect(tokens).toBeGreaterThan(3_000)
+    const after = await settle("tool-user")
+
+    expect(Option.isNone(HashMap.get(after.entries, entryId))).toBe(true)
+    expect(new Map([...HashMap.values(after.entries)].map((e) => [e.id, e.rung]))).toEqual(rungsBefore)
+    expect(after.usage).toBe(before.usage)
+    const log = await readLog(server.url)
+    const moves = log.map((s) => s.event).filter((e) => (e._tag === "RungChanged" || e._tag === "EntryDemoted") && e.entryId === entryId)
+    expect(moves.map((e) => [e._tag, e._tag === "EntryDemoted" ? e.from : e.to])).toEqual([["EntryDemoted", 0]])
+    expect((await agent.raw(entryId)).content).toBe(output)
+  }, 120_000)
 })
