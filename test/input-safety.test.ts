@@ -136,7 +136,9 @@ describe("an entry larger than the budget", () => {
     expect(new Map([...HashMap.values(after.entries)].map((e) => [e.id, e.rung]))).toEqual(rungsBefore)
     expect(after.usage).toBe(before.usage)
     const log = await readLog(server.url)
-    const moves = log.map((s) => s.event).filter((e) => (e._tag === "RungChanged" || e._tag === "EntryDemoted") && e.entryId === entryId)
+    const moves = log
+      .map((s) => s.event)
+      .filter((e): e is EventOf<"RungChanged"> | EventOf<"EntryDemoted"> => (e._tag === "RungChanged" || e._tag === "EntryDemoted") && e.entryId === entryId)
     expect(moves.map((e) => [e._tag, e._tag === "EntryDemoted" ? e.from : e.to])).toEqual([["EntryDemoted", 0]])
     expect((await agent.raw(entryId)).content).toBe(output)
   }, 120_000)
