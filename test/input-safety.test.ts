@@ -8,12 +8,15 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { MAX_CONTENT_BYTES } from "../contracts/api.ts"
 import type { EventOf } from "../contracts/events.ts"
 import { blockTokens } from "../domain/render.ts"
+import { StorageFull } from "../contracts/errors.ts"
+import { EVENTS_STREAM } from "../contracts/subjects.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
+import { systemLayer } from "../services/system.ts"
 import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
 import { FadeWorker, FadeWorkerSettings, type FadeWorkerShape } from "../services/fade/fade-worker.ts"
 import { fadeService, gatewayService, substrateService, workingService } from "../services/system.ts"
 import { lastSeq, readLog } from "./support/log.ts"
-import { settingsFor, startTestSystem, type TestSystem } from "./support/system.ts"
+import { settingsFor, startServices, startTestSystem, type TestSystem } from "./support/system.ts"
 
 const T0 = Date.UTC(2024, 4, 8, 13)
 const ALPHABET = "abcdefghijklmnopqrstuvwxyz"
@@ -141,5 +144,97 @@ describe("an entry larger than the budget", () => {
       .filter((e): e is EventOf<"RungChanged"> | EventOf<"EntryDemoted"> => (e._tag === "RungChanged" || e._tag === "EntryDemoted") && e.entryId === entryId)
     expect(moves.map((e) => [e._tag, e._tag === "EntryDemoted" ? e.from : e.to])).toEqual([["EntryDemoted", 0]])
     expect((await agent.raw(entryId)).content).toBe(output)
+  }, 120_000)
+})
+
+describe("a full event stream", () => {
+  const LIMIT = 60_000
+  let system: TestSystem
+  beforeAll(async () => {
+    system = await startTestSystem({ streamMaxBytes: LIMIT }, { fade: false, memory: false })
+  })
+  afterAll(async () => {
+    await system?.stop()
+  })
+
+  const streamState = async () => {
+    const { jetstreamManager } = await import("@nats-io/jetstream")
+    const jsm = await jetstreamManager(system.client.nc)
+    const info = await jsm.streams.info(EVENTS_STREAM)
+    return { first: info.state.first_seq, last: info.state.last_seq, bytes: info.state.bytes, config: info.config }
+  }
+
+  it("refuses the write that does not fit with StorageFull, stores none of it, and keeps every registration and budget", async () => {
+    const first = system.client.agent("early-bird")
+    await first.register({ role: "custom", budget: 900 })
+    await first.retuneBudget(1_000)
+    const filler = system.client.agent("filler")
+    await filler.register({ role: "main" })
+
+    let refusal: unknown = null
+    let stored = 0
+    const note = (i: number) => `Log line ${i}: ` + "the nightly export finished and the archive was copied. ".repeat(18)
+    for (let i = 0; i < 200 && refusal === null; i++) {
+      await filler.record({ origin: "SYSTEM", content: note(i), requestId: `fill-${i}` }).then(
+        () => stored++,
+        (error: unknown) => (refusal = error),
+      )
+    }
+    expect(stored).toBeGreaterThan(0)
+    expect(refusal).toBeInstanceOf(StorageFull)
+    expect((refusal as StorageFull).limit).toContain("maximum bytes exceeded")
+
+    // Nothing of the refused write is in the log, and nothing old was dropped to make room.
+    const full = await streamState()
+    expect(full.first).toBe(1)
+    expect(full.bytes).toBeLessThanOrEqual(LIMIT)
+    const log = await readLog(system.server.url)
+    expect(log.filter((s) => s.event._tag === "EntryRecorded")).toHaveLength(stored)
+    expect(log.some((s) => s.event.eventId.endsWith(`:fill-${stored}`))).toBe(false)
+    // Registrations and budgets are refused too, not half-made.
+    await expect(system.client.agent("latecomer").register({ role: "main" })).rejects.toBeInstanceOf(StorageFull)
+    await expect(first.retuneBudget(2_000)).rejects.toBeInstanceOf(StorageFull)
+    expect((await streamState()).last).toBe(full.last)
+
+    // Restarted on the full log, every agent is still registered with its budget, and reads answer.
+    await system.restartServices()
+    expect((await first.view()).budget).toBe(1_000)
+    expect((await filler.view()).entries).toHaveLength(stored)
+    await expect(system.client.agent("latecomer").view()).rejects.toMatchObject({ _tag: "AgentNotFound" })
+
+    // An operator raises the limit: the same request, retried with its id, is stored once.
+    await system.services.stop()
+    system.services = await startServices(systemLayer(settingsFor(system.server.url, { streamMaxBytes: 10 * LIMIT }), { fade: false, memory: false }))
+    expect((await streamState()).config.max_bytes).toBe(10 * LIMIT)
+    const retried = await filler.record({ origin: "SYSTEM", content: note(stored), requestId: `fill-${stored}` })
+    expect(retried.duplicate).toBe(false)
+  }, 120_000)
+})
+
+describe("a full JetStream store", () => {
+  it("refuses writes with StorageFull, not a 30-second retry ending in NoResponse, when the server's store is full", async () => {
+    const server = await startNatsServer({ config: "jetstream { max_file_store: 120000 }" })
+    const services = await startServices(systemLayer(settingsFor(server.url), { fade: false, memory: false }))
+    const client = await WorkingMemoryClient.connect({ servers: server.url })
+    try {
+      const agent = client.agent("store-filler")
+      await agent.register({ role: "main" })
+      let refusal: unknown = null
+      let stored = 0
+      for (let i = 0; i < 400 && refusal === null; i++) {
+        await agent.record({ origin: "SYSTEM", content: `Row ${i}: ` + "checksum verified, upload complete. ".repeat(25) }).then(
+          () => stored++,
+          (error: unknown) => (refusal = error),
+        )
+      }
+      expect(stored).toBeGreaterThan(0)
+      expect(refusal).toBeInstanceOf(StorageFull)
+      expect((refusal as StorageFull).limit).toContain("insufficient resources")
+      expect((await agent.view()).entries).toHaveLength(stored)
+    } finally {
+      await client.close()
+      await services.stop()
+      await server.stop()
+    }
   }, 120_000)
 })

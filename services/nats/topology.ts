@@ -2,9 +2,17 @@
  * The streams every service relies on, created or updated idempotently at
  * service start. Only features of nats-server 2.9 are used: single-subject
  * filters, Nats-Msg-Id dedupe, Nats-Expected-Last-Subject-Sequence, direct get.
+ *
+ * The event stream's limits (WM_STREAM_MAX_BYTES, WM_STREAM_MAX_MSGS) discard
+ * new writes, never old events: the log is the only copy of every agent's
+ * registration and budget, and of everything acknowledged, so a full stream
+ * refuses writes (`StorageFull`) instead of dropping its oldest events. There
+ * is no age limit for the same reason. Limits set on the stream by other means
+ * are replaced by the configured ones at service start.
  */
 import {
   DiscardPolicy,
+  JetStreamApiCodes,
   JetStreamApiError,
   RetentionPolicy,
   StorageType,
@@ -18,13 +26,16 @@ import type { NatsSettingsShape } from "./settings.ts"
 const nanos = (ms: number) => ms * 1_000_000
 
 export const eventStreamConfig = (
-  settings: Pick<NatsSettingsShape, "replicas" | "dedupeWindowMs">,
+  settings: Pick<NatsSettingsShape, "replicas" | "dedupeWindowMs" | "streamMaxBytes" | "streamMaxMsgs">,
 ): Partial<StreamConfig> & { readonly name: string } => ({
   name: EVENTS_STREAM,
   subjects: [ALL_EVENTS],
   storage: StorageType.File,
   retention: RetentionPolicy.Limits,
-  discard: DiscardPolicy.Old,
+  discard: DiscardPolicy.New,
+  max_bytes: settings.streamMaxBytes ?? -1,
+  max_msgs: settings.streamMaxMsgs ?? -1,
+  max_age: 0,
   num_replicas: settings.replicas,
   duplicate_window: nanos(settings.dedupeWindowMs),
   allow_direct: true,
@@ -51,14 +62,14 @@ const ensureStream = (jsm: JetStreamManager, config: Partial<StreamConfig> & { r
       try {
         const info = await jsm.streams.info(name)
         const current = info.config
-        if (
-          current.duplicate_window !== config.duplicate_window ||
-          JSON.stringify(current.subjects) !== JSON.stringify(config.subjects)
-        ) {
+        const differs = (["duplicate_window", "discard", "max_bytes", "max_msgs", "max_age"] as const).some(
+          (key) => key in config && current[key] !== config[key],
+        )
+        if (differs || JSON.stringify(current.subjects) !== JSON.stringify(config.subjects)) {
           await jsm.streams.update(name, { ...current, ...config } as StreamConfig)
         }
       } catch (err) {
-        if (err instanceof JetStreamApiError && err.code === 10059) await jsm.streams.add(config)
+        if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) await jsm.streams.add(config)
         else throw err
       }
     },
