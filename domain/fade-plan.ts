@@ -22,7 +22,7 @@ import { HashMap, HashSet } from "effect"
 import type { WorkingEntry } from "../contracts/entry.ts"
 import type { FadeScore } from "../contracts/fade.ts"
 import { rungCost, type AgentView } from "./agent-view.ts"
-import { fadeScore, scoringContext, type FadeConfig } from "./fade-score.ts"
+import { fadeScore, scoringContext, type FadeConfig, type ScoringContext } from "./fade-score.ts"
 
 export interface FadeMove {
   readonly entryId: string
@@ -78,29 +78,30 @@ export const planFade = (view: AgentView, config: FadeConfig): FadeMove[] => {
   const moves: FadeMove[] = []
   const moving = new Set<string>()
   const score = (
-    c: (typeof candidates)[number],
+    scored: { readonly total: number; readonly parts: FadeScore["parts"] },
     to: 1 | 2 | 3,
     trigger: "threshold" | "pressure",
-    usage: number,
+    context: ScoringContext,
   ): FadeScore => ({
-    total: c.total,
-    parts: c.parts,
+    total: scored.total,
+    parts: scored.parts,
     trigger,
     threshold: thresholdFor(config, to),
-    usage,
-    tau: ctx.tau,
-    now: ctx.now,
+    usage: context.usageRatio,
+    tau: context.tau,
+    now: context.now,
   })
-  const move = (c: (typeof candidates)[number], trigger: "threshold" | "pressure", to = (c.entry.rung + 1) as 1 | 2 | 3) => {
-    moves.push({ entryId: c.entry.id, from: c.entry.rung, to, score: score(c, to, trigger, ctx.usageRatio), expectSeq: c.entry.lastEventSeq })
+  const move = (c: (typeof candidates)[number], trigger: "threshold" | "pressure") => {
+    const to = (c.entry.rung + 1) as 1 | 2 | 3
+    moves.push({ entryId: c.entry.id, from: c.entry.rung, to, score: score(c, to, trigger, ctx), expectSeq: c.entry.lastEventSeq })
     moving.add(c.entry.id)
     projected += projectedCost(c.entry, to, config) - rungCost(c.entry)
   }
 
   for (const { entry, to } of oversized) {
-    const c = candidates.find((candidate) => candidate.entry === entry)!
-    // Recorded with the usage as it is, which this entry alone keeps above τ.
-    moves.push({ entryId: entry.id, from: entry.rung, to, score: score(c, to, "pressure", actual.usageRatio), expectSeq: entry.lastEventSeq })
+    // Scored and recorded against the usage as it is, which this entry alone keeps above τ.
+    const scored = score(fadeScore(entry, actual), to, "pressure", actual)
+    moves.push({ entryId: entry.id, from: entry.rung, to, score: scored, expectSeq: entry.lastEventSeq })
     moving.add(entry.id)
   }
   for (const c of candidates) {
