@@ -211,6 +211,34 @@ describe("a full event stream", () => {
   }, 120_000)
 })
 
+describe("a limit lowered below what the stream holds", () => {
+  it("drops nothing: the first events stay, every agent stays registered, and new writes are refused with StorageFull", async () => {
+    const system = await startTestSystem({}, { fade: false, memory: false })
+    try {
+      const agents = ["first-agent", "second-agent"].map((id) => system.client.agent(id))
+      for (const agent of agents) await agent.register({ role: "main" })
+      for (let i = 0; i < 30; i++) await agents[i % 2]!.record({ origin: "USER", content: `Entry ${i}: ` + "the courier left the parcel at the door. ".repeat(10) })
+      const { jetstreamManager } = await import("@nats-io/jetstream")
+      const jsm = await jetstreamManager(system.client.nc)
+      const before = (await jsm.streams.info(EVENTS_STREAM)).state
+
+      // An operator sets a limit below the stream's size and restarts the services.
+      await system.services.stop()
+      system.services = await startServices(
+        systemLayer(settingsFor(system.server.url, { streamMaxBytes: Math.floor(before.bytes / 4) }), { fade: false, memory: false }),
+      )
+
+      const after = (await jsm.streams.info(EVENTS_STREAM)).state
+      expect(after.first_seq).toBe(1)
+      expect(after.messages).toBe(before.messages)
+      for (const agent of agents) expect((await agent.view()).entries).toHaveLength(15)
+      await expect(agents[0]!.record({ origin: "USER", content: "One more." })).rejects.toBeInstanceOf(StorageFull)
+    } finally {
+      await system.stop()
+    }
+  }, 120_000)
+})
+
 describe("a full JetStream store", () => {
   it("refuses writes with StorageFull, not a 30-second retry ending in NoResponse, when the server's store is full", async () => {
     const server = await startNatsServer({ config: "jetstream { max_file_store: 120000 }" })

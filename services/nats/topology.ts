@@ -55,13 +55,35 @@ export const deadLetterStreamConfig = (
   max_age: nanos(30 * 24 * 3600_000),
 })
 
-const ensureStream = (jsm: JetStreamManager, config: Partial<StreamConfig> & { readonly name: string }) =>
+/**
+ * A limit below what the stream already holds is raised to it: nats-server 2.9 enforces a lowered limit
+ * by deleting the oldest messages whatever the discard policy — the registrations first. At that level
+ * the stream is full, and new writes are refused until space is freed or the limit raised.
+ */
+const notBelowStored = (
+  config: Partial<StreamConfig> & { readonly name: string },
+  stored: { readonly bytes: number; readonly messages: number },
+): Partial<StreamConfig> & { readonly name: string } => {
+  const bytes = config.max_bytes !== undefined && config.max_bytes > 0 && stored.bytes > config.max_bytes
+  const messages = config.max_msgs !== undefined && config.max_msgs > 0 && stored.messages > config.max_msgs
+  if (!bytes && !messages) return config
+  console.warn(
+    `[topology] ${config.name} already holds ${stored.bytes} bytes in ${stored.messages} messages, above the configured ` +
+      `limit (max_bytes ${config.max_bytes}, max_msgs ${config.max_msgs}); the limit is set to what is stored, so nothing ` +
+      `is dropped and new writes are refused until space is freed`,
+  )
+  return { ...config, ...(bytes ? { max_bytes: stored.bytes } : {}), ...(messages ? { max_msgs: stored.messages } : {}) }
+}
+
+const ensureStream = (jsm: JetStreamManager, wanted: Partial<StreamConfig> & { readonly name: string }) =>
   Effect.tryPromise({
     try: async () => {
-      const name = config.name
+      const name = wanted.name
+      let config = wanted
       try {
         const info = await jsm.streams.info(name)
         const current = info.config
+        config = notBelowStored(wanted, info.state)
         const differs = (["duplicate_window", "discard", "max_bytes", "max_msgs", "max_age"] as const).some(
           (key) => key in config && current[key] !== config[key],
         )
@@ -73,7 +95,7 @@ const ensureStream = (jsm: JetStreamManager, config: Partial<StreamConfig> & { r
         else throw err
       }
     },
-    catch: (cause) => new Error(`cannot create stream ${config.name}: ${String(cause)}`, { cause }),
+    catch: (cause) => new Error(`cannot create stream ${wanted.name}: ${String(cause)}`, { cause }),
   }).pipe(
     // Right after a cluster starts or fails over, JetStream answers "not ready" for a few seconds.
     Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))),
