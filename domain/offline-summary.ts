@@ -24,15 +24,15 @@ export const offlineSummary = (text: string, share: number, encoding: Encoding):
   // not the growing text again for each word, which was quadratic in the text's length. The sum is
   // the target only: the event carries the summary's own exact count.
   let used = kept.length > 0 ? countTokens(kept[0]!, encoding) : 0
-  let words_ = 0
+  let keptWords = 0
   for (const word of words) {
     const bare = word.toLowerCase().replace(/[^\p{L}\p{N}']/gu, "")
     if (bare.length === 0 || STOPWORDS.has(bare)) continue
     const cost = countTokens(kept.length === 0 ? word : ` ${word}`, encoding)
-    if (used + cost > budget && words_ > 0) break
+    if (used + cost > budget && keptWords > 0) break
     kept.push(word)
     used += cost
-    words_++
+    keptWords++
   }
   return kept.length > 0 ? kept.join(" ") : source
 }

@@ -3,7 +3,7 @@
  * typed. Against a real nats-server, with every service of the embedded
  * default in this process (where a stall anywhere stalls everything).
  */
-import { Effect, Layer, ManagedRuntime, Option, HashMap } from "effect"
+import { ConfigProvider, Effect, HashMap, Layer, ManagedRuntime, Option } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { MAX_CONTENT_BYTES } from "../contracts/api.ts"
 import type { EventOf } from "../contracts/events.ts"
@@ -11,6 +11,7 @@ import { blockTokens } from "../domain/render.ts"
 import { StorageFull } from "../contracts/errors.ts"
 import { EVENTS_STREAM } from "../contracts/subjects.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
+import { NatsSettings } from "../services/nats/settings.ts"
 import { systemLayer } from "../services/system.ts"
 import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
 import { FadeWorker, FadeWorkerSettings, type FadeWorkerShape } from "../services/fade/fade-worker.ts"
@@ -145,6 +146,24 @@ describe("an entry larger than the budget", () => {
     expect(moves.map((e) => [e._tag, e._tag === "EntryDemoted" ? e.from : e.to])).toEqual([["EntryDemoted", 0]])
     expect((await agent.raw(entryId)).content).toBe(output)
   }, 120_000)
+})
+
+describe("stream limits from the environment", () => {
+  const read = (env: Record<string, string>) =>
+    Effect.runPromise(
+      Effect.gen(function* () {
+        return yield* NatsSettings
+      }).pipe(Effect.provide(NatsSettings.fromEnv("wm-test").pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env })))))),
+    )
+
+  it("reads WM_STREAM_MAX_BYTES and WM_STREAM_MAX_MSGS, none by default, and refuses a limit of 0", async () => {
+    expect(await read({})).toMatchObject({ streamMaxBytes: -1, streamMaxMsgs: -1 })
+    expect(await read({ WM_STREAM_MAX_BYTES: "1073741824", WM_STREAM_MAX_MSGS: "5000000" })).toMatchObject({
+      streamMaxBytes: 1_073_741_824,
+      streamMaxMsgs: 5_000_000,
+    })
+    await expect(read({ WM_STREAM_MAX_BYTES: "0" })).rejects.toThrow(/positive number, or -1/)
+  })
 })
 
 describe("a full event stream", () => {
