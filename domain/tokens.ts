@@ -20,6 +20,7 @@ interface Tokenizer {
 
 /** The parts of gpt-tokenizer 4's byte-pair core that the faster merge plugs into (not public API). */
 interface BytePairCore {
+  mergeCache?: Map<string, number[]>
   bytePairMerge(piece: Uint8Array): number[]
   getBpeRankFromBytes(bytes: Uint8Array): number | undefined
   tryDecodeToken(token: number): string | Uint8Array | undefined
@@ -35,6 +36,26 @@ const utf8 = new TextEncoder()
 
 /** Remembered merges (and non-merges, as -1) between two tokens; cleared when it grows past this. */
 const MAX_REMEMBERED_PAIRS = 1 << 20
+
+/** Long pre-tokens the merge cache keeps at most (the library bounds it by count alone, 100 000). */
+const MAX_CACHED_LONG_PIECES = 32
+
+/**
+ * The library's merge cache, with long pieces bounded apart: it keeps up to 100 000 pieces of any
+ * length, so distinct 64 KiB runs would each stay in memory (about 200 KB apiece with their token
+ * ids). Only the most recent few long ones are kept; the same entry's representations, counted
+ * moments apart, still find theirs.
+ */
+class MergeCache extends Map<string, number[]> {
+  readonly #long: string[] = []
+  override set(key: string, value: number[]): this {
+    if (key.length > LONG_PIECE_BYTES && !super.has(key)) {
+      this.#long.push(key)
+      while (this.#long.length > MAX_CACHED_LONG_PIECES) super.delete(this.#long.shift()!)
+    }
+    return super.set(key, value)
+  }
+}
 
 const installFastMerge = (encoding: Encoding, api: object): void => {
   const core = (api as { bytePairEncodingCoreProcessor?: BytePairCore }).bytePairEncodingCoreProcessor
@@ -72,6 +93,7 @@ const installFastMerge = (encoding: Encoding, api: object): void => {
     }
     return merged < 0 ? undefined : merged
   }
+  if (core.mergeCache !== undefined) core.mergeCache = new MergeCache(core.mergeCache)
   const reference = core.bytePairMerge.bind(core)
   core.bytePairMerge = (piece: Uint8Array): number[] => {
     if (piece.length <= LONG_PIECE_BYTES) return reference(piece)

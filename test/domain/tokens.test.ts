@@ -59,3 +59,14 @@ describe("token counting", () => {
     expect(decode(ids)).toBe(alternating)
   })
 })
+
+describe("the merge cache", () => {
+  it("keeps only a few long pieces: distinct 64 KiB runs do not accumulate in memory", () => {
+    const { default: api } = require("gpt-tokenizer/cjs/encoding/o200k_base") as { default: { bytePairEncodingCoreProcessor: { mergeCache: Map<string, unknown> } } }
+    countTokens("warm", "o200k_base")
+    const cache = api.bytePairEncodingCoreProcessor.mergeCache
+    for (let i = 0; i < 100; i++) countTokens(`${i} ${"xy".repeat(2_000 + i)}`, "o200k_base")
+    const long = [...cache.keys()].filter((k) => k.length > LONG_PIECE_BYTES)
+    expect(long.length).toBeLessThanOrEqual(32)
+  })
+})
