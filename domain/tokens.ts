@@ -42,9 +42,9 @@ const MAX_CACHED_LONG_PIECES = 32
 
 /**
  * The library's merge cache, with long pieces bounded apart: it keeps up to 100 000 pieces of any
- * length, so distinct 64 KiB runs would each stay in memory (about 200 KB apiece with their token
- * ids). Only the most recent few long ones are kept; the same entry's representations, counted
- * moments apart, still find theirs.
+ * length, so distinct 64 KiB runs would each stay in memory with their token ids. Only the most
+ * recent few long ones are kept; the same entry's representations, counted moments apart, still
+ * find theirs.
  */
 class MergeCache extends Map<string, number[]> {
   readonly #long: string[] = []
