@@ -89,6 +89,19 @@ export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable"
   }
 }
 
+/**
+ * The event log has reached a storage limit (the stream's bytes or messages, or the server's JetStream
+ * store): nothing was stored, and a retry cannot succeed until an operator frees or adds space.
+ * `limit` says which, as the server reported it.
+ */
+export class StorageFull extends Schema.TaggedError<StorageFull>()("StorageFull", {
+  limit: Schema.String,
+}) {
+  override get message(): string {
+    return `storage full: ${this.limit}; nothing was stored`
+  }
+}
+
 export const ApiError = Schema.Union([
   ValidationError,
   AgentNotFound,
@@ -98,5 +111,6 @@ export const ApiError = Schema.Union([
   IdempotencyConflict,
   NotCaughtUp,
   Unavailable,
+  StorageFull,
 ])
 export type ApiError = typeof ApiError.Type

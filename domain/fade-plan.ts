@@ -9,13 +9,20 @@
  *    the entries with the highest totals move one rung further, until the
  *    projected usage is at or below τ.
  *
+ * Before both, an oversized entry — one that alone keeps working above τ at
+ * its rung, so that moving every other entry could not relieve the pressure —
+ * moves straight to the first rung projected to fit under τ (key points, the
+ * summary), or out of working when none does (its raw text stays in the
+ * substrate). The others are then scored and relieved as if it were already
+ * there: one huge tool output does not push the rest of working memory out.
+ *
  * Transient cues, and entries the agent cited in the open step, never fade.
  */
 import { HashMap, HashSet } from "effect"
 import type { WorkingEntry } from "../contracts/entry.ts"
 import type { FadeScore } from "../contracts/fade.ts"
 import { rungCost, type AgentView } from "./agent-view.ts"
-import { fadeScore, scoringContext, type FadeConfig } from "./fade-score.ts"
+import { fadeScore, scoringContext, type FadeConfig, type ScoringContext } from "./fade-score.ts"
 
 export interface FadeMove {
   readonly entryId: string
@@ -38,42 +45,70 @@ const projectedCost = (entry: WorkingEntry, to: 1 | 2 | 3, config: FadeConfig): 
   return entry.tokens.summary ?? Math.ceil(raw * config.summaryShare)
 }
 
+const projectedUsage = (view: AgentView, moves: ReadonlyArray<{ entry: WorkingEntry; to: 1 | 2 | 3 }>, config: FadeConfig) =>
+  moves.reduce((usage, m) => usage + projectedCost(m.entry, m.to, config) - rungCost(m.entry), view.usage)
+
+/** The rung an oversized entry goes to: the first one below its own projected to fit under `limit`, else out. */
+const fittingRung = (entry: WorkingEntry, limit: number, config: FadeConfig): 1 | 2 | 3 => {
+  for (let to = entry.rung + 1; to <= 2; to++) if (projectedCost(entry, to as 1 | 2, config) <= limit) return to as 1 | 2
+  return 3
+}
+
 export const planFade = (view: AgentView, config: FadeConfig): FadeMove[] => {
-  const ctx = scoringContext(view, config)
   const inUse = view.step?.referenced
-  const candidates: Array<{ entry: WorkingEntry; total: number; parts: FadeScore["parts"] }> = []
+  const movable: WorkingEntry[] = []
   for (const entry of HashMap.values(view.entries)) {
     if (entry.transient) continue
     if (inUse !== undefined && HashSet.has(inUse, entry.id)) continue
-    candidates.push({ entry, ...fadeScore(entry, ctx) })
+    movable.push(entry)
   }
+  const actual = scoringContext(view, config)
+  const limit = actual.tau * view.budget
+  const oversized = movable
+    .filter((entry) => rungCost(entry) > limit)
+    .map((entry) => ({ entry, to: fittingRung(entry, limit, config) }))
+  // Everyone is scored against the usage working will have once the oversized entries are where they fit.
+  let projected = projectedUsage(view, oversized, config)
+  const ctx = oversized.length === 0 ? actual : { ...actual, usageRatio: view.budget > 0 ? projected / view.budget : 0 }
+
+  const candidates = movable.map((entry) => ({ entry, ...fadeScore(entry, ctx) }))
   // Highest totals first; ties go to the older entry, so plans are deterministic.
   candidates.sort((a, b) => b.total - a.total || a.entry.ordinal - b.entry.ordinal)
 
   const moves: FadeMove[] = []
   const moving = new Set<string>()
-  let projected = view.usage
-  const score = (c: (typeof candidates)[number], to: 1 | 2 | 3, trigger: "threshold" | "pressure"): FadeScore => ({
-    total: c.total,
-    parts: c.parts,
+  const score = (
+    scored: { readonly total: number; readonly parts: FadeScore["parts"] },
+    to: 1 | 2 | 3,
+    trigger: "threshold" | "pressure",
+    context: ScoringContext,
+  ): FadeScore => ({
+    total: scored.total,
+    parts: scored.parts,
     trigger,
     threshold: thresholdFor(config, to),
-    usage: ctx.usageRatio,
-    tau: ctx.tau,
-    now: ctx.now,
+    usage: context.usageRatio,
+    tau: context.tau,
+    now: context.now,
   })
   const move = (c: (typeof candidates)[number], trigger: "threshold" | "pressure") => {
     const to = (c.entry.rung + 1) as 1 | 2 | 3
-    moves.push({ entryId: c.entry.id, from: c.entry.rung, to, score: score(c, to, trigger), expectSeq: c.entry.lastEventSeq })
+    moves.push({ entryId: c.entry.id, from: c.entry.rung, to, score: score(c, to, trigger, ctx), expectSeq: c.entry.lastEventSeq })
     moving.add(c.entry.id)
     projected += projectedCost(c.entry, to, config) - rungCost(c.entry)
   }
 
+  for (const { entry, to } of oversized) {
+    // Scored and recorded against the usage as it is, which this entry alone keeps above τ.
+    const scored = score(fadeScore(entry, actual), to, "pressure", actual)
+    moves.push({ entryId: entry.id, from: entry.rung, to, score: scored, expectSeq: entry.lastEventSeq })
+    moving.add(entry.id)
+  }
   for (const c of candidates) {
+    if (moving.has(c.entry.id)) continue
     const to = (c.entry.rung + 1) as 1 | 2 | 3
     if (c.total >= thresholdFor(config, to)) move(c, "threshold")
   }
-  const limit = ctx.tau * view.budget
   for (const c of candidates) {
     if (projected <= limit) break
     if (!moving.has(c.entry.id)) move(c, "pressure")

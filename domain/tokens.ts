@@ -2,22 +2,113 @@
  * Token counting with gpt-tokenizer. Encodings load lazily (about 0.2 s
  * each) and stay loaded. Special-token markers in content are counted as
  * ordinary text, never refused: content is data, not a prompt template.
+ *
+ * The library's byte-pair merge rescans a whole pre-token after every merge,
+ * so one long unbroken run (64 KiB of one letter is a single pre-token) took
+ * seconds of synchronous work on whichever service counted it. Pre-tokens
+ * longer than `LONG_PIECE_BYTES` are merged by `mergeTokens` instead:
+ * the same merges in the same order, in O(n log n), so counts stay exact.
  */
 import { createRequire } from "node:module"
 import type { Encoding } from "../contracts/agent.ts"
+import { mergeTokens } from "./bpe-merge.ts"
 
 interface Tokenizer {
   countTokens(text: string, options?: { disallowedSpecial?: Set<string> }): number
+  encode(text: string, options?: { disallowedSpecial?: Set<string> }): number[]
 }
+
+/** The parts of gpt-tokenizer 4's byte-pair core that the faster merge plugs into (not public API). */
+interface BytePairCore {
+  mergeCache?: Map<string, number[]>
+  bytePairMerge(piece: Uint8Array): number[]
+  getBpeRankFromBytes(bytes: Uint8Array): number | undefined
+  tryDecodeToken(token: number): string | Uint8Array | undefined
+}
+
+/** Below this the library's own merge is as fast (and ordinary words are all far shorter). */
+export const LONG_PIECE_BYTES = 128
 
 const require = createRequire(import.meta.url)
 const loaded = new Map<Encoding, Tokenizer>()
 const ORDINARY_TEXT = { disallowedSpecial: new Set<string>() }
+const utf8 = new TextEncoder()
+
+/** Remembered merges (and non-merges, as -1) between two tokens; cleared when it grows past this. */
+const MAX_REMEMBERED_PAIRS = 1 << 20
+
+/** Long pre-tokens the merge cache keeps at most (the library bounds it by count alone, 100 000). */
+const MAX_CACHED_LONG_PIECES = 32
+
+/**
+ * The library's merge cache, with long pieces bounded apart: it keeps up to 100 000 pieces of any
+ * length, so distinct 64 KiB runs would each stay in memory with their token ids. Only the most
+ * recent few long ones are kept; the same entry's representations, counted moments apart, still
+ * find theirs.
+ */
+class MergeCache extends Map<string, number[]> {
+  readonly #long: string[] = []
+  override set(key: string, value: number[]): this {
+    if (key.length > LONG_PIECE_BYTES && !super.has(key)) {
+      this.#long.push(key)
+      while (this.#long.length > MAX_CACHED_LONG_PIECES) super.delete(this.#long.shift()!)
+    }
+    return super.set(key, value)
+  }
+}
+
+const installFastMerge = (encoding: Encoding, api: object): void => {
+  const core = (api as { bytePairEncodingCoreProcessor?: BytePairCore }).bytePairEncodingCoreProcessor
+  if (
+    core === undefined ||
+    typeof core.bytePairMerge !== "function" ||
+    typeof core.getBpeRankFromBytes !== "function" ||
+    typeof core.tryDecodeToken !== "function"
+  ) {
+    throw new Error(`gpt-tokenizer's ${encoding} has no byte-pair core to install the fast merge into; check the library version`)
+  }
+  const bytesOf = (token: number): Uint8Array => {
+    const decoded = core.tryDecodeToken(token)
+    if (decoded === undefined) throw new Error(`${encoding}: no bytes for token ${token}`)
+    return typeof decoded === "string" ? utf8.encode(decoded) : decoded
+  }
+  const byteToken = Array.from({ length: 256 }, (_, b) => {
+    const token = core.getBpeRankFromBytes(Uint8Array.of(b))
+    if (token === undefined) throw new Error(`${encoding}: byte ${b} is not a token`)
+    return token
+  })
+  const pairs = new Map<number, number>()
+  const pairToken = (left: number, right: number): number | undefined => {
+    const key = left * 0x100000 + right
+    let merged = pairs.get(key)
+    if (merged === undefined) {
+      const a = bytesOf(left)
+      const b = bytesOf(right)
+      const joined = new Uint8Array(a.length + b.length)
+      joined.set(a)
+      joined.set(b, a.length)
+      merged = core.getBpeRankFromBytes(joined) ?? -1
+      if (pairs.size >= MAX_REMEMBERED_PAIRS) pairs.clear()
+      pairs.set(key, merged)
+    }
+    return merged < 0 ? undefined : merged
+  }
+  if (core.mergeCache !== undefined) core.mergeCache = new MergeCache(core.mergeCache)
+  const reference = core.bytePairMerge.bind(core)
+  core.bytePairMerge = (piece: Uint8Array): number[] => {
+    if (piece.length <= LONG_PIECE_BYTES) return reference(piece)
+    const tokens = new Int32Array(piece.length)
+    for (let i = 0; i < piece.length; i++) tokens[i] = byteToken[piece[i]!]!
+    return mergeTokens(tokens, pairToken)
+  }
+}
 
 const tokenizer = (encoding: Encoding): Tokenizer => {
   let t = loaded.get(encoding)
   if (t === undefined) {
-    t = require(`gpt-tokenizer/cjs/encoding/${encoding}`) as Tokenizer
+    const module = require(`gpt-tokenizer/cjs/encoding/${encoding}`) as { default: object } & Tokenizer
+    installFastMerge(encoding, module.default)
+    t = module
     loaded.set(encoding, t)
   }
   return t
@@ -25,6 +116,9 @@ const tokenizer = (encoding: Encoding): Tokenizer => {
 
 export const countTokens = (text: string, encoding: Encoding): number =>
   tokenizer(encoding).countTokens(text, ORDINARY_TEXT)
+
+/** Token ids, with the same merge as `countTokens` (for tests and tools). */
+export const encodeTokens = (text: string, encoding: Encoding): number[] => tokenizer(encoding).encode(text, ORDINARY_TEXT)
 
 /** Loads an encoding ahead of first use, so the first request does not pay for it. */
 export const preloadEncoding = (encoding: Encoding): void => void tokenizer(encoding)

@@ -103,6 +103,8 @@ export class WorkingMemoryClient {
           error instanceof errors.NoRespondersError ||
           // No service listening (restarting) arrives as a RequestError caused by NoRespondersError.
           (error instanceof errors.RequestError && error.isNoResponders())
+        // Only "nothing was stored, try again" is retried; every other refusal (StorageFull included:
+        // a full store stays full) is thrown as its typed error at once.
         const unavailable = typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "Unavailable"
         if (!retryable && !unavailable) throw error
         lastError = error

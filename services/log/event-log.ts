@@ -7,10 +7,10 @@
  * Transient failures (timeouts, a broker restart, a cluster election) are
  * retried with the same id until the deadline.
  */
-import { DeliverPolicy, JetStreamApiError, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream"
+import { DeliverPolicy, JetStreamApiCodes, JetStreamApiError, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream"
 import { errors } from "@nats-io/transport-node"
 import { Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
-import { Unavailable } from "../../contracts/errors.ts"
+import { StorageFull, Unavailable } from "../../contracts/errors.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { ALL_EVENTS, EVENTS_STREAM, eventSubject } from "../../contracts/subjects.ts"
 import { Nats } from "../nats/connection.ts"
@@ -63,14 +63,37 @@ export interface FollowOptions {
 }
 
 export interface EventLogShape {
-  readonly append: (event: MemoryEvent, options?: AppendOptions) => Effect.Effect<Appended, Unavailable | SequenceConflict>
+  readonly append: (event: MemoryEvent, options?: AppendOptions) => Effect.Effect<Appended, Unavailable | SequenceConflict | StorageFull>
   /** Reads from `fromSeq` (default 1) in order, then keeps following live appends until stopped. */
   readonly follow: (options: FollowOptions) => Effect.Effect<Subscription, Unavailable>
   /** The sequence of the last stored event (0 when empty). */
   readonly lastSeq: Effect.Effect<number, Unavailable>
 }
 
-const WRONG_LAST_SEQUENCE = 10071
+/**
+ * JetStream error codes @nats-io/jetstream does not name, by the server's names for them
+ * (nats-server's errors.json).
+ */
+const ServerErrorCodes = {
+  /** JSClusterNotAvailErr: no JetStream leader for the stream yet (an election). */
+  ClusterNotAvailable: 10008,
+  /** JSInsufficientResourcesErr: the server's JetStream store (max_file_store, the disk) is full. */
+  InsufficientResources: 10023,
+  /** JSStreamStoreFailedF: the stream refused to store; with discard "new", its max_bytes or max_msgs is reached. */
+  StreamStoreFailed: 10077,
+} as const
+
+/** A storage limit the write ran into, or null: permanent for this write, whatever the retries. */
+const storageLimitOf = (error: unknown): string | null => {
+  if (!(error instanceof JetStreamApiError)) return null
+  if (error.code === ServerErrorCodes.InsufficientResources) return `the server's JetStream store is full (${error.message})`
+  // The same code also reports other store failures; only the limits are storage exhaustion.
+  if (error.code === ServerErrorCodes.StreamStoreFailed && /^maximum .* exceeded$/.test(error.message)) {
+    return `the event stream's limit is reached (${error.message})`
+  }
+  return null
+}
+
 const textEncoder = new TextEncoder()
 
 /** A failed publish attempt, before the retries are exhausted. */
@@ -89,7 +112,7 @@ const isTransient = (error: unknown): boolean => {
   if (error instanceof errors.PermissionViolationError) return false
   if (error instanceof JetStreamApiError) {
     // 503 (no JetStream leader yet), 408 (timeout): an election or a restart; anything else is final.
-    return error.status === 503 || error.status === 408 || error.code === 10008
+    return error.status === 503 || error.status === 408 || error.code === ServerErrorCodes.ClusterNotAvailable
   }
   return true
 }
@@ -104,7 +127,7 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
       const settings = yield* NatsSettings
       yield* ensureTopology(jsm, settings).pipe(Effect.orDie)
 
-      const append = (event: MemoryEvent, options?: AppendOptions): Effect.Effect<Appended, Unavailable | SequenceConflict> => {
+      const append = (event: MemoryEvent, options?: AppendOptions): Effect.Effect<Appended, Unavailable | SequenceConflict | StorageFull> => {
         const subject = eventSubject(event)
         const payload = textEncoder.encode(JSON.stringify(event))
         return Effect.tryPromise({
@@ -116,17 +139,22 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
                 ? { expect: { lastSubjectSequence: options.expectLastSubjectSeq } }
                 : {}),
             }),
-          catch: (error) =>
-            error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE
-              ? new SequenceConflict({ subject, expected: options?.expectLastSubjectSeq ?? -1, actual: actualLastSequence(error.message), reason: error.message })
-              : new PublishFailed(error instanceof Error ? error.message : String(error), isTransient(error)),
+          catch: (error) => {
+            if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence) {
+              return new SequenceConflict({ subject, expected: options?.expectLastSubjectSeq ?? -1, actual: actualLastSequence(error.message), reason: error.message })
+            }
+            // Reported with status 503 like an election, but no retry frees space: refuse at once.
+            const limit = storageLimitOf(error)
+            if (limit !== null) return new StorageFull({ limit })
+            return new PublishFailed(error instanceof Error ? error.message : String(error), isTransient(error))
+          },
         }).pipe(
           Effect.retry({
             // Back off from 50 ms to at most 1 s between attempts, for up to 30 s.
             schedule: Schedule.min([Schedule.exponential("50 millis", 1.5), Schedule.spaced("1 second")]).pipe(
               Schedule.upTo({ duration: appendRetryDeadline }),
             ),
-            while: (error: PublishFailed | SequenceConflict) => error instanceof PublishFailed && error.transient,
+            while: (error: PublishFailed | SequenceConflict | StorageFull) => error instanceof PublishFailed && error.transient,
           }),
           Effect.mapError((error) => (error instanceof PublishFailed ? new Unavailable({ reason: error.reason }) : error)),
           Effect.map((ack): Appended => ({ seq: ack.seq, duplicate: ack.duplicate })),

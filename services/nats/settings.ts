@@ -1,4 +1,4 @@
-import { Config, Context, Effect, Layer } from "effect"
+import { Config, Context, Effect, Layer, Schema } from "effect"
 
 export interface NatsSettingsShape {
   /** Client URLs; several for a cluster. */
@@ -11,9 +11,21 @@ export interface NatsSettingsShape {
   readonly replicas: number
   /** How long a retried publish with the same id is recognised as a duplicate. */
   readonly dedupeWindowMs: number
+  /**
+   * Limits of the event stream (-1: none). When one is reached new writes are refused
+   * (`StorageFull`); nothing already stored is dropped.
+   */
+  readonly streamMaxBytes?: number
+  readonly streamMaxMsgs?: number
 }
 
 export const DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+
+/** A positive limit, or -1 (the default) for none. */
+const streamLimit = (name: string) =>
+  Config.schema(Schema.Int.check(Schema.makeFilter((n: number) => n === -1 || n > 0 || "a positive number, or -1 for no limit")), name).pipe(
+    Config.withDefault(-1),
+  )
 
 export class NatsSettings extends Context.Service<NatsSettings, NatsSettingsShape>()("wm/NatsSettings") {
   static readonly make = (settings: Partial<NatsSettingsShape> & { readonly servers: ReadonlyArray<string> }) =>
@@ -21,10 +33,15 @@ export class NatsSettings extends Context.Service<NatsSettings, NatsSettingsShap
       name: "working-memory",
       replicas: 1,
       dedupeWindowMs: 10 * 60_000,
+      streamMaxBytes: -1,
+      streamMaxMsgs: -1,
       ...settings,
     })
 
-  /** NATS_URL (comma-separated), NATS_USER, NATS_PASS, WM_STREAM_REPLICAS, WM_DEDUPE_WINDOW_MS. */
+  /**
+   * NATS_URL (comma-separated), NATS_USER, NATS_PASS, WM_STREAM_REPLICAS, WM_DEDUPE_WINDOW_MS,
+   * WM_STREAM_MAX_BYTES, WM_STREAM_MAX_MSGS.
+   */
   static readonly fromEnv = (name: string) =>
     Layer.effect(
       NatsSettings,
@@ -34,6 +51,8 @@ export class NatsSettings extends Context.Service<NatsSettings, NatsSettingsShap
         const pass = yield* Config.option(Config.String("NATS_PASS"))
         const replicas = yield* Config.Int("WM_STREAM_REPLICAS").pipe(Config.withDefault(1))
         const dedupeWindowMs = yield* Config.Int("WM_DEDUPE_WINDOW_MS").pipe(Config.withDefault(10 * 60_000))
+        const streamMaxBytes = yield* streamLimit("WM_STREAM_MAX_BYTES")
+        const streamMaxMsgs = yield* streamLimit("WM_STREAM_MAX_MSGS")
         return {
           servers: url.split(",").map((s) => s.trim()).filter((s) => s.length > 0),
           name,
@@ -41,6 +60,8 @@ export class NatsSettings extends Context.Service<NatsSettings, NatsSettingsShap
           pass: pass._tag === "Some" ? pass.value : undefined,
           replicas,
           dedupeWindowMs,
+          streamMaxBytes,
+          streamMaxMsgs,
         }
       }).pipe(Effect.orDie),
     )

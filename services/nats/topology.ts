@@ -2,9 +2,17 @@
  * The streams every service relies on, created or updated idempotently at
  * service start. Only features of nats-server 2.9 are used: single-subject
  * filters, Nats-Msg-Id dedupe, Nats-Expected-Last-Subject-Sequence, direct get.
+ *
+ * The event stream's limits (WM_STREAM_MAX_BYTES, WM_STREAM_MAX_MSGS) discard
+ * new writes, never old events: the log is the only copy of every agent's
+ * registration and budget, and of everything acknowledged, so a full stream
+ * refuses writes (`StorageFull`) instead of dropping its oldest events. There
+ * is no age limit for the same reason. Limits set on the stream by other means
+ * are replaced by the configured ones at service start.
  */
 import {
   DiscardPolicy,
+  JetStreamApiCodes,
   JetStreamApiError,
   RetentionPolicy,
   StorageType,
@@ -18,13 +26,16 @@ import type { NatsSettingsShape } from "./settings.ts"
 const nanos = (ms: number) => ms * 1_000_000
 
 export const eventStreamConfig = (
-  settings: Pick<NatsSettingsShape, "replicas" | "dedupeWindowMs">,
+  settings: Pick<NatsSettingsShape, "replicas" | "dedupeWindowMs" | "streamMaxBytes" | "streamMaxMsgs">,
 ): Partial<StreamConfig> & { readonly name: string } => ({
   name: EVENTS_STREAM,
   subjects: [ALL_EVENTS],
   storage: StorageType.File,
   retention: RetentionPolicy.Limits,
-  discard: DiscardPolicy.Old,
+  discard: DiscardPolicy.New,
+  max_bytes: settings.streamMaxBytes ?? -1,
+  max_msgs: settings.streamMaxMsgs ?? -1,
+  max_age: 0,
   num_replicas: settings.replicas,
   duplicate_window: nanos(settings.dedupeWindowMs),
   allow_direct: true,
@@ -44,25 +55,47 @@ export const deadLetterStreamConfig = (
   max_age: nanos(30 * 24 * 3600_000),
 })
 
-const ensureStream = (jsm: JetStreamManager, config: Partial<StreamConfig> & { readonly name: string }) =>
+/**
+ * A limit below what the stream already holds is raised to it: nats-server 2.9 enforces a lowered limit
+ * by deleting the oldest messages whatever the discard policy — the registrations first. At that level
+ * the stream is full, and new writes are refused until space is freed or the limit raised.
+ */
+const notBelowStored = (
+  config: Partial<StreamConfig> & { readonly name: string },
+  stored: { readonly bytes: number; readonly messages: number },
+): Partial<StreamConfig> & { readonly name: string } => {
+  const bytes = config.max_bytes !== undefined && config.max_bytes > 0 && stored.bytes > config.max_bytes
+  const messages = config.max_msgs !== undefined && config.max_msgs > 0 && stored.messages > config.max_msgs
+  if (!bytes && !messages) return config
+  console.warn(
+    `[topology] ${config.name} already holds ${stored.bytes} bytes in ${stored.messages} messages, above the configured ` +
+      `limit (max_bytes ${config.max_bytes}, max_msgs ${config.max_msgs}); the limit is set to what is stored, so nothing ` +
+      `is dropped and new writes are refused until space is freed`,
+  )
+  return { ...config, ...(bytes ? { max_bytes: stored.bytes } : {}), ...(messages ? { max_msgs: stored.messages } : {}) }
+}
+
+const ensureStream = (jsm: JetStreamManager, wanted: Partial<StreamConfig> & { readonly name: string }) =>
   Effect.tryPromise({
     try: async () => {
-      const name = config.name
+      const name = wanted.name
+      let config = wanted
       try {
         const info = await jsm.streams.info(name)
         const current = info.config
-        if (
-          current.duplicate_window !== config.duplicate_window ||
-          JSON.stringify(current.subjects) !== JSON.stringify(config.subjects)
-        ) {
+        config = notBelowStored(wanted, info.state)
+        const differs = (["duplicate_window", "discard", "max_bytes", "max_msgs", "max_age"] as const).some(
+          (key) => key in config && current[key] !== config[key],
+        )
+        if (differs || JSON.stringify(current.subjects) !== JSON.stringify(config.subjects)) {
           await jsm.streams.update(name, { ...current, ...config } as StreamConfig)
         }
       } catch (err) {
-        if (err instanceof JetStreamApiError && err.code === 10059) await jsm.streams.add(config)
+        if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) await jsm.streams.add(config)
         else throw err
       }
     },
-    catch: (cause) => new Error(`cannot create stream ${config.name}: ${String(cause)}`, { cause }),
+    catch: (cause) => new Error(`cannot create stream ${wanted.name}: ${String(cause)}`, { cause }),
   }).pipe(
     // Right after a cluster starts or fails over, JetStream answers "not ready" for a few seconds.
     Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))),
