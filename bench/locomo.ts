@@ -3,8 +3,9 @@
  * context built for each question at each token budget, beside FIFO and
  * BM25 fills of the same turns at the same token counts.
  *
- *   npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>]
+ *   npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>] [--embedder offline|minilm]
  *
+ * --embedder sets WM_EMBEDDER for the run (default: the environment's, else `offline`).
  * Every LoCoMo-format `*.json` file of <dir> is used. With --out, the
  * summary goes to <file.json> and the diagnostics to <file>.details.json.
  */
@@ -14,7 +15,7 @@ import { DEFAULT_BUDGETS, parseBudgets } from "./locomo/options.ts"
 import { streamProgress } from "./locomo/report.ts"
 import { runLocomoBenchmark } from "./locomo/run.ts"
 
-const usage = "usage: npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>]"
+const usage = "usage: npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>] [--embedder offline|minilm]"
 
 const main = async () => {
   const { values } = parseArgs({
@@ -22,6 +23,7 @@ const main = async () => {
       data: { type: "string" },
       budgets: { type: "string", default: DEFAULT_BUDGETS.join(",") },
       out: { type: "string" },
+      embedder: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
   })
@@ -30,6 +32,7 @@ const main = async () => {
     return
   }
   if (values.data === undefined) throw new Error(`--data is required\n${usage}`)
+  if (values.embedder !== undefined) process.env["WM_EMBEDDER"] = values.embedder
   await runLocomoBenchmark({
     data: values.data,
     budgets: parseBudgets(values.budgets),
