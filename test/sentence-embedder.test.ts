@@ -18,7 +18,8 @@ import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { bertOnnxModel, type BertConfig, type Tensor } from "../services/embedding/bert-onnx.ts"
 import type { Embedder } from "../services/embedding/embedder.ts"
-import { EmbeddingProvider } from "../services/embedding/embedding-provider.ts"
+import { EmbeddingProvider, offlineProvider } from "../services/embedding/embedding-provider.ts"
+import { loadOfflineEmbedder } from "../services/embedding/offline-embedder.ts"
 import { loadLocalEmbedder } from "../services/embedding/local-embedders.ts"
 import { loadOnnxEmbedder } from "../services/embedding/onnx-embedder.ts"
 import { defaultModelsDir, missingFiles, modelDir, ModelFilesMissing, sentenceModel } from "../services/embedding/sentence-models.ts"
@@ -233,6 +234,17 @@ describe.runIf(missingFiles(modelDir(minilm, realDir)).length === 0 || process.e
     })
     expect(Array.from(batched[1]!)).toEqual(Array.from(batched[3]!))
   })
+
+  it("after a switch to minilm, queries still reach records of the offline model (and of no model it cannot run)", async () => {
+    const provider = offlineProvider(embedder)
+    const offline = await loadOfflineEmbedder()
+    const own = await Effect.runPromise(provider.embedQuery("When did Melanie paint a sunrise?", minilm.model))
+    const earlier = await Effect.runPromise(provider.embedQuery("When did Melanie paint a sunrise?", offline.model))
+    const unknown = await Effect.runPromise(provider.embedQuery("When did Melanie paint a sunrise?", "text-embedding-3-small"))
+    expect(own).toHaveLength(384)
+    expect(Array.from(earlier!)).toEqual(Array.from((await offline.embed(["When did Melanie paint a sunrise?"]))[0]!))
+    expect(unknown).toBeNull()
+  }, 120_000)
 
   it("switched on with WM_EMBEDDER=minilm, a demotion records the model's name and its 384-d vector in EntryDemoted", async () => {
     let server: NatsServerProcess | undefined
