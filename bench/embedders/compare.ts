@@ -258,6 +258,9 @@ interface Probe {
   /** Median and p99 of embedding one text per call, over the first 200 turns. */
   readonly singleMsP50: number
   readonly singleMsP99: number
+  /** CPU time (all threads of the process) per text: one batch of all turns, and one text per call. Less sensitive to a busy machine than wall time. */
+  readonly batchCpuMsPerText: number
+  readonly singleCpuMsPerText: number
   readonly rssAfterLoadMb: number
   readonly rssAfterEmbedMb: number
   readonly textsPerSec: number
@@ -273,23 +276,29 @@ const probe = async (c: Candidate, texts: ReadonlyArray<string>): Promise<Probe>
   const loadMs = performance.now() - t0
   const rss1 = process.memoryUsage().rss
   const t1 = performance.now()
+  const cpu1 = process.cpuUsage()
   const vecs = await e.embed(texts)
   const secs = (performance.now() - t1) / 1000
+  const batchCpu = process.cpuUsage(cpu1)
   const rss2 = process.memoryUsage().rss
   const single = await Promise.all(texts.slice(0, 20).map(async (t) => (await e.embed([t]))[0]!))
   const deterministic = single.every((v, i) => v.every((x, j) => x === vecs[i]![j]))
   const latencies: number[] = []
+  const cpu2 = process.cpuUsage()
   for (const t of texts.slice(0, 200)) {
     const t2 = performance.now()
     await e.embed([t])
     latencies.push(performance.now() - t2)
   }
+  const singleCpu = process.cpuUsage(cpu2)
   latencies.sort((a, b) => a - b)
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!
   return {
     loadMs,
     singleMsP50: at(0.5),
     singleMsP99: at(0.99),
+    batchCpuMsPerText: (batchCpu.user + batchCpu.system) / 1000 / texts.length,
+    singleCpuMsPerText: (singleCpu.user + singleCpu.system) / 1000 / latencies.length,
     rssAfterLoadMb: (rss1 - rss0) / 2 ** 20,
     rssAfterEmbedMb: (rss2 - rss0) / 2 ** 20,
     textsPerSec: texts.length / secs,
@@ -388,9 +397,9 @@ if (selected.some((c) => c.name.startsWith("wink-"))) {
 
 const pct = (x: number | undefined) => (x === undefined ? "–" : (100 * x).toFixed(1))
 const lines: string[] = []
-lines.push(`| candidate | dims | dense R@10 | R@25 | R@50 | RRF(BM25+dense) R@10 | R@25 | R@50 | load ms (cold, cache present) | RSS after load MB | RSS after embedding all turns MB | texts/s (one batch of all turns) | ms per text, one per call p50 / p99 | deterministic | installed MB |`)
-lines.push(`|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|`)
-lines.push(`| BM25 (k1 1.2, b 0.75) | – | ${pct(bm25Recall["@10"])} | ${pct(bm25Recall["@25"])} | ${pct(bm25Recall["@50"])} | | | | | | | | | | |`)
+lines.push(`| candidate | dims | dense R@10 | R@25 | R@50 | RRF(BM25+dense) R@10 | R@25 | R@50 | load ms (cold, cache present) | RSS after load MB | RSS after embedding all turns MB | texts/s (one batch of all turns) | ms per text, one per call p50 / p99 | CPU ms per text, batch / one per call | deterministic | installed MB |`)
+lines.push(`|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|`)
+lines.push(`| BM25 (k1 1.2, b 0.75) | – | ${pct(bm25Recall["@10"])} | ${pct(bm25Recall["@25"])} | ${pct(bm25Recall["@50"])} | | | | | | | | | | | |`)
 for (const r of rows) {
   if (r.skipped) {
     lines.push(`| ${r.name} | skipped: ${r.skipped} |`)
@@ -398,7 +407,7 @@ for (const r of rows) {
   }
   const p = r.probe!
   lines.push(
-    `| ${r.name} | ${r.dims} | ${pct(r.dense?.["@10"])} | ${pct(r.dense?.["@25"])} | ${pct(r.dense?.["@50"])} | ${pct(r.fused?.["@10"])} | ${pct(r.fused?.["@25"])} | ${pct(r.fused?.["@50"])} | ${p.loadMs.toFixed(0)} | ${p.rssAfterLoadMb.toFixed(0)} | ${p.rssAfterEmbedMb.toFixed(0)} | ${p.textsPerSec.toFixed(0)} | ${p.singleMsP50.toFixed(2)} / ${p.singleMsP99.toFixed(2)} | ${p.deterministic ? "yes" : "no"} | ${r.installedMb?.toFixed(1)} |`,
+    `| ${r.name} | ${r.dims} | ${pct(r.dense?.["@10"])} | ${pct(r.dense?.["@25"])} | ${pct(r.dense?.["@50"])} | ${pct(r.fused?.["@10"])} | ${pct(r.fused?.["@25"])} | ${pct(r.fused?.["@50"])} | ${p.loadMs.toFixed(0)} | ${p.rssAfterLoadMb.toFixed(0)} | ${p.rssAfterEmbedMb.toFixed(0)} | ${p.textsPerSec.toFixed(0)} | ${p.singleMsP50.toFixed(2)} / ${p.singleMsP99.toFixed(2)} | ${p.batchCpuMsPerText.toFixed(3)} / ${p.singleCpuMsPerText.toFixed(3)} | ${p.deterministic ? "yes" : "no"} | ${r.installedMb?.toFixed(1)} |`,
   )
 }
 if (cacheBuild) lines.push(``, `Word-vector cache build (first load on a machine, fresh process, empty cache dir): ${cacheBuild.buildMs.toFixed(0)} ms, RSS +${cacheBuild.rssMb.toFixed(0)} MB during the build, cache file ${cacheBuild.cacheMb.toFixed(1)} MB.`)
