@@ -225,14 +225,24 @@ describe.runIf(missingFiles(modelDir(minilm, realDir)).length === 0 || process.e
 
   it("is deterministic: the same text gives bit-identical vectors alone, in any batch and on every call", async () => {
     const texts = ["Melanie: That sounds powerful!", "What did Caroline research?", "Caroline: I went to the support group.", "What did Caroline research?"]
+    // each from its own instance, so no vector comes from an instance's memory of recent texts
     const batched = await embedder.embed(texts)
-    const reversed = await embedder.embed([...texts].reverse())
-    const alone = await Promise.all(texts.map(async (t) => (await embedder.embed([t]))[0]!))
+    const reversed = await (await loadOnnxEmbedder(minilm)).embed([...texts].reverse())
+    const fresh = await loadOnnxEmbedder(minilm)
+    const alone = await Promise.all(texts.map(async (t) => (await fresh.embed([t]))[0]!))
     texts.forEach((_, i) => {
       expect(Array.from(batched[i]!)).toEqual(Array.from(alone[i]!))
       expect(Array.from(batched[i]!)).toEqual(Array.from(reversed[texts.length - 1 - i]!))
     })
     expect(Array.from(batched[1]!)).toEqual(Array.from(batched[3]!))
+  })
+
+  it("remembers recent texts: a repeated text gives an equal vector that callers cannot alter", async () => {
+    const [first] = await embedder.embed(["Caroline: I'm keen on counseling and mental health."])
+    first!.fill(0)
+    const [again] = await embedder.embed(["Caroline: I'm keen on counseling and mental health."])
+    const [reference] = await (await loadOnnxEmbedder(minilm)).embed(["Caroline: I'm keen on counseling and mental health."])
+    expect(Array.from(again!)).toEqual(Array.from(reference!))
   })
 
   it("after a switch to minilm, queries still reach records of the offline model (and of no model it cannot run)", async () => {

@@ -25,6 +25,9 @@ export interface OnnxEmbedderOptions {
   readonly batchSize?: number
 }
 
+/** How many recently embedded texts keep their vector (384-d: 1.5 kB each). */
+const RECENT_TEXTS = 4096
+
 interface Manifest {
   readonly model: string
   readonly source: { readonly pypi: string; readonly version: string }
@@ -87,7 +90,36 @@ export const loadOnnxEmbedder = async (model: SentenceModel, options: OnnxEmbedd
     })
   }
 
+  // Recently embedded texts (a query asked at several budgets, an entry re-ranked): vectors are
+  // deterministic, so a copy of the remembered one is exactly what running the model again gives.
+  const recent = new Map<string, Float32Array>()
+  const remember = (text: string, vector: Float32Array) => {
+    recent.delete(text)
+    recent.set(text, vector)
+    if (recent.size > RECENT_TEXTS) recent.delete(recent.keys().next().value!)
+  }
+
   const embed = async (texts: ReadonlyArray<string>): Promise<Float32Array[]> => {
+    const out: Float32Array[] = new Array(texts.length)
+    const misses: number[] = []
+    texts.forEach((text, i) => {
+      const known = recent.get(text)
+      if (known === undefined) misses.push(i)
+      else {
+        remember(text, known)
+        out[i] = known.slice()
+      }
+    })
+    if (misses.length === 0) return out
+    const fresh = await embedUncached(misses.map((i) => texts[i]!))
+    misses.forEach((i, j) => {
+      out[i] = fresh[j]!
+      remember(texts[i]!, fresh[j]!.slice())
+    })
+    return out
+  }
+
+  const embedUncached = async (texts: ReadonlyArray<string>): Promise<Float32Array[]> => {
     const tokenised = texts.map(tokenise)
     const byLength = new Map<number, number[]>()
     tokenised.forEach((ids, i) => {
