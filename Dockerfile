@@ -1,7 +1,7 @@
 # One image for every service; docker-compose.yml picks the entry point.
 FROM node:22-bookworm-slim
 WORKDIR /app
-COPY package.json package-lock.json ./
+COPY package.json package-lock.json .npmrc ./
 RUN npm ci --omit=dev --no-audit --no-fund
 COPY contracts ./contracts
 COPY domain ./domain

