@@ -4,7 +4,6 @@ They mirror ``contracts/api.ts`` (JSON Schemas in ``contracts/json/api.schema.js
 keys are the wire's camelCase names, so a reply is the decoded JSON as it came.
 """
 
-from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
