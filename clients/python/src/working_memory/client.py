@@ -118,7 +118,7 @@ def new_request_id() -> str:
 
 
 def _backoff(attempt: int) -> float:
-    return min(2.0, 0.1 * 2**attempt)
+    return min(2.0, 0.1 * float(2**attempt))
 
 
 def _servers_from_env() -> list[str]:
