@@ -49,12 +49,16 @@ def nats_server_bin() -> str:
     return binary
 
 
-def start_nats_server(binary: str, store_dir: Path | None, log: Path) -> NatsServer:
-    """Starts nats-server on a free local port (with JetStream when given a store) and waits until it accepts."""
-    port = free_port()
+def start_nats_server(
+    binary: str, store_dir: Path | None, log: Path, port: int | None = None, extra_args: list[str] | None = None
+) -> NatsServer:
+    """Starts nats-server on a local port (a free one unless given; with JetStream when given a store)
+    and waits until it accepts connections."""
+    port = port or free_port()
     args = [binary, "-a", "127.0.0.1", "-p", str(port)]
     if store_dir is not None:
         args += ["-js", "-sd", str(store_dir)]
+    args += extra_args or []
     process = subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
