@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -16,11 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from working_memory import WorkingMemoryClient, new_request_id
+from working_memory import ApiError, NoResponse, NotConnected, OperationName, WorkingMemoryClient, new_request_id
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-READY_LINE = "Serving on"
 START_TIMEOUT_S = 300.0
+#: One request per service (gateway, working, substrate, retrieval); any typed answer means it serves.
+PROBES: list[tuple[OperationName, dict[str, object]]] = [
+    ("registerAgent", {}),
+    ("getView", {}),
+    ("getRaw", {"entryId": "probe"}),
+    ("query", {"query": "probe"}),
+]
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,24 @@ def start_nats_server(
     raise RuntimeError(f"nats-server did not accept connections on port {port}:\n{log.read_text()}")
 
 
+async def every_service_answers(url: str) -> bool:
+    try:
+        client = await WorkingMemoryClient.connect(url, timeout=2.0, attempts=1)
+    except NotConnected:
+        return False
+    try:
+        for operation, request in PROBES:
+            try:
+                await client.call("py-probe", operation, request)
+            except ApiError:
+                pass
+        return True
+    except NoResponse:
+        return False
+    finally:
+        await client.close()
+
+
 def stop(process: subprocess.Popen[bytes]) -> None:
     """Stops a process this setup started, with everything it started (its own process group)."""
     if process.poll() is not None:
@@ -111,12 +136,12 @@ def system(work_dir: Path) -> Iterator[System]:
     )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
-        while READY_LINE not in log.read_text(errors="replace"):
+        while not asyncio.run(every_service_answers(nats.url)):
             if app.poll() is not None:
                 raise RuntimeError(f"npm start exited with {app.returncode}:\n{log.read_text(errors='replace')}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the system did not start within {START_TIMEOUT_S} s:\n{log.read_text(errors='replace')}")
-            time.sleep(0.2)
+            time.sleep(0.5)
         yield System(nats_url=nats.url, nats_bin=binary, log=log)
     finally:
         stop(app)
