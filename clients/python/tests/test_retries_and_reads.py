@@ -3,7 +3,7 @@ through a relay on a second nats-server that can lose replies or answer by itsel
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -17,11 +17,12 @@ from working_memory import (
     WorkingMemoryClient,
 )
 
-RelayFactory = Callable[[Callable[[Seen], Action]], "AsyncIterator[Relay]"]
+#: Opens a relay with a policy and a client connected through it (client options as keywords).
+OpenRelayed = Callable[..., Awaitable[tuple[Relay, WorkingMemoryClient]]]
 
 
 @pytest.fixture
-async def relayed(system: System, relay_server: str) -> AsyncIterator[Callable[..., object]]:
+async def relayed(system: System, relay_server: str) -> AsyncIterator[OpenRelayed]:
     """Opens a relay with a policy and a client connected through it; closes both at the end."""
     opened: list[tuple[Relay, WorkingMemoryClient]] = []
 
@@ -41,7 +42,7 @@ def forward_all(_: Seen) -> Action:
     return "forward"
 
 
-async def test_a_lost_reply_is_retried_with_the_same_request_id_and_answered_as_the_original(relayed, agent_id: str) -> None:
+async def test_a_lost_reply_is_retried_with_the_same_request_id_and_answered_as_the_original(relayed: OpenRelayed, agent_id: str) -> None:
     def lose_first_record_reply(seen: Seen) -> Action:
         return "lose-reply" if seen.subject.endswith(".entry.record") and seen.attempt == 1 else "forward"
 
@@ -60,7 +61,7 @@ async def test_a_lost_reply_is_retried_with_the_same_request_id_and_answered_as_
     assert [e["id"] for e in (await agent.view())["entries"]] == [answer["entryId"]]
 
 
-async def test_unavailable_is_retried_with_the_same_request_id(relayed, agent_id: str) -> None:
+async def test_unavailable_is_retried_with_the_same_request_id(relayed: OpenRelayed, agent_id: str) -> None:
     def unavailable_first(seen: Seen) -> Action:
         if seen.subject.endswith(".step.begin") and seen.attempt == 1:
             return {"ok": False, "error": {"_tag": "Unavailable", "reason": "stream leader lost", "message": "unavailable: stream leader lost"}}
@@ -76,7 +77,7 @@ async def test_unavailable_is_retried_with_the_same_request_id(relayed, agent_id
     assert (await agent.view())["step"] == {"stepId": step["stepId"], "focus": {"task": "taxes"}}
 
 
-async def test_no_answer_at_all_ends_in_no_response_after_every_attempt(relayed, agent_id: str) -> None:
+async def test_no_answer_at_all_ends_in_no_response_after_every_attempt(relayed: OpenRelayed, agent_id: str) -> None:
     relay, client = await relayed(lambda _: "drop", timeout=0.3, attempts=3)
     with pytest.raises(NoResponse) as failed:
         await client.agent(agent_id).record(origin="USER", content="Is anyone listening?")
@@ -96,7 +97,7 @@ async def test_no_responders_are_retried_then_end_in_no_response(relay_server: s
         await client.close()
 
 
-async def test_other_refusals_are_raised_at_once_with_their_fields(relayed, agent_id: str) -> None:
+async def test_other_refusals_are_raised_at_once_with_their_fields(relayed: OpenRelayed, agent_id: str) -> None:
     refusals: dict[str, dict[str, object]] = {
         "budget.retune": {"_tag": "StorageFull", "limit": "maximum bytes exceeded", "message": "storage full"},
         "entry.record": {"_tag": "IdempotencyConflict", "field": "requestId", "reason": "already used for another request", "message": "x"},
@@ -120,7 +121,7 @@ async def test_other_refusals_are_raised_at_once_with_their_fields(relayed, agen
     assert [len(relay.bodies(op)) for op in refusals] == [1, 1, 1]
 
 
-async def test_reads_wait_for_the_clients_own_writes(relayed, agent_id: str) -> None:
+async def test_reads_wait_for_the_clients_own_writes(relayed: OpenRelayed, agent_id: str) -> None:
     relay, client = await relayed(forward_all)
     agent = client.agent(agent_id)
     registered = await agent.register(role="main")
@@ -150,7 +151,7 @@ async def test_reads_wait_for_the_clients_own_writes(relayed, agent_id: str) -> 
     assert len(set(write_ids)) == len(write_ids) == 3
 
 
-async def test_own_events_are_read_page_by_page_from_view_events(relayed, agent_id: str) -> None:
+async def test_own_events_are_read_page_by_page_from_view_events(relayed: OpenRelayed, agent_id: str) -> None:
     pages = {
         0: {"events": [{"seq": 3, "subject": f"wm.evt.{agent_id}.agent", "event": {"_tag": "AgentRegistered"}}], "lastSeq": 3, "more": True},
         3: {"events": [{"seq": 7, "subject": f"wm.evt.{agent_id}.step", "event": {"_tag": "StepStarted"}}], "lastSeq": 9, "more": False},
