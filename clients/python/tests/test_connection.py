@@ -1,0 +1,73 @@
+"""Connecting: the first connection fails when no server answers; an established one reconnects for as long as it takes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import nats
+import pytest
+
+from conftest import System, free_port, start_nats_server, stop
+from working_memory import NotConnected, WorkingMemoryClient
+
+
+async def test_no_server_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"nats://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("NATS_URL", url)
+    with pytest.raises(NotConnected) as failed:
+        await WorkingMemoryClient.connect()
+    assert url in str(failed.value)
+
+
+async def test_nats_url_is_read_by_default(system: System, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NATS_URL", system.nats_url)
+    client = await WorkingMemoryClient.connect()
+    try:
+        assert client.nc.connected_url is not None
+        assert client.nc.connected_url.port == int(system.nats_url.rsplit(":", 1)[1])
+    finally:
+        await client.close()
+
+
+async def test_a_call_during_a_server_restart_is_answered_once_the_server_is_back(system: System, work_dir: Path) -> None:
+    port = free_port()
+    first = start_nats_server(system.nats_bin, None, work_dir / "restart-1.log", port)
+    client = await WorkingMemoryClient.connect(first.url, timeout=1.0, attempts=10)
+    try:
+        stop(first.process)
+        await asyncio.sleep(2)  # several reconnect attempts fail meanwhile
+        second = start_nats_server(system.nats_bin, None, work_dir / "restart-2.log", port)
+        responder = await nats.connect(second.url)
+        try:
+
+            async def answer(msg: nats.aio.msg.Msg) -> None:
+                await msg.respond(json.dumps({"ok": True, "value": {"echo": json.loads(msg.data)}}).encode())
+
+            await responder.subscribe("wm.api.restart.view.get", cb=answer)
+            await responder.flush()
+            value = await client.call("restart", "getView", {"afterSeq": 4})
+            assert value == {"echo": {"afterSeq": 4}}
+        finally:
+            await responder.close()
+            stop(second.process)
+    finally:
+        await client.close()
+
+
+async def test_user_and_password_log_in(system: System, work_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = start_nats_server(system.nats_bin, None, work_dir / "auth.log", extra_args=["--user", "planner", "--pass", "s3cret"])
+    try:
+        monkeypatch.delenv("NATS_USER", raising=False)
+        monkeypatch.delenv("NATS_PASS", raising=False)
+        with pytest.raises(NotConnected):
+            await WorkingMemoryClient.connect(server.url)
+        client = await WorkingMemoryClient.connect(server.url, user="planner", password="s3cret")
+        await client.close()
+        monkeypatch.setenv("NATS_USER", "planner")
+        monkeypatch.setenv("NATS_PASS", "s3cret")
+        client = await WorkingMemoryClient.connect(server.url)
+        await client.close()
+    finally:
+        stop(server.process)
