@@ -75,7 +75,7 @@ it("a tombstone stored with nothing erased yet (the command stopped right after 
   await agent.register({ role: "main" })
   const { entryId } = await agent.record({ origin: "USER", content: `The locker holds ${SECOND}.` })
   // A record nobody can decode, carrying the text: every projection dead-letters it.
-  await publishRaw(system.server.url, "wm.evt.stopped-short.step", `{"_tag":"StepStarted","v":9,"note":"${SECOND}"}`)
+  await publishRaw(system.server.url, "wm.evt.stopped-short.step", `{"_tag":"StepStarted","v":0,"note":"${SECOND}"}`)
   await eventually(async () => (await agent.raw(entryId).then(() => true, () => false)), "the substrate to store the entry")
   const store = [system.server.storeDir]
 
