@@ -9,6 +9,7 @@ import { countTokens } from "../domain/tokens.ts"
 import { AgentClient } from "../sdk/client.ts"
 import { LongTermStore, type LongTermStoreShape } from "../services/longterm/store.ts"
 import { memoryService } from "../services/system.ts"
+import { AgentSharing } from "../services/access/sharing.ts"
 import { readLog } from "./support/log.ts"
 import { settingsFor, startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -17,7 +18,8 @@ const T0 = Date.UTC(2024, 5, 3, 8)
 
 let system: TestSystem
 beforeAll(async () => {
-  system = await startTestSystem()
+  // thread-a and thread-b share a tenant, so a thread spans both (see isolation.test.ts for agents that do not).
+  system = await startTestSystem({}, { sharing: AgentSharing.make([{ name: "migration-team", agents: ["thread-a", "thread-b"] }]) })
 })
 afterAll(async () => system?.stop())
 
@@ -193,7 +195,7 @@ describe("filters, threads and warm-up", () => {
     expect(await q({ filter: { from: T0 + 2 * MINUTE, to: T0 + 3 * MINUTE } })).toEqual([thought])
   })
 
-  it("a correlation id fetches one thread across agents and tiers, in time order", async () => {
+  it("a correlation id fetches one thread across the agents of a tenant and tiers, in time order", async () => {
     const a = system.client.agent("thread-a")
     const b = system.client.agent("thread-b")
     await a.register({ role: "main" })
