@@ -31,6 +31,8 @@ export interface AgentEventsOptions {
   readonly maxBytes: number
 }
 
+const textDecoder = new TextDecoder()
+
 /** Gives up on a read that stalls (e.g. the events it expected were purged meanwhile). */
 const STALL_MS = 5_000
 
@@ -55,9 +57,10 @@ export const readAgentEvents = (js: JetStreamClient, agentId: string, options: A
             more = true
             break
           }
-          const decoded = decodeEvent(m.data)
-          if (decoded.ok) {
-            events.push({ seq: m.seq, subject: m.subject, event: JSON.parse(new TextDecoder().decode(m.data)) as MemoryEvent })
+          // Records no projection can decode are skipped here as they are dead-lettered there; the event goes out
+          // as stored (its encoded form), not as this service's decoding of it.
+          if (decodeEvent(m.data).ok) {
+            events.push({ seq: m.seq, subject: m.subject, event: JSON.parse(textDecoder.decode(m.data)) as MemoryEvent })
             bytes += m.data.length
           }
           lastSeq = m.seq
