@@ -34,7 +34,7 @@ export interface AgentEventsOptions {
 const textDecoder = new TextDecoder()
 
 /** Gives up on a read that stalls (e.g. the events it expected were purged meanwhile). */
-const STALL_MS = 5_000
+const STALL_MS = 10_000
 
 export const readAgentEvents = (js: JetStreamClient, agentId: string, options: AgentEventsOptions): Effect.Effect<AgentEventsRead, Unavailable> => {
   if (options.untilSeq <= options.afterSeq) return Effect.succeed({ events: [], lastSeq: options.afterSeq, more: false })
@@ -46,7 +46,11 @@ export const readAgentEvents = (js: JetStreamClient, agentId: string, options: A
         opt_start_seq: options.afterSeq + 1,
       })
       const messages = await consumer.consume({ max_messages: Math.min(options.max, 256), expires: 2_000 })
-      const stall = setTimeout(() => void messages.stop(), STALL_MS)
+      let stalled = false
+      const stall = setTimeout(() => {
+        stalled = true
+        void messages.stop()
+      }, STALL_MS)
       const events: Array<AgentEventsRead["events"][number]> = []
       let lastSeq = options.afterSeq
       let bytes = 0
@@ -73,6 +77,8 @@ export const readAgentEvents = (js: JetStreamClient, agentId: string, options: A
         clearTimeout(stall)
         await messages.close().catch(() => undefined)
       }
+      // Never a silently short answer: the caller retries (Unavailable) rather than miss events.
+      if (stalled) throw new Error(`no event of the agent arrived for ${STALL_MS} ms after sequence ${lastSeq}`)
       return { events, lastSeq, more }
     },
     catch: (error) => new Unavailable({ reason: `cannot read the agent's events: ${String(error)}` }),
