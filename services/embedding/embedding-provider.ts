@@ -4,7 +4,7 @@
  * with timeouts and retries, falling back to the offline embedder when it
  * fails — and saying so in what it returns, so the event records it.
  */
-import { Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { Config, Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "effect/http"
 import type { Producer } from "../../contracts/fade.ts"
 import { normalise, type Embedder } from "./embedder.ts"
@@ -113,16 +113,18 @@ export class EmbeddingProvider extends Context.Service<EmbeddingProvider, Embedd
    */
   static readonly fromEnv = () =>
     Layer.unwrap(
-      Effect.map(Effect.promise(loadOfflineEmbedder), (offline) => {
-        const url = process.env.WM_EMBEDDER_URL
+      Effect.gen(function* () {
+        const offline = yield* Effect.promise(loadOfflineEmbedder)
+        const url = yield* Config.String("WM_EMBEDDER_URL").pipe(Config.withDefault(""))
         if (!url) return EmbeddingProvider.offlineOnly(offline)
+        const apiKey = yield* Config.option(Config.String("WM_EMBEDDER_API_KEY"))
         return EmbeddingProvider.withRemote(offline, {
           baseUrl: url,
-          model: process.env.WM_EMBEDDER_MODEL ?? "text-embedding-3-small",
-          apiKey: process.env.WM_EMBEDDER_API_KEY,
-          timeout: Duration.millis(Number(process.env.WM_EMBEDDER_TIMEOUT_MS ?? 10_000)),
-          retries: Number(process.env.WM_EMBEDDER_RETRIES ?? 2),
+          model: yield* Config.String("WM_EMBEDDER_MODEL").pipe(Config.withDefault("text-embedding-3-small")),
+          apiKey: apiKey._tag === "Some" && apiKey.value !== "" ? apiKey.value : undefined,
+          timeout: Duration.millis(yield* Config.Int("WM_EMBEDDER_TIMEOUT_MS").pipe(Config.withDefault(10_000))),
+          retries: yield* Config.Int("WM_EMBEDDER_RETRIES").pipe(Config.withDefault(2)),
         })
-      }),
+      }).pipe(Effect.orDie),
     )
 }
