@@ -139,3 +139,20 @@ describe("npm start reads the configuration every service reads", () => {
     expect(start.output()).toContain("No NATS server answers at nats://192.0.2.1:4222. npm start runs its own nats-server only for a single URL on this machine")
   })
 })
+
+describe("a service run alone reads the same configuration", () => {
+  it("a fade worker with a malformed WM_FADE_SHARD stops at once, naming it", async () => {
+    const nats = await server()
+    const child = spawn(NODE, ["services/fade/main.ts"], {
+      cwd: REPO,
+      env: { ...withoutNatsSettings(process.env), NATS_URL: nats.url, WM_FADE_SHARD: "3/2" },
+      stdio: ["ignore", "pipe", "pipe"],
+    })
+    let out = ""
+    child.stdout.on("data", (c: Buffer) => (out += c.toString()))
+    child.stderr.on("data", (c: Buffer) => (out += c.toString()))
+    const code = await new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)))
+    expect(code).not.toBe(0)
+    expect(out).toContain("WM_FADE_SHARD: '3/2' is not <index>/<count> with 0 <= index < count")
+  })
+})
