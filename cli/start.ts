@@ -1,21 +1,26 @@
 /**
  * One command to run the whole system on the embedded defaults:
  *
- *   npm start [-- --no-demo] [--exit-after-demo]
+ *   npm start [-- --no-demo] [--exit-after-demo] [--data-dir <dir>]
  *
+ * Reads the same configuration as every service (services/nats/settings.ts:
+ * NATS_URL, NATS_USER, NATS_PASS, WM_STREAM_REPLICAS, WM_DEDUPE_WINDOW_MS…).
  * Connects to NATS_URL (default nats://127.0.0.1:4222); when nothing answers
- * there and nats-server is installed, starts one with JetStream and its store
- * in .data/nats. Then runs every service in this process and a short demo.
- * Long-term records are kept in .data/longterm (WM_LONGTERM_DIR, unless set).
+ * there, the URL is on this machine and nats-server is installed, starts one
+ * on that port with JetStream and its store in <data-dir>/nats. Then runs
+ * every service in this process and a short demo.
+ * Long-term records are kept in <data-dir>/longterm (WM_LONGTERM_DIR, unless set).
  */
-import { connect } from "@nats-io/transport-node"
-import { ManagedRuntime } from "effect"
+import { connect, errors } from "@nats-io/transport-node"
+import { Effect, ManagedRuntime } from "effect"
+import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { runDemo } from "../examples/demo.ts"
 import { NATS_INSTALL_HINT, natsServerBinary, natsServerVersion, startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
-import { NatsSettings, DEFAULT_NATS_URL } from "../services/nats/settings.ts"
+import { defaultCacheDir, wordVectorCacheFile } from "../services/embedding/offline-embedder.ts"
+import { NatsSettings, natsSettingsFromConfig } from "../services/nats/settings.ts"
 import { systemLayer } from "../services/system.ts"
 import { Working } from "../services/working/working.ts"
 
@@ -27,35 +32,61 @@ const { values: flags } = parseArgs({
   },
 })
 
-const answers = async (url: string) => {
+type Probe = { readonly answers: true } | { readonly answers: false; readonly refused?: string }
+
+/** Whether a NATS server answers there; a server that refuses the login answers, but says why. */
+const probe = async (servers: ReadonlyArray<string>, user: string | undefined, pass: string | undefined): Promise<Probe> => {
   try {
-    const nc = await connect({ servers: url, timeout: 1_000, reconnect: false })
+    const nc = await connect({ servers: [...servers], timeout: 1_000, reconnect: false, ...(user ? { user } : {}), ...(pass ? { pass } : {}) })
     await nc.close()
-    return true
-  } catch {
-    return false
+    return { answers: true }
+  } catch (error) {
+    if (error instanceof errors.AuthorizationError || /authori[sz]ation/i.test(String(error))) return { answers: false, refused: String(error) }
+    return { answers: false }
   }
 }
 
+/** The port of a single URL on this machine, where npm start may run its own server. */
+const localPort = (servers: ReadonlyArray<string>): number | undefined => {
+  if (servers.length !== 1) return undefined
+  try {
+    const url = new URL(servers[0]!.replace(/^nats:/, "http:"))
+    if (!["127.0.0.1", "localhost", "[::1]"].includes(url.hostname)) return undefined
+    return Number(url.port || 4222)
+  } catch {
+    return undefined
+  }
+}
+
+const fail = (message: string): never => {
+  console.error(message)
+  process.exit(1)
+}
+
 const main = async () => {
-  const url = process.env.NATS_URL ?? DEFAULT_NATS_URL
+  const configured = await Effect.runPromise(natsSettingsFromConfig("wm-start"))
+  const where = configured.servers.join(", ")
   let server: NatsServerProcess | undefined
-  if (!(await answers(url))) {
-    if (process.env.NATS_URL !== undefined || natsServerBinary() === undefined) {
-      console.error(`No NATS server answers at ${url}.\n${NATS_INSTALL_HINT}`)
-      process.exit(1)
-    }
-    const port = Number(new URL(url.replace(/^nats:/, "http:")).port || 4222)
+  const reached = await probe(configured.servers, configured.user, configured.pass)
+  if (!reached.answers) {
+    if (reached.refused !== undefined) fail(`The NATS server at ${where} refused the login of NATS_USER '${configured.user ?? ""}': ${reached.refused}`)
+    const port =
+      localPort(configured.servers) ??
+      fail(`No NATS server answers at ${where}. npm start runs its own nats-server only for a single URL on this machine (127.0.0.1 or localhost); start the server there or point NATS_URL at one that runs.`)
+    if (natsServerBinary() === undefined) fail(`No NATS server answers at ${where}, and ${NATS_INSTALL_HINT}`)
     server = await startNatsServer({ port, storeDir: join(flags["data-dir"], "nats"), removeStoreOnStop: false })
-    console.log(`Started nats-server ${natsServerVersion()} with JetStream on ${server.url} (store ${server.storeDir})`)
+    console.log(`Nothing answered at ${where}: started nats-server ${natsServerVersion()} with JetStream on ${server.url} (store ${server.storeDir})`)
   } else {
-    console.log(`Using the NATS server at ${url}`)
+    console.log(`Using the NATS server at ${where}`)
   }
 
-  const servers = server ? [server.url] : url.split(",")
+  const servers = server ? [server.url] : configured.servers
   // Long-term records on disk beside the log, resumed from their checkpoint at the next start.
   process.env.WM_LONGTERM_DIR ??= join(flags["data-dir"], "longterm")
-  const runtime = ManagedRuntime.make(systemLayer((name) => NatsSettings.make({ servers, name })))
+  if (!existsSync(wordVectorCacheFile())) {
+    console.log(`Deriving the offline embedder's word-vector cache in ${defaultCacheDir()} (about 10 s, once per machine)…`)
+  }
+  const runtime = ManagedRuntime.make(systemLayer((name) => NatsSettings.fromEnv(name, { servers })))
   const working = await runtime.runPromise(Working)
   console.log(`Working service warmed up: replayed ${working.warmUp.events} events in ${working.warmUp.millis} ms`)
 
@@ -67,7 +98,11 @@ const main = async () => {
   process.once("SIGTERM", () => void stop().then(() => process.exit(0)))
 
   if (!flags["no-demo"]) {
-    const client = await WorkingMemoryClient.connect({ servers })
+    const client = await WorkingMemoryClient.connect({
+      servers,
+      ...(configured.user !== undefined ? { user: configured.user } : {}),
+      ...(configured.pass !== undefined ? { pass: configured.pass } : {}),
+    })
     await runDemo(client.agent(`demo-${Date.now().toString(36)}`), { pauseMs: flags["exit-after-demo"] ? 0 : 150 })
     await client.close()
   }

@@ -9,7 +9,7 @@
  *   npm run wm -- replay --agent <id> (--at <ISO time | epoch ms> | --seq <n>) [--limit <tokens>] [--order timestamp|priority] [--entries <n>|all] [--json]
  *   npm run wm -- verify [--check <name>]... [--json]
  *   npm run wm -- forget --agent <id> [--entry <id>] [--wait <seconds>] [--json]
- *   npm run wm -- auth-config --agent <id>... [--tenant <name>=<a>,<b>]... --credentials <file> [--out <file>]
+ *   npm run wm -- auth-config --agent <id>... [--tenant <name>=<a>,<b>]... --credentials <file> [--out <file> [--compose-env <file>]]
  *
  * Connection: --server (or NATS_URL, default nats://127.0.0.1:4222), --user /
  * --pass (or NATS_USER / NATS_PASS), --inbox-prefix (or NATS_INBOX_PREFIX).
@@ -23,6 +23,7 @@ import type { NatsConnection } from "@nats-io/transport-node"
 import { writeFileSync } from "node:fs"
 import { parseArgs, type ParseArgsConfig } from "node:util"
 import { generatePassword, natsAuth, SERVICE_NAMES, type ServiceName, type TenantAccount } from "../infra/auth.ts"
+import { deploymentEnv } from "../infra/deployment-env.ts"
 import { collectHistory, formatHistory, historyJson, HistoryError } from "./audit/history.ts"
 import { openConnection } from "./audit/log.ts"
 import { progress } from "./audit/progress.ts"
@@ -45,8 +46,9 @@ const USAGE = `wm — audit working memory from its event log
       rebuild projections from the log and compare them with the live ones
       (checks: ${CHECKS.map((c) => c.name).join(", ")})
   wm auth-config --agent <id>... [--tenant <name>=<agent>,<agent>]... [--service <name>]...
-                 [--deny-op <operation>]... [--no-admin] --credentials <file> [--out <file>]
-      a nats-server authorization block isolating each agent (see SECURITY.md)
+                 [--deny-op <operation>]... [--no-admin] --credentials <file> [--out <file> [--compose-env <file>]]
+      a nats-server authorization block isolating each agent (see SECURITY.md); --compose-env
+      also writes the settings docker-compose.yml reads (each service's user, QDRANT_API_KEY, WM_TENANTS)
 
 connection: --server <url> (NATS_URL), --user/--pass (NATS_USER/NATS_PASS), --inbox-prefix (NATS_INBOX_PREFIX)
 `
@@ -210,6 +212,7 @@ const authConfigCommand = async (args: string[]): Promise<number> => {
     "no-admin": { type: "boolean", default: false },
     credentials: { type: "string" },
     out: { type: "string" },
+    "compose-env": { type: "string" },
   })
   if (positionals.length > 0) throw new UsageError(`auth-config takes no positional arguments (got ${positionals.join(" ")})`)
   const agents = values.agent ?? []
@@ -244,6 +247,17 @@ const authConfigCommand = async (args: string[]): Promise<number> => {
   writeFileSync(values.credentials, `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 })
   if (values.out !== undefined) writeFileSync(values.out, auth.config, { mode: 0o600 })
   else out(auth.config)
+  if (values["compose-env"] !== undefined) {
+    if (values.out === undefined) throw new UsageError("--compose-env needs --out <file>: docker-compose.yml mounts the configuration from there")
+    let env: string
+    try {
+      env = deploymentEnv(auth, values.out)
+    } catch (error) {
+      throw new UsageError(`--compose-env: ${error instanceof Error ? error.message : String(error)} (docker-compose.yml runs gateway, working, fade, substrate and memory)`)
+    }
+    writeFileSync(values["compose-env"], env, { mode: 0o600 })
+    process.stderr.write(`docker compose settings written to ${values["compose-env"]}\n`)
+  }
   process.stderr.write(`credentials of ${auth.users.length} users written to ${values.credentials}\n`)
   return 0
 }

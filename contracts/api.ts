@@ -215,6 +215,35 @@ export const WarmUpRequest = Schema.Struct({
 })
 export const WarmUpResponse = Schema.Struct({ entryIds: Schema.Array(EntryId), seq: Seq })
 
+/** Largest number of events one `view.events` reply carries. */
+export const MAX_EVENTS_PER_READ = 1_000
+/** Longest a `view.events` request may wait for a new event. */
+export const MAX_EVENTS_WAIT_MS = 30_000
+
+export const ReadEventsRequest = Schema.Struct({
+  /** Events stored after this stream sequence (default 0: from the start). */
+  afterSeq: Schema.optionalKey(Seq),
+  /** At most this many events (default 256); a reply also stops short of the server's max_payload. */
+  max: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: MAX_EVENTS_PER_READ }))),
+  /** When nothing is stored after `afterSeq` yet, wait up to this long for the agent's next event (default 0). */
+  waitMs: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: MAX_EVENTS_WAIT_MS }))),
+})
+export const ReadEventsResponse = Schema.Struct({
+  /** The agent's events in stream order, each with its stream sequence and subject. */
+  events: Schema.Array(
+    Schema.Struct({
+      seq: Seq,
+      subject: Schema.String,
+      /** The event as stored: one of events.schema.json (decoded by the reader, which may know fewer versions). */
+      event: Schema.Unknown.annotate({ description: "One event as stored in WM_EVENTS: see events.schema.json" }),
+    }),
+  ),
+  /** The stream sequence this reply reads up to: the `afterSeq` of the next request. */
+  lastSeq: Seq,
+  /** More of the agent's events were already stored after `lastSeq`. */
+  more: Schema.Boolean,
+})
+
 export type Operation = {
   /** Subject suffix after `wm.api.<agentId>.` */
   readonly subject: string
@@ -301,6 +330,13 @@ export const operations = {
     summary: "The agent's working view: budget use, entries by rung, the open step.",
     request: GetViewRequest,
     response: ViewResponse,
+  },
+  readEvents: {
+    subject: "view.events",
+    servedBy: "working",
+    summary: "The agent's own events from the log, in stream order, from a sequence on (what a local mirror follows).",
+    request: ReadEventsRequest,
+    response: ReadEventsResponse,
   },
   getRaw: {
     subject: "substrate.get",

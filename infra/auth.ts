@@ -3,15 +3,11 @@
  * block of a nats-server configuration in which
  *
  * - each agent is a user that may only request its own API subjects
- *   (`wm.api.<agent>.>`), receive replies on its own inbox prefix
- *   (`_INBOX_<agent>.>`, never the shared `_INBOX.>`), and read its own events
- *   through JetStream: it may create consumers only through the extended
- *   create subject whose filter is its own (`$JS.API.CONSUMER.CREATE.WM_EVENTS.
- *   <name>.wm.evt.<agent>.>`; the server refuses a body whose filter differs
- *   from the subject's), and get the last message of its own subjects
- *   (`$JS.API.DIRECT.GET.WM_EVENTS.wm.evt.<agent>.>`). Everything else is
- *   refused by the broker: other agents' subjects, the stream's info (which
- *   lists every subject), message get by sequence, pulling from any consumer;
+ *   (`wm.api.<agent>.>`) and receive replies on its own inbox prefix
+ *   (`_INBOX_<agent>.>`, never the shared `_INBOX.>`). It has no right on the
+ *   JetStream API at all (`$JS.API.>`): it reads its own events through the
+ *   API too (`view.events`, served by the working service), so no consumer,
+ *   stream or bucket request of an agent ever reaches JetStream;
  * - each tenant (a named group of agents) may be given a user with the
  *   union of its agents' rights, for a console acting for all of them;
  * - each service is a user with the rights its work needs: serving its
@@ -30,6 +26,7 @@ import { operations } from "../contracts/api.ts"
 import { isSubjectToken } from "../contracts/ids.ts"
 import { agentInboxPrefix, tenantInboxPrefix } from "../contracts/inboxes.ts"
 import { API_ROOT, DEAD_LETTER_ROOT, DEAD_LETTER_STREAM, EVENTS_ROOT, EVENTS_STREAM } from "../contracts/subjects.ts"
+import { formatTenants } from "../services/access/sharing.ts"
 import { CHECKPOINT_BUCKET, REQUEST_BUCKET, SUBSTRATE_BUCKET } from "../services/nats/buckets.ts"
 
 export interface SubjectRules {
@@ -127,6 +124,8 @@ export interface NatsAuth {
   /** Accepts `gateway`, `wm-gateway`, `long-term`, `longterm`… */
   readonly service: (name: string) => Credentials
   readonly admin: Credentials | undefined
+  /** The tenants as the services read them (WM_TENANTS): who shares a thread with whom. */
+  readonly tenantsVariable: string
 }
 
 // ---------------------------------------------------------------------------
@@ -136,10 +135,6 @@ const JS = "$JS.API"
 export const agentUser = (agentId: string) => `agent-${agentId}`
 export const tenantUser = (tenant: string) => `tenant-${tenant}`
 export const serviceUser = (service: string) => `svc-${normaliseService(service)}`
-
-/** Extended consumer-create subject (nats-server ≥ 2.9): the filter is part of the subject. */
-export const consumerCreateSubject = (stream: string, consumer: string, filter: string) =>
-  `${JS}.CONSUMER.CREATE.${stream}.${consumer}.${filter}`
 
 const kvStream = (bucket: string) => `KV_${bucket}`
 
@@ -197,14 +192,8 @@ const unique = (xs: ReadonlyArray<string>) => Array.from(new Set(xs))
 // ---------------------------------------------------------------------------
 // Permissions
 
-/** Rights of one agent over its own memory and nothing else. */
-const agentPublishRights = (agentId: string): string[] => [
-  `${API_ROOT}.${agentId}.>`,
-  consumerCreateSubject(EVENTS_STREAM, "*", `${EVENTS_ROOT}.${agentId}.>`),
-  `${JS}.DIRECT.GET.${EVENTS_STREAM}.${EVENTS_ROOT}.${agentId}.>`,
-  // Flow-control replies of the push consumers it created (they only pace deliveries).
-  `$JS.FC.${EVENTS_STREAM}.>`,
-]
+/** Rights of one agent over its own memory and nothing else: its API subjects, nothing of JetStream's. */
+const agentPublishRights = (agentId: string): string[] => [`${API_ROOT}.${agentId}.>`]
 
 const agentDenials = (agentId: string, denyOperations: ReadonlyArray<string>) =>
   denyOperations.map((op) => `${API_ROOT}.${agentId}.${op}`)
@@ -457,6 +446,7 @@ export const natsAuth = (spec: AuthSpec): NatsAuth => {
     tenant: (name) => lookup(tenants, name, "tenant user"),
     service: (name) => lookup(services, normaliseService(name), "service"),
     admin,
+    tenantsVariable: formatTenants(spec.tenants ?? []),
   }
 }
 

@@ -80,7 +80,12 @@ export class WorkingMemoryClient {
    * Sends one request, retrying with the same body (hence the same request
    * id) while nobody answers. Throws the typed API error on refusal.
    */
-  async call<O extends OperationName>(agentId: string, operation: O, request: RequestOf<O>): Promise<ResponseOf<O>> {
+  async call<O extends OperationName>(
+    agentId: string,
+    operation: O,
+    request: RequestOf<O>,
+    options: { readonly timeoutMs?: number } = {},
+  ): Promise<ResponseOf<O>> {
     const subject = apiSubject(agentId, operations[operation].subject)
     const body = textEncoder.encode(JSON.stringify(request))
     // The connection would refuse it with a bare "max_payload size exceeded": say which limit, as the API does.
@@ -91,7 +96,7 @@ export class WorkingMemoryClient {
     let lastError: unknown
     for (let attempt = 1; attempt <= this.#attempts; attempt++) {
       try {
-        const reply = await this.nc.request(subject, body, { timeout: this.#timeoutMs })
+        const reply = await this.nc.request(subject, body, { timeout: options.timeoutMs ?? this.#timeoutMs })
         const parsed = JSON.parse(textDecoder.decode(reply.data)) as
           | { ok: true; value: ResponseOf<O> }
           | { ok: false; error: unknown }

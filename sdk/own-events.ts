@@ -1,20 +1,16 @@
 /**
- * Reading an agent's own events from the log, under the broker permissions
- * of infra/auth.ts: an agent may create a consumer only with its own filter
- * (`wm.evt.<agent>.>`) and only receive on its own inbox prefix, and it may
- * not pull from consumers. So this uses an ordered push consumer whose
- * deliveries go to the agent's inbox — the same thing works unchanged on an
- * unrestricted server.
+ * Reading an agent's own events, e.g. to keep a local mirror of its working
+ * view. The working service serves them on the agent's own API subject
+ * (`wm.api.<agent>.view.events`), so an agent needs no right on the
+ * JetStream API at all (see SECURITY.md): it asks for the events after a
+ * stream sequence and gets them in stream order; a request that finds
+ * nothing new waits for the agent's next event.
  *
- *   const events = await readOwnEvents(wm, "planner")                  // up to now
+ *   const events = await readOwnEvents(wm, "planner")                  // everything stored before the call
  *   const follow = await followOwnEvents(wm, "planner", { onEvent })   // and live, e.g. for a local mirror
  */
-import { DeliverPolicy, jetstream, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream"
-import { nuid } from "@nats-io/nuid"
 import type { MemoryEvent } from "../contracts/events.ts"
-import { agentInboxPrefix } from "../contracts/inboxes.ts"
-import { agentEvents, EVENTS_STREAM } from "../contracts/subjects.ts"
-import { decodeEvent, FutureEventVersion } from "../services/log/decode.ts"
+import { decodeEventJson, FutureEventVersion } from "../services/log/decode.ts"
 import type { WorkingMemoryClient } from "./client.ts"
 
 export interface OwnEvent {
@@ -26,18 +22,22 @@ export interface OwnEvent {
 export interface OwnEventsOptions {
   /** The first stream sequence to deliver (default 1). */
   readonly fromSeq?: number
-  /** The connection's inbox prefix (default `_INBOX_<agentId>`, as infra/auth.ts grants). */
-  readonly inboxPrefix?: string
+  /** Events per request (default 256). */
+  readonly batch?: number
 }
 
 export interface FollowOptions extends OwnEventsOptions {
-  /** Called for each event in stream order; records that do not decode are skipped. */
+  /** Called for each event in stream order, once each. */
   readonly onEvent: (event: OwnEvent) => void
   /**
    * Called once when an event of a newer schema version than this SDK reads arrives: delivery stops
    * just before it (a mirror that skipped it would silently diverge). Logged when not given.
    */
   readonly onStop?: (error: FutureEventVersion, seq: number) => void
+  /** Called when a request fails (the service restarting…); following goes on after a pause. */
+  readonly onError?: (error: unknown) => void
+  /** How long one request waits for a new event (default 2000 ms); `stop()` returns within about this long. */
+  readonly waitMs?: number
 }
 
 export interface Following {
@@ -45,68 +45,67 @@ export interface Following {
 }
 
 // The services' decoder: older versions are upcast, so a mirror reads old logs as they do.
-const toOwnEvent = (m: JsMsg): OwnEvent | FutureEventVersion | undefined => {
-  const decoded = decodeEvent(m.data)
-  return decoded.ok ? { seq: m.seq, subject: m.subject, event: decoded.event } : decoded.future
-}
-
-const openConsumer = async (client: WorkingMemoryClient, agentId: string, options: OwnEventsOptions) => {
-  const js = jetstream(client.nc)
-  const prefix = options.inboxPrefix ?? agentInboxPrefix(agentId)
-  const fromSeq = Math.max(1, options.fromSeq ?? 1)
-  return js.consumers.getPushConsumer(EVENTS_STREAM, {
-    filter_subjects: agentEvents(agentId),
-    deliver_prefix: `${prefix}.${nuid.next()}`,
-    ...(fromSeq > 1 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: fromSeq } : { deliver_policy: DeliverPolicy.All }),
-  })
-}
-
-/** Every event of the agent stored so far, in stream order; fails with FutureEventVersion on an event newer than this SDK reads. */
-export const readOwnEvents = async (
-  client: WorkingMemoryClient,
-  agentId: string,
-  options: OwnEventsOptions = {},
-): Promise<OwnEvent[]> => {
-  const consumer = await openConsumer(client, agentId, options)
+const ownEvents = (
+  events: ReadonlyArray<{ seq: number; subject: string; event: unknown }>,
+): { readonly events: OwnEvent[]; readonly stop?: { readonly error: FutureEventVersion; readonly seq: number } } => {
   const out: OwnEvent[] = []
-  // The creation reply says how many messages match; an agent may not ask for consumer info later.
-  // (An unused ephemeral consumer is removed by the server once nobody listens.)
-  if ((await consumer.info(true)).num_pending === 0) return out
-  const messages = await consumer.consume()
-  try {
-    for await (const m of messages) {
-      const e = toOwnEvent(m)
-      // A newer event than this SDK reads: fail rather than hand back a history with a hole in it.
-      if (e instanceof FutureEventVersion) throw e
-      if (e) out.push(e)
-      if (m.info.pending === 0) break
-    }
-  } finally {
-    await messages.close()
+  for (const e of events) {
+    const decoded = decodeEventJson(e.event)
+    if (decoded.ok) out.push({ seq: e.seq, subject: e.subject, event: decoded.event })
+    // A newer event than this SDK reads: stop just before it rather than hand back a history with a hole in it.
+    else if (decoded.future) return { events: out, stop: { error: decoded.future, seq: e.seq } }
   }
-  return out
+  return { events: out }
+}
+
+/** Every event of the agent stored before the call, in stream order; fails with FutureEventVersion on an event newer than this SDK reads. */
+export const readOwnEvents = async (client: WorkingMemoryClient, agentId: string, options: OwnEventsOptions = {}): Promise<OwnEvent[]> => {
+  const out: OwnEvent[] = []
+  let afterSeq = Math.max(1, options.fromSeq ?? 1) - 1
+  for (;;) {
+    const reply = await client.call(agentId, "readEvents", { afterSeq, ...(options.batch ? { max: options.batch } : {}) })
+    const read = ownEvents(reply.events)
+    out.push(...read.events)
+    if (read.stop) throw read.stop.error
+    afterSeq = reply.lastSeq
+    if (!reply.more) return out
+  }
 }
 
 /** Delivers the agent's events from `fromSeq`, then live ones, until stopped. */
-export const followOwnEvents = async (
-  client: WorkingMemoryClient,
-  agentId: string,
-  options: FollowOptions,
-): Promise<Following> => {
-  const consumer = await openConsumer(client, agentId, options)
+export const followOwnEvents = async (client: WorkingMemoryClient, agentId: string, options: FollowOptions): Promise<Following> => {
+  const waitMs = options.waitMs ?? 2_000
+  let afterSeq = Math.max(1, options.fromSeq ?? 1) - 1
   let stopped = false
-  let messages: ConsumerMessages | undefined
-  messages = await consumer.consume({
-    callback: (m: JsMsg) => {
-      if (stopped) return
-      const e = toOwnEvent(m)
-      if (e instanceof FutureEventVersion) {
-        stopped = true
-        if (options.onStop) options.onStop(e, m.seq)
-        else console.error(`[wm sdk] ${agentId}: stopped before seq ${m.seq}: ${e.message}`)
-        void messages?.close()
-      } else if (e) options.onEvent(e)
+  const loop = (async () => {
+    while (!stopped) {
+      try {
+        const reply = await client.call(
+          agentId,
+          "readEvents",
+          { afterSeq, waitMs, ...(options.batch ? { max: options.batch } : {}) },
+          { timeoutMs: waitMs + 5_000 },
+        )
+        const read = ownEvents(reply.events)
+        for (const e of read.events) if (!stopped) options.onEvent(e)
+        if (read.stop) {
+          stopped = true
+          if (options.onStop) options.onStop(read.stop.error, read.stop.seq)
+          else console.error(`[wm sdk] ${agentId}: stopped before seq ${read.stop.seq}: ${read.stop.error.message}`)
+          break
+        }
+        afterSeq = reply.lastSeq
+      } catch (error) {
+        if (stopped) break
+        options.onError?.(error)
+        await new Promise((r) => setTimeout(r, 500))
+      }
+    }
+  })()
+  return {
+    stop: async () => {
+      stopped = true
+      await loop
     },
-  })
-  return { stop: async () => void (await messages?.close()) }
+  }
 }

@@ -21,6 +21,7 @@ import { Retrieval, RetrievalSettings } from "./retrieval/retrieval.ts"
 import { SubstrateReader } from "./substrate/reader.ts"
 import { Substrate } from "./substrate/substrate.ts"
 import { Working } from "./working/working.ts"
+import { AgentSharing } from "./access/sharing.ts"
 
 type Settings = Layer.Layer<NatsSettings>
 
@@ -58,6 +59,8 @@ export const memoryService = (
     readonly durable?: boolean
     readonly models?: Layer.Layer<EmbeddingProvider, unknown>
     readonly retrieval?: Layer.Layer<RetrievalSettings>
+    /** Who sees whose entries across agents (default: WM_TENANTS). */
+    readonly sharing?: Layer.Layer<AgentSharing>
   } = {},
 ) => {
   const base = foundation(settings)
@@ -70,6 +73,7 @@ export const memoryService = (
     options.models ?? EmbeddingProvider.fromEnv(),
     SubstrateReader.layer.pipe(Layer.provide(base)),
     options.retrieval ?? RetrievalSettings.make(),
+    options.sharing ?? AgentSharing.fromEnv,
     base,
   )
   return Retrieval.layer.pipe(Layer.provideMerge(deps))
@@ -80,6 +84,8 @@ export interface SystemOptions {
   readonly fade?: boolean
   /** Run substrate, long-term and retrieval (default true). */
   readonly memory?: boolean
+  /** Who sees whose entries across agents (default: WM_TENANTS). */
+  readonly sharing?: Layer.Layer<AgentSharing>
 }
 
 /** Every service in one process, each with its own connection, as they would run apart. */
@@ -90,5 +96,5 @@ export const systemLayer = (settings: (service: string) => Settings, options: Sy
   const withFade = options.fade === false ? core : Layer.merge(core, fadeService(settings("wm-fade"), FadeWorkerSettings.fromEnv(), models))
   return options.memory === false
     ? withFade
-    : Layer.mergeAll(withFade, substrateService(settings("wm-substrate")), memoryService(settings("wm-memory"), { models }))
+    : Layer.mergeAll(withFade, substrateService(settings("wm-substrate")), memoryService(settings("wm-memory"), { models, ...(options.sharing ? { sharing: options.sharing } : {}) }))
 }

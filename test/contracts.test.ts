@@ -19,7 +19,7 @@ describe("exported JSON Schemas", () => {
     const api = apiJsonSchema() as { operations: Record<string, { subject: string; request: { required?: string[] } }> }
     expect(api.operations.recordEntry?.subject).toBe("wm.api.<agentId>.entry.record")
     expect(api.operations.recordEntry?.request.required).toEqual(["content", "origin"])
-    expect(Object.keys(api.operations)).toHaveLength(16)
+    expect(Object.keys(api.operations)).toHaveLength(17)
   })
 })
 

@@ -4,13 +4,17 @@
  * and two agents. Agent alice can do everything to her own memory through
  * the SDK; every way of reading, subscribing to or writing into bob's
  * memory — core subjects, the API, the JetStream API — is refused by the
- * server itself (a permissions violation, or a JetStream API error), and
- * nothing is delivered or stored.
+ * server itself (a permissions violation), and nothing is delivered or
+ * stored. An agent has no right on the JetStream API at all: even its own
+ * events reach it through the API (`view.events`). Threads answer across
+ * agents only within a tenant (carol shares one with alice; bob with nobody).
+ * Run on Debian's nats-server and on the current release
+ * (NATS_SERVER_BIN=/opt/nats-2.12/nats-server).
  */
 import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { Kvm } from "@nats-io/kv"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
-import { Layer } from "effect"
+import { ConfigProvider, Layer } from "effect"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -19,6 +23,7 @@ import { natsAuth, type NatsAuth } from "../infra/auth.ts"
 import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { followOwnEvents, readOwnEvents, type OwnEvent } from "../sdk/own-events.ts"
+import { AgentSharing } from "../services/access/sharing.ts"
 import { SUBSTRATE_BUCKET } from "../services/nats/buckets.ts"
 import { NatsSettings } from "../services/nats/settings.ts"
 import { defaultModels, fadeService, gatewayService, memoryService, substrateService, workingService } from "../services/system.ts"
@@ -64,6 +69,7 @@ let services: RunningServices
 let admin: NatsConnection
 let alice: WorkingMemoryClient
 let bob: WorkingMemoryClient
+let carol: WorkingMemoryClient
 let aliceErrors: string[]
 let bobEntry: { entryId: string; seq: number }
 
@@ -72,9 +78,11 @@ const bobSubjects = async () => (await (await jetstreamManager(admin)).streams.i
 
 beforeAll(async () => {
   auth = natsAuth({
-    agents: ["alice", "bob"],
-    tenants: [{ name: "acme", agents: ["alice"], password: "acme-console-secret" }],
+    agents: ["alice", "bob", "carol"],
+    tenants: [{ name: "acme", agents: ["alice", "carol"], password: "acme-console-secret" }],
   })
+  // The services learn the tenants as deployed: WM_TENANTS, read through Effect Config.
+  const sharing = AgentSharing.fromEnv.pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: { WM_TENANTS: auth.tenantsVariable } }))))
   server = await startNatsServer({ config: auth.config })
   // Each service on its own connection, as its own user (Layer.fresh: no connection shared between them).
   const settings = (name: string) => NatsSettings.make({ servers: [server.url], name: `wm-${name}`, ...auth.service(name) })
@@ -85,12 +93,13 @@ beforeAll(async () => {
       Layer.fresh(gatewayService(settings("gateway"))),
       Layer.fresh(fadeService(settings("fade"), FadeWorkerSettings.fromEnv(), models)),
       Layer.fresh(substrateService(settings("substrate"))),
-      Layer.fresh(memoryService(settings("memory"), { models })),
+      Layer.fresh(memoryService(settings("memory"), { models, sharing })),
     ),
   )
   admin = await connect({ servers: server.url, user: auth.admin!.user, pass: auth.admin!.pass })
   alice = await WorkingMemoryClient.connect({ servers: server.url, ...auth.agent("alice"), attempts: 1, timeoutMs: 5_000 })
   bob = await WorkingMemoryClient.connect({ servers: server.url, ...auth.agent("bob"), attempts: 1, timeoutMs: 5_000 })
+  carol = await WorkingMemoryClient.connect({ servers: server.url, ...auth.agent("carol"), attempts: 1, timeoutMs: 5_000 })
   aliceErrors = serverErrors(alice.nc)
   const b = bob.agent("bob")
   await b.register({ role: "main" })
@@ -100,6 +109,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await alice?.close()
   await bob?.close()
+  await carol?.close()
   await admin?.close()
   await services?.stop()
   await server?.stop()
@@ -121,7 +131,7 @@ describe("an agent's own memory", () => {
     const view = await a.view()
     expect(view.entries.map((e) => [e.id, e.referenceCount, e.citationCount])).toEqual([[entry.entryId, 1, 1]])
 
-    // Her own events, through a consumer filtered to wm.evt.alice.>.
+    // Her own events, served by the working service on her own API subject, as a local mirror reads them.
     const events = await readOwnEvents(alice, "alice")
     expect(events.map((e) => e.event._tag)).toEqual([
       "AgentRegistered",
@@ -134,19 +144,24 @@ describe("an agent's own memory", () => {
       "StepEnded",
     ])
     expect(events.every((e) => e.event.agentId === "alice" && e.subject.startsWith("wm.evt.alice."))).toBe(true)
+    expect(events.map((e) => e.seq)).toEqual([...events.map((e) => e.seq)].sort((x, y) => x - y))
+    // In small batches the same events come back, in the same order.
+    expect((await readOwnEvents(alice, "alice", { batch: 3 })).map((e) => e.seq)).toEqual(events.map((e) => e.seq))
 
-    // And live, as a local mirror would follow them.
+    // And live, as a local mirror follows them: every new event once, in order, right after its write.
     const live: OwnEvent[] = []
     const following = await followOwnEvents(alice, "alice", { fromSeq: events.at(-1)!.seq + 1, onEvent: (e) => live.push(e) })
     const next = await a.record({ origin: "INTERNAL", content: "Check the caterer too." })
     await until("the live event", () => live.some((e) => e.seq === next.seq))
+    const after = await a.record({ origin: "INTERNAL", content: "And the flowers." })
+    await until("the second live event", () => live.some((e) => e.seq === after.seq))
     await following.stop()
-    expect(live.map((e) => e.event._tag)).toEqual(["EntryRecorded"])
-
-    // The last event on one of her own subjects, by direct get.
-    const direct = await alice.nc.request(`$JS.API.DIRECT.GET.${EVENTS_STREAM}.wm.evt.alice.entry.${entry.entryId}`, undefined, { timeout: 2_000 })
-    expect(direct.headers?.get("Nats-Subject")).toBe(`wm.evt.alice.entry.${entry.entryId}`)
-    expect(JSON.parse(decode(direct.data))).toMatchObject({ _tag: "EntryRecorded", agentId: "alice", entryId: entry.entryId })
+    expect(live.map((e) => [e.event._tag, e.seq])).toEqual([
+      ["EntryRecorded", next.seq],
+      ["EntryRecorded", after.seq],
+    ])
+    // Read your writes: a read right after a write includes it.
+    expect((await readOwnEvents(alice, "alice", { fromSeq: after.seq })).map((e) => e.seq)).toEqual([after.seq])
 
     await alice.nc.flush()
     expect(aliceErrors).toEqual([])
@@ -216,56 +231,79 @@ describe("another agent's memory, refused by the broker", () => {
     expect(before["wm.evt.bob.entry.forged"]).toBeUndefined()
   })
 
-  it("direct get and message get of bob's events are refused; the stream's subject list is not readable", async () => {
-    const request = (subject: string, body?: unknown) =>
-      alice.nc.request(subject, body === undefined ? undefined : encode(JSON.stringify(body)), { timeout: 2_000 })
+  it("every JetStream API request of an agent is refused, its own events included; nothing is delivered and the stream is intact", async () => {
+    const jsm = await jetstreamManager(admin)
+    const stateBefore = (await jsm.streams.info(EVENTS_STREAM)).state
+    const bobBefore = await bobSubjects()
+    const aliceEntry = (await readOwnEvents(alice, "alice")).find((e) => e.event._tag === "EntryRecorded")!
+    const aliceSubject = aliceEntry.subject
     const bobSubject = `wm.evt.bob.entry.${bobEntry.entryId}`
-    const cases: Array<[string, unknown]> = [
+    const purge = `$JS.API.STREAM.PURGE.${EVENTS_STREAM}`
+
+    // Control: whatever reaches these subjects, from anyone, the administrator sees.
+    const delivered: string[] = []
+    for (const subject of ["wm.api.bob.>", "_INBOX_bob.>", purge, `$JS.API.STREAM.DELETE.${EVENTS_STREAM}`, "_INBOX_alice.>"]) {
+      admin.subscribe(subject, { callback: (_, m) => void delivered.push(m.subject) })
+    }
+    await admin.flush()
+
+    const push = (deliverSubject: string, filter = `wm.evt.alice.>`) => ({
+      stream_name: EVENTS_STREAM,
+      config: { name: "spy", ack_policy: "none", deliver_policy: "all", filter_subject: filter, deliver_subject: deliverSubject },
+    })
+    const attempts: Array<[string, unknown]> = [
+      ["$JS.API.INFO", undefined],
+      [`$JS.API.STREAM.INFO.${EVENTS_STREAM}`, { subjects_filter: "wm.evt.bob.>" }],
+      ["$JS.API.STREAM.NAMES", {}],
+      ["$JS.API.STREAM.LIST", {}],
+      [purge, {}],
+      [purge, { filter: "wm.evt.bob.>" }],
+      [`$JS.API.STREAM.DELETE.${EVENTS_STREAM}`, undefined],
+      // Push consumers on her own events delivering to another agent's subjects or to the JetStream API.
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.alice.>`, push("wm.api.bob.entry.record")],
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.alice.>`, push(purge)],
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.alice.>`, push("_INBOX_bob.spy")],
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.alice.>`, push("_INBOX_alice.own")],
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.bob.>`, push("_INBOX_alice.spy", "wm.evt.bob.>")],
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}`, push("_INBOX_alice.spy", "wm.evt.bob.>")],
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy`, push(purge)],
+      [`$JS.API.CONSUMER.DURABLE.CREATE.${EVENTS_STREAM}.spy`, push(purge)],
+      [`$JS.API.CONSUMER.NAMES.${EVENTS_STREAM}`, {}],
+      [`$JS.API.CONSUMER.LIST.${EVENTS_STREAM}`, {}],
+      // Direct and message get: bob's events, and her own.
       [`$JS.API.DIRECT.GET.${EVENTS_STREAM}.${bobSubject}`, undefined],
+      [`$JS.API.DIRECT.GET.${EVENTS_STREAM}.${aliceSubject}`, undefined],
       [`$JS.API.DIRECT.GET.${EVENTS_STREAM}`, { seq: bobEntry.seq }],
       [`$JS.API.DIRECT.GET.${EVENTS_STREAM}`, { last_by_subj: bobSubject }],
       [`$JS.API.STREAM.MSG.GET.${EVENTS_STREAM}`, { seq: bobEntry.seq }],
-      [`$JS.API.STREAM.INFO.${EVENTS_STREAM}`, { subjects_filter: "wm.evt.bob.>" }],
-      [`$JS.API.CONSUMER.NAMES.${EVENTS_STREAM}`, {}],
-      [`$JS.API.CONSUMER.LIST.${EVENTS_STREAM}`, {}],
+      // The substrate bucket: bob's raw text.
+      [`$JS.API.DIRECT.GET.KV_${SUBSTRATE_BUCKET}.$KV.${SUBSTRATE_BUCKET}.bob.${bobEntry.entryId}`, undefined],
+      [`$JS.API.STREAM.MSG.GET.KV_${SUBSTRATE_BUCKET}`, { last_by_subj: `$KV.${SUBSTRATE_BUCKET}.bob.${bobEntry.entryId}` }],
+      [`$JS.API.STREAM.INFO.KV_${SUBSTRATE_BUCKET}`, undefined],
     ]
-    for (const [subject, body] of cases) {
-      expect((await refusal(request(subject, body))).message).toContain(publishViolation(subject))
+    for (const [subject, body] of attempts) {
+      const request = alice.nc.request(subject, body === undefined ? undefined : encode(JSON.stringify(body)), { timeout: 2_000 })
+      expect((await refusal(request)).message, subject).toContain(publishViolation(subject))
     }
-    // Control: the administrator's identical direct get returns bob's event.
-    const control = await admin.request(`$JS.API.DIRECT.GET.${EVENTS_STREAM}.${bobSubject}`, undefined, { timeout: 2_000 })
-    expect(JSON.parse(decode(control.data))).toMatchObject({ _tag: "EntryRecorded", agentId: "bob" })
-  })
-
-  it("creating a consumer on bob's events is refused, by the plain and by the extended create subject", async () => {
-    const create = (subject: string, config: Record<string, unknown>) =>
-      alice.nc.request(subject, encode(JSON.stringify({ stream_name: EVENTS_STREAM, config })), { timeout: 2_000 })
-    const spy = { name: "spy", ack_policy: "none", deliver_subject: "_INBOX_alice.spy" }
-    const refused: Array<[string, Record<string, unknown>]> = [
-      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}`, { ...spy, name: undefined, filter_subject: "wm.evt.bob.>" }],
-      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy`, { ...spy, filter_subject: "wm.evt.bob.>" }],
-      [`$JS.API.CONSUMER.DURABLE.CREATE.${EVENTS_STREAM}.spy`, { ...spy, durable_name: "spy", filter_subject: "wm.evt.bob.>" }],
-      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.bob.>`, { ...spy, filter_subject: "wm.evt.bob.>" }],
-      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.>`, { ...spy, filter_subject: "wm.evt.>" }],
-      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.*.entry.*`, { ...spy, filter_subject: "wm.evt.*.entry.*" }],
-    ]
-    for (const [subject, config] of refused) {
-      expect((await refusal(create(subject, config))).message).toContain(publishViolation(subject))
-    }
-    // Her own filter in the subject, bob's in the body: the JetStream API refuses the mismatch.
-    const mismatch = await create(`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.alice.>`, { ...spy, filter_subject: "wm.evt.bob.>" })
-    expect(JSON.parse(decode(mismatch.data)).error).toMatchObject({ code: 400, err_code: 10131 })
-    // No filter in the body at all (the whole stream) is refused the same way.
-    const unfiltered = await create(`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.alice.>`, spy)
-    expect(JSON.parse(decode(unfiltered.data)).error).toMatchObject({ err_code: 10131 })
-
-    // The client library's consumers are refused the same way.
+    // The client library's own entry points fail the same way.
+    expect((await refusal(jetstreamManager(alice.nc))).message).toContain(publishViolation("$JS.API.INFO"))
     const js = jetstream(alice.nc)
-    const push = await refusal(js.consumers.getPushConsumer(EVENTS_STREAM, { filter_subjects: "wm.evt.bob.>", deliver_prefix: "_INBOX_alice.spy" }))
-    expect(push.message).toMatch(/^Permissions Violation for Publish to "\$JS\.API\.CONSUMER\.CREATE\.WM_EVENTS\.[A-Za-z0-9_]+\.wm\.evt\.bob\.>"$/)
+    expect((await refusal(js.consumers.getPushConsumer(EVENTS_STREAM, { filter_subjects: "wm.evt.alice.>", deliver_prefix: "_INBOX_alice.own" }))).message).toMatch(
+      /^Permissions Violation for Publish to "\$JS\.API\.CONSUMER\.CREATE\.WM_EVENTS\.[A-Za-z0-9_]+\.wm\.evt\.alice\.>"$/,
+    )
+    expect((await refusal(new Kvm(alice.nc).open(SUBSTRATE_BUCKET).then((kv) => kv.get(`bob.${bobEntry.entryId}`)))).message).toContain("Permissions Violation for Publish to")
 
-    const consumers = await (await jetstreamManager(admin)).consumers.list(EVENTS_STREAM).next()
-    expect(consumers.filter((c) => c.name === "spy" || (c.config.filter_subject ?? "").startsWith("wm.evt.bob"))).toEqual([])
+    // No consumer of hers exists, nothing reached the watched subjects, and the stream is as it was.
+    await sleep(300)
+    await admin.flush()
+    expect(delivered).toEqual([])
+    const consumers = await jsm.consumers.list(EVENTS_STREAM).next()
+    expect(consumers.filter((c) => c.name === "spy" || (c.config.deliver_subject ?? "") !== "")).toEqual([])
+    const stateAfter = (await jsm.streams.info(EVENTS_STREAM)).state
+    expect(stateAfter.first_seq).toBe(stateBefore.first_seq)
+    expect(stateAfter.messages).toBeGreaterThanOrEqual(stateBefore.messages)
+    expect(await bobSubjects()).toEqual(bobBefore)
+    expect((await bob.agent("bob").raw(bobEntry.entryId)).content).toBe("Bob's private plan: resign on Friday.")
   })
 
   it("pulling from another consumer, even knowing its name, is refused", async () => {
@@ -331,6 +369,41 @@ describe("another agent's memory, refused by the broker", () => {
   })
 })
 
+describe("threads across agents", () => {
+  it("a thread holds the caller's entries and its tenant's, never another agent's", async () => {
+    const T = Date.UTC(2026, 0, 5, 9)
+    const a = alice.agent("alice")
+    const b = bob.agent("bob")
+    const c = carol.agent("carol")
+    await c.register({ role: "main" })
+    await a.record({ origin: "USER", content: "Offsite: book the venue by May.", correlationId: "offsite", timestamp: T + 1 })
+    await b.record({ origin: "INTERNAL", content: "Offsite: Bob's secret — he resigns after it.", correlationId: "offsite", timestamp: T + 2 })
+    await c.record({ origin: "ADVISOR", content: "Offsite: Carol suggests the lake house.", correlationId: "offsite", timestamp: T + 3 })
+    const upTo = Math.max(a.lastSeq, b.lastSeq, c.lastSeq)
+    a.lastSeq = b.lastSeq = c.lastSeq = upTo
+
+    const seen = async (agent: typeof a) => (await agent.thread("offsite")).entries.map((e) => [e.agentId, e.text])
+    // Alice and carol share the tenant acme: each sees both; bob's entry is in neither answer.
+    const shared = [
+      ["alice", "Offsite: book the venue by May."],
+      ["carol", "Offsite: Carol suggests the lake house."],
+    ]
+    expect(await seen(a)).toEqual(shared)
+    expect(await seen(c)).toEqual(shared)
+    // Bob shares with nobody: his own entry only.
+    expect(await seen(b)).toEqual([["bob", "Offsite: Bob's secret — he resigns after it."]])
+    // The tenant's console acts for alice, so it sees what she sees.
+    const acme = await WorkingMemoryClient.connect({ servers: server.url, ...auth.tenant("acme"), attempts: 1 })
+    try {
+      const viaConsole = acme.agent("alice")
+      viaConsole.lastSeq = upTo
+      expect(JSON.stringify(await viaConsole.thread("offsite"))).not.toContain("resigns")
+    } finally {
+      await acme.close()
+    }
+  })
+})
+
 describe("tenants and operators", () => {
   it("a tenant's user acts for the tenant's agents and no others", async () => {
     const acme = await WorkingMemoryClient.connect({ servers: server.url, ...auth.tenant("acme"), attempts: 1 })
@@ -363,7 +436,7 @@ describe("tenants and operators", () => {
     const verified = await run({ NATS_USER: audit.user, NATS_PASS: audit.pass }, "verify")
     expect(verified.stderr, verified.stderr + verified.stdout).toBe("")
     expect(verified.code).toBe(0)
-    expect(verified.stdout).toMatch(/^ok {4}working-views: 2 agents compared at .+; the live projection matches the log\nok {4}substrate: \d+ recorded entries compared; the live projection matches the log\n$/)
+    expect(verified.stdout).toMatch(/^ok {4}working-views: 3 agents compared at .+; the live projection matches the log\nok {4}substrate: \d+ recorded entries compared; the live projection matches the log\n$/)
 
     const a = auth.agent("alice")
     const snooping = await run({ NATS_USER: a.user, NATS_PASS: a.pass, NATS_INBOX_PREFIX: a.inboxPrefix }, "history", bobEntry.entryId, "--agent", "bob")

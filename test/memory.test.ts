@@ -9,6 +9,7 @@ import { countTokens } from "../domain/tokens.ts"
 import { AgentClient } from "../sdk/client.ts"
 import { LongTermStore, type LongTermStoreShape } from "../services/longterm/store.ts"
 import { memoryService } from "../services/system.ts"
+import { AgentSharing } from "../services/access/sharing.ts"
 import { readLog } from "./support/log.ts"
 import { settingsFor, startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -17,7 +18,8 @@ const T0 = Date.UTC(2024, 5, 3, 8)
 
 let system: TestSystem
 beforeAll(async () => {
-  system = await startTestSystem()
+  // thread-a and thread-b share a tenant, so a thread spans both (see isolation.test.ts for agents that do not).
+  system = await startTestSystem({}, { sharing: AgentSharing.make([{ name: "migration-team", agents: ["thread-a", "thread-b", "lt-member"] }]) })
 })
 afterAll(async () => system?.stop())
 
@@ -193,7 +195,7 @@ describe("filters, threads and warm-up", () => {
     expect(await q({ filter: { from: T0 + 2 * MINUTE, to: T0 + 3 * MINUTE } })).toEqual([thought])
   })
 
-  it("a correlation id fetches one thread across agents and tiers, in time order", async () => {
+  it("a correlation id fetches one thread across the agents of a tenant and tiers, in time order", async () => {
     const a = system.client.agent("thread-a")
     const b = system.client.agent("thread-b")
     await a.register({ role: "main" })
@@ -209,6 +211,20 @@ describe("filters, threads and warm-up", () => {
       ["thread-b", "The team sounds anxious about the migration."],
       ["thread-a", "Plan the database cut-over for Saturday."],
     ])
+  })
+
+  it("a thread's long-term records are those of the caller and its tenant, never another agent's", async () => {
+    // lt-member (tenant migration-team) and lt-outsider (no tenant) both have demoted entries of one correlation id.
+    const { agent: outsider, ids: [secret] } = await agentWithHistory("lt-outsider", [{ content: "Outsider's private note on the vendor audit.", correlationId: "vendor-audit" }])
+    const { agent: member, ids: [mine] } = await agentWithHistory("lt-member", [{ content: "Vendor audit kick-off notes.", correlationId: "vendor-audit" }])
+    const mate = system.client.agent("thread-b")
+    member.lastSeq = outsider.lastSeq = mate.lastSeq = Math.max(member.lastSeq, outsider.lastSeq)
+    for (const asMember of [member, mate]) {
+      const entries = (await asMember.thread("vendor-audit")).entries
+      expect(entries.map((e) => [e.agentId, e.entryId, e.tier])).toEqual([["lt-member", mine, "long-term"]])
+    }
+    const asOutsider = (await outsider.thread("vendor-audit")).entries
+    expect(asOutsider.map((e) => [e.agentId, e.entryId, e.tier])).toEqual([["lt-outsider", secret, "long-term"]])
   })
 
   it("warm-up brings the most recently demoted records back as native working entries", async () => {

@@ -5,10 +5,11 @@
  */
 import { DeliverPolicy, jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
+import { Config, Effect, Option } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { decodeEvent } from "../../services/log/decode.ts"
-import { DEFAULT_NATS_URL } from "../../services/nats/settings.ts"
+import { natsSettingsFromConfig, serverList } from "../../services/nats/settings.ts"
 import { noProgress, type Progress } from "./progress.ts"
 
 export interface ConnectionOptions {
@@ -18,15 +19,17 @@ export interface ConnectionOptions {
   readonly inboxPrefix?: string | undefined
 }
 
-/** `--server` or NATS_URL (default nats://127.0.0.1:4222); NATS_USER / NATS_PASS; NATS_INBOX_PREFIX. */
+/**
+ * `--server` or NATS_URL (default nats://127.0.0.1:4222); NATS_USER / NATS_PASS; NATS_INBOX_PREFIX — read
+ * with the same Effect Config as the services (services/nats/settings.ts).
+ */
 export const openConnection = async (options: ConnectionOptions = {}): Promise<NatsConnection> => {
-  const servers = (options.servers ?? process.env.NATS_URL ?? DEFAULT_NATS_URL)
-    .split(",")
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0)
-  const user = options.user ?? process.env.NATS_USER
-  const pass = options.pass ?? process.env.NATS_PASS
-  const inboxPrefix = options.inboxPrefix ?? process.env.NATS_INBOX_PREFIX
+  const configured = await Effect.runPromise(natsSettingsFromConfig("wm-audit"))
+  const inbox = await Effect.runPromise(Config.option(Config.String("NATS_INBOX_PREFIX")))
+  const servers = options.servers !== undefined ? serverList(options.servers) : configured.servers
+  const user = options.user ?? configured.user
+  const pass = options.pass ?? configured.pass
+  const inboxPrefix = options.inboxPrefix ?? Option.getOrUndefined(inbox)
   return connect({
     servers,
     name: "wm-audit",

@@ -131,10 +131,10 @@ export class EmbeddingProvider extends Context.Service<EmbeddingProvider, Embedd
         return EmbeddingProvider.withRemote(local, {
           baseUrl: url.value,
           model: yield* Config.String("WM_EMBEDDER_MODEL").pipe(Config.withDefault("text-embedding-3-small")),
-          apiKey: Option.getOrUndefined(yield* Config.option(Config.String("WM_EMBEDDER_API_KEY"))),
+          apiKey: Option.getOrUndefined(yield* Config.option(Config.String("WM_EMBEDDER_API_KEY"))) || undefined,
           timeout: Duration.millis(yield* Config.Int("WM_EMBEDDER_TIMEOUT_MS").pipe(Config.withDefault(10_000))),
           retries: yield* Config.Int("WM_EMBEDDER_RETRIES").pipe(Config.withDefault(2)),
         })
-      }),
+      }).pipe(Effect.orDie),
     )
 }

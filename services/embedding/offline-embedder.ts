@@ -191,6 +191,10 @@ const decodeCache = (buf: Buffer, source: string): WordVectors => {
   return { source, format: format === FORMAT_F32 ? "f32" : "i8", dims, words, index, addRow }
 }
 
+/** Where the derived word-vector file lives; absent until the first load on this machine. */
+export const wordVectorCacheFile = (cacheDir: string = defaultCacheDir(), format: VectorFormat = "i8"): string =>
+  join(cacheDir, `${PACKAGE}-${packageInfo().version}.${format}.wmvec`)
+
 /**
  * Loads the word vectors, deriving the compact cache file on first use.
  * Returns the vectors and whether this call built the cache.
@@ -200,7 +204,7 @@ export const loadWordVectors = (options: { readonly cacheDir?: string; readonly 
   const pkg = packageInfo()
   const source = `${PACKAGE}@${pkg.version}`
   const cacheDir = options.cacheDir ?? defaultCacheDir()
-  const cacheFile = join(cacheDir, `${PACKAGE}-${pkg.version}.${format}.wmvec`)
+  const cacheFile = wordVectorCacheFile(cacheDir, format)
   if (existsSync(cacheFile)) {
     try {
       return { vectors: decodeCache(readFileSync(cacheFile), source), built: false, cacheFile }

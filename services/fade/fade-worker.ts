@@ -14,7 +14,7 @@
  * Summaries and embeddings are computed once, here, and travel in the
  * event; replaying the log applies them and calls nothing.
  */
-import { Context, Effect, HashMap, Layer, Option, Semaphore } from "effect"
+import { Config, ConfigProvider, Context, Effect, HashMap, Layer, Option, Semaphore } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { evolve, skipUndecodable, type AgentView } from "../../domain/agent-view.ts"
 import { decideFadeMove, NO_HISTORY, type EntryHistory, type MadeRepresentation } from "../../domain/fade-decide.ts"
@@ -50,17 +50,31 @@ export class FadeWorkerSettings extends Context.Service<FadeWorkerSettings, Fade
       ...settings,
     })
 
-  /** WM_FADE_INTERVAL_MS, WM_FADE_SHARD ("index/count"), WM_FADE_TAU. */
-  static readonly fromEnv = () => {
-    const [index, count] = (process.env.WM_FADE_SHARD ?? "0/1").split("/").map(Number)
-    const tau = process.env.WM_FADE_TAU ? Number(process.env.WM_FADE_TAU) : DEFAULT_FADE_CONFIG.tau
-    return FadeWorkerSettings.make({
-      intervalMs: Number(process.env.WM_FADE_INTERVAL_MS ?? 30_000),
-      shard: { index: index ?? 0, count: count ?? 1 },
-      fade: { ...DEFAULT_FADE_CONFIG, tau },
-      name: count && count > 1 ? `fade-${index}` : "fade",
-    })
-  }
+  /** WM_FADE_INTERVAL_MS, WM_FADE_SHARD ("index/count"), WM_FADE_TAU, read with Effect Config like every setting. */
+  static readonly fromEnv = () =>
+    Layer.unwrap(
+      Effect.gen(function* () {
+        const intervalMs = yield* Config.Int("WM_FADE_INTERVAL_MS").pipe(Config.withDefault(30_000))
+        const shard = yield* Config.String("WM_FADE_SHARD").pipe(
+          Config.withDefault("0/1"),
+          Config.mapEffect((text) => {
+            const match = /^(\d+)\/(\d+)$/.exec(text.trim())
+            const index = Number(match?.[1])
+            const count = Number(match?.[2])
+            return match && count >= 1 && index < count
+              ? Effect.succeed({ index, count })
+              : Effect.fail(new Config.ConfigError(new ConfigProvider.SourceError({ message: `WM_FADE_SHARD: '${text}' is not <index>/<count> with 0 <= index < count` })))
+          }),
+        )
+        const tau = yield* Config.Number("WM_FADE_TAU").pipe(Config.withDefault(DEFAULT_FADE_CONFIG.tau))
+        return FadeWorkerSettings.make({
+          intervalMs,
+          shard,
+          fade: { ...DEFAULT_FADE_CONFIG, tau },
+          name: shard.count > 1 ? `fade-${shard.index}` : "fade",
+        })
+      }).pipe(Effect.orDie),
+    )
 }
 
 export interface FadeRun {

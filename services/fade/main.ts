@@ -4,8 +4,17 @@
  * WM_EMBEDDER, WM_EMBEDDER_URL/_MODEL/_API_KEY.
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { NatsSettings } from "../nats/settings.ts"
 import { fadeService } from "../system.ts"
+import { FadeWorker } from "./fade-worker.ts"
 
-NodeRuntime.runMain(Layer.launch(fadeService(NatsSettings.fromEnv("wm-fade"))))
+/** It serves no API, so it says when it is warm: after its models are loaded and the log is replayed. */
+const announceReady = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const fade = yield* FadeWorker
+    console.log(`fade worker ready: replayed ${fade.warmUp.events} events in ${fade.warmUp.millis} ms`)
+  }),
+)
+
+NodeRuntime.runMain(Layer.launch(announceReady.pipe(Layer.provide(fadeService(NatsSettings.fromEnv("wm-fade"))))))

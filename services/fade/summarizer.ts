@@ -4,7 +4,7 @@
  * otherwise, or when it keeps failing, the offline telegraphic summariser.
  * The result always says which produced it and why a fallback was used.
  */
-import { Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { Config, Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "effect/http"
 import type { Encoding } from "../../contracts/agent.ts"
 import type { Producer } from "../../contracts/fade.ts"
@@ -98,16 +98,20 @@ export class Summarizer extends Context.Service<Summarizer, SummarizerShape>()("
       }),
     ).pipe(Layer.provide(FetchHttpClient.layer))
 
-  /** The remote summariser when WM_SUMMARIZER_URL is set, else the offline one. */
-  static readonly fromEnv = () => {
-    const url = process.env.WM_SUMMARIZER_URL
-    if (!url) return Summarizer.offline
-    return Summarizer.remote({
-      baseUrl: url,
-      model: process.env.WM_SUMMARIZER_MODEL ?? "gpt-4o-mini",
-      apiKey: process.env.WM_SUMMARIZER_API_KEY,
-      timeout: Duration.millis(Number(process.env.WM_SUMMARIZER_TIMEOUT_MS ?? 15_000)),
-      retries: Number(process.env.WM_SUMMARIZER_RETRIES ?? 2),
-    })
-  }
+  /** The remote summariser when WM_SUMMARIZER_URL is set, else the offline one (WM_SUMMARIZER_*, read with Effect Config). */
+  static readonly fromEnv = () =>
+    Layer.unwrap(
+      Effect.gen(function* () {
+        const url = yield* Config.String("WM_SUMMARIZER_URL").pipe(Config.withDefault(""))
+        if (!url) return Summarizer.offline
+        const apiKey = yield* Config.option(Config.String("WM_SUMMARIZER_API_KEY"))
+        return Summarizer.remote({
+          baseUrl: url,
+          model: yield* Config.String("WM_SUMMARIZER_MODEL").pipe(Config.withDefault("gpt-4o-mini")),
+          apiKey: apiKey._tag === "Some" && apiKey.value !== "" ? apiKey.value : undefined,
+          timeout: Duration.millis(yield* Config.Int("WM_SUMMARIZER_TIMEOUT_MS").pipe(Config.withDefault(15_000))),
+          retries: yield* Config.Int("WM_SUMMARIZER_RETRIES").pipe(Config.withDefault(2)),
+        })
+      }).pipe(Effect.orDie),
+    )
 }

@@ -76,6 +76,11 @@ export const decodeEvent = (data: Uint8Array): Decoded => {
   } catch (error) {
     return { ok: false, reason: `not JSON: ${error instanceof Error ? error.message : String(error)}` }
   }
+  return decodeEventJson(json)
+}
+
+/** Decodes an event already parsed from JSON (e.g. as the working service's `view.events` sends it). */
+export const decodeEventJson = (json: unknown): Decoded => {
   if (typeof json !== "object" || json === null || Array.isArray(json)) return { ok: false, reason: "not a JSON object" }
   const tag = (json as StoredJson)._tag
   if (typeof tag !== "string" || !KNOWN_TAGS.has(tag)) return { ok: false, reason: `_tag: unknown event type ${JSON.stringify(tag)}` }

@@ -39,30 +39,48 @@ export class NatsSettings extends Context.Service<NatsSettings, NatsSettingsShap
     })
 
   /**
-   * NATS_URL (comma-separated), NATS_USER, NATS_PASS, WM_STREAM_REPLICAS, WM_DEDUPE_WINDOW_MS,
-   * WM_STREAM_MAX_BYTES, WM_STREAM_MAX_MSGS.
+   * The settings every entry point uses (each services/<name>/main.ts, `npm start`, the operator CLI):
+   * read from the configuration by `natsSettingsFromConfig`; `overrides` for what the entry point
+   * decides itself (e.g. `npm start`'s own server).
    */
-  static readonly fromEnv = (name: string) =>
+  static readonly fromEnv = (name: string, overrides: Partial<NatsSettingsShape> = {}) =>
     Layer.effect(
       NatsSettings,
-      Effect.gen(function* () {
-        const url = yield* Config.String("NATS_URL").pipe(Config.withDefault(DEFAULT_NATS_URL))
-        const user = yield* Config.option(Config.String("NATS_USER"))
-        const pass = yield* Config.option(Config.String("NATS_PASS"))
-        const replicas = yield* Config.Int("WM_STREAM_REPLICAS").pipe(Config.withDefault(1))
-        const dedupeWindowMs = yield* Config.Int("WM_DEDUPE_WINDOW_MS").pipe(Config.withDefault(10 * 60_000))
-        const streamMaxBytes = yield* streamLimit("WM_STREAM_MAX_BYTES")
-        const streamMaxMsgs = yield* streamLimit("WM_STREAM_MAX_MSGS")
-        return {
-          servers: url.split(",").map((s) => s.trim()).filter((s) => s.length > 0),
-          name,
-          user: user._tag === "Some" ? user.value : undefined,
-          pass: pass._tag === "Some" ? pass.value : undefined,
-          replicas,
-          dedupeWindowMs,
-          streamMaxBytes,
-          streamMaxMsgs,
-        }
-      }).pipe(Effect.orDie),
+      natsSettingsFromConfig(name).pipe(
+        Effect.map((settings) => ({ ...settings, ...overrides })),
+        Effect.orDie,
+      ),
     )
 }
+
+/** Splits NATS_URL's comma-separated list. */
+export const serverList = (url: string): string[] =>
+  url
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
+
+/**
+ * NATS_URL (comma-separated), NATS_USER, NATS_PASS, WM_STREAM_REPLICAS, WM_DEDUPE_WINDOW_MS,
+ * WM_STREAM_MAX_BYTES, WM_STREAM_MAX_MSGS, read with Effect Config.
+ */
+export const natsSettingsFromConfig = (name: string) =>
+  Effect.gen(function* () {
+    const url = yield* Config.String("NATS_URL").pipe(Config.withDefault(DEFAULT_NATS_URL))
+    const user = yield* Config.option(Config.String("NATS_USER"))
+    const pass = yield* Config.option(Config.String("NATS_PASS"))
+    const replicas = yield* Config.Int("WM_STREAM_REPLICAS").pipe(Config.withDefault(1))
+    const dedupeWindowMs = yield* Config.Int("WM_DEDUPE_WINDOW_MS").pipe(Config.withDefault(10 * 60_000))
+    const streamMaxBytes = yield* streamLimit("WM_STREAM_MAX_BYTES")
+    const streamMaxMsgs = yield* streamLimit("WM_STREAM_MAX_MSGS")
+    return {
+      servers: serverList(url),
+      name,
+      user: user._tag === "Some" ? user.value : undefined,
+      pass: pass._tag === "Some" ? pass.value : undefined,
+      replicas,
+      dedupeWindowMs,
+      streamMaxBytes,
+      streamMaxMsgs,
+    } satisfies NatsSettingsShape
+  })

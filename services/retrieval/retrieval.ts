@@ -35,6 +35,7 @@ import { terms } from "../../domain/terms.ts"
 import { DEFAULT_RELEVANCE } from "../../domain/relevance.ts"
 import { decideCueDrops, decideExplicitRehydration, decidePromotion, decideRecall, type Recalled } from "../../domain/cue-decide.ts"
 import type { Decision } from "../../domain/decision.ts"
+import { AgentSharing } from "../access/sharing.ts"
 
 /** The metadata a recalled entry carries back, from whatever holds it (a working entry, a record, the substrate). */
 const recalledMeta = (m: {
@@ -83,6 +84,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       const longTerm = yield* LongTerm
       const embeddings = yield* EmbeddingProvider
       const substrate = yield* SubstrateReader
+      const sharing = yield* AgentSharing
       const runFork = yield* FiberSet.makeRuntime<never>()
 
       const views = new Map<string, AgentView>()
@@ -358,11 +360,14 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         }),
       )
 
-      yield* serveOperation("thread", (_agentId, request) =>
+      // A thread spans the caller and the agents that share a tenant with it (AgentSharing), never anyone else.
+      yield* serveOperation("thread", (agentId, request) =>
         Effect.gen(function* () {
           if (request.afterSeq !== undefined) yield* Effect.all([projection.waitFor(request.afterSeq), longTerm.waitFor(request.afterSeq)])
+          const visible = sharing.visibleTo(agentId)
           const entries: Array<ResponseOf<"thread">["entries"][number]> = []
           for (const view of views.values()) {
+            if (!visible.has(view.config.id)) continue
             for (const e of HashMap.values(view.entries)) {
               if (e.correlationId !== request.correlationId) continue
               const t = e.content !== null ? { form: "raw" as const, text: e.content } : e.keyPoints !== null ? { form: "keyPoints" as const, text: e.keyPoints } : { form: "summary" as const, text: e.summary ?? "" }
@@ -370,6 +375,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             }
           }
           for (const r of yield* store.list({ correlationId: request.correlationId }).pipe(Effect.orDie)) {
+            if (!visible.has(r.agentId)) continue
             if (entries.some((e) => e.agentId === r.agentId && e.entryId === r.entryId)) continue
             entries.push({ agentId: r.agentId, entryId: r.entryId, tier: "long-term", timestamp: r.timestamp, origin: r.origin, form: r.summaryForm, text: r.summary })
           }

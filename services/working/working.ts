@@ -17,6 +17,7 @@ import { replayedContext, replyOfEvent, storedContext, type StoredContext } from
 import { Nats } from "../nats/connection.ts"
 import { serveOperation } from "../api/serve.ts"
 import { makeCommandHandler } from "../log/command-handler.ts"
+import { readAgentEvents } from "../log/agent-events.ts"
 import { EventLog } from "../log/event-log.ts"
 import type { WarmUp } from "../log/projection.ts"
 import { projectAgentViews, type AgentViews } from "../views/agent-views.ts"
@@ -31,7 +32,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
     Working,
     Effect.gen(function* () {
       const log = yield* EventLog
-      const { nc } = yield* Nats
+      const { nc, js } = yield* Nats
       const views = yield* projectAgentViews("working")
       const warmUp = yield* views.projection.warmedUp
       const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
@@ -95,6 +96,26 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
 
       yield* serveOperation("getView", (agentId, request) =>
         Effect.map(viewAfter(agentId, request.afterSeq), (view): ResponseOf<"getView"> => viewResponseOf(view, views.projection.appliedSeq())),
+      )
+
+      // An agent's own events for its local mirror: every event stored before the request (read your writes), in
+      // stream order; with waitMs, a request finding nothing new waits for the agent's next event (a long poll).
+      yield* serveOperation("readEvents", (agentId, request) =>
+        Effect.gen(function* () {
+          const afterSeq = request.afterSeq ?? 0
+          const known = () => views.get(agentId)?.lastSeq ?? 0
+          yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq))
+          const deadline = Date.now() + (request.waitMs ?? 0)
+          while (known() <= afterSeq && Date.now() < deadline) yield* Effect.sleep("25 millis")
+          const maxPayload = nc.info?.max_payload ?? 1024 * 1024
+          return yield* readAgentEvents(js, agentId, {
+            afterSeq,
+            untilSeq: known(),
+            max: request.max ?? 256,
+            // Room for the reply's envelope around the events.
+            maxBytes: Math.max(64 * 1024, maxPayload - 128 * 1024),
+          })
+        }),
       )
 
       return { views, warmUp }

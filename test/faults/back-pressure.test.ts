@@ -1,13 +1,20 @@
 /**
  * Back-pressure: slow consumers must not make the gateway lose or block
- * accepted writes. Record latency and throughput are measured with nothing
- * slow, with the fade worker's remote summariser stalled (a local HTTP
- * server that never answers), and with a projection process that takes
- * 2 ms per event; then the limits that bound ingest are measured and read
- * back from the server: in-flight window, max payload, stream limits,
- * dedupe window, and the cost of a worst-case entry.
+ * accepted writes. Every record of a phase is acknowledged while a consumer
+ * is stuck for the whole phase — the fade worker's remote summariser
+ * stalled (a local HTTP server that never answers), then a projection
+ * process held on one event — so a write that waited for either would never
+ * be acknowledged; whether that holds does not depend on the machine's
+ * speed. Record latency and throughput of each phase are measured next to a
+ * phase with nothing slow (figures only: on a shared machine they vary with
+ * the load); then the limits that bound ingest are measured and read back
+ * from the server: in-flight window, max payload, stream limits, dedupe
+ * window, and the cost of a worst-case entry.
  */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { jetstreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Layer } from "effect"
@@ -138,16 +145,28 @@ it("slow consumers do not make the gateway lose or block accepted writes; the li
   expect(pendingSummaries).toBeGreaterThan(0)
   expect(summariesDuringStall, "no summary while the summariser is stalled").toBe(0)
 
-  // 3. A projection process that takes 2 ms per event: it lags, the gateway does not wait for it.
-  slow = startNodeProcess("slow-projection", `${REPO_ROOT}test/faults/support/slow-projection.ts`, { NATS_URL: server.url, SLOW_APPLY_MS: "2" })
-  const slowApplied = () => {
-    const lines = slow!.output().trim().split("\n").filter((l) => l.startsWith("applied "))
-    return Number(lines.at(-1)?.split(" ")[1] ?? 0)
-  }
-  await eventually("the slow projection to start", () => (slowApplied() > 0 ? true : undefined), 30_000)
+  // 3. A projection process held on one event for the whole phase (then 2 ms per event): the gateway does not wait for it.
+  const holdDir = mkdtempSync(join(tmpdir(), "wm-hold-"))
+  const holdFile = join(holdDir, "hold")
+  writeFileSync(holdFile, "")
+  slow = startNodeProcess("slow-projection", `${REPO_ROOT}test/faults/support/slow-projection.ts`, { NATS_URL: server.url, SLOW_APPLY_MS: "2", HOLD_FILE: holdFile })
+  const slowLines = () => slow!.output().trim().split("\n")
+  const slowApplied = () => Number(slowLines().filter((l) => l.startsWith("applied ")).at(-1)?.split(" ")[1] ?? 0)
+  const heldAt = await eventually("the slow projection to be held", () => {
+    const held = slowLines().find((l) => l.startsWith("held "))
+    return held === undefined ? undefined : Number(held.split(" ")[1])
+  }, 60_000)
+  const phaseFrom = await streamLastSeq(server.url)
   const withSlowProjection = await ingest(PHASE_RECORDS)
   const endOfPhase = await streamLastSeq(server.url)
-  const slowLagAtEnd = endOfPhase - slowApplied()
+  // Still held: it applied nothing of the phase while every record of it was acknowledged.
+  const stillHeld = slowLines().at(-1)
+  const appliedDuringPhase = slowApplied()
+  expect(stillHeld, "the projection was held for the whole phase").toBe(`held ${heldAt}`)
+  expect(heldAt).toBeLessThanOrEqual(phaseFrom)
+  expect(appliedDuringPhase).toBeLessThan(heldAt)
+  const slowLagAtEnd = endOfPhase - appliedDuringPhase
+  rmSync(holdDir, { recursive: true, force: true })
   const drainStarted = Date.now()
   await eventually("the slow projection to catch up", () => (slowApplied() >= endOfPhase ? true : undefined), 120_000, 100)
   const slowDrainMs = Date.now() - drainStarted
@@ -168,12 +187,9 @@ it("slow consumers do not make the gateway lose or block accepted writes; the li
     expect(phase.keys.filter((k) => counts.get(k) === 1).length).toBe(PHASE_RECORDS)
   }
   expect([...counts.values()].every((n) => n === 1)).toBe(true)
-  // Writes were not blocked by either slow consumer: same order of throughput and latency.
-  for (const phase of [stalled, withSlowProjection]) {
-    expect(phase.perSecond, "throughput with a slow consumer").toBeGreaterThan(baseline.perSecond * 0.4)
-    expect(phase.p99Ms, "p99 latency with a slow consumer").toBeLessThan(Math.max(1_000, baseline.p99Ms * 5))
-    expect(phase.sdkGaveUp).toBe(0)
-  }
+  // Writes were not blocked by either stuck consumer: each was answered within the SDK's own attempts.
+  // (Throughput and latency next to the baseline are figures, recorded below, not checks.)
+  for (const phase of [stalled, withSlowProjection]) expect(phase.sdkGaveUp).toBe(0)
   await slow.stop()
   slow = undefined
   await fade.stop()
@@ -197,7 +213,10 @@ it("slow consumers do not make the gateway lose or block accepted writes; the li
   const ongoing = ingest(1_200, 8)
   await sleep(300)
   const worstStarted = performance.now()
-  const worstReply = await client.agent(AGENTS[0]!).record({ requestId: "bp-worst-case", origin: "USER", content: worst })
+  // Sent the way a careful client sends an entry it knows is costly: with a per-attempt timeout above its cost. With
+  // the default 5 s, on a loaded machine each attempt timed out before its reply and every resend queued one more
+  // tokenisation behind the first, so no reply ever came in time.
+  const worstReply = await client.call(AGENTS[0]!, "recordEntry", { requestId: "bp-worst-case", origin: "USER", content: worst }, { timeoutMs: 120_000 })
   const worstMs = performance.now() - worstStarted
   const around = await ongoing
   expect(worstReply.entryId).toBe("bp-worst-case")
@@ -234,7 +253,7 @@ it("slow consumers do not make the gateway lose or block accepted writes; the li
     inFlight: IN_FLIGHT,
     baseline: withoutKeys(baseline),
     fadeSummariserStalled: { ...withoutKeys(stalled), pendingSummaries, summariesDuringStall, firstSummaryAfterReleaseSeq: summaryAfterRelease, summariserRequestsDuringStall },
-    slowProjection2msPerEvent: { ...withoutKeys(withSlowProjection), lagAtEndOfPhaseEvents: slowLagAtEnd, drainAfterPhaseMs: slowDrainMs },
+    slowProjectionHeldThen2msPerEvent: { ...withoutKeys(withSlowProjection), heldAtSeq: heldAt, lagAtEndOfPhaseEvents: slowLagAtEnd, drainAfterReleaseMs: slowDrainMs },
     lostOrDuplicated: 0,
     inFlightWindow: window,
     worstCaseEntry: { bytes: MAX_CONTENT_BYTES, shape: "one unbroken 64 KiB word", recordMs: round(worstMs), recordsMeanwhileFromOtherClients: withoutKeys(around) },

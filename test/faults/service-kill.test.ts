@@ -31,6 +31,7 @@ import {
   waitQuiet, teardown } from "./support/audit.ts"
 import { callUntilAnswered, contentFor, newStats, pool } from "./support/driver.ts"
 import { recordFigures } from "./support/figures.ts"
+import { loadWordVectors } from "../../services/embedding/offline-embedder.ts"
 import { fadeLayer, fadeOf, gatewayLayer, gatewayOf, startInProcess, startServiceProcess, type InProcess, type ServiceProcess } from "./support/services.ts"
 
 /** The fade worker's shard of an agent (the same hash as services/fade/fade-worker.ts). */
@@ -70,6 +71,16 @@ const startFadeInProcess = async () => {
   return fadeOf(fadeInProcess)
 }
 
+/**
+ * A fade process serves no API: it prints a line once its models are loaded and the log replayed. Waited
+ * for without a guess of how long that takes on this machine (the test's own timeout bounds it).
+ */
+const fadeReady = (child: ServiceProcess) =>
+  eventually("the fade process to be ready", () => {
+    if (!child.isRunning()) throw new Error(`the fade process exited:\n${child.output().slice(-3_000)}`)
+    return /fade worker ready/.test(child.output()) ? true : undefined
+  }, 170_000, 100)
+
 /** Waits until the working service answers (it answers only once warmed up). */
 const workingAnswers = () =>
   eventually("the working service to answer", async () => {
@@ -78,6 +89,10 @@ const workingAnswers = () =>
   }, 60_000, 50)
 
 beforeAll(async () => {
+  // The offline embedder's word-vector file, derived once per machine (as a first `npm start` does), so the fade
+  // processes below only load it: the scenario is about kills and restarts, not about a first derivation that takes
+  // 10 s on an idle machine and far longer on a loaded one.
+  loadWordVectors()
   server = await startNatsServer()
   gatewayP = await startInProcess(gatewayLayer(server.url))
   gateway = await gatewayOf(gatewayP)
@@ -87,7 +102,8 @@ beforeAll(async () => {
   await startFadeInProcess()
   client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 3_000 })
   await workingAnswers()
-})
+  await fadeReady(fadeChild)
+}, 180_000)
 afterAll(() =>
   teardown(
     () => client?.close(),
@@ -134,7 +150,8 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
     await fadeChild.kill()
     const f0Start = Date.now()
     fadeChild = startServiceProcess("fade", fadeChildEnv())
-    // It has no API: it is back when it makes a decision for one of its agents again. New records on
+    await fadeReady(fadeChild)
+    // Warm, it is back when it makes a decision for one of its agents again. New records on
     // one of them make sure there is something to decide, however far the ingest has got.
     const pressed = AGENTS.find((a) => shardOf(a, 2) === 0)!
     for (let k = 0; k < EXTRA; k++) {

@@ -5,8 +5,8 @@
  * event stored twice, and every live view equal to the view rebuilt from
  * the log at the same sequence.
  */
-import { DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream"
-import { connect } from "@nats-io/transport-node"
+import { DeliverPolicy, jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream"
+import { connect, errors, type NatsConnection } from "@nats-io/transport-node"
 import { HashMap } from "effect"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import { ALL_EVENTS, EVENTS_STREAM } from "../../../contracts/subjects.ts"
@@ -23,12 +23,29 @@ export interface RawRecord {
 
 const serverList = (servers: string | ReadonlyArray<string>) => (typeof servers === "string" ? [servers] : [...servers])
 
+/**
+ * The scenario's own reads of the log are an observer, not the system under test: on a loaded machine (a
+ * three-node cluster on two shared cores) one JetStream API answer can take longer than the client's default
+ * 5 s, so they wait longer and ask again rather than fail the scenario.
+ */
+const OBSERVER_TIMEOUT_MS = 20_000
+const observerManager = (nc: NatsConnection) => jetstreamManager(nc, { timeout: OBSERVER_TIMEOUT_MS, checkAPI: false })
+const streamState = async (jsm: JetStreamManager) => {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return (await jsm.streams.info(EVENTS_STREAM)).state
+    } catch (error) {
+      if (attempt >= 3 || !(error instanceof errors.TimeoutError || /timeout/i.test(String(error)))) throw error
+    }
+  }
+}
+
 /** Every record of WM_EVENTS in order, decoded where it can be. */
 export const readRecords = async (servers: string | ReadonlyArray<string>): Promise<RawRecord[]> => {
   const nc = await connect({ servers: serverList(servers) })
   try {
-    const jsm = await jetstreamManager(nc)
-    const last = (await jsm.streams.info(EVENTS_STREAM)).state.last_seq
+    const jsm = await observerManager(nc)
+    const last = (await streamState(jsm)).last_seq
     const out: RawRecord[] = []
     if (last === 0) return out
     const consumer = await jetstream(nc).consumers.get(EVENTS_STREAM, {
@@ -51,7 +68,7 @@ export const readRecords = async (servers: string | ReadonlyArray<string>): Prom
 export const streamLastSeq = async (servers: string | ReadonlyArray<string>): Promise<number> => {
   const nc = await connect({ servers: serverList(servers) })
   try {
-    return (await (await jetstreamManager(nc)).streams.info(EVENTS_STREAM)).state.last_seq
+    return (await streamState(await observerManager(nc))).last_seq
   } finally {
     await nc.close()
   }

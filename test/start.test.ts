@@ -1,0 +1,158 @@
+/**
+ * `npm start` as a process (node cli/start.ts, what the npm script runs) reads the same configuration as every
+ * service: the stream it creates has WM_DEDUPE_WINDOW_MS's window, it logs in with NATS_USER / NATS_PASS, and
+ * with NATS_URL on a free local port it starts its own nats-server there, saying so and saying that it derives
+ * the embedder's cache on a first start.
+ */
+import { jetstreamManager } from "@nats-io/jetstream"
+import { connect } from "@nats-io/transport-node"
+import { spawn, type ChildProcess } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterEach, describe, expect, it } from "vitest"
+import { EVENTS_STREAM } from "../contracts/subjects.ts"
+import { natsAuth } from "../infra/auth.ts"
+import { freePort, startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
+
+const REPO = fileURLToPath(new URL("..", import.meta.url))
+const NODE = join(REPO, "node_modules", ".bin", "node")
+const SERVING = /Serving on /
+
+interface Started {
+  readonly child: ChildProcess
+  readonly output: () => string
+  /** Resolves with the output once `pattern` appears; rejects if the process exits first. */
+  readonly waitFor: (pattern: RegExp) => Promise<string>
+  readonly exited: Promise<number | null>
+  readonly stop: () => Promise<number | null>
+}
+
+const running: Started[] = []
+const cleanups: Array<() => Promise<void> | void> = []
+afterEach(async () => {
+  for (const s of running.splice(0)) await s.stop()
+  for (const c of cleanups.splice(0)) await c()
+})
+
+/** This process's environment without the variables a test sets itself. */
+const withoutNatsSettings = (env: NodeJS.ProcessEnv) =>
+  Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith("NATS_") && !k.startsWith("WM_") && k !== "QDRANT_URL"))
+
+const npmStart = (env: Record<string, string>, ...args: string[]): Started => {
+  const child = spawn(NODE, ["cli/start.ts", "--no-demo", ...args], {
+    cwd: REPO,
+    env: { ...withoutNatsSettings(process.env), ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  })
+  let out = ""
+  child.stdout!.on("data", (c: Buffer) => (out += c.toString()))
+  child.stderr!.on("data", (c: Buffer) => (out += c.toString()))
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  const started: Started = {
+    child,
+    exited,
+    output: () => out,
+    waitFor: (pattern) =>
+      new Promise((resolve, reject) => {
+        const check = () => {
+          if (pattern.test(out)) return resolve(out)
+          if (child.exitCode !== null) return reject(new Error(`npm start exited (${child.exitCode}) before ${pattern}:\n${out}`))
+          setTimeout(check, 50)
+        }
+        check()
+      }),
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
+      return exited
+    },
+  }
+  running.push(started)
+  return started
+}
+
+const server = async (config?: string): Promise<NatsServerProcess> => {
+  const s = await startNatsServer(config === undefined ? {} : { config })
+  cleanups.push(() => s.stop())
+  return s
+}
+
+describe("npm start reads the configuration every service reads", () => {
+  it("creates the event stream with WM_DEDUPE_WINDOW_MS's window", async () => {
+    const nats = await server()
+    const start = npmStart({ NATS_URL: nats.url, WM_DEDUPE_WINDOW_MS: "2000" })
+    expect(await start.waitFor(SERVING)).toContain(`Using the NATS server at ${nats.url}`)
+    const nc = await connect({ servers: nats.url })
+    try {
+      const info = await (await jetstreamManager(nc)).streams.info(EVENTS_STREAM)
+      expect(info.config.duplicate_window).toBe(2_000 * 1_000_000)
+    } finally {
+      await nc.close()
+    }
+    expect(await start.stop()).toBe(0)
+  })
+
+  it("logs in with NATS_USER and NATS_PASS", async () => {
+    const auth = natsAuth({ agents: ["planner"], admin: { user: "operator", password: "operator-secret" } })
+    const nats = await server(auth.config)
+    const start = npmStart({ NATS_URL: nats.url, NATS_USER: "operator", NATS_PASS: "operator-secret" })
+    await start.waitFor(SERVING)
+    // The services it runs answer under that login.
+    const nc = await connect({ servers: nats.url, user: "operator", pass: "operator-secret" })
+    try {
+      const reply = await nc.request("wm.api.planner.agent.register", JSON.stringify({ role: "main" }), { timeout: 10_000 })
+      expect(reply.json<{ ok: boolean }>().ok).toBe(true)
+    } finally {
+      await nc.close()
+    }
+    expect(await start.stop()).toBe(0)
+  })
+
+  it("says why it cannot log in when the server refuses the credentials", async () => {
+    const auth = natsAuth({ agents: ["planner"], admin: { user: "operator", password: "operator-secret" } })
+    const nats = await server(auth.config)
+    const start = npmStart({ NATS_URL: nats.url, NATS_USER: "operator", NATS_PASS: "wrong" })
+    expect(await start.exited).toBe(1)
+    expect(start.output()).toContain(`The NATS server at ${nats.url} refused the login of NATS_USER 'operator'`)
+    expect(start.output()).not.toContain("not found")
+  })
+
+  it("with NATS_URL on a free local port, starts nats-server there and says it derives the embedder's cache", async () => {
+    const port = await freePort()
+    const dataDir = mkdtempSync(join(tmpdir(), "wm-start-"))
+    const cacheDir = mkdtempSync(join(tmpdir(), "wm-start-cache-"))
+    cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }), () => rmSync(cacheDir, { recursive: true, force: true }))
+    const start = npmStart({ NATS_URL: `nats://127.0.0.1:${port}`, WM_CACHE_DIR: cacheDir }, "--data-dir", dataDir)
+    const out = await start.waitFor(SERVING)
+    expect(out).not.toContain("not found")
+    expect(out).toContain(`Nothing answered at nats://127.0.0.1:${port}: started nats-server`)
+    expect(out).toContain(`Deriving the offline embedder's word-vector cache in ${cacheDir}`)
+    expect(await start.stop()).toBe(0)
+    // Its server stopped with it.
+    await expect(connect({ servers: `nats://127.0.0.1:${port}`, reconnect: false, timeout: 1_000 })).rejects.toThrow()
+  }, 240_000)
+
+  it("with NATS_URL on another machine that does not answer, says so instead of starting a server", async () => {
+    const start = npmStart({ NATS_URL: "nats://192.0.2.1:4222" })
+    expect(await start.exited).toBe(1)
+    expect(start.output()).toContain("No NATS server answers at nats://192.0.2.1:4222. npm start runs its own nats-server only for a single URL on this machine")
+  })
+})
+
+describe("a service run alone reads the same configuration", () => {
+  it("a fade worker with a malformed WM_FADE_SHARD stops at once, naming it", async () => {
+    const nats = await server()
+    const child = spawn(NODE, ["services/fade/main.ts"], {
+      cwd: REPO,
+      env: { ...withoutNatsSettings(process.env), NATS_URL: nats.url, WM_FADE_SHARD: "3/2" },
+      stdio: ["ignore", "pipe", "pipe"],
+    })
+    let out = ""
+    child.stdout.on("data", (c: Buffer) => (out += c.toString()))
+    child.stderr.on("data", (c: Buffer) => (out += c.toString()))
+    const code = await new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)))
+    expect(code).not.toBe(0)
+    expect(out).toContain("WM_FADE_SHARD: '3/2' is not <index>/<count> with 0 <= index < count")
+  })
+})
