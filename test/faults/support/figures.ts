@@ -1,16 +1,19 @@
 /**
- * The figures each fault scenario reports: printed, and written to
- * bench/results/faults/<scenario>.json with the date, the machine and the
- * versions, so RELIABILITY.md can quote them.
+ * The figures each fault scenario reports: printed, and written with the
+ * date, the machine and the versions to <WM_FAULT_FIGURES_DIR>/<scenario>.json
+ * (default: a directory under the system's temporary directory, so a test run
+ * leaves the work tree as it was). `npm run test:faults:record` writes them to
+ * bench/results/faults, the figures RELIABILITY.md quotes.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
-import { cpus, totalmem, release, platform } from "node:os"
+import { cpus, platform, release, tmpdir, totalmem } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { natsServerVersion } from "../../../infra/nats-server.ts"
 
 export const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url))
-export const FIGURES_DIR = join(REPO_ROOT, "bench", "results", "faults")
+export const RECORDED_FIGURES_DIR = join(REPO_ROOT, "bench", "results", "faults")
+export const FIGURES_DIR = process.env["WM_FAULT_FIGURES_DIR"] ?? join(tmpdir(), "working-memory-fault-figures")
 
 export const machine = () => ({
   cpu: cpus()[0]?.model ?? "unknown",
