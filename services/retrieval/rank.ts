@@ -44,8 +44,8 @@ export interface RankingSources {
   readonly lexical: LexicalIndex
   /** Every entry of both tiers on its agent's timeline: the neighbours of a hit come along with it. */
   readonly episodes: EpisodeIndex
-  /** Embeds working entries with the offline model, remembering each entry's vector. */
-  readonly workingVector: (agentId: string, entry: WorkingEntry) => Effect.Effect<Float32Array>
+  /** Vectors of working entries by the offline model, in order; those not yet known are embedded in one call and remembered. */
+  readonly workingVectors: (agentId: string, entries: ReadonlyArray<WorkingEntry>) => Effect.Effect<ReadonlyArray<Float32Array>>
 }
 
 const dot = (a: Float32Array, b: Float32Array) => {
@@ -77,7 +77,8 @@ export const rankBothTiers = (
         dense.set(hit.payload.entryId, hit.score)
         records.set(hit.payload.entryId, hit.payload)
       }
-      for (const e of working) dense.set(e.id, dot(queryVector, yield* sources.workingVector(agentId, e)))
+      const vectors = yield* sources.workingVectors(agentId, working)
+      working.forEach((e, i) => dense.set(e.id, dot(queryVector, vectors[i]!)))
     }
     // Records embedded by another model (a configured remote one) rank among themselves.
     const otherRankings: string[][] = []
