@@ -13,7 +13,8 @@ import type { RepresentationKind, WorkingEntry } from "../../contracts/entry.ts"
 import { matchesFilter, type LongTermPayload, type RecordFilter } from "../../contracts/longterm.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import { DEFAULT_EPISODE_LIFT, DEFAULT_RELEVANCE, frequencyOf, fuseRankings, liftByEpisode, recencyOf, relevance } from "../../domain/relevance.ts"
-import { terms } from "../../domain/terms.ts"
+import { DEFAULT_EXPANSION, expansionTerms, type ExpansionSettings } from "../../domain/query-expansion.ts"
+import { distinctiveWords, terms } from "../../domain/terms.ts"
 import type { EmbeddingProviderShape } from "../embedding/embedding-provider.ts"
 import type { LongTermStoreShape } from "../longterm/store.ts"
 import type { EpisodeIndex } from "./episodes.ts"
@@ -48,6 +49,10 @@ export interface RankingSources {
   readonly workingVectors: (agentId: string, entries: ReadonlyArray<WorkingEntry>) => Effect.Effect<ReadonlyArray<Float32Array>>
 }
 
+const EXPANSION: ExpansionSettings = process.env.WM_QX
+  ? (([documents, terms, weight, rankingWeight]) => ({ documents: documents!, terms: terms!, weight: weight!, rankingWeight: rankingWeight! }))(process.env.WM_QX.split(",").map(Number))
+  : DEFAULT_EXPANSION
+
 const dot = (a: Float32Array, b: Float32Array) => {
   let s = 0
   for (let i = 0; i < a.length; i++) s += a[i]! * b[i]!
@@ -71,7 +76,10 @@ export const rankBothTiers = (
     // Dense: long-term records of the offline model from the store, working entries scanned, one ranking.
     const model = sources.embeddings.offline.model
     const dense = new Map<string, number>()
-    const queryVector = yield* sources.embeddings.embedQuery(query, model)
+    const denseQuery = process.env.WM_DQ
+      ? distinctiveWords(query, (t) => sources.lexical.documentFrequency(agentId, t), sources.lexical.documentCount(agentId), Number(process.env.WM_DQ))
+      : query
+    const queryVector = yield* sources.embeddings.embedQuery(denseQuery, model)
     if (queryVector !== null) {
       for (const hit of yield* sources.store.searchDense(agentId, model, queryVector, depth, options.filter)) {
         dense.set(hit.payload.entryId, hit.score)
@@ -97,14 +105,40 @@ export const rankBothTiers = (
 
     // Lexical: one index over both tiers.
     // Every indexed entry is in working or long-term (forgotten ones leave the index); filters apply below.
-    const lexicalHits = sources.lexical.search(agentId, terms(query), depth)
+    const queryTerms = terms(query)
+    let lexicalHits = sources.lexical.search(agentId, queryTerms, depth)
+    let fused = fuseRankings([denseRanking, ...otherRankings, lexicalHits.map((h) => h.entryId)], 2)
+    // The best fused matches expand the query; the expanded search is one more ranking, at a lower weight.
+    const expansion = EXPANSION
+    if (expansion.terms > 0 && lexicalHits.length > 0) {
+      const best = [...fused].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, expansion.documents)
+      const added = expansionTerms(
+        best.map(([id, weight]) => ({ terms: sources.lexical.termsOf(agentId, id), weight })),
+        queryTerms,
+        (t) => sources.lexical.documentFrequency(agentId, t),
+        sources.lexical.documentCount(agentId),
+        expansion.terms,
+      )
+      if (added.length > 0) {
+        const boosts = new Map(added.map((t) => [t.term, expansion.weight * t.weight]))
+        const expanded = sources.lexical.search(agentId, [...queryTerms, ...boosts.keys()], depth, undefined, boosts)
+        const w = expansion.rankingWeight
+        fused = fuseRankings(
+          [denseRanking, ...otherRankings, lexicalHits.map((h) => h.entryId), expanded.map((h) => h.entryId)],
+          2 + w,
+          undefined,
+          [1, ...otherRankings.map(() => 1), 1, w],
+        )
+        const found = new Set(lexicalHits.map((h) => h.entryId))
+        lexicalHits = [...lexicalHits, ...expanded.filter((h) => !found.has(h.entryId)).map((h) => ({ entryId: h.entryId, score: 0 }))]
+      }
+    }
     const lexicalBest = lexicalHits[0]?.score ?? 1
     const lexical = new Map(lexicalHits.map((h) => [h.entryId, h.score / lexicalBest]))
     // Long-term records found lexically but not densely: fetch their payloads.
     const missing = lexicalHits.map((h) => h.entryId).filter((id) => !inWorking.has(id) && !records.has(id))
     if (missing.length > 0) for (const r of yield* sources.store.get(agentId, missing)) records.set(r.entryId, r)
 
-    const fused = fuseRankings([denseRanking, ...otherRankings, lexicalHits.map((h) => h.entryId)], 2)
     const similarity = liftByEpisode(
       [...fused].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)),
       (id) => sources.episodes.neighbours(agentId, id, DEFAULT_EPISODE_LIFT.radius),
