@@ -30,15 +30,15 @@ export interface ExpansionSettings {
   readonly weight: number
   /**
    * The expanded search is one more ranking beside the query's own lexical
-   * one and the dense one, at this weight against their 1: it finds what the
-   * query's words miss without letting the best matches' other topics
-   * outrank what the query asked.
+   * one and the dense one, at this weight against their 1. Beside, not
+   * instead: the query's own words keep their ranking, so the best matches'
+   * other topics do not outrank what the query asked.
    */
   readonly rankingWeight: number
 }
 
 /** Measured on LoCoMo's dev conversations (BENCHMARKS.md). */
-export const DEFAULT_EXPANSION: ExpansionSettings = { documents: 5, terms: 8, weight: 0.5, rankingWeight: 0.5 }
+export const DEFAULT_EXPANSION: ExpansionSettings = { documents: 5, terms: 8, weight: 0.5, rankingWeight: 1 }
 
 /**
  * The strongest terms of the feedback documents that the query does not hold:

@@ -13,7 +13,7 @@ import type { RepresentationKind, WorkingEntry } from "../../contracts/entry.ts"
 import { matchesFilter, type LongTermPayload, type RecordFilter } from "../../contracts/longterm.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import { DEFAULT_EPISODE_LIFT, DEFAULT_RELEVANCE, frequencyOf, fuseRankings, liftByEpisode, recencyOf, relevance } from "../../domain/relevance.ts"
-import { DEFAULT_EXPANSION, expansionTerms, type ExpansionSettings } from "../../domain/query-expansion.ts"
+import { DEFAULT_EXPANSION, expansionTerms } from "../../domain/query-expansion.ts"
 import { distinctiveWords, terms } from "../../domain/terms.ts"
 import type { EmbeddingProviderShape } from "../embedding/embedding-provider.ts"
 import type { LongTermStoreShape } from "../longterm/store.ts"
@@ -49,9 +49,12 @@ export interface RankingSources {
   readonly workingVectors: (agentId: string, entries: ReadonlyArray<WorkingEntry>) => Effect.Effect<ReadonlyArray<Float32Array>>
 }
 
-const EXPANSION: ExpansionSettings = process.env.WM_QX
-  ? (([documents, terms, weight, rankingWeight]) => ({ documents: documents!, terms: terms!, weight: weight!, rankingWeight: rankingWeight! }))(process.env.WM_QX.split(",").map(Number))
-  : DEFAULT_EXPANSION
+/**
+ * A word more than a fifth of the agent's entries hold (who speaks, the
+ * project's name) is left out of the query's sentence vector: it does not
+ * tell entries apart, and it would pull short entries holding little else up.
+ */
+const COMMON_WORD_SHARE = 0.2
 
 const dot = (a: Float32Array, b: Float32Array) => {
   let s = 0
@@ -76,9 +79,7 @@ export const rankBothTiers = (
     // Dense: long-term records of the offline model from the store, working entries scanned, one ranking.
     const model = sources.embeddings.offline.model
     const dense = new Map<string, number>()
-    const denseQuery = process.env.WM_DQ
-      ? distinctiveWords(query, (t) => sources.lexical.documentFrequency(agentId, t), sources.lexical.documentCount(agentId), Number(process.env.WM_DQ))
-      : query
+    const denseQuery = distinctiveWords(query, (t) => sources.lexical.documentFrequency(agentId, t), sources.lexical.documentCount(agentId), COMMON_WORD_SHARE)
     const queryVector = yield* sources.embeddings.embedQuery(denseQuery, model)
     if (queryVector !== null) {
       for (const hit of yield* sources.store.searchDense(agentId, model, queryVector, depth, options.filter)) {
@@ -92,7 +93,7 @@ export const rankBothTiers = (
     const otherRankings: string[][] = []
     for (const other of yield* sources.store.models(agentId)) {
       if (other === model) continue
-      const vector = yield* sources.embeddings.embedQuery(query, other)
+      const vector = yield* sources.embeddings.embedQuery(denseQuery, other)
       if (vector === null) continue
       const hits = yield* sources.store.searchDense(agentId, other, vector, depth, options.filter)
       otherRankings.push(hits.map((h) => h.payload.entryId))
@@ -109,7 +110,7 @@ export const rankBothTiers = (
     let lexicalHits = sources.lexical.search(agentId, queryTerms, depth)
     let fused = fuseRankings([denseRanking, ...otherRankings, lexicalHits.map((h) => h.entryId)], 2)
     // The best fused matches expand the query; the expanded search is one more ranking, at a lower weight.
-    const expansion = EXPANSION
+    const expansion = DEFAULT_EXPANSION
     if (expansion.terms > 0 && lexicalHits.length > 0) {
       const best = [...fused].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, expansion.documents)
       const added = expansionTerms(
