@@ -7,6 +7,11 @@
  * hit is scored r = α·sim + β·recency + γ·frequency. The neighbours of the
  * best hits on the timeline (their episode) inherit part of their
  * similarity, so the turn that answers a matching one comes along.
+ *
+ * Two measures against vocabulary mismatch: the best five fused hits expand
+ * the query with the rare words they share (domain/query-expansion.ts), and
+ * that search is a third ranking; the query's sentence vector leaves out the
+ * words more than a fifth of the agent's entries hold.
  */
 import { Effect, HashMap } from "effect"
 import type { RepresentationKind, WorkingEntry } from "../../contracts/entry.ts"
