@@ -74,14 +74,21 @@ export const bm25Scaled = (query: ReadonlyArray<string>, docs: ReadonlyArray<Ter
 
 /**
  * Reciprocal-rank fusion of several rankings into a similarity in [0,1]:
- * Σ 1/(k + rank) over the rankings a document appears in, divided by what a
- * document ranked first in `lists` rankings would get.
+ * Σ w/(k + rank) over the rankings a document appears in (w = the ranking's
+ * weight, 1 unless given), divided by what a document ranked first in
+ * rankings of total weight `lists` would get.
  */
-export const fuseRankings = (rankings: ReadonlyArray<ReadonlyArray<string>>, lists: number, k = 10): Map<string, number> => {
+export const fuseRankings = (
+  rankings: ReadonlyArray<ReadonlyArray<string>>,
+  lists: number,
+  k = 10,
+  weights: ReadonlyArray<number> = [],
+): Map<string, number> => {
   const fused = new Map<string, number>()
-  for (const ranking of rankings) {
-    ranking.forEach((id, rank) => fused.set(id, (fused.get(id) ?? 0) + 1 / (k + rank + 1)))
-  }
+  rankings.forEach((ranking, r) => {
+    const w = weights[r] ?? 1
+    ranking.forEach((id, rank) => fused.set(id, (fused.get(id) ?? 0) + w / (k + rank + 1)))
+  })
   const best = lists / (k + 1)
   for (const [id, s] of fused) fused.set(id, s / best)
   return fused

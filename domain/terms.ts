@@ -43,3 +43,32 @@ export const termStats = (text: string): TermStats => {
   }
   return stats
 }
+
+/**
+ * The query's words without those a large share of the memory holds (more
+ * than `maxShare` of its `documents` entries, by `documentFrequency` of the
+ * word's term): a name every other entry carries, such as who is speaking,
+ * tells the entries apart no better than "the" does, yet in a sentence
+ * vector it weighs as much as the words the query is about, and pulls short
+ * entries that hold little else to the top. The query is kept whole when
+ * nothing would remain.
+ */
+export const distinctiveWords = (
+  text: string,
+  documentFrequency: (term: string) => number,
+  documents: number,
+  maxShare: number,
+): string => {
+  if (documents === 0) return text
+  const kept: string[] = []
+  let dropped = false
+  for (const match of text.matchAll(WORD)) {
+    const word = match[0].toLowerCase().replace(/['’].*$/, "")
+    if (word.length > 0 && !STOPWORDS.has(word) && documentFrequency(stemmer(word)) / documents > maxShare) {
+      dropped = true
+      continue
+    }
+    kept.push(match[0])
+  }
+  return dropped && kept.some((w) => !STOPWORDS.has(w.toLowerCase())) ? kept.join(" ") : text
+}

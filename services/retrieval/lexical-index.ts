@@ -20,30 +20,68 @@ const newIndex = () =>
     processTerm: (term) => term,
   })
 
+/** One agent's index, with each entry's terms and each term's document frequency (for query expansion). */
+interface AgentIndex {
+  readonly search: ReturnType<typeof newIndex>
+  readonly termsOf: Map<string, ReadonlyArray<string>>
+  readonly documentFrequency: Map<string, number>
+}
+
 export class LexicalIndex {
-  readonly #indexes = new Map<string, ReturnType<typeof newIndex>>()
+  readonly #indexes = new Map<string, AgentIndex>()
 
   add(agentId: string, entryId: string, terms: ReadonlyArray<string>): void {
     let index = this.#indexes.get(agentId)
-    if (index === undefined) this.#indexes.set(agentId, (index = newIndex()))
-    if (index.has(entryId)) index.discard(entryId)
-    index.add({ id: entryId, terms: terms.join(" ") })
+    if (index === undefined) this.#indexes.set(agentId, (index = { search: newIndex(), termsOf: new Map(), documentFrequency: new Map() }))
+    this.remove(agentId, entryId)
+    index.search.add({ id: entryId, terms: terms.join(" ") })
+    index.termsOf.set(entryId, terms)
+    for (const t of new Set(terms)) index.documentFrequency.set(t, (index.documentFrequency.get(t) ?? 0) + 1)
   }
 
   remove(agentId: string, entryId: string): void {
     const index = this.#indexes.get(agentId)
-    if (index?.has(entryId)) index.discard(entryId)
+    if (!index?.search.has(entryId)) return
+    index.search.discard(entryId)
+    for (const t of new Set(index.termsOf.get(entryId) ?? [])) {
+      const df = (index.documentFrequency.get(t) ?? 1) - 1
+      if (df > 0) index.documentFrequency.set(t, df)
+      else index.documentFrequency.delete(t)
+    }
+    index.termsOf.delete(entryId)
   }
 
   dropAgent(agentId: string): void {
     this.#indexes.delete(agentId)
   }
 
-  search(agentId: string, terms: ReadonlyArray<string>, limit: number, accept?: (entryId: string) => boolean): LexicalHit[] {
-    const index = this.#indexes.get(agentId)
+  /** The indexed terms of an entry (empty when it is not indexed). */
+  termsOf(agentId: string, entryId: string): ReadonlyArray<string> {
+    return this.#indexes.get(agentId)?.termsOf.get(entryId) ?? []
+  }
+
+  /** How many of the agent's entries hold `term`, and how many entries there are. */
+  documentFrequency(agentId: string, term: string): number {
+    return this.#indexes.get(agentId)?.documentFrequency.get(term) ?? 0
+  }
+
+  documentCount(agentId: string): number {
+    return this.#indexes.get(agentId)?.termsOf.size ?? 0
+  }
+
+  /** BM25+ over `terms`; a term in `boosts` counts that much (default 1). */
+  search(
+    agentId: string,
+    terms: ReadonlyArray<string>,
+    limit: number,
+    accept?: (entryId: string) => boolean,
+    boosts?: ReadonlyMap<string, number>,
+  ): LexicalHit[] {
+    const index = this.#indexes.get(agentId)?.search
     if (index === undefined || terms.length === 0) return []
     const results = index.search(terms.join(" "), {
       combineWith: "OR",
+      ...(boosts ? { boostTerm: (term: string) => boosts.get(term) ?? 1 } : {}),
       ...(accept ? { filter: (r: { id: unknown }) => accept(String(r.id)) } : {}),
     })
     return results.slice(0, limit).map((r) => ({ entryId: String(r.id), score: r.score }))

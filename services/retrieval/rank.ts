@@ -7,13 +7,19 @@
  * hit is scored r = α·sim + β·recency + γ·frequency. The neighbours of the
  * best hits on the timeline (their episode) inherit part of their
  * similarity, so the turn that answers a matching one comes along.
+ *
+ * Two measures against vocabulary mismatch: the best five fused hits expand
+ * the query with the rare words they share (domain/query-expansion.ts), and
+ * that search is a third ranking; the query's sentence vector leaves out the
+ * words more than a fifth of the agent's entries hold.
  */
 import { Effect, HashMap } from "effect"
 import type { RepresentationKind, WorkingEntry } from "../../contracts/entry.ts"
 import { matchesFilter, type LongTermPayload, type RecordFilter } from "../../contracts/longterm.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import { DEFAULT_EPISODE_LIFT, DEFAULT_RELEVANCE, frequencyOf, fuseRankings, liftByEpisode, recencyOf, relevance } from "../../domain/relevance.ts"
-import { terms } from "../../domain/terms.ts"
+import { DEFAULT_EXPANSION, expansionTerms } from "../../domain/query-expansion.ts"
+import { distinctiveWords, terms } from "../../domain/terms.ts"
 import type { EmbeddingProviderShape } from "../embedding/embedding-provider.ts"
 import type { LongTermStoreShape } from "../longterm/store.ts"
 import type { EpisodeIndex } from "./episodes.ts"
@@ -44,9 +50,16 @@ export interface RankingSources {
   readonly lexical: LexicalIndex
   /** Every entry of both tiers on its agent's timeline: the neighbours of a hit come along with it. */
   readonly episodes: EpisodeIndex
-  /** Embeds working entries with the offline model, remembering each entry's vector. */
-  readonly workingVector: (agentId: string, entry: WorkingEntry) => Effect.Effect<Float32Array>
+  /** Vectors of working entries by the offline model, in order; those not yet known are embedded in one call and remembered. */
+  readonly workingVectors: (agentId: string, entries: ReadonlyArray<WorkingEntry>) => Effect.Effect<ReadonlyArray<Float32Array>>
 }
+
+/**
+ * A word more than a fifth of the agent's entries hold (who speaks, the
+ * project's name) is left out of the query's sentence vector: it does not
+ * tell entries apart, and it would pull short entries holding little else up.
+ */
+const COMMON_WORD_SHARE = 0.2
 
 const dot = (a: Float32Array, b: Float32Array) => {
   let s = 0
@@ -71,19 +84,21 @@ export const rankBothTiers = (
     // Dense: long-term records of the offline model from the store, working entries scanned, one ranking.
     const model = sources.embeddings.offline.model
     const dense = new Map<string, number>()
-    const queryVector = yield* sources.embeddings.embedQuery(query, model)
+    const denseQuery = distinctiveWords(query, (t) => sources.lexical.documentFrequency(agentId, t), sources.lexical.documentCount(agentId), COMMON_WORD_SHARE)
+    const queryVector = yield* sources.embeddings.embedQuery(denseQuery, model)
     if (queryVector !== null) {
       for (const hit of yield* sources.store.searchDense(agentId, model, queryVector, depth, options.filter)) {
         dense.set(hit.payload.entryId, hit.score)
         records.set(hit.payload.entryId, hit.payload)
       }
-      for (const e of working) dense.set(e.id, dot(queryVector, yield* sources.workingVector(agentId, e)))
+      const vectors = yield* sources.workingVectors(agentId, working)
+      working.forEach((e, i) => dense.set(e.id, dot(queryVector, vectors[i]!)))
     }
     // Records embedded by another model (a configured remote one) rank among themselves.
     const otherRankings: string[][] = []
     for (const other of yield* sources.store.models(agentId)) {
       if (other === model) continue
-      const vector = yield* sources.embeddings.embedQuery(query, other)
+      const vector = yield* sources.embeddings.embedQuery(denseQuery, other)
       if (vector === null) continue
       const hits = yield* sources.store.searchDense(agentId, other, vector, depth, options.filter)
       otherRankings.push(hits.map((h) => h.payload.entryId))
@@ -96,14 +111,40 @@ export const rankBothTiers = (
 
     // Lexical: one index over both tiers.
     // Every indexed entry is in working or long-term (forgotten ones leave the index); filters apply below.
-    const lexicalHits = sources.lexical.search(agentId, terms(query), depth)
+    const queryTerms = terms(query)
+    let lexicalHits = sources.lexical.search(agentId, queryTerms, depth)
+    let fused = fuseRankings([denseRanking, ...otherRankings, lexicalHits.map((h) => h.entryId)], 2)
+    // The best fused matches expand the query; the expanded search is one more ranking, at a lower weight.
+    const expansion = DEFAULT_EXPANSION
+    if (expansion.terms > 0 && lexicalHits.length > 0) {
+      const best = [...fused].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, expansion.documents)
+      const added = expansionTerms(
+        best.map(([id, weight]) => ({ terms: sources.lexical.termsOf(agentId, id), weight })),
+        queryTerms,
+        (t) => sources.lexical.documentFrequency(agentId, t),
+        sources.lexical.documentCount(agentId),
+        expansion.terms,
+      )
+      if (added.length > 0) {
+        const boosts = new Map(added.map((t) => [t.term, expansion.weight * t.weight]))
+        const expanded = sources.lexical.search(agentId, [...queryTerms, ...boosts.keys()], depth, undefined, boosts)
+        const w = expansion.rankingWeight
+        fused = fuseRankings(
+          [denseRanking, ...otherRankings, lexicalHits.map((h) => h.entryId), expanded.map((h) => h.entryId)],
+          2 + w,
+          undefined,
+          [1, ...otherRankings.map(() => 1), 1, w],
+        )
+        const found = new Set(lexicalHits.map((h) => h.entryId))
+        lexicalHits = [...lexicalHits, ...expanded.filter((h) => !found.has(h.entryId)).map((h) => ({ entryId: h.entryId, score: 0 }))]
+      }
+    }
     const lexicalBest = lexicalHits[0]?.score ?? 1
     const lexical = new Map(lexicalHits.map((h) => [h.entryId, h.score / lexicalBest]))
     // Long-term records found lexically but not densely: fetch their payloads.
     const missing = lexicalHits.map((h) => h.entryId).filter((id) => !inWorking.has(id) && !records.has(id))
     if (missing.length > 0) for (const r of yield* sources.store.get(agentId, missing)) records.set(r.entryId, r)
 
-    const fused = fuseRankings([denseRanking, ...otherRankings, lexicalHits.map((h) => h.entryId)], 2)
     const similarity = liftByEpisode(
       [...fused].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)),
       (id) => sources.episodes.neighbours(agentId, id, DEFAULT_EPISODE_LIFT.radius),

@@ -16,6 +16,7 @@
  */
 import { Context, Effect, FiberSet, HashMap, HashSet, Layer, Option } from "effect"
 import type { ResponseOf } from "../../contracts/api.ts"
+import type { WorkingEntry } from "../../contracts/entry.ts"
 import { AgentNotFound, InvalidState } from "../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
 import { focusText } from "../../contracts/focus.ts"
@@ -96,14 +97,15 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         embeddings,
         lexical,
         episodes,
-        workingVector: (agentId, entry) => {
-          const text = entry.content ?? entry.keyPoints ?? entry.summary ?? ""
-          const key = `${agentId}/${entry.id}`
-          const cached = vectors.get(key)
-          if (cached && cached.text === text) return Effect.succeed(cached.vector)
-          return Effect.map(Effect.promise(() => embeddings.offline.embed([text])), ([vector]) => {
-            vectors.set(key, { text, vector: vector! })
-            return vector!
+        workingVectors: (agentId, entries) => {
+          const textOf = (entry: WorkingEntry) => entry.content ?? entry.keyPoints ?? entry.summary ?? ""
+          const missing = entries.filter((e) => vectors.get(`${agentId}/${e.id}`)?.text !== textOf(e))
+          const known = () => entries.map((e) => vectors.get(`${agentId}/${e.id}`)!.vector)
+          if (missing.length === 0) return Effect.succeed(known())
+          // One call for every entry without a vector: a sentence model pays its per-call cost once.
+          return Effect.map(Effect.promise(() => embeddings.offline.embed(missing.map(textOf))), (embedded) => {
+            missing.forEach((e, i) => vectors.set(`${agentId}/${e.id}`, { text: textOf(e), vector: embedded[i]! }))
+            return known()
           })
         },
       }

@@ -1,0 +1,67 @@
+/**
+ * Merged retrieval embeds the working entries it has no vector for in one
+ * call: a sentence model pays its per-call cost once per build, not once per
+ * entry, so an agent's first focused build does not time out.
+ */
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { describe, expect, it } from "vitest"
+import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
+import { WorkingMemoryClient } from "../sdk/client.ts"
+import type { Embedder } from "../services/embedding/embedder.ts"
+import { EmbeddingProvider } from "../services/embedding/embedding-provider.ts"
+import { hashedEmbedder } from "../services/embedding/offline-embedder.ts"
+import { gatewayService, memoryService, substrateService, workingService } from "../services/system.ts"
+import { settingsFor } from "./support/system.ts"
+
+/** An embedder that remembers how many texts each call carried. */
+const counting = (inner: Embedder) => {
+  const calls: number[] = []
+  const embedder: Embedder = {
+    model: inner.model,
+    dims: inner.dims,
+    embed: (texts) => {
+      calls.push(texts.length)
+      return inner.embed(texts)
+    },
+  }
+  return { embedder, calls }
+}
+
+describe("working entries in merged retrieval", () => {
+  it("are embedded in one call for all those without a vector, and not again for the next query", async () => {
+    let server: NatsServerProcess | undefined
+    let client: WorkingMemoryClient | undefined
+    let runtime: ManagedRuntime.ManagedRuntime<unknown, unknown> | undefined
+    try {
+      server = await startNatsServer()
+      const s = settingsFor(server.url)
+      const { embedder, calls } = counting(hashedEmbedder(64))
+      const layer = Layer.mergeAll(
+        workingService(s("wm-working")),
+        gatewayService(s("wm-gateway")),
+        substrateService(s("wm-substrate")),
+        memoryService(s("wm-memory"), { models: EmbeddingProvider.offlineOnly(embedder) }),
+      )
+      runtime = ManagedRuntime.make(layer) as unknown as ManagedRuntime.ManagedRuntime<unknown, unknown>
+      await runtime.runPromise(Effect.void)
+      client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 10_000 })
+      const agent = client.agent("batched")
+      await agent.register({ role: "main" })
+      const t0 = Date.UTC(2024, 2, 1, 9)
+      for (let i = 0; i < 12; i++) await agent.record({ origin: "USER", content: `Remark ${i} about the lease renewal.`, timestamp: t0 + i * 60_000 })
+
+      const first = await agent.query("lease renewal", { limit: 5 })
+      expect(first.results.length).toBeGreaterThan(0)
+      // One call for the query, one for the twelve entries.
+      expect([...calls].sort((a, b) => a - b)).toEqual([1, 12])
+
+      calls.length = 0
+      await agent.query("when is the renewal due", { limit: 5 })
+      expect(calls).toEqual([1])
+    } finally {
+      await client?.close()
+      await runtime?.dispose()
+      await server?.stop()
+    }
+  }, 60_000)
+})
