@@ -124,7 +124,7 @@ def system(work_dir: Path) -> Iterator[System]:
     (work_dir / "nats").mkdir()
     nats = start_nats_server(binary, work_dir / "nats", work_dir / "nats-server.log")
     log = work_dir / "system.log"
-    env = {**os.environ, "NATS_URL": nats.url}
+    env = {**os.environ, "NATS_URL": nats.url, "WM_TENANTS": "py-trip=py-trip-planner,py-trip-advisor"}
     app = subprocess.Popen(
         ["npm", "start", "--", "--no-demo", "--data-dir", str(work_dir / "data")],
         cwd=REPO_ROOT,

@@ -80,7 +80,8 @@ async def test_a_step_builds_the_context_and_takes_references(wm: WorkingMemoryC
     assert view["step"]["focus"] == {"task": "weekly report"}
 
     context = await agent.build_context(step_id=step["stepId"])
-    assert "user: Ship the weekly report by Friday." in context["text"]
+    # What the agent heard is served without a label; its own thoughts are marked.
+    assert "\nShip the weekly report by Friday.\n" in context["text"]
     assert "thought: Check the sales figures before writing." in context["text"]
     assert context["tokens"] <= context["budget"] == 8000
     assert {i["entryId"] for i in context["items"]} == {deadline["entryId"], thought["entryId"]}
@@ -141,13 +142,17 @@ async def test_query_explains_its_ranking(wm: WorkingMemoryClient, agent_id: str
     assert puppy["entryId"] not in [r["entryId"] for r in by_time["results"]]
 
 
-async def test_a_thread_spans_agents_in_time_order(wm: WorkingMemoryClient, agent_id: str) -> None:
-    planner, advisor = wm.agent(agent_id + "-p"), wm.agent(agent_id + "-a")
+async def test_a_thread_spans_the_callers_tenant_in_time_order(wm: WorkingMemoryClient, agent_id: str) -> None:
+    # The system under test runs with WM_TENANTS=py-trip=py-trip-planner,py-trip-advisor (conftest.py).
+    planner, advisor = wm.agent("py-trip-planner"), wm.agent("py-trip-advisor")
+    outsider = wm.agent(agent_id + "-outsider")
     await planner.register(role="main")
     await advisor.register(role="mood-advisor")
+    await outsider.register(role="main")
     thread_id = f"trip-{new_request_id()}"
     first = await planner.record(origin="USER", content="Book a train to Porto.", correlation_id=thread_id, timestamp=1_000)
     second = await advisor.record(origin="ADVISOR", content="The user sounds rushed.", correlation_id=thread_id, timestamp=2_000)
+    await outsider.record(origin="USER", content="Not the planner's to read.", correlation_id=thread_id, timestamp=1_500)
     await planner.record(origin="USER", content="Unrelated note.")
 
     # The planner's last write came after the advisor's, so the planner's read waits for both.
@@ -157,6 +162,8 @@ async def test_a_thread_spans_agents_in_time_order(wm: WorkingMemoryClient, agen
         (advisor.agent_id, second["entryId"]),
     ]
     assert thread["entries"][0]["text"] == "Book a train to Porto."
+    # An agent outside the tenant sees only its own part of the thread.
+    assert [e["agentId"] for e in (await outsider.thread(thread_id))["entries"]] == [outsider.agent_id]
 
 
 async def test_recall_and_warm_up_answer_for_a_fresh_agent(wm: WorkingMemoryClient, agent_id: str) -> None:

@@ -22,5 +22,5 @@ def test_the_quickstart_example_runs(system: System) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("[") and lines[0].endswith("]")  # the date line
-    assert lines[1].endswith("user: Ship the report by Friday.")
+    assert lines[1].endswith("Ship the report by Friday.")
     assert lines[-1].endswith("best match: Ship the report by Friday.")

@@ -19,7 +19,7 @@ def test_the_blocking_client_records_and_reads_its_writes(system: System, agent_
         assert agent.last_seq == recorded["seq"]
         assert [e["id"] for e in agent.view()["entries"]] == [recorded["entryId"]]
         step = agent.begin_step(focus={"task": "house"})
-        assert "user: Call the plumber on Tuesday." in agent.build_context(step_id=step["stepId"])["text"]
+        assert "\nCall the plumber on Tuesday.\n" in agent.build_context(step_id=step["stepId"])["text"]
         agent.end_step(step["stepId"])
         with pytest.raises(InvalidState):
             agent.end_step(step["stepId"])
