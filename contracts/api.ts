@@ -27,6 +27,23 @@ const base = {
   /** Idempotency key: retrying with the same requestId stores and applies the write once. */
   requestId: Schema.optionalKey(RequestId),
 }
+const utf8 = new TextEncoder()
+/**
+ * Entry content: at most MAX_CONTENT_BYTES in UTF-8. JSON Schema cannot count
+ * bytes, so the JSON Schema says `maxLength` 65536 characters: exact for
+ * ASCII, and a necessary bound only for other text (one character can take up
+ * to 4 bytes).
+ */
+const Content = Schema.String.annotate({
+  description: `entry text, 1 character to ${MAX_CONTENT_BYTES} bytes of UTF-8. maxLength is exact for ASCII; text with other characters must also stay within ${MAX_CONTENT_BYTES} UTF-8 bytes, which JSON Schema cannot express (the server refuses it with a ValidationError on content)`,
+}).check(
+  Schema.isMinLength(1),
+  Schema.isMaxLength(MAX_CONTENT_BYTES),
+  Schema.makeFilter((content) => {
+    const bytes = utf8.encode(content).length
+    return bytes <= MAX_CONTENT_BYTES ? undefined : `is ${bytes} bytes; the limit is ${MAX_CONTENT_BYTES} bytes`
+  }),
+)
 const Tag = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(64))
 
 export const RegisterAgentRequest = Schema.Struct({
@@ -39,7 +56,14 @@ export const RegisterAgentRequest = Schema.Struct({
   fade: Schema.optionalKey(FadeSettings),
   /** Weights of the relevance score r = α·sim + β·recency + γ·log(1+freq) for this agent. */
   relevance: Schema.optionalKey(RelevanceWeights),
-})
+}).check(
+  // JSON Schema carries this rule as an if/then on role (added by json-schema.ts).
+  Schema.makeFilter((request) =>
+    request.role === "custom" && request.budget === undefined
+      ? { path: ["budget"], issue: "is required for the custom role" }
+      : undefined,
+  ),
+)
 export const RegisterAgentResponse = Schema.Struct({ agent: AgentConfig, budget: Budget, seq: Seq })
 
 export const RetuneBudgetRequest = Schema.Struct({ ...base, budget: Budget })
@@ -58,7 +82,7 @@ export const BudgetResponse = Schema.Struct({
 
 export const RecordEntryRequest = Schema.Struct({
   ...base,
-  content: Schema.String.check(Schema.isMinLength(1)),
+  content: Content,
   origin: Origin,
   /** When the entry happened; now when omitted (set it to import history). */
   timestamp: Schema.optionalKey(EpochMillis),

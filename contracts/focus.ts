@@ -11,7 +11,7 @@ export const Focus = Schema.Struct({
 export type Focus = typeof Focus.Type
 
 /** A kind of task, used to pick per-task-kind fade settings (for example τ). */
-export const TaskKind = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_-]{1,64}$/))
+export const TaskKind = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_-]{1,64}$/u))
 
 export const focusText = (focus: Focus | null | undefined): string =>
   focus ? [focus.task, focus.subgoal, focus.query].filter((s): s is string => s !== undefined).join("\n") : ""
