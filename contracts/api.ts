@@ -39,6 +39,8 @@ const Content = Schema.String.annotate({
 }).check(
   Schema.isMinLength(1),
   Schema.isMaxLength(MAX_CONTENT_BYTES),
+  // ECMAScript's \s is the set String.prototype.trim removes: content of whitespace only says nothing.
+  Schema.isPattern(/\S/u, { message: "must contain visible text" }),
   Schema.makeFilter((content) => {
     const bytes = utf8.encode(content).length
     return bytes <= MAX_CONTENT_BYTES ? undefined : `is ${bytes} bytes; the limit is ${MAX_CONTENT_BYTES} bytes`
@@ -118,7 +120,14 @@ export const ReferenceEntriesRequest = Schema.Struct({
   quotes: Schema.optionalKey(
     Schema.Array(Schema.String.check(Schema.isMinLength(8), Schema.isMaxLength(2_000))).check(Schema.isMaxLength(16)),
   ),
-})
+}).check(
+  // JSON Schema carries this rule as an anyOf (added by json-schema.ts).
+  Schema.makeFilter((request) =>
+    (request.entryIds ?? []).length > 0 || (request.quotes ?? []).length > 0
+      ? undefined
+      : { path: ["entryIds"], issue: "name at least one entry, by id or by a quote" },
+  ),
+)
 export const ReferenceResponse = Schema.Struct({ entryIds: Schema.Array(EntryId), seq: Seq })
 
 export const EndStepRequest = Schema.Struct({ ...base, stepId: StepId })

@@ -22,17 +22,23 @@ const document = (schema: Schema.Top, extra: Json = {}, options: Schema.ToJsonSc
 const requestDocument = (schema: Schema.Top): Json => document(schema, {}, { onExcessProperty: "error" })
 
 /**
- * What Effect's JSON Schema compiler cannot carry from a custom check: the
- * custom role has no default budget, so a registration with it must give one.
+ * What Effect's JSON Schema compiler cannot carry from the requests' custom
+ * checks (api.ts): the custom role has no default budget, so a registration
+ * with it must give one; a reference names at least one entry.
  */
-const withRequestRules = (name: string, request: Json): Json =>
-  name === "registerAgent"
-    ? {
-        ...request,
-        if: { properties: { role: { const: "custom" } }, required: ["role"] },
-        then: { required: ["budget"] },
-      }
-    : request
+const requestRules: Readonly<Record<string, Json>> = {
+  registerAgent: {
+    if: { properties: { role: { const: "custom" } }, required: ["role"] },
+    then: { required: ["budget"] },
+  },
+  referenceEntries: {
+    anyOf: [
+      { required: ["entryIds"], properties: { entryIds: { minItems: 1 } } },
+      { required: ["quotes"], properties: { quotes: { minItems: 1 } } },
+    ],
+  },
+}
+const withRequestRules = (name: string, request: Json): Json => ({ ...request, ...requestRules[name] })
 
 const ERROR_TAGS: ReadonlySet<string> = new Set(ApiError.members.map((member) => member.identifier))
 
