@@ -16,6 +16,7 @@ import { FadeSettings } from "./fade.ts"
 import { Focus, TaskKind } from "./focus.ts"
 import { EntryId, EpochMillis, RequestId, StepId } from "./ids.ts"
 import { RecordFilter } from "./longterm.ts"
+import { Text } from "./text.ts"
 
 /** Largest entry content accepted, in UTF-8 bytes. */
 export const MAX_CONTENT_BYTES = 64 * 1024
@@ -46,7 +47,7 @@ const Content = Schema.String.annotate({
     return bytes <= MAX_CONTENT_BYTES ? undefined : `is ${bytes} bytes; the limit is ${MAX_CONTENT_BYTES} bytes`
   }),
 )
-const Tag = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(64))
+const Tag = Text(1, 64)
 
 export const RegisterAgentRequest = Schema.Struct({
   ...base,
@@ -88,7 +89,7 @@ export const RecordEntryRequest = Schema.Struct({
   origin: Origin,
   /** When the entry happened; now when omitted (set it to import history). */
   timestamp: Schema.optionalKey(EpochMillis),
-  correlationId: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))),
+  correlationId: Schema.optionalKey(Text(1, 200)),
   tags: Schema.optionalKey(Schema.Array(Tag).check(Schema.isMaxLength(MAX_TAGS))),
   mood: Schema.optionalKey(Mood),
   emotionalWeight: Schema.optionalKey(EmotionalWeight),
@@ -118,7 +119,7 @@ export const ReferenceEntriesRequest = Schema.Struct({
   entryIds: Schema.optionalKey(Schema.Array(EntryId).check(Schema.isMaxLength(MAX_REFERENCES))),
   /** Quotations of entries' content: each refers to the entries (working or long-term) whose text contains it. */
   quotes: Schema.optionalKey(
-    Schema.Array(Schema.String.check(Schema.isMinLength(8), Schema.isMaxLength(2_000))).check(Schema.isMaxLength(16)),
+    Schema.Array(Text(8, 2_000)).check(Schema.isMaxLength(16)),
   ),
 }).check(
   // JSON Schema carries this rule as an anyOf (added by json-schema.ts).
@@ -194,7 +195,7 @@ export const SubstrateRecord = Schema.Struct({
 const Weights = RelevanceWeights
 
 export const QueryRequest = Schema.Struct({
-  query: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(4_000)),
+  query: Text(1, 4_000),
   limit: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 200 }))),
   filter: Schema.optionalKey(RecordFilter),
   /** Include each result's score parts. */

@@ -1,6 +1,7 @@
 import { Schema } from "effect"
+import { Text } from "./text.ts"
 
-const FocusText = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(4_000))
+const FocusText = Text(1, 4_000)
 
 /** What the agent is working on: fading and retrieval measure relevance against it. */
 export const Focus = Schema.Struct({

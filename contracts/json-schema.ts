@@ -33,8 +33,8 @@ const requestRules: Readonly<Record<string, Json>> = {
   },
   referenceEntries: {
     anyOf: [
-      { required: ["entryIds"], properties: { entryIds: { minItems: 1 } } },
-      { required: ["quotes"], properties: { quotes: { minItems: 1 } } },
+      { required: ["entryIds"], properties: { entryIds: { type: "array", minItems: 1 } } },
+      { required: ["quotes"], properties: { quotes: { type: "array", minItems: 1 } } },
     ],
   },
 }
