@@ -152,6 +152,11 @@ const handWritten: Case[] = [
   { operation: "buildContext", body: { afterSeq: 1e300 }, why: "a huge sequence" },
   { operation: "buildContext", body: { afterSeq: 3.5 }, why: "a fractional sequence" },
   { operation: "query", body: { query: "q", filter: { extra: 1 } }, why: "extra property in a query filter" },
+  { operation: "recordEntry", body: { origin: "USER", content: "hi", tags: ["😀".repeat(64)] }, why: "a tag of 64 characters outside the BMP" },
+  { operation: "recordEntry", body: { origin: "USER", content: "hi", tags: ["😀".repeat(65)] }, why: "a tag of 65 characters outside the BMP" },
+  { operation: "referenceEntries", body: { stepId: "s1", quotes: ["😀".repeat(4)] }, why: "a quote of 4 characters outside the BMP (8 UTF-16 units)" },
+  { operation: "referenceEntries", body: { stepId: "s1", quotes: ["😀".repeat(8)] }, why: "a quote of 8 characters outside the BMP" },
+  { operation: "setFocus", body: { focus: { task: "😀".repeat(4_000) } }, why: "a task of 4000 characters outside the BMP" },
 ]
 
 /**
