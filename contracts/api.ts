@@ -39,13 +39,12 @@ const Content = Schema.String.annotate({
   description: `entry text, 1 character to ${MAX_CONTENT_BYTES} bytes of UTF-8. maxLength is exact for ASCII; text with other characters must also stay within ${MAX_CONTENT_BYTES} UTF-8 bytes, which JSON Schema cannot express (the server refuses it with a ValidationError on content)`,
 }).check(
   Schema.isMinLength(1),
-  Schema.isMaxLength(MAX_CONTENT_BYTES),
   // ECMAScript's \s is the set String.prototype.trim removes: content of whitespace only says nothing.
   Schema.isPattern(/\S/u, { message: "must contain visible text" }),
   Schema.makeFilter((content) => {
     const bytes = utf8.encode(content).length
     return bytes <= MAX_CONTENT_BYTES ? undefined : `is ${bytes} bytes; the limit is ${MAX_CONTENT_BYTES} bytes`
-  }),
+  }, { toJsonSchema: () => [{ maxLength: MAX_CONTENT_BYTES }, true] }),
 )
 const Tag = Text(1, 64)
 
