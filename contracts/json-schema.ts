@@ -6,6 +6,7 @@
 import { Schema } from "effect"
 import { operations, replyEnvelope } from "./api.ts"
 import { ApiError } from "./errors.ts"
+import { AgentId } from "./ids.ts"
 import { MemoryEvent } from "./events.ts"
 import { API_ROOT, EVENTS_ROOT } from "./subjects.ts"
 
@@ -69,6 +70,8 @@ export const apiJsonSchema = (): Json => ({
   $id: "https://working-memory.dev/schemas/api.schema.json",
   title: "working-memory API over NATS request/reply",
   description: `Each operation is served on ${API_ROOT}.<agentId>.<subject>; the reply is { ok: true, value } or { ok: false, error }. Requests reject unknown fields.`,
+  /** The `<agentId>` token of every operation's subject. */
+  agentId: document(AgentId),
   operations: Object.fromEntries(
     Object.entries(operations).map(([name, op]) => [
       name,

@@ -15,6 +15,7 @@ import fc from "fast-check"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { MAX_CONTENT_BYTES, operations, type OperationName } from "../contracts/api.ts"
+import { isSubjectToken } from "../contracts/ids.ts"
 import { decodeRequest } from "../services/api/serve.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -22,6 +23,7 @@ type Json = Record<string, unknown>
 type Case = { readonly operation: OperationName; readonly body: unknown; readonly why: string }
 
 const api = JSON.parse(readFileSync(join(import.meta.dirname, "..", "contracts", "json", "api.schema.json"), "utf8")) as {
+  agentId: Json
   operations: Record<OperationName, { request: Json & { properties?: Json } }>
 }
 const ajv = new Ajv2020({ allErrors: true, strict: true, strictRequired: false })
@@ -186,6 +188,14 @@ describe("JSON Schemas and the server's request decoding", () => {
       }),
       { numRuns: 4_000 },
     )
+  })
+
+  it("agree on the agent id of the subject", () => {
+    const validAgentId = ajv.compile(api.agentId)
+    for (const id of ["has space", "a.b.c", "*", ">", "", "x".repeat(64), "x".repeat(65), "agent_1-A", "é"]) {
+      expect([id, validAgentId(id)]).toEqual([id, isSubjectToken(id)])
+    }
+    fc.assert(fc.property(fc.oneof(ids, fc.string({ maxLength: 70 })), (id) => validAgentId(id) === isSubjectToken(id)), { numRuns: 2_000 })
   })
 
   it("generate both verdicts for every operation (the corpus tests something)", () => {
