@@ -16,6 +16,7 @@ import { FadeSettings } from "./fade.ts"
 import { Focus, TaskKind } from "./focus.ts"
 import { EntryId, EpochMillis, RequestId, StepId } from "./ids.ts"
 import { RecordFilter } from "./longterm.ts"
+import { Text } from "./text.ts"
 
 /** Largest entry content accepted, in UTF-8 bytes. */
 export const MAX_CONTENT_BYTES = 64 * 1024
@@ -27,7 +28,25 @@ const base = {
   /** Idempotency key: retrying with the same requestId stores and applies the write once. */
   requestId: Schema.optionalKey(RequestId),
 }
-const Tag = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(64))
+const utf8 = new TextEncoder()
+/**
+ * Entry content: at most MAX_CONTENT_BYTES in UTF-8. JSON Schema cannot count
+ * bytes, so the JSON Schema says `maxLength` 65536 characters: exact for
+ * ASCII, and a necessary bound only for other text (one character can take up
+ * to 4 bytes).
+ */
+const Content = Schema.String.annotate({
+  description: `entry text, 1 character to ${MAX_CONTENT_BYTES} bytes of UTF-8. maxLength is exact for ASCII; text with other characters must also stay within ${MAX_CONTENT_BYTES} UTF-8 bytes, which JSON Schema cannot express (the server refuses it with a ValidationError on content)`,
+}).check(
+  Schema.isMinLength(1),
+  // ECMAScript's \s is the set String.prototype.trim removes: content of whitespace only says nothing.
+  Schema.isPattern(/\S/u, { message: "must contain visible text" }),
+  Schema.makeFilter((content) => {
+    const bytes = utf8.encode(content).length
+    return bytes <= MAX_CONTENT_BYTES ? undefined : `is ${bytes} bytes; the limit is ${MAX_CONTENT_BYTES} bytes`
+  }, { toJsonSchema: () => [{ maxLength: MAX_CONTENT_BYTES }, true] }),
+)
+const Tag = Text(1, 64)
 
 export const RegisterAgentRequest = Schema.Struct({
   ...base,
@@ -39,7 +58,14 @@ export const RegisterAgentRequest = Schema.Struct({
   fade: Schema.optionalKey(FadeSettings),
   /** Weights of the relevance score r = α·sim + β·recency + γ·log(1+freq) for this agent. */
   relevance: Schema.optionalKey(RelevanceWeights),
-})
+}).check(
+  // JSON Schema carries this rule as an if/then on role (added by json-schema.ts).
+  Schema.makeFilter((request) =>
+    request.role === "custom" && request.budget === undefined
+      ? { path: ["budget"], issue: "is required for the custom role" }
+      : undefined,
+  ),
+)
 export const RegisterAgentResponse = Schema.Struct({ agent: AgentConfig, budget: Budget, seq: Seq })
 
 export const RetuneBudgetRequest = Schema.Struct({ ...base, budget: Budget })
@@ -58,11 +84,11 @@ export const BudgetResponse = Schema.Struct({
 
 export const RecordEntryRequest = Schema.Struct({
   ...base,
-  content: Schema.String.check(Schema.isMinLength(1)),
+  content: Content,
   origin: Origin,
   /** When the entry happened; now when omitted (set it to import history). */
   timestamp: Schema.optionalKey(EpochMillis),
-  correlationId: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200))),
+  correlationId: Schema.optionalKey(Text(1, 200)),
   tags: Schema.optionalKey(Schema.Array(Tag).check(Schema.isMaxLength(MAX_TAGS))),
   mood: Schema.optionalKey(Mood),
   emotionalWeight: Schema.optionalKey(EmotionalWeight),
@@ -92,9 +118,16 @@ export const ReferenceEntriesRequest = Schema.Struct({
   entryIds: Schema.optionalKey(Schema.Array(EntryId).check(Schema.isMaxLength(MAX_REFERENCES))),
   /** Quotations of entries' content: each refers to the entries (working or long-term) whose text contains it. */
   quotes: Schema.optionalKey(
-    Schema.Array(Schema.String.check(Schema.isMinLength(8), Schema.isMaxLength(2_000))).check(Schema.isMaxLength(16)),
+    Schema.Array(Text(8, 2_000)).check(Schema.isMaxLength(16)),
   ),
-})
+}).check(
+  // JSON Schema carries this rule as an anyOf (added by json-schema.ts).
+  Schema.makeFilter((request) =>
+    (request.entryIds ?? []).length > 0 || (request.quotes ?? []).length > 0
+      ? undefined
+      : { path: ["entryIds"], issue: "name at least one entry, by id or by a quote" },
+  ),
+)
 export const ReferenceResponse = Schema.Struct({ entryIds: Schema.Array(EntryId), seq: Seq })
 
 export const EndStepRequest = Schema.Struct({ ...base, stepId: StepId })
@@ -161,7 +194,7 @@ export const SubstrateRecord = Schema.Struct({
 const Weights = RelevanceWeights
 
 export const QueryRequest = Schema.Struct({
-  query: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(4_000)),
+  query: Text(1, 4_000),
   limit: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 200 }))),
   filter: Schema.optionalKey(RecordFilter),
   /** Include each result's score parts. */

@@ -1,6 +1,7 @@
 import { Schema } from "effect"
+import { Text } from "./text.ts"
 
-const FocusText = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(4_000))
+const FocusText = Text(1, 4_000)
 
 /** What the agent is working on: fading and retrieval measure relevance against it. */
 export const Focus = Schema.Struct({
@@ -11,7 +12,7 @@ export const Focus = Schema.Struct({
 export type Focus = typeof Focus.Type
 
 /** A kind of task, used to pick per-task-kind fade settings (for example τ). */
-export const TaskKind = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_-]{1,64}$/))
+export const TaskKind = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_-]{1,64}$/u))
 
 export const focusText = (focus: Focus | null | undefined): string =>
   focus ? [focus.task, focus.subgoal, focus.query].filter((s): s is string => s !== undefined).join("\n") : ""

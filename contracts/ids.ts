@@ -5,7 +5,7 @@ import { Schema } from "effect"
  * `>` or whitespace; this pattern keeps them safe in subjects, KV keys and
  * file names alike.
  */
-const SUBJECT_TOKEN = /^[A-Za-z0-9_-]{1,64}$/
+const SUBJECT_TOKEN = /^[A-Za-z0-9_-]{1,64}$/u
 const subjectToken = (what: string) =>
   Schema.String.check(Schema.isPattern(SUBJECT_TOKEN)).annotate({
     description: `${what}: 1-64 characters of A-Z, a-z, 0-9, '_' or '-'`,
