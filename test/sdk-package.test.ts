@@ -1,5 +1,5 @@
 /**
- * The SDK as a user installs it: `npm pack` of packages/client (which builds it), `npm install` of the
+ * The SDK as a user installs it: the package built (packages/client) and packed by `npm pack`, `npm install` of the
  * tarball into a fresh project outside the repository, and the README's SDK example run there as plain
  * JavaScript — on the machine's Node (20 here) and on the repository's Node 22 — against a running
  * system found through NATS_URL. A TypeScript project type-checks the same example against the
@@ -46,7 +46,8 @@ describe("the SDK package", () => {
   beforeAll(async () => {
     project = mkdtempSync(join(tmpdir(), "wm-sdk-package-"))
     run("npm", ["run", "build", "-w", "packages/client"], REPO)
-    run("npm", ["pack", "-w", "packages/client", "--pack-destination", project, "--silent"], REPO)
+    // Built just above: the pack skips its prepack build.
+    run("npm", ["pack", "-w", "packages/client", "--pack-destination", project, "--ignore-scripts", "--silent"], REPO)
     const tarball = readdirSync(project).find((name) => name.endsWith(".tgz"))
     if (tarball === undefined) throw new Error(`npm pack wrote no tarball into ${project}`)
     run("npm", ["init", "-y"], project)
