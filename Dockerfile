@@ -2,6 +2,7 @@
 FROM node:22-bookworm-slim
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
+COPY packages/client/package.json ./packages/client/
 RUN npm ci --omit=dev --no-audit --no-fund
 COPY contracts ./contracts
 COPY domain ./domain

@@ -1,7 +1,7 @@
 /**
  * TypeScript client of the working-memory API over NATS.
  *
- *   const wm = await WorkingMemoryClient.connect({ servers: "nats://127.0.0.1:4222" })
+ *   const wm = await WorkingMemoryClient.connect()   // NATS_URL, else nats://127.0.0.1:4222
  *   const agent = wm.agent("planner")
  *   await agent.register({ role: "main" })
  *   await agent.record({ origin: "USER", content: "Ship the report by Friday." })
@@ -21,7 +21,8 @@ import { ApiError, ValidationError } from "../contracts/errors.ts"
 import { apiSubject } from "../contracts/subjects.ts"
 
 export interface ConnectOptions {
-  readonly servers: string | ReadonlyArray<string>
+  /** Comma-separated or a list (default: `NATS_URL`, else `nats://127.0.0.1:4222`). */
+  readonly servers?: string | ReadonlyArray<string>
   readonly user?: string
   readonly pass?: string
   readonly name?: string
@@ -37,6 +38,7 @@ export interface ConnectOptions {
   readonly attempts?: number
 }
 
+const DEFAULT_SERVER = "nats://127.0.0.1:4222"
 const decodeApiError = Schema.decodeUnknownSync(ApiError)
 const textEncoder = new TextEncoder()
 const textDecoder = new TextDecoder()
@@ -59,9 +61,10 @@ export class WorkingMemoryClient {
     this.#attempts = options.attempts ?? 4
   }
 
-  static async connect(options: ConnectOptions): Promise<WorkingMemoryClient> {
+  static async connect(options: ConnectOptions = {}): Promise<WorkingMemoryClient> {
+    const servers = options.servers ?? process.env["NATS_URL"] ?? DEFAULT_SERVER
     const nc = await connect({
-      servers: typeof options.servers === "string" ? options.servers.split(",") : [...options.servers],
+      servers: typeof servers === "string" ? servers.split(",") : [...servers],
       name: options.name ?? "working-memory-sdk",
       maxReconnectAttempts: -1,
       reconnectTimeWait: 250,
