@@ -25,7 +25,7 @@ import { randomBytes } from "node:crypto"
 import { operations } from "../contracts/api.ts"
 import { isSubjectToken } from "../contracts/ids.ts"
 import { agentInboxPrefix, tenantInboxPrefix } from "../contracts/inboxes.ts"
-import { API_ROOT, DEAD_LETTER_ROOT, DEAD_LETTER_STREAM, EVENTS_ROOT, EVENTS_STREAM } from "../contracts/subjects.ts"
+import { API_ROOT, DEAD_LETTER_ROOT, DEAD_LETTER_STREAM, EVENTS_ROOT, EVENTS_STREAM, UNKNOWN_OPERATIONS_QUEUE } from "../contracts/subjects.ts"
 import { formatTenants } from "../services/access/sharing.ts"
 import { CHECKPOINT_BUCKET, REQUEST_BUCKET, SUBSTRATE_BUCKET } from "../services/nats/buckets.ts"
 
@@ -280,6 +280,8 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       // Quotes are resolved through retrieval and the substrate.
       return {
         ...base(name),
+        // It also answers requests for operations the API does not have (services/api/serve.ts).
+        serves: [...servedBy(name), { subject: ">", queue: UNKNOWN_OPERATIONS_QUEUE }],
         appends: [`${EVENTS_ROOT}.*.agent`, `${EVENTS_ROOT}.*.step`, `${EVENTS_ROOT}.*.entry.*`],
         // The request ledger: what each write with a request id was answered.
         buckets: [REQUEST_BUCKET],
