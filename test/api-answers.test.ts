@@ -29,6 +29,11 @@ describe("reads after a position never reached", () => {
     expect(error).toMatchObject({ _tag: "NotCaughtUp", afterSeq: unreachable })
   }, 30_000)
 
+  it("thread through the SDK answers NotCaughtUp", async () => {
+    const error = await failureOf(system.client.call("timing-agent", "thread", { correlationId: "c-1", afterSeq: unreachable }))
+    expect(error).toMatchObject({ _tag: "NotCaughtUp", afterSeq: unreachable })
+  }, 30_000)
+
   it("getRaw of an unknown entry after an unreachable position answers NotCaughtUp, not UnknownEntries", async () => {
     const error = await failureOf(system.client.call("timing-agent", "getRaw", { entryId: "e-not-yet", afterSeq: unreachable }))
     expect(error).toMatchObject({ _tag: "NotCaughtUp", afterSeq: unreachable })
