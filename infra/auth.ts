@@ -280,8 +280,6 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       // Quotes are resolved through retrieval and the substrate.
       return {
         ...base(name),
-        // It also answers requests for operations the API does not have (services/api/serve.ts).
-        serves: [...servedBy(name), { subject: ">", queue: UNKNOWN_OPERATIONS_QUEUE }],
         appends: [`${EVENTS_ROOT}.*.agent`, `${EVENTS_ROOT}.*.step`, `${EVENTS_ROOT}.*.entry.*`],
         // The request ledger: what each write with a request id was answered.
         buckets: [REQUEST_BUCKET],
@@ -292,7 +290,8 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       return { ...base(name), appends: [`${EVENTS_ROOT}.*.step`], buckets: [REQUEST_BUCKET], requests: [apiOf("recall")] }
     case "fade":
       // Rung changes and demotions, each on its entry's subject.
-      return { ...base(name), appends: [`${EVENTS_ROOT}.*.entry.*`] }
+      // It also refuses requests for operations the API does not have (services/api/serve.ts).
+      return { ...base(name), serves: [{ subject: ">", queue: UNKNOWN_OPERATIONS_QUEUE }], appends: [`${EVENTS_ROOT}.*.entry.*`] }
     case "long-term":
       return { ...base("long-term"), serves: [], buckets: [CHECKPOINT_BUCKET] }
     case "substrate":

@@ -32,7 +32,7 @@ import {
 } from "../../domain/decide.ts"
 import { replyOfEvent } from "../../domain/requests.ts"
 import { preloadEncoding } from "../../domain/tokens.ts"
-import { serveOperation, serveUnknownOperations } from "../api/serve.ts"
+import { serveOperation } from "../api/serve.ts"
 import { makeCommandHandler, type Outcome } from "../log/command-handler.ts"
 import { EventLog } from "../log/event-log.ts"
 import { Nats } from "../nats/connection.ts"
@@ -87,8 +87,6 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           fromEvent: (event, seq, view) => replyOfEvent(view, event, seq) as A,
         })
       }
-
-      yield* serveUnknownOperations
 
       yield* serveOperation("registerAgent", (agentId, request) =>
         Effect.gen(function* () {
