@@ -46,5 +46,7 @@ export const API_ROOT = "wm.api"
 export const apiSubject = (agentId: string, operation: string) => `${API_ROOT}.${agentId}.${operation}`
 /** The subscription that serves one operation for every agent. */
 export const apiWildcard = (operation: string) => `${API_ROOT}.*.${operation}`
+/** Queue group of the gateway's subscriber to `wm.api.*.>` that refuses operations the API does not have. */
+export const UNKNOWN_OPERATIONS_QUEUE = "wm-unknown-operations"
 /** The agent id is the third token of an API subject. */
 export const agentIdOfApiSubject = (subject: string): string => subject.split(".")[2] ?? ""

@@ -25,7 +25,7 @@ import { randomBytes } from "node:crypto"
 import { operations } from "../contracts/api.ts"
 import { isSubjectToken } from "../contracts/ids.ts"
 import { agentInboxPrefix, tenantInboxPrefix } from "../contracts/inboxes.ts"
-import { API_ROOT, DEAD_LETTER_ROOT, DEAD_LETTER_STREAM, EVENTS_ROOT, EVENTS_STREAM } from "../contracts/subjects.ts"
+import { API_ROOT, DEAD_LETTER_ROOT, DEAD_LETTER_STREAM, EVENTS_ROOT, EVENTS_STREAM, UNKNOWN_OPERATIONS_QUEUE } from "../contracts/subjects.ts"
 import { formatTenants } from "../services/access/sharing.ts"
 import { CHECKPOINT_BUCKET, REQUEST_BUCKET, SUBSTRATE_BUCKET } from "../services/nats/buckets.ts"
 
@@ -290,7 +290,8 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       return { ...base(name), appends: [`${EVENTS_ROOT}.*.step`], buckets: [REQUEST_BUCKET], requests: [apiOf("recall")] }
     case "fade":
       // Rung changes and demotions, each on its entry's subject.
-      return { ...base(name), appends: [`${EVENTS_ROOT}.*.entry.*`] }
+      // It also refuses requests for operations the API does not have (services/api/serve.ts).
+      return { ...base(name), serves: [{ subject: ">", queue: UNKNOWN_OPERATIONS_QUEUE }], appends: [`${EVENTS_ROOT}.*.entry.*`] }
     case "long-term":
       return { ...base("long-term"), serves: [], buckets: [CHECKPOINT_BUCKET] }
     case "substrate":

@@ -10,6 +10,7 @@ import { EmbeddingProvider } from "./embedding/embedding-provider.ts"
 import { FadeWorker, FadeWorkerSettings } from "./fade/fade-worker.ts"
 import { Summarizer } from "./fade/summarizer.ts"
 import { ForgetEraser } from "./forget/eraser.ts"
+import { serveUnknownOperations } from "./api/serve.ts"
 import { Gateway } from "./gateway/gateway.ts"
 import { EventLog } from "./log/event-log.ts"
 import { longTermStoreFromEnv } from "./longterm/qdrant-config.ts"
@@ -43,7 +44,10 @@ export const fadeService = (
   settings: Settings,
   worker: Layer.Layer<FadeWorkerSettings> = FadeWorkerSettings.fromEnv(),
   models: Layer.Layer<Summarizer | EmbeddingProvider, unknown> = defaultModels(),
-) => FadeWorker.layer.pipe(Layer.provide(Layer.mergeAll(worker, models, foundation(settings))))
+) =>
+  // Fade also refuses operations the API does not have: it serves no operation itself, so no request reaches
+  // its connection twice (a server with allow_responses refuses a reply from a connection that got the request twice).
+  Layer.merge(FadeWorker.layer, Layer.effectDiscard(serveUnknownOperations)).pipe(Layer.provide(Layer.mergeAll(worker, models, foundation(settings))))
 
 /**
  * Long-term projection and retrieval, side by side on one store: the

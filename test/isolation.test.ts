@@ -116,6 +116,11 @@ afterAll(async () => {
 })
 
 describe("an agent's own memory", () => {
+  it("an operation the API does not have, on her own subject, is refused as a ValidationError on operation", async () => {
+    const reply = await alice.nc.request("wm.api.alice.no.such.op", "{}", { timeout: 5_000 })
+    expect(JSON.parse(new TextDecoder().decode(reply.data))).toMatchObject({ ok: false, error: { _tag: "ValidationError", field: "operation" } })
+  })
+
   it("works end to end through the SDK, with no permission error on the agent's connection", async () => {
     const a = alice.agent("alice")
     await a.register({ role: "main" })

@@ -13,7 +13,7 @@ import type { Msg } from "@nats-io/transport-node"
 import { operations, type OperationName, type RequestOf, type ResponseOf } from "../../contracts/api.ts"
 import { InvalidState, ValidationError, type ApiError, type FieldIssue } from "../../contracts/errors.ts"
 import { isSubjectToken } from "../../contracts/ids.ts"
-import { agentIdOfApiSubject, apiWildcard } from "../../contracts/subjects.ts"
+import { agentIdOfApiSubject, apiWildcard, UNKNOWN_OPERATIONS_QUEUE } from "../../contracts/subjects.ts"
 import { Nats } from "../nats/connection.ts"
 
 const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
@@ -108,3 +108,25 @@ export const serveOperation = <O extends OperationName, R>(
     })
     yield* Effect.addFinalizer(() => Effect.promise(() => subscription.drain().catch(() => undefined)))
   })
+
+/**
+ * Answers a request for an operation the API does not have (`wm.api.<agent>.no.such.op`) with a
+ * ValidationError on `operation`, instead of leaving the caller with "no responders". Requests for
+ * known operations are left to the services that serve them.
+ */
+export const serveUnknownOperations: Effect.Effect<void, never, Nats | Scope.Scope> = Effect.gen(function* () {
+  const { nc } = yield* Nats
+  const known = new Set<string>(Object.values(operations).map((op) => op.subject))
+  const knownList = [...known].sort().join(", ")
+  const subscription = nc.subscribe(apiWildcard(">"), {
+    queue: UNKNOWN_OPERATIONS_QUEUE,
+    callback: (error, msg) => {
+      if (error !== null || msg.reply === undefined || msg.reply === "") return
+      const operation = msg.subject.split(".").slice(3).join(".")
+      if (known.has(operation)) return
+      const refusal = ValidationError.one("operation", `unknown operation '${operation}'; the API has: ${knownList}`)
+      msg.respond(replyBytes({ ok: false, error: encodeError(refusal) }, nc.info?.max_payload))
+    },
+  })
+  yield* Effect.addFinalizer(() => Effect.promise(() => subscription.drain().catch(() => undefined)))
+})

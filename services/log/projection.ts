@@ -36,6 +36,12 @@ export interface WarmUp {
   readonly millis: number
 }
 
+/**
+ * How long a read waits for its `afterSeq` before answering NotCaughtUp. Shorter than one
+ * attempt of the SDK (5 s by default), so the caller gets the typed answer, not a timeout.
+ */
+export const READ_WAIT: Duration.Input = "3 seconds"
+
 export interface ProjectionOptions {
   readonly name: string
   /** Must cover every sequence a reader may wait for; the whole log by default. */
@@ -48,7 +54,7 @@ export interface ProjectionOptions {
 
 export interface Projection {
   readonly appliedSeq: () => number
-  /** Waits until `seq` has been applied; fails with NotCaughtUp after the timeout. */
+  /** Waits until `seq` has been applied; fails with NotCaughtUp after the timeout (READ_WAIT by default). */
   readonly waitFor: (seq: number, timeout?: Duration.Input) => Effect.Effect<void, NotCaughtUp>
   /** Completes once the log as it stood at start has been applied. */
   readonly warmedUp: Effect.Effect<WarmUp>
@@ -139,7 +145,7 @@ export const runProjection = (options: ProjectionOptions) =>
     })
     yield* Effect.addFinalizer(() => Effect.promise(() => subscription.stop()))
 
-    const waitFor = (seq: number, timeout: Duration.Input = "10 seconds"): Effect.Effect<void, NotCaughtUp> =>
+    const waitFor = (seq: number, timeout: Duration.Input = READ_WAIT): Effect.Effect<void, NotCaughtUp> =>
       seq <= applied
         ? Effect.void
         : halt !== null

@@ -17,14 +17,14 @@
 import { Context, Effect, FiberSet, HashMap, HashSet, Layer, Option } from "effect"
 import type { ResponseOf } from "../../contracts/api.ts"
 import type { WorkingEntry } from "../../contracts/entry.ts"
-import { AgentNotFound, InvalidState } from "../../contracts/errors.ts"
+import { AgentNotFound, InvalidState, NotCaughtUp } from "../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
 import { focusText } from "../../contracts/focus.ts"
 import { currentFocus, evolve, type AgentView } from "../../domain/agent-view.ts"
 import { EmbeddingProvider } from "../embedding/embedding-provider.ts"
 import { serveOperation } from "../api/serve.ts"
 import { makeCommandHandler, type ViewSource } from "../log/command-handler.ts"
-import { runProjection, type Projection } from "../log/projection.ts"
+import { READ_WAIT, runProjection, type Projection } from "../log/projection.ts"
 import { accept } from "../../domain/decision.ts"
 import { LongTerm } from "../longterm/longterm.ts"
 import { LongTermStore } from "../longterm/store.ts"
@@ -325,12 +325,18 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       yield* projection.warmedUp
       live = true
 
+      // Both tiers have applied `afterSeq`, or the read is told NotCaughtUp within READ_WAIT (inside one SDK attempt).
+      const caughtUpTo = (afterSeq: number) =>
+        Effect.all([projection.waitFor(afterSeq), longTerm.waitFor(afterSeq)], { concurrency: 2, discard: true }).pipe(
+          Effect.timeoutOrElse({
+            duration: READ_WAIT,
+            orElse: () => Effect.fail(new NotCaughtUp({ afterSeq, appliedSeq: Math.min(projection.appliedSeq(), longTerm.storedSeq()) })),
+          }),
+        )
+
       const viewAfter = (agentId: string, afterSeq?: number) =>
         Effect.gen(function* () {
-          if (afterSeq !== undefined) {
-            yield* projection.waitFor(afterSeq)
-            yield* longTerm.waitFor(afterSeq)
-          }
+          if (afterSeq !== undefined) yield* caughtUpTo(afterSeq)
           const view = views.get(agentId)
           if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
           return view
@@ -365,7 +371,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       // A thread spans the caller and the agents that share a tenant with it (AgentSharing), never anyone else.
       yield* serveOperation("thread", (agentId, request) =>
         Effect.gen(function* () {
-          if (request.afterSeq !== undefined) yield* Effect.all([projection.waitFor(request.afterSeq), longTerm.waitFor(request.afterSeq)])
+          if (request.afterSeq !== undefined) yield* caughtUpTo(request.afterSeq)
           const visible = sharing.visibleTo(agentId)
           const entries: Array<ResponseOf<"thread">["entries"][number]> = []
           for (const view of views.values()) {

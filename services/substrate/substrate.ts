@@ -17,11 +17,11 @@
 import type { KV } from "@nats-io/kv"
 import { Context, Effect, FiberSet, Layer, Schedule } from "effect"
 import type { ResponseOf } from "../../contracts/api.ts"
-import { UnknownEntries } from "../../contracts/errors.ts"
+import { NotCaughtUp, UnknownEntries } from "../../contracts/errors.ts"
 import type { Tombstone } from "../../domain/forget.ts"
 import { serveOperation } from "../api/serve.ts"
 import { eraseMessages, storedRecords } from "../forget/erase.ts"
-import { runProjection } from "../log/projection.ts"
+import { READ_WAIT, runProjection } from "../log/projection.ts"
 import { CHECKPOINT_BUCKET, checkpointKey, openBucket, SUBSTRATE_BUCKET } from "../nats/buckets.ts"
 import { Nats, type NatsShape } from "../nats/connection.ts"
 
@@ -141,11 +141,30 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
       yield* projection.warmedUp
 
       const flushedTo = (seq: number) =>
-        seq <= flushed ? Effect.void : Effect.callback<void>((resume) => void waiters.push({ seq, resolve: () => resume(Effect.void) }))
+        seq <= flushed
+          ? Effect.void
+          : Effect.callback<void>((resume) => {
+            const waiter = { seq, resolve: () => resume(Effect.void) }
+            waiters.push(waiter)
+            return Effect.sync(() => {
+              const i = waiters.indexOf(waiter)
+              if (i >= 0) waiters.splice(i, 1)
+            })
+          })
+
+      // A read after `afterSeq` sees every entry recorded up to it, or is told it cannot yet (not "unknown entry").
+      const caughtUpTo = (afterSeq: number) =>
+        projection.waitFor(afterSeq).pipe(
+          Effect.andThen(flushedTo(afterSeq)),
+          Effect.timeoutOrElse({
+            duration: READ_WAIT,
+            orElse: () => Effect.fail(new NotCaughtUp({ afterSeq, appliedSeq: Math.min(flushed, projection.appliedSeq()) })),
+          }),
+        )
 
       yield* serveOperation("getRaw", (agentId, request) =>
         Effect.andThen(
-          request.afterSeq !== undefined ? projection.waitFor(request.afterSeq).pipe(Effect.andThen(flushedTo(request.afterSeq)), Effect.timeout("10 seconds"), Effect.ignore) : Effect.void,
+          request.afterSeq !== undefined ? caughtUpTo(request.afterSeq) : Effect.void,
           readSubstrate(kv, agentId, request.entryId),
         ).pipe(
           Effect.flatMap((record) => (record ? Effect.succeed(record) : Effect.fail(new UnknownEntries({ entryIds: [request.entryId] })))),
