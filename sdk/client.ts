@@ -7,8 +7,8 @@
  *   await agent.record({ origin: "USER", content: "Ship the report by Friday." })
  *   const { text, tokens } = await agent.buildContext()
  *
- * Every call carries a request id; a call that times out is retried with the
- * same id, so it is stored and applied once. The client remembers the
+ * Every write carries a request id; a call that times out is retried with
+ * the same body (so the same id), and a write is stored and applied once. The client remembers the
  * highest log sequence its writes reached and asks reads to wait for it, so
  * an agent always reads its own writes.
  */
