@@ -18,7 +18,7 @@
  */
 import { Context, Effect, Layer, Schedule } from "effect"
 import type { RepresentationKind } from "../../contracts/entry.ts"
-import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
+import type { DemotedEntry, EventOf, MemoryEvent } from "../../contracts/events.ts"
 import type { LongTermPayload } from "../../contracts/longterm.ts"
 import { decodeVector } from "../embedding/embedder.ts"
 import { runProjection, type Projection } from "../log/projection.ts"
@@ -41,6 +41,23 @@ interface EntryFacts {
   summary: { text: string; tokens: number } | null
   citations: number
 }
+
+/** What a v1 demotion (upcast with `entry: null`) left, as far as the entry's earlier events told. */
+const demotedEntryOf = (f: EntryFacts | undefined): DemotedEntry | null =>
+  f === undefined
+    ? null
+    : {
+        timestamp: f.timestamp,
+        origin: f.origin,
+        correlationId: f.correlationId,
+        tags: f.tags,
+        moodSnapshot: f.moodSnapshot,
+        emotionalWeight: f.emotionalWeight,
+        rawTokens: f.rawTokens,
+        keyPoints: f.keyPoints,
+        summary: f.summary,
+        citationCount: f.citations,
+      }
 
 type Op = { readonly seq: number } & (
   | { readonly upsert: LongTermRecord }
@@ -84,7 +101,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
         let wake: (() => void) | null = null
         const waiters: Array<{ seq: number; resolve: () => void }> = []
 
-        const best = (f: EntryFacts): { text: string; tokens: number; form: RepresentationKind } =>
+        const best = (f: DemotedEntry): { text: string; tokens: number; form: RepresentationKind } =>
           f.summary ? { ...f.summary, form: "summary" } : f.keyPoints ? { ...f.keyPoints, form: "keyPoints" } : { text: "", tokens: 0, form: "summary" }
 
         const factsOf = (event: MemoryEvent): EntryFacts | undefined =>
@@ -95,45 +112,27 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
          * event, upcast without it — from the entry's earlier events, when this projection has seen them.
          */
         const payloadOf = (event: EventOf<"EntryDemoted">): LongTermPayload | null => {
-          const common = { agentId: event.agentId, entryId: event.entryId, demotedAt: event.score.now, model: event.embedding.model }
-          const left = event.entry
-          if (left !== null) {
-            const summary = left.summary ? { ...left.summary, form: "summary" as const } : left.keyPoints ? { ...left.keyPoints, form: "keyPoints" as const } : { text: "", tokens: 0, form: "summary" as const }
-            return {
-              ...common,
-              origin: left.origin,
-              tags: [...left.tags],
-              correlationId: left.correlationId,
-              moodSnapshot: left.moodSnapshot,
-              emotionalWeight: left.emotionalWeight,
-              timestamp: left.timestamp,
-              summary: summary.text,
-              summaryForm: summary.form,
-              summaryTokens: summary.tokens,
-              keyPoints: left.keyPoints?.text ?? null,
-              keyPointsTokens: left.keyPoints?.tokens ?? null,
-              rawTokens: left.rawTokens,
-              citationCount: left.citationCount,
-            }
-          }
-          const f = factsOf(event)
-          if (f === undefined) return null
-          const summary = best(f)
+          const left: DemotedEntry | null = event.entry ?? demotedEntryOf(factsOf(event))
+          if (left === null) return null
+          const summary = best(left)
           return {
-            ...common,
-            origin: f.origin,
-            tags: [...f.tags],
-            correlationId: f.correlationId,
-            moodSnapshot: f.moodSnapshot,
-            emotionalWeight: f.emotionalWeight,
-            timestamp: f.timestamp,
+            agentId: event.agentId,
+            entryId: event.entryId,
+            demotedAt: event.score.now,
+            model: event.embedding.model,
+            origin: left.origin,
+            tags: [...left.tags],
+            correlationId: left.correlationId,
+            moodSnapshot: left.moodSnapshot,
+            emotionalWeight: left.emotionalWeight,
+            timestamp: left.timestamp,
             summary: summary.text,
             summaryForm: summary.form,
             summaryTokens: summary.tokens,
-            keyPoints: f.keyPoints?.text ?? null,
-            keyPointsTokens: f.keyPoints?.tokens ?? null,
-            rawTokens: f.rawTokens,
-            citationCount: f.citations,
+            keyPoints: left.keyPoints?.text ?? null,
+            keyPointsTokens: left.keyPoints?.tokens ?? null,
+            rawTokens: left.rawTokens,
+            citationCount: left.citationCount,
           }
         }
 
