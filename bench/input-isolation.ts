@@ -13,8 +13,8 @@
 import { writeFileSync } from "node:fs"
 import { parseArgs } from "node:util"
 import { MAX_CONTENT_BYTES } from "../contracts/api.ts"
-import { startTestSystem } from "../test/support/system.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
+import { startTestSystem } from "../test/support/system.ts"
 import { percentile } from "./speed/stats.ts"
 
 const { values } = parseArgs({
@@ -41,7 +41,8 @@ const pathological = (i: number) => {
 
 const PROSE = "The delivery was moved to Thursday because the warehouse in Porto closed early for the holiday. "
 /** 64 KiB of ordinary sentences, different each time. */
-const prose = (i: number) => `Report ${i}. ${PROSE.repeat(Math.ceil(MAX_CONTENT_BYTES / PROSE.length))}`.slice(0, MAX_CONTENT_BYTES - (i % 97))
+const prose = (i: number) =>
+  `Report ${i}. ${PROSE.repeat(Math.ceil(MAX_CONTENT_BYTES / PROSE.length))}`.slice(0, MAX_CONTENT_BYTES - (i % 97))
 const attackContent = values.content === "prose" ? prose : pathological
 
 const system = await startTestSystem()
@@ -64,7 +65,12 @@ try {
       ? (async () => {
           while (running) {
             for (let k = 0; k < burst; k++) {
-              writes.push(attacker.record({ origin: "USER", content: attackContent(sent++) }).then(() => attacks++, () => refused++))
+              writes.push(
+                attacker.record({ origin: "USER", content: attackContent(sent++) }).then(
+                  () => attacks++,
+                  () => refused++,
+                ),
+              )
             }
             await new Promise((r) => setTimeout(r, every))
           }
@@ -73,10 +79,12 @@ try {
     const end = performance.now() + seconds * 1000
     for (let i = 0; performance.now() < end; i++) {
       const t = performance.now()
-      const ok = await victim.record({ origin: "USER", content: `Short note number ${i} about the plan for today.` }).then(
-        () => true,
-        () => false,
-      )
+      const ok = await victim
+        .record({ origin: "USER", content: `Short note number ${i} about the plan for today.` })
+        .then(
+          () => true,
+          () => false,
+        )
       if (ok) latencies.push(performance.now() - t)
       else victimFailures++
     }
@@ -102,8 +110,18 @@ try {
   }
 
   await victimPhase("warm-up", false)
-  const rows = [await victimPhase("alone", false), await victimPhase(`${burst} × 64 KiB ${values.content === "prose" ? "prose" : "unbroken run"} every ${every} ms`, true)]
-  if (values.out) writeFileSync(values.out, JSON.stringify({ at: new Date().toISOString(), content: values.content, seconds, burst, every, rows }, null, 2))
+  const rows = [
+    await victimPhase("alone", false),
+    await victimPhase(
+      `${burst} × 64 KiB ${values.content === "prose" ? "prose" : "unbroken run"} every ${every} ms`,
+      true,
+    ),
+  ]
+  if (values.out)
+    writeFileSync(
+      values.out,
+      JSON.stringify({ at: new Date().toISOString(), content: values.content, seconds, burst, every, rows }, null, 2),
+    )
   await victimClient.close()
 } finally {
   await system.stop()

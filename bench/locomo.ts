@@ -36,7 +36,7 @@ const main = async () => {
     return
   }
   if (values.data === undefined) throw new Error(`--data is required\n${usage}`)
-  if (values.embedder !== undefined) process.env["WM_EMBEDDER"] = values.embedder
+  if (values.embedder !== undefined) process.env.WM_EMBEDDER = values.embedder
   await runLocomoBenchmark({
     data: values.data,
     budgets: parseBudgets(values.budgets),

@@ -26,7 +26,8 @@ const { values } = parseArgs({
 const services = values.services as ServicesMode
 if (!SERVICES_MODES.includes(services)) throw new Error(`--services must be one of ${SERVICES_MODES.join(", ")}`)
 const rounds = values.rounds === undefined ? undefined : Number(values.rounds)
-if (rounds !== undefined && !(Number.isInteger(rounds) && rounds > 0)) throw new Error("--rounds must be a positive integer")
+if (rounds !== undefined && !(Number.isInteger(rounds) && rounds > 0))
+  throw new Error("--rounds must be a positive integer")
 
 const report = await runSpeedBench({
   quick: values.quick ?? false,
@@ -37,6 +38,6 @@ const report = await runSpeedBench({
 console.log("")
 console.log(formatReport(report))
 if (values.out !== undefined) {
-  writeFileSync(values.out, JSON.stringify(report.figures, null, 2) + "\n")
+  writeFileSync(values.out, `${JSON.stringify(report.figures, null, 2)}\n`)
   console.log(`\nwrote ${values.out}`)
 }

@@ -4,20 +4,26 @@
  *
  *   npm run bench:warmup [-- --out bench/results/warmup.json]
  */
-import { connect } from "@nats-io/transport-node"
-import { ManagedRuntime } from "effect"
+
 import { writeFileSync } from "node:fs"
 import { parseArgs } from "node:util"
+import { jetstreamManager } from "@nats-io/jetstream"
+import { connect } from "@nats-io/transport-node"
+import { Effect, ManagedRuntime } from "effect"
 import { startNatsServer } from "../infra/nats-server.ts"
 import { NatsSettings } from "../services/nats/settings.ts"
+import { ensureTopology } from "../services/nats/topology.ts"
 import { workingService } from "../services/system.ts"
 import { Working } from "../services/working/working.ts"
-import { ensureTopology } from "../services/nats/topology.ts"
-import { jetstreamManager } from "@nats-io/jetstream"
-import { Effect } from "effect"
 import { fillLog } from "./support/synthetic-log.ts"
 
-const { values } = parseArgs({ options: { out: { type: "string" }, sizes: { type: "string", default: "10000,100000" }, runs: { type: "string", default: "3" } } })
+const { values } = parseArgs({
+  options: {
+    out: { type: "string" },
+    sizes: { type: "string", default: "10000,100000" },
+    runs: { type: "string", default: "3" },
+  },
+})
 const sizes = values.sizes!.split(",").map(Number)
 const runs = Number(values.runs)
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
@@ -26,11 +32,20 @@ const results: Record<string, { events: number; medianMs: number; eventsPerSec: 
 for (const size of sizes) {
   const server = await startNatsServer()
   const nc = await connect({ servers: server.url })
-  await Effect.runPromise(ensureTopology(await jetstreamManager(nc), { servers: [server.url], name: "bench", replicas: 1, dedupeWindowMs: 120_000 }))
+  await Effect.runPromise(
+    ensureTopology(await jetstreamManager(nc), {
+      servers: [server.url],
+      name: "bench",
+      replicas: 1,
+      dedupeWindowMs: 120_000,
+    }),
+  )
   await fillLog(nc, size)
   const times: number[] = []
   for (let r = 0; r < runs; r++) {
-    const runtime = ManagedRuntime.make(workingService(NatsSettings.make({ servers: [server.url], name: "bench-working" })))
+    const runtime = ManagedRuntime.make(
+      workingService(NatsSettings.make({ servers: [server.url], name: "bench-working" })),
+    )
     const t = performance.now()
     const working = await runtime.runPromise(Working)
     times.push(performance.now() - t)
@@ -38,9 +53,16 @@ for (const size of sizes) {
     await runtime.dispose()
   }
   const ms = median(times)
-  results[String(size)] = { events: size, medianMs: Math.round(ms), eventsPerSec: Math.round(size / (ms / 1000)), runsMs: times.map(Math.round) }
-  console.log(`warm-up over ${size} events: median ${Math.round(ms)} ms (${results[String(size)]!.eventsPerSec} events/s) runs ${times.map(Math.round).join(", ")} ms`)
+  results[String(size)] = {
+    events: size,
+    medianMs: Math.round(ms),
+    eventsPerSec: Math.round(size / (ms / 1000)),
+    runsMs: times.map(Math.round),
+  }
+  console.log(
+    `warm-up over ${size} events: median ${Math.round(ms)} ms (${results[String(size)]!.eventsPerSec} events/s) runs ${times.map(Math.round).join(", ")} ms`,
+  )
   await nc.close()
   await server.stop()
 }
-if (values.out) writeFileSync(values.out, JSON.stringify(results, null, 2) + "\n")
+if (values.out) writeFileSync(values.out, `${JSON.stringify(results, null, 2)}\n`)

@@ -11,13 +11,20 @@
  * every service in this process and a short demo.
  * Long-term records are kept in <data-dir>/longterm (WM_LONGTERM_DIR, unless set).
  */
-import { connect, errors } from "@nats-io/transport-node"
-import { Effect, ManagedRuntime } from "effect"
+
 import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
+import { connect, errors } from "@nats-io/transport-node"
+import { Effect, ManagedRuntime } from "effect"
 import { runDemo } from "../examples/demo.ts"
-import { NATS_INSTALL_HINT, natsServerBinary, natsServerVersion, startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
+import {
+  NATS_INSTALL_HINT,
+  type NatsServerProcess,
+  natsServerBinary,
+  natsServerVersion,
+  startNatsServer,
+} from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { defaultCacheDir, wordVectorCacheFile } from "../services/embedding/offline-embedder.ts"
 import { NatsSettings, natsSettingsFromConfig } from "../services/nats/settings.ts"
@@ -35,13 +42,24 @@ const { values: flags } = parseArgs({
 type Probe = { readonly answers: true } | { readonly answers: false; readonly refused?: string }
 
 /** Whether a NATS server answers there; a server that refuses the login answers, but says why. */
-const probe = async (servers: ReadonlyArray<string>, user: string | undefined, pass: string | undefined): Promise<Probe> => {
+const probe = async (
+  servers: ReadonlyArray<string>,
+  user: string | undefined,
+  pass: string | undefined,
+): Promise<Probe> => {
   try {
-    const nc = await connect({ servers: [...servers], timeout: 1_000, reconnect: false, ...(user ? { user } : {}), ...(pass ? { pass } : {}) })
+    const nc = await connect({
+      servers: [...servers],
+      timeout: 1_000,
+      reconnect: false,
+      ...(user ? { user } : {}),
+      ...(pass ? { pass } : {}),
+    })
     await nc.close()
     return { answers: true }
   } catch (error) {
-    if (error instanceof errors.AuthorizationError || /authori[sz]ation/i.test(String(error))) return { answers: false, refused: String(error) }
+    if (error instanceof errors.AuthorizationError || /authori[sz]ation/i.test(String(error)))
+      return { answers: false, refused: String(error) }
     return { answers: false }
   }
 }
@@ -69,13 +87,18 @@ const main = async () => {
   let server: NatsServerProcess | undefined
   const reached = await probe(configured.servers, configured.user, configured.pass)
   if (!reached.answers) {
-    if (reached.refused !== undefined) fail(`The NATS server at ${where} refused the login of NATS_USER '${configured.user ?? ""}': ${reached.refused}`)
+    if (reached.refused !== undefined)
+      fail(`The NATS server at ${where} refused the login of NATS_USER '${configured.user ?? ""}': ${reached.refused}`)
     const port =
       localPort(configured.servers) ??
-      fail(`No NATS server answers at ${where}. npm start runs its own nats-server only for a single URL on this machine (127.0.0.1 or localhost); start the server there or point NATS_URL at one that runs.`)
+      fail(
+        `No NATS server answers at ${where}. npm start runs its own nats-server only for a single URL on this machine (127.0.0.1 or localhost); start the server there or point NATS_URL at one that runs.`,
+      )
     if (natsServerBinary() === undefined) fail(`No NATS server answers at ${where}, and ${NATS_INSTALL_HINT}`)
     server = await startNatsServer({ port, storeDir: join(flags["data-dir"], "nats"), removeStoreOnStop: false })
-    console.log(`Nothing answered at ${where}: started nats-server ${natsServerVersion()} with JetStream on ${server.url} (store ${server.storeDir})`)
+    console.log(
+      `Nothing answered at ${where}: started nats-server ${natsServerVersion()} with JetStream on ${server.url} (store ${server.storeDir})`,
+    )
   } else {
     console.log(`Using the NATS server at ${where}`)
   }
@@ -84,7 +107,9 @@ const main = async () => {
   // Long-term records on disk beside the log, resumed from their checkpoint at the next start.
   process.env.WM_LONGTERM_DIR ??= join(flags["data-dir"], "longterm")
   if (!existsSync(wordVectorCacheFile())) {
-    console.log(`Deriving the offline embedder's word-vector cache in ${defaultCacheDir()} (about 10 s, once per machine)…`)
+    console.log(
+      `Deriving the offline embedder's word-vector cache in ${defaultCacheDir()} (about 10 s, once per machine)…`,
+    )
   }
   const runtime = ManagedRuntime.make(systemLayer((name) => NatsSettings.fromEnv(name, { servers })))
   const working = await runtime.runPromise(Working)
@@ -110,7 +135,9 @@ const main = async () => {
     await stop()
     return
   }
-  console.log(`\nServing on ${servers.join(", ")} — API subjects wm.api.<agentId>.<operation> (see README). Ctrl-C to stop.`)
+  console.log(
+    `\nServing on ${servers.join(", ")} — API subjects wm.api.<agentId>.<operation> (see README). Ctrl-C to stop.`,
+  )
 }
 
 main().catch((error) => {

@@ -19,17 +19,18 @@
  * found differences, nothing to show, a forget refused (nothing written) or
  * not yet confirmed by every projection; 2 bad usage or no connection.
  */
-import type { NatsConnection } from "@nats-io/transport-node"
+
 import { writeFileSync } from "node:fs"
-import { parseArgs, type ParseArgsConfig } from "node:util"
+import { type ParseArgsConfig, parseArgs } from "node:util"
+import type { NatsConnection } from "@nats-io/transport-node"
 import { generatePassword, natsAuth, SERVICE_NAMES, type ServiceName, type TenantAccount } from "../infra/auth.ts"
 import { deploymentEnv } from "../infra/deployment-env.ts"
-import { collectHistory, formatHistory, historyJson, HistoryError } from "./audit/history.ts"
+import { ForgetRefused, type Forgotten, forget } from "./audit/forget.ts"
+import { collectHistory, formatHistory, HistoryError, historyJson } from "./audit/history.ts"
 import { openConnection } from "./audit/log.ts"
 import { progress } from "./audit/progress.ts"
-import { forget, ForgetRefused, type Forgotten } from "./audit/forget.ts"
-import { contextOf, formatReplay, parseInstant, replayAgent, replayJson, type Cut } from "./audit/replay.ts"
-import { CHECKS, describeDifference, describeUnchecked, type AuditContext } from "./audit/verify.ts"
+import { type Cut, contextOf, formatReplay, parseInstant, replayAgent, replayJson } from "./audit/replay.ts"
+import { type AuditContext, CHECKS, describeDifference, describeUnchecked } from "./audit/verify.ts"
 
 const USAGE = `wm — audit working memory from its event log
 
@@ -78,11 +79,15 @@ const parse = <O extends NonNullable<ParseArgsConfig["options"]>>(args: string[]
 
 const positiveInt = (flag: string, value: string | undefined): number | undefined => {
   if (value === undefined) return undefined
-  if (!/^\d+$/.test(value) || Number(value) < 1) throw new UsageError(`${flag} must be a positive integer, not '${value}'`)
+  if (!/^\d+$/.test(value) || Number(value) < 1)
+    throw new UsageError(`${flag} must be a positive integer, not '${value}'`)
   return Number(value)
 }
 
-const withConnection = async <A>(values: Record<string, unknown>, run: (nc: NatsConnection) => Promise<A>): Promise<A> => {
+const withConnection = async <A>(
+  values: Record<string, unknown>,
+  run: (nc: NatsConnection) => Promise<A>,
+): Promise<A> => {
   let nc: NatsConnection
   try {
     nc = await openConnection({
@@ -101,7 +106,8 @@ const withConnection = async <A>(values: Record<string, unknown>, run: (nc: Nats
   }
 }
 
-const progressFor = (values: Record<string, unknown>) => (label: string) => progress(label, { enabled: values["no-progress"] !== true })
+const progressFor = (values: Record<string, unknown>) => (label: string) =>
+  progress(label, { enabled: values["no-progress"] !== true })
 
 const out = (text: string) => process.stdout.write(text)
 
@@ -139,7 +145,8 @@ const replay = async (args: string[]): Promise<number> => {
     order: { type: "string" },
     entries: { type: "string" },
   })
-  if (positionals.length > 0) throw new UsageError(`replay takes no positional arguments (got ${positionals.join(" ")})`)
+  if (positionals.length > 0)
+    throw new UsageError(`replay takes no positional arguments (got ${positionals.join(" ")})`)
   if (values.agent === undefined) throw new UsageError("replay needs --agent <id>")
   if (values.at === undefined && values.seq === undefined) throw new UsageError("replay needs --at <time> or --seq <n>")
   if (values.order !== undefined && values.order !== "timestamp" && values.order !== "priority") {
@@ -166,24 +173,34 @@ const replay = async (args: string[]): Promise<number> => {
           ...(values.order !== undefined ? { order: values.order as "timestamp" | "priority" } : {}),
         })
       : undefined
-    out(values.json ? `${JSON.stringify(replayJson(replayed, context), null, 2)}\n` : formatReplay(replayed, context, { entries }))
+    out(
+      values.json
+        ? `${JSON.stringify(replayJson(replayed, context), null, 2)}\n`
+        : formatReplay(replayed, context, { entries }),
+    )
     return replayed.view ? 0 : 1
   })
 }
 
 const verify = async (args: string[]): Promise<number> => {
   const { values, positionals } = parse(args, { check: { type: "string", multiple: true } })
-  if (positionals.length > 0) throw new UsageError(`verify takes no positional arguments (got ${positionals.join(" ")})`)
+  if (positionals.length > 0)
+    throw new UsageError(`verify takes no positional arguments (got ${positionals.join(" ")})`)
   const names = values.check ?? CHECKS.map((c) => c.name)
   const unknown = names.filter((n) => !CHECKS.some((c) => c.name === n))
-  if (unknown.length > 0) throw new UsageError(`unknown check ${unknown.join(", ")}; checks: ${CHECKS.map((c) => c.name).join(", ")}`)
+  if (unknown.length > 0)
+    throw new UsageError(`unknown check ${unknown.join(", ")}; checks: ${CHECKS.map((c) => c.name).join(", ")}`)
   const timeoutMs = positiveInt("--timeout-ms", values["timeout-ms"]) ?? 5_000
   return withConnection(values, async (nc) => {
     const context: AuditContext = { nc, timeoutMs, progress: progressFor(values) }
     const results = []
     for (const check of CHECKS.filter((c) => names.includes(c.name))) {
       const outcome = await check.run(context)
-      results.push({ name: check.name, ok: outcome.differences.length === 0 && outcome.unchecked.length === 0, ...outcome })
+      results.push({
+        name: check.name,
+        ok: outcome.differences.length === 0 && outcome.unchecked.length === 0,
+        ...outcome,
+      })
     }
     if (values.json) {
       out(`${JSON.stringify({ ok: results.every((r) => r.ok), checks: results }, null, 2)}\n`)
@@ -194,7 +211,9 @@ const verify = async (args: string[]): Promise<number> => {
           `${count} difference${count === 1 ? "" : "s"}`,
           ...(r.unchecked.length > 0 ? [`${r.unchecked.length} not compared`] : []),
         ].join(", ")
-        out(`${r.ok ? "ok  " : "FAIL"}  ${r.name}: ${r.summary}; ${r.ok ? "the live projection matches the log" : problems}\n`)
+        out(
+          `${r.ok ? "ok  " : "FAIL"}  ${r.name}: ${r.summary}; ${r.ok ? "the live projection matches the log" : problems}\n`,
+        )
         for (const d of r.differences) out(`      ${describeDifference(d)}\n`)
         for (const u of r.unchecked) out(`      ${describeUnchecked(u)}\n`)
       }
@@ -214,10 +233,12 @@ const authConfigCommand = async (args: string[]): Promise<number> => {
     out: { type: "string" },
     "compose-env": { type: "string" },
   })
-  if (positionals.length > 0) throw new UsageError(`auth-config takes no positional arguments (got ${positionals.join(" ")})`)
+  if (positionals.length > 0)
+    throw new UsageError(`auth-config takes no positional arguments (got ${positionals.join(" ")})`)
   const agents = values.agent ?? []
   if (agents.length === 0) throw new UsageError("auth-config needs at least one --agent <id>")
-  if (values.credentials === undefined) throw new UsageError("auth-config needs --credentials <file> to store the generated passwords")
+  if (values.credentials === undefined)
+    throw new UsageError("auth-config needs --credentials <file> to store the generated passwords")
   const tenants: TenantAccount[] = (values.tenant ?? []).map((t) => {
     const [name, list] = t.split("=")
     if (!name || !list) throw new UsageError(`--tenant takes <name>=<agent>,<agent>… (got '${t}')`)
@@ -225,8 +246,9 @@ const authConfigCommand = async (args: string[]): Promise<number> => {
   })
   const services = (values.service ?? SERVICE_NAMES) as ServiceName[]
   const badService = services.find((s) => !SERVICE_NAMES.includes(s))
-  if (badService !== undefined) throw new UsageError(`unknown service ${badService}; services: ${SERVICE_NAMES.join(", ")}`)
-  let auth
+  if (badService !== undefined)
+    throw new UsageError(`unknown service ${badService}; services: ${SERVICE_NAMES.join(", ")}`)
+  let auth: ReturnType<typeof natsAuth>
   try {
     auth = natsAuth({
       agents,
@@ -248,12 +270,15 @@ const authConfigCommand = async (args: string[]): Promise<number> => {
   if (values.out !== undefined) writeFileSync(values.out, auth.config, { mode: 0o600 })
   else out(auth.config)
   if (values["compose-env"] !== undefined) {
-    if (values.out === undefined) throw new UsageError("--compose-env needs --out <file>: docker-compose.yml mounts the configuration from there")
+    if (values.out === undefined)
+      throw new UsageError("--compose-env needs --out <file>: docker-compose.yml mounts the configuration from there")
     let env: string
     try {
       env = deploymentEnv(auth, values.out)
     } catch (error) {
-      throw new UsageError(`--compose-env: ${error instanceof Error ? error.message : String(error)} (docker-compose.yml runs gateway, working, fade, substrate and memory)`)
+      throw new UsageError(
+        `--compose-env: ${error instanceof Error ? error.message : String(error)} (docker-compose.yml runs gateway, working, fade, substrate and memory)`,
+      )
     }
     writeFileSync(values["compose-env"], env, { mode: 0o600 })
     process.stderr.write(`docker compose settings written to ${values["compose-env"]}\n`)
@@ -265,12 +290,19 @@ const authConfigCommand = async (args: string[]): Promise<number> => {
 // ---------------------------------------------------------------------------
 
 const forgetCommand = async (args: string[]): Promise<number> => {
-  const { values, positionals } = parse(args, { agent: { type: "string" }, entry: { type: "string" }, wait: { type: "string" } })
-  if (positionals.length > 0) throw new UsageError(`forget takes no positional arguments (got ${positionals.join(" ")})`)
-  if (values.agent === undefined) throw new UsageError("forget needs --agent <id> (and --entry <id> to forget one entry)")
+  const { values, positionals } = parse(args, {
+    agent: { type: "string" },
+    entry: { type: "string" },
+    wait: { type: "string" },
+  })
+  if (positionals.length > 0)
+    throw new UsageError(`forget takes no positional arguments (got ${positionals.join(" ")})`)
+  if (values.agent === undefined)
+    throw new UsageError("forget needs --agent <id> (and --entry <id> to forget one entry)")
   const agentId = values.agent
   const waitSeconds = values.wait === undefined ? 30 : Number(values.wait)
-  if (!Number.isFinite(waitSeconds) || waitSeconds < 0) throw new UsageError(`--wait must be a number of seconds, not '${values.wait}'`)
+  if (!Number.isFinite(waitSeconds) || waitSeconds < 0)
+    throw new UsageError(`--wait must be a number of seconds, not '${values.wait}'`)
   return withConnection(values, async (nc) => {
     let result: Forgotten
     try {
@@ -328,7 +360,8 @@ const main = async (argv: string[]): Promise<number> => {
       process.stderr.write(`wm ${command}: ${error.message}\n`)
       return 2
     }
-    const detail = error instanceof Error ? (process.env.WM_DEBUG ? (error.stack ?? error.message) : error.message) : String(error)
+    const detail =
+      error instanceof Error ? (process.env.WM_DEBUG ? (error.stack ?? error.message) : error.message) : String(error)
     process.stderr.write(`wm ${command}: ${detail}\n`)
     return 2
   }

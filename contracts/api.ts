@@ -41,10 +41,13 @@ const Content = Schema.String.annotate({
   Schema.isMinLength(1),
   // ECMAScript's \s is the set String.prototype.trim removes: content of whitespace only says nothing.
   Schema.isPattern(/\S/u, { message: "must contain visible text" }),
-  Schema.makeFilter((content) => {
-    const bytes = utf8.encode(content).length
-    return bytes <= MAX_CONTENT_BYTES ? undefined : `is ${bytes} bytes; the limit is ${MAX_CONTENT_BYTES} bytes`
-  }, { toJsonSchema: () => [{ maxLength: MAX_CONTENT_BYTES }, true] }),
+  Schema.makeFilter(
+    (content) => {
+      const bytes = utf8.encode(content).length
+      return bytes <= MAX_CONTENT_BYTES ? undefined : `is ${bytes} bytes; the limit is ${MAX_CONTENT_BYTES} bytes`
+    },
+    { toJsonSchema: () => [{ maxLength: MAX_CONTENT_BYTES }, true] },
+  ),
 )
 const Tag = Text(1, 64)
 
@@ -117,9 +120,7 @@ export const ReferenceEntriesRequest = Schema.Struct({
   stepId: StepId,
   entryIds: Schema.optionalKey(Schema.Array(EntryId).check(Schema.isMaxLength(MAX_REFERENCES))),
   /** Quotations of entries' content: each refers to the entries (working or long-term) whose text contains it. */
-  quotes: Schema.optionalKey(
-    Schema.Array(Text(8, 2_000)).check(Schema.isMaxLength(16)),
-  ),
+  quotes: Schema.optionalKey(Schema.Array(Text(8, 2_000)).check(Schema.isMaxLength(16))),
 }).check(
   // JSON Schema carries this rule as an anyOf (added by json-schema.ts).
   Schema.makeFilter((request) =>
@@ -223,7 +224,10 @@ export const QueryResult = Schema.Struct({
 })
 export const QueryResponse = Schema.Struct({ results: Schema.Array(QueryResult) })
 
-export const ThreadRequest = Schema.Struct({ correlationId: Schema.String.check(Schema.isMinLength(1)), afterSeq: Schema.optionalKey(Seq) })
+export const ThreadRequest = Schema.Struct({
+  correlationId: Schema.String.check(Schema.isMinLength(1)),
+  afterSeq: Schema.optionalKey(Seq),
+})
 export const ThreadResponse = Schema.Struct({
   entries: Schema.Array(
     Schema.Struct({

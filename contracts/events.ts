@@ -6,9 +6,9 @@
  */
 import { Schema } from "effect"
 import { AgentConfig, Budget } from "./agent.ts"
+import { EmotionalWeight, Mood, Origin, RepresentationKind, TokenCount, WorkingRung } from "./entry.ts"
 import { Embedding, FadeScore, Producer } from "./fade.ts"
 import { Focus, TaskKind } from "./focus.ts"
-import { EmotionalWeight, Mood, Origin, RepresentationKind, TokenCount, WorkingRung } from "./entry.ts"
 import { AgentId, EntryId, EpochMillis, EventId, StepId } from "./ids.ts"
 
 /** The current schema version of every event type; what deciders write and the decoder upcasts to. */

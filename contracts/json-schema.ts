@@ -6,8 +6,8 @@
 import { Schema } from "effect"
 import { operations, replyEnvelope } from "./api.ts"
 import { ApiError } from "./errors.ts"
-import { AgentId } from "./ids.ts"
 import { MemoryEvent } from "./events.ts"
+import { AgentId } from "./ids.ts"
 import { API_ROOT, EVENTS_ROOT } from "./subjects.ts"
 
 type Json = Record<string, unknown>
@@ -30,6 +30,7 @@ const requestDocument = (schema: Schema.Top): Json => document(schema, {}, { onE
 const requestRules: Readonly<Record<string, Json>> = {
   registerAgent: {
     if: { properties: { role: { const: "custom" } }, required: ["role"] },
+    // biome-ignore lint/suspicious/noThenProperty: JSON Schema's if/then keyword, not a thenable.
     then: { required: ["budget"] },
   },
   referenceEntries: {
@@ -56,7 +57,10 @@ const withErrorMessages = (reply: Json): Json => {
         name,
         {
           ...def,
-          properties: { ...(def.properties as Json), message: { type: "string", description: "a human-readable sentence saying what went wrong" } },
+          properties: {
+            ...(def.properties as Json),
+            message: { type: "string", description: "a human-readable sentence saying what went wrong" },
+          },
           required: [...((def.required as string[] | undefined) ?? []), "message"],
         },
       ]

@@ -44,7 +44,12 @@ export const RecordFilter = Schema.Struct({
 export type RecordFilter = typeof RecordFilter.Type
 
 export const matchesFilter = (
-  r: { readonly origin: string; readonly tags: ReadonlyArray<string>; readonly correlationId: string | null; readonly timestamp: number },
+  r: {
+    readonly origin: string
+    readonly tags: ReadonlyArray<string>
+    readonly correlationId: string | null
+    readonly timestamp: number
+  },
   f: RecordFilter | undefined,
 ): boolean =>
   f === undefined ||

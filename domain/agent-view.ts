@@ -8,7 +8,7 @@
 import { HashMap, HashSet, Option } from "effect"
 import type { AgentConfig } from "../contracts/agent.ts"
 import type { RepresentationKind, WorkingEntry, WorkingRung } from "../contracts/entry.ts"
-import { entryIdOf, type EventOf, type MemoryEvent } from "../contracts/events.ts"
+import { type EventOf, entryIdOf, type MemoryEvent } from "../contracts/events.ts"
 import type { Focus } from "../contracts/focus.ts"
 import { agentConfigSubject, agentStepSubject, entrySubject, eventSubject } from "../contracts/subjects.ts"
 
@@ -164,11 +164,7 @@ const recorded = (view: AgentView, event: EventOf<"EntryRecorded">, seq: number)
   }
 }
 
-const withEntry = (
-  view: AgentView,
-  entryId: string,
-  update: (entry: WorkingEntry) => WorkingEntry,
-): AgentView => {
+const withEntry = (view: AgentView, entryId: string, update: (entry: WorkingEntry) => WorkingEntry): AgentView => {
   const current = HashMap.get(view.entries, entryId)
   if (Option.isNone(current)) return view
   const next = update(current.value)
@@ -182,7 +178,13 @@ const withEntry = (
 const rungChanged = (view: AgentView, event: EventOf<"RungChanged">, seq: number): AgentView =>
   withEntry(view, event.entryId, (entry) =>
     event.to === 1
-      ? { ...entry, rung: 1, keyPoints: event.text, tokens: { ...entry.tokens, keyPoints: event.tokens }, lastEventSeq: seq }
+      ? {
+          ...entry,
+          rung: 1,
+          keyPoints: event.text,
+          tokens: { ...entry.tokens, keyPoints: event.tokens },
+          lastEventSeq: seq,
+        }
       : {
           ...entry,
           rung: 2,
@@ -280,7 +282,11 @@ const referenced = (view: AgentView, event: EventOf<"EntriesReferenced">): Agent
   let step = view.step
   for (const id of event.entryIds) {
     // Citation time is on the agent's own clock, the one ages are measured against.
-    entries = HashMap.modify(entries, id, (e) => ({ ...e, citationCount: e.citationCount + 1, lastCitedAt: view.clock }))
+    entries = HashMap.modify(entries, id, (e) => ({
+      ...e,
+      citationCount: e.citationCount + 1,
+      lastCitedAt: view.clock,
+    }))
     if (step !== null && step.stepId === event.stepId) step = { ...step, referenced: HashSet.add(step.referenced, id) }
   }
   return { ...view, entries, step }
@@ -308,13 +314,22 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
     case "StepStarted":
       return {
         ...view,
-        step: { stepId: event.stepId, focus: event.focus, startedAt: event.at, startedSeq: seq, referenced: HashSet.empty(), similarities: null },
+        step: {
+          stepId: event.stepId,
+          focus: event.focus,
+          startedAt: event.at,
+          startedSeq: seq,
+          referenced: HashSet.empty(),
+          similarities: null,
+        },
         // Cues live for one step only.
         cues: HashMap.empty(),
         cueRelevance: HashMap.empty(),
       }
     case "StepEnded":
-      return view.step?.stepId === event.stepId ? { ...view, step: null, cues: HashMap.empty(), cueRelevance: HashMap.empty() } : view
+      return view.step?.stepId === event.stepId
+        ? { ...view, step: null, cues: HashMap.empty(), cueRelevance: HashMap.empty() }
+        : view
     case "FocusChanged":
       return { ...view, focus: event.focus, taskKind: event.taskKind }
     case "RungChanged":
@@ -336,14 +351,21 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
       if (view.step?.stepId !== event.stepId) return view
       return {
         ...view,
-        step: { ...view.step, similarities: HashMap.fromIterable(event.similarities.map((s) => [s.entryId, s.similarity] as const)) },
+        step: {
+          ...view.step,
+          similarities: HashMap.fromIterable(event.similarities.map((s) => [s.entryId, s.similarity] as const)),
+        },
       }
     case "CuePromoted":
       return promoted(view, event, seq)
     case "CueDropped":
       // A drop names its step: appended after the step ended, it must not take the same entry's cue from a later step.
       if (view.step?.stepId !== event.stepId) return view
-      return { ...view, cues: HashMap.remove(view.cues, event.entryId), cueRelevance: HashMap.remove(view.cueRelevance, event.entryId) }
+      return {
+        ...view,
+        cues: HashMap.remove(view.cues, event.entryId),
+        cueRelevance: HashMap.remove(view.cueRelevance, event.entryId),
+      }
     case "EntryForgotten": {
       const native = Option.getOrUndefined(HashMap.get(view.entries, event.entryId))
       return {
@@ -365,14 +387,20 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
  * registration, and events already applied (by sequence), change nothing;
  * after AgentForgotten there is no view (undefined).
  */
-export const evolve = (view: AgentView | undefined, event: MemoryEvent, position: LogPosition): AgentView | undefined => {
+export const evolve = (
+  view: AgentView | undefined,
+  event: MemoryEvent,
+  position: LogPosition,
+): AgentView | undefined => {
   // A forgotten agent has no view at all.
   if (event._tag === "AgentForgotten") return undefined
   if (view === undefined) return event._tag === "AgentRegistered" ? registered(event, position) : undefined
   if (position.seq <= view.lastSeq) return view
   // A copy of an applied event stored again under another message id changes nothing but log positions.
   const hash = eventIdHash(event.eventId)
-  const next = hasSeen(view.seen, hash) ? view : { ...apply(view, event, position.seq), lastEventAt: event.at, seen: remember(view.seen, hash) }
+  const next = hasSeen(view.seen, hash)
+    ? view
+    : { ...apply(view, event, position.seq), lastEventAt: event.at, seen: remember(view.seen, hash) }
   return { ...atPosition(next, event, position.seq), lastSeq: position.seq }
 }
 
@@ -417,7 +445,8 @@ const SEEN_OLDER = SEEN_IDS / SEEN_GENERATION
 const NO_SEEN_IDS: SeenIds = { recent: null, recentSize: 0, older: [] }
 
 /** How many event ids a view remembers. */
-export const seenIdCount = (seen: SeenIds): number => seen.recentSize + seen.older.reduce((n, generation) => n + generation.size, 0)
+export const seenIdCount = (seen: SeenIds): number =>
+  seen.recentSize + seen.older.reduce((n, generation) => n + generation.size, 0)
 
 /** Two 32-bit FNV-1a variants of the id, joined into one safe integer. */
 export const eventIdHash = (id: string): number => {
@@ -439,7 +468,8 @@ const hasSeen = (seen: SeenIds, hash: number): boolean => {
 }
 
 const remember = (seen: SeenIds, hash: number): SeenIds => {
-  if (seen.recentSize < SEEN_GENERATION) return { recent: { hash, next: seen.recent }, recentSize: seen.recentSize + 1, older: seen.older }
+  if (seen.recentSize < SEEN_GENERATION)
+    return { recent: { hash, next: seen.recent }, recentSize: seen.recentSize + 1, older: seen.older }
   const frozen = new Set<number>()
   for (let node = seen.recent; node !== null; node = node.next) frozen.add(node.hash)
   return { recent: { hash, next: null }, recentSize: 1, older: [frozen, ...seen.older.slice(0, SEEN_OLDER - 1)] }
@@ -450,9 +480,13 @@ const remember = (seen: SeenIds, hash: number): SeenIds => {
  * event stored on their subject, whether or not the event changed anything.
  */
 const atPosition = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
-  if (event._tag === "AgentRegistered" || event._tag === "BudgetChanged") return view.configSeq === seq ? view : { ...view, configSeq: seq }
+  if (event._tag === "AgentRegistered" || event._tag === "BudgetChanged")
+    return view.configSeq === seq ? view : { ...view, configSeq: seq }
   const entryId = entryIdOf(event)
-  if (entryId === null) return eventSubject(event) === agentStepSubject(view.config.id) && view.stepSeq < seq ? { ...view, stepSeq: seq } : view
+  if (entryId === null)
+    return eventSubject(event) === agentStepSubject(view.config.id) && view.stepSeq < seq
+      ? { ...view, stepSeq: seq }
+      : view
   return atEntrySubject(view, entryId, seq)
 }
 
@@ -460,9 +494,15 @@ const atEntrySubject = (view: AgentView, entryId: string, seq: number): AgentVie
   const entry = Option.getOrUndefined(HashMap.get(view.entries, entryId))
   if (entry !== undefined) {
     // A native entry carries its own position; the map keeps only the others.
-    const others = HashMap.has(view.otherEntrySeqs, entryId) ? HashMap.remove(view.otherEntrySeqs, entryId) : view.otherEntrySeqs
+    const others = HashMap.has(view.otherEntrySeqs, entryId)
+      ? HashMap.remove(view.otherEntrySeqs, entryId)
+      : view.otherEntrySeqs
     if (entry.lastEventSeq >= seq) return others === view.otherEntrySeqs ? view : { ...view, otherEntrySeqs: others }
-    return { ...view, entries: HashMap.set(view.entries, entryId, { ...entry, lastEventSeq: seq }), otherEntrySeqs: others }
+    return {
+      ...view,
+      entries: HashMap.set(view.entries, entryId, { ...entry, lastEventSeq: seq }),
+      otherEntrySeqs: others,
+    }
   }
   const known = Option.getOrElse(HashMap.get(view.otherEntrySeqs, entryId), () => 0)
   return known >= seq ? view : { ...view, otherEntrySeqs: HashMap.set(view.otherEntrySeqs, entryId, seq) }

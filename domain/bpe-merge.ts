@@ -57,7 +57,11 @@ class PairHeap {
       let child = 2 * k + 1
       if (child >= size) break
       const right = child + 1
-      if (right < size && (ranks[right]! < ranks[child]! || (ranks[right] === ranks[child] && starts[right]! < starts[child]!))) child = right
+      if (
+        right < size &&
+        (ranks[right]! < ranks[child]! || (ranks[right] === ranks[child] && starts[right]! < starts[child]!))
+      )
+        child = right
       const cr = ranks[child]!
       if (rank < cr || (rank === cr && start < starts[child]!)) break
       ranks[k] = cr

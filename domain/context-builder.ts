@@ -26,10 +26,18 @@ import { HashMap, Option } from "effect"
 import { DEFAULT_ENCODING, type Encoding } from "../contracts/agent.ts"
 import type { RepresentationKind, WorkingEntry, WorkingRung } from "../contracts/entry.ts"
 import { focusText } from "../contracts/focus.ts"
-import { availableForms, currentFocus, formText, formTokens, rungCost, type AgentView } from "./agent-view.ts"
+import { type AgentView, availableForms, currentFocus, formText, formTokens } from "./agent-view.ts"
 import { bm25Scaled, DEFAULT_RELEVANCE, frequencyOf, fuseRankings, recencyOf, relevance } from "./relevance.ts"
-import { termStats, terms, type TermStats } from "./terms.ts"
-import { dateLineTokens, dayOf, lineTokens, renderBlock, renderDateLine, renderSittingLine, SITTING_GAP_MS } from "./render.ts"
+import {
+  dateLineTokens,
+  dayOf,
+  lineTokens,
+  renderBlock,
+  renderDateLine,
+  renderSittingLine,
+  SITTING_GAP_MS,
+} from "./render.ts"
+import { type TermStats, termStats, terms } from "./terms.ts"
 
 export interface Candidate {
   readonly entry: WorkingEntry
@@ -69,7 +77,8 @@ const compactForm = (entry: WorkingEntry): RepresentationKind =>
   entry.summary !== null ? "summary" : entry.keyPoints !== null ? "keyPoints" : "raw"
 
 /** Key points where held, else the most compact form. */
-const compressedForm = (entry: WorkingEntry): RepresentationKind => (entry.keyPoints !== null ? "keyPoints" : compactForm(entry))
+const compressedForm = (entry: WorkingEntry): RepresentationKind =>
+  entry.keyPoints !== null ? "keyPoints" : compactForm(entry)
 
 const byPriority = (a: Candidate, b: Candidate) =>
   b.priority - a.priority || b.entry.timestamp - a.entry.timestamp || b.entry.ordinal - a.entry.ordinal
@@ -113,7 +122,10 @@ const headersOf = (blocks: ReadonlyArray<Chosen>, order: ContextOrder): string[]
     if (sitting === shown) return ""
     const day = dayOf(sitting)
     const several = (sittingsPerDay.get(day) ?? 1) > 1
-    const line = order === "timestamp" && day === shownDay && several ? renderSittingLine(sitting) : renderDateLine(sitting, several)
+    const line =
+      order === "timestamp" && day === shownDay && several
+        ? renderSittingLine(sitting)
+        : renderDateLine(sitting, several)
     shown = sitting
     shownDay = day
     return line
@@ -135,7 +147,12 @@ export const buildContext = (
     const day = dayOf(entry.timestamp)
     const header = days.has(day) ? 0 : dateLineTokens(entry.timestamp, encoding)
     const forms = availableForms(entry)
-    const wanted = used < FULL_SHARE * budget ? forms[0]! : used < COMPRESSED_SHARE * budget ? compressedForm(entry) : compactForm(entry)
+    const wanted =
+      used < FULL_SHARE * budget
+        ? forms[0]!
+        : used < COMPRESSED_SHARE * budget
+          ? compressedForm(entry)
+          : compactForm(entry)
     // The wanted form if it fits, else anything more compact that does.
     for (const form of forms.slice(forms.indexOf(wanted))) {
       const tokens = formTokens(entry, form)
@@ -161,7 +178,8 @@ export const buildContext = (
   if (order === "timestamp") chosen.sort(byTime)
   // Headers exactly: sittings may cost more lines than the plan's one per day. Drop the least important blocks until they fit.
   let headers = headersOf(chosen, order)
-  const total = () => chosen.reduce((sum, c, i) => sum + c.tokens + (headers[i] ? lineTokens(headers[i]!, encoding) : 0), 0)
+  const total = () =>
+    chosen.reduce((sum, c, i) => sum + c.tokens + (headers[i] ? lineTokens(headers[i]!, encoding) : 0), 0)
   used = total()
   while (used > budget && chosen.length > 0) {
     const worst = chosen.reduce((w, c, i) => (c.rank > chosen[w]!.rank ? i : w), 0)
@@ -174,7 +192,15 @@ export const buildContext = (
   chosen.forEach((c, i) => {
     const e = c.candidate.entry
     text += headers[i]! + renderBlock(e, c.form, formText(e, c.form))
-    items.push({ entryId: e.id, timestamp: e.timestamp, origin: e.origin, rung: e.rung, form: c.form, cue: c.candidate.cue, tokens: c.tokens })
+    items.push({
+      entryId: e.id,
+      timestamp: e.timestamp,
+      origin: e.origin,
+      rung: e.rung,
+      form: c.form,
+      cue: c.candidate.cue,
+      tokens: c.tokens,
+    })
   })
   return { text, tokens: used, budget, items, omitted: candidates.length - chosen.length }
 }
@@ -221,7 +247,10 @@ export const priorityFor = (view: AgentView): ((entry: WorkingEntry, cue: boolea
   const recalledNative = view.step?.similarities ?? null
   const pool = [...HashMap.values(view.entries), ...HashMap.values(view.cues)]
   const lexical = recalledNative ? [] : bm25Scaled(query, pool.map(entryStats))
-  const ranked = pool.map((entry, i) => ({ entry, score: lexical[i] ?? 0 })).filter((x) => x.score > 0).sort((a, b) => b.score - a.score)
+  const ranked = pool
+    .map((entry, i) => ({ entry, score: lexical[i] ?? 0 }))
+    .filter((x) => x.score > 0)
+    .sort((a, b) => b.score - a.score)
   const similarity = recalledNative ? new Map(recalledNative) : fuseRankings([ranked.map((x) => x.entry.id)], 1)
   return (entry, cue) => {
     const recalled = cue ? Option.getOrElse(HashMap.get(view.cueRelevance, entry.id), () => 0) : 0
@@ -237,4 +266,5 @@ export const priorityFor = (view: AgentView): ((entry: WorkingEntry, cue: boolea
 }
 
 /** The lexical terms of the text working holds for an entry. */
-export const entryStats = (entry: WorkingEntry): TermStats => termStats(entry.content ?? entry.keyPoints ?? entry.summary ?? "")
+export const entryStats = (entry: WorkingEntry): TermStats =>
+  termStats(entry.content ?? entry.keyPoints ?? entry.summary ?? "")

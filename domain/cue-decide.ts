@@ -13,7 +13,7 @@ import { HashMap, HashSet } from "effect"
 import { InvalidState } from "../contracts/errors.ts"
 import type { EventOf } from "../contracts/events.ts"
 import type { AgentView } from "./agent-view.ts"
-import { accept, envelope, refuse, type Decision } from "./decision.ts"
+import { accept, type Decision, envelope, refuse } from "./decision.ts"
 
 export type Recalled = EventOf<"CueRehydrated">["recalled"]
 export type CueTrigger = EventOf<"CueRehydrated">["trigger"]
@@ -41,11 +41,25 @@ export interface RecallPlan {
   readonly cues: ReadonlyArray<PlannedCue>
 }
 
-const stampOf = (view: AgentView, eventId: string, stamp: CueStamp, fallbackCause: string | null, correlationId: string | null) =>
-  envelope({ eventId, agentId: view.config.id, at: stamp.at, causationId: stamp.causationId ?? fallbackCause, correlationId })
+const stampOf = (
+  view: AgentView,
+  eventId: string,
+  stamp: CueStamp,
+  fallbackCause: string | null,
+  correlationId: string | null,
+) =>
+  envelope({
+    eventId,
+    agentId: view.config.id,
+    at: stamp.at,
+    causationId: stamp.causationId ?? fallbackCause,
+    correlationId,
+  })
 
 const notOpen = (view: AgentView, stepId: string): InvalidState | null =>
-  view.step?.stepId === stepId ? null : new InvalidState({ field: "stepId", reason: `step '${stepId}' is not the open step` })
+  view.step?.stepId === stepId
+    ? null
+    : new InvalidState({ field: "stepId", reason: `step '${stepId}' is not the open step` })
 
 /** A recall for the open step: its similarities, then its cues best first. Cues working already holds are left out. */
 export const decideRecall = (
@@ -112,7 +126,13 @@ export const decideExplicitRehydration = (
  */
 export const decidePromotion = (
   view: AgentView,
-  promotion: { readonly stepId: string | null; readonly entryId: string; readonly trigger: CueTrigger; readonly recalled: Recalled; readonly key: string },
+  promotion: {
+    readonly stepId: string | null
+    readonly entryId: string
+    readonly trigger: CueTrigger
+    readonly recalled: Recalled
+    readonly key: string
+  },
   stamp: CueStamp,
 ): Decision<EventOf<"CuePromoted">> =>
   accept({
@@ -129,7 +149,11 @@ export const decidePromotion = (
  * of that step the agent did not reference is dropped. Each drop names the
  * step, and applies to that step only.
  */
-export const decideCueDrops = (before: AgentView, stepId: string, stamp: CueStamp): Decision<ReadonlyArray<EventOf<"CueDropped">>> => {
+export const decideCueDrops = (
+  before: AgentView,
+  stepId: string,
+  stamp: CueStamp,
+): Decision<ReadonlyArray<EventOf<"CueDropped">>> => {
   const step = before.step
   if (step === null || step.stepId !== stepId) return accept([])
   const dropped = [...HashMap.keys(before.cues)].filter((id) => !HashSet.has(step.referenced, id)).sort()

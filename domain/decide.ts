@@ -4,19 +4,28 @@
  * the stamp, token counts from the deterministic tokenizer.
  */
 import { HashMap, HashSet } from "effect"
-import { DEFAULT_ENCODING, DEFAULT_HYPERFOCUS_FACTOR, MAX_BUDGET, ROLE_DEFAULT_BUDGETS, type AgentConfig } from "../contracts/agent.ts"
+import {
+  type AgentConfig,
+  DEFAULT_ENCODING,
+  DEFAULT_HYPERFOCUS_FACTOR,
+  MAX_BUDGET,
+  ROLE_DEFAULT_BUDGETS,
+} from "../contracts/agent.ts"
 import { MAX_CONTENT_BYTES, type RequestOf } from "../contracts/api.ts"
 import { AgentAlreadyRegistered, InvalidState, UnknownEntries, ValidationError } from "../contracts/errors.ts"
 import type { EventOf } from "../contracts/events.ts"
 import type { Focus } from "../contracts/focus.ts"
 import type { AgentView } from "./agent-view.ts"
-import { buildContext, candidatesOf, effectiveBudget, priorityFor, type BuiltContext } from "./context-builder.ts"
+import { type BuiltContext, buildContext, candidatesOf, effectiveBudget, priorityFor } from "./context-builder.ts"
+import { accept, type Decision, envelope, refuse, type Stamp } from "./decision.ts"
 import { blockTokens } from "./render.ts"
-import { accept, envelope, refuse, type Decision, type Stamp } from "./decision.ts"
 
 export type { Decision, DecisionError, Stamp } from "./decision.ts"
 
-export const requestedConfig = (agentId: string, request: RequestOf<"registerAgent">): AgentConfig | ValidationError => {
+export const requestedConfig = (
+  agentId: string,
+  request: RequestOf<"registerAgent">,
+): AgentConfig | ValidationError => {
   const budget = request.budget ?? (request.role === "custom" ? undefined : ROLE_DEFAULT_BUDGETS[request.role])
   if (budget === undefined) return ValidationError.one("budget", "is required for the custom role")
   return {
@@ -49,7 +58,9 @@ export const decideRegister = (
   const config = requestedConfig(stamp.agentId, request)
   if (config instanceof ValidationError) return refuse(config)
   if (view !== undefined) {
-    return sameConfig(view.config, config) ? accept(null) : refuse(new AgentAlreadyRegistered({ agentId: stamp.agentId }))
+    return sameConfig(view.config, config)
+      ? accept(null)
+      : refuse(new AgentAlreadyRegistered({ agentId: stamp.agentId }))
   }
   return accept({ _tag: "AgentRegistered", ...envelope(stamp), config })
 }
@@ -73,7 +84,8 @@ export const decideEnterHyperfocus = (
   request: RequestOf<"enterHyperfocus">,
   stamp: Stamp,
 ): Decision<EventOf<"BudgetChanged">> => {
-  if (view.hyperfocus) return refuse(new InvalidState({ field: "hyperfocus", reason: "the agent is already in hyperfocus" }))
+  if (view.hyperfocus)
+    return refuse(new InvalidState({ field: "hyperfocus", reason: "the agent is already in hyperfocus" }))
   const base = view.config.budget
   const budget = request.budget ?? Math.min(MAX_BUDGET, base * DEFAULT_HYPERFOCUS_FACTOR)
   if (budget <= base) return refuse(ValidationError.one("budget", `must exceed the base budget of ${base} tokens`))
@@ -81,9 +93,16 @@ export const decideEnterHyperfocus = (
 }
 
 export const decideExitHyperfocus = (view: AgentView, stamp: Stamp): Decision<EventOf<"BudgetChanged">> => {
-  if (!view.hyperfocus) return refuse(new InvalidState({ field: "hyperfocus", reason: "the agent is not in hyperfocus" }))
+  if (!view.hyperfocus)
+    return refuse(new InvalidState({ field: "hyperfocus", reason: "the agent is not in hyperfocus" }))
   const base = view.config.budget
-  return accept({ _tag: "BudgetChanged", ...envelope(stamp), reason: "hyperfocus-exit", baseBudget: base, budget: base })
+  return accept({
+    _tag: "BudgetChanged",
+    ...envelope(stamp),
+    reason: "hyperfocus-exit",
+    baseBudget: base,
+    budget: base,
+  })
 }
 
 const utf8Bytes = (text: string) => Buffer.byteLength(text, "utf8")
@@ -129,7 +148,13 @@ export const recordConflict = (request: RequestOf<"recordEntry">, stored: EventO
   const tags = Array.from(new Set(request.tags ?? []))
   if (tags.length !== stored.tags.length || tags.some((t, i) => t !== stored.tags[i])) return "tags"
   const mood = request.mood ?? null
-  if (JSON.stringify(mood && { valence: mood.valence, arousal: mood.arousal }) !== JSON.stringify(stored.moodSnapshot && { valence: stored.moodSnapshot.valence, arousal: stored.moodSnapshot.arousal })) return "mood"
+  if (
+    JSON.stringify(mood && { valence: mood.valence, arousal: mood.arousal }) !==
+    JSON.stringify(
+      stored.moodSnapshot && { valence: stored.moodSnapshot.valence, arousal: stored.moodSnapshot.arousal },
+    )
+  )
+    return "mood"
   if ((request.emotionalWeight ?? 0) !== stored.emotionalWeight) return "emotionalWeight"
   return null
 }
@@ -143,7 +168,9 @@ export const decideBeginStep = (
   if (view.step !== null) {
     // Beginning the step that is already open is a retry: nothing new to record.
     if (view.step.stepId === stepId) return accept(null)
-    return refuse(new InvalidState({ field: "stepId", reason: `step '${view.step.stepId}' is still open; end it first` }))
+    return refuse(
+      new InvalidState({ field: "stepId", reason: `step '${view.step.stepId}' is still open; end it first` }),
+    )
   }
   return accept({ _tag: "StepStarted", ...envelope(stamp), stepId, focus: request.focus ?? null })
 }
@@ -214,12 +241,21 @@ export interface ReadDecision {
  * it is appended with the step subject's sequence, and rebuilt when another
  * write to the step subject came first.
  */
-export const decideRead = (view: AgentView, request: RequestOf<"buildContext">, stamp: Stamp): Decision<ReadDecision> => {
+export const decideRead = (
+  view: AgentView,
+  request: RequestOf<"buildContext">,
+  stamp: Stamp,
+): Decision<ReadDecision> => {
   if (request.stepId !== undefined && view.step?.stepId !== request.stepId) {
     return refuse(new InvalidState({ field: "stepId", reason: `step '${request.stepId}' is not the open step` }))
   }
   const budget = effectiveBudget(view, request.limit)
-  const built = buildContext(candidatesOf(view, priorityFor(view)), budget, request.order ?? "timestamp", view.config.encoding)
+  const built = buildContext(
+    candidatesOf(view, priorityFor(view)),
+    budget,
+    request.order ?? "timestamp",
+    view.config.encoding,
+  )
   return accept({
     event: {
       _tag: "EntriesRead",

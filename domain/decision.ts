@@ -3,7 +3,13 @@
  * Services stamp (ids, times, causation) and append; the event itself is
  * always built here, from the stamp, by a pure decider.
  */
-import type { AgentAlreadyRegistered, AgentNotFound, InvalidState, UnknownEntries, ValidationError } from "../contracts/errors.ts"
+import type {
+  AgentAlreadyRegistered,
+  AgentNotFound,
+  InvalidState,
+  UnknownEntries,
+  ValidationError,
+} from "../contracts/errors.ts"
 
 /** Envelope values fixed by the service that handles the request. */
 export interface Stamp {
@@ -20,7 +26,9 @@ export const CURRENT_EVENT_VERSION = 1 as const
 export const envelope = (stamp: Stamp) => ({ v: CURRENT_EVENT_VERSION, ...stamp })
 
 export type DecisionError = ValidationError | AgentNotFound | AgentAlreadyRegistered | InvalidState | UnknownEntries
-export type Decision<E> = { readonly ok: true; readonly event: E } | { readonly ok: false; readonly error: DecisionError }
+export type Decision<E> =
+  | { readonly ok: true; readonly event: E }
+  | { readonly ok: false; readonly error: DecisionError }
 
 export const accept = <E>(event: E): Decision<E> => ({ ok: true, event })
 export const refuse = <E>(error: DecisionError): Decision<E> => ({ ok: false, error })

@@ -11,10 +11,10 @@
  */
 import { HashMap, Option } from "effect"
 import { InvalidState } from "../contracts/errors.ts"
-import { EVENT_VERSIONS, type DemotedEntry, type EventOf } from "../contracts/events.ts"
+import { type DemotedEntry, EVENT_VERSIONS, type EventOf } from "../contracts/events.ts"
 import type { Embedding, Producer } from "../contracts/fade.ts"
 import type { AgentView } from "./agent-view.ts"
-import { accept, envelope, refuse, type Decision, type Stamp } from "./decision.ts"
+import { accept, type Decision, envelope, refuse, type Stamp } from "./decision.ts"
 import type { FadeMove } from "./fade-plan.ts"
 import { blockTokens } from "./render.ts"
 
@@ -36,7 +36,12 @@ export interface EntryHistory {
 
 export const NO_HISTORY: EntryHistory = { keyPoints: null, earlierCitations: 0 }
 
-export const EXTRACTIVE_PRODUCER: Producer = { kind: "extractive", model: "extractive-sentences-v1", fallbackReason: null, attempts: 1 }
+export const EXTRACTIVE_PRODUCER: Producer = {
+  kind: "extractive",
+  model: "extractive-sentences-v1",
+  fallbackReason: null,
+  attempts: 1,
+}
 
 export type FadeEvent = EventOf<"RungChanged"> | EventOf<"EntryDemoted">
 
@@ -48,10 +53,21 @@ export const decideFadeMove = (
   history: EntryHistory = NO_HISTORY,
 ): Decision<FadeEvent> => {
   const entry = Option.getOrUndefined(HashMap.get(view.entries, move.entryId))
-  if (entry === undefined) return refuse(new InvalidState({ field: "entryId", reason: `${move.entryId} is not in working` }))
-  if (entry.transient) return refuse(new InvalidState({ field: "entryId", reason: `${move.entryId} is a transient cue; cues never fade` }))
-  if (entry.rung !== move.from) return refuse(new InvalidState({ field: "from", reason: `${move.entryId} is at rung ${entry.rung}, not ${move.from}` }))
-  if (made.to !== move.to) return refuse(new InvalidState({ field: "to", reason: `the move goes to rung ${move.to}, the representation is for ${made.to}` }))
+  if (entry === undefined)
+    return refuse(new InvalidState({ field: "entryId", reason: `${move.entryId} is not in working` }))
+  if (entry.transient)
+    return refuse(new InvalidState({ field: "entryId", reason: `${move.entryId} is a transient cue; cues never fade` }))
+  if (entry.rung !== move.from)
+    return refuse(
+      new InvalidState({ field: "from", reason: `${move.entryId} is at rung ${entry.rung}, not ${move.from}` }),
+    )
+  if (made.to !== move.to)
+    return refuse(
+      new InvalidState({
+        field: "to",
+        reason: `the move goes to rung ${move.to}, the representation is for ${made.to}`,
+      }),
+    )
   const encoding = view.config.encoding
   const common = { ...envelope(stamp), entryId: entry.id, from: move.from, score: move.score }
   switch (made.to) {
@@ -74,7 +90,10 @@ export const decideFadeMove = (
         producer: made.producer,
       })
     case 3: {
-      const keyPoints = entry.keyPoints !== null && entry.tokens.keyPoints !== undefined ? { text: entry.keyPoints, tokens: entry.tokens.keyPoints } : history.keyPoints
+      const keyPoints =
+        entry.keyPoints !== null && entry.tokens.keyPoints !== undefined
+          ? { text: entry.keyPoints, tokens: entry.tokens.keyPoints }
+          : history.keyPoints
       const left: DemotedEntry = {
         timestamp: entry.timestamp,
         origin: entry.origin,
@@ -84,10 +103,19 @@ export const decideFadeMove = (
         emotionalWeight: entry.emotionalWeight,
         rawTokens: entry.tokens.raw,
         keyPoints,
-        summary: entry.summary !== null && entry.tokens.summary !== undefined ? { text: entry.summary, tokens: entry.tokens.summary } : null,
+        summary:
+          entry.summary !== null && entry.tokens.summary !== undefined
+            ? { text: entry.summary, tokens: entry.tokens.summary }
+            : null,
         citationCount: history.earlierCitations + entry.citationCount,
       }
-      return accept({ _tag: "EntryDemoted", ...common, v: EVENT_VERSIONS.EntryDemoted, embedding: made.embedding, entry: left })
+      return accept({
+        _tag: "EntryDemoted",
+        ...common,
+        v: EVENT_VERSIONS.EntryDemoted,
+        embedding: made.embedding,
+        entry: left,
+      })
     }
   }
 }

@@ -21,8 +21,8 @@
 import { HashMap, HashSet } from "effect"
 import type { WorkingEntry } from "../contracts/entry.ts"
 import type { FadeScore } from "../contracts/fade.ts"
-import { rungCost, type AgentView } from "./agent-view.ts"
-import { fadeScore, scoringContext, type FadeConfig, type ScoringContext } from "./fade-score.ts"
+import { type AgentView, rungCost } from "./agent-view.ts"
+import { type FadeConfig, fadeScore, type ScoringContext, scoringContext } from "./fade-score.ts"
 
 export interface FadeMove {
   readonly entryId: string
@@ -45,12 +45,16 @@ const projectedCost = (entry: WorkingEntry, to: 1 | 2 | 3, config: FadeConfig): 
   return entry.tokens.summary ?? Math.ceil(raw * config.summaryShare)
 }
 
-const projectedUsage = (view: AgentView, moves: ReadonlyArray<{ entry: WorkingEntry; to: 1 | 2 | 3 }>, config: FadeConfig) =>
-  moves.reduce((usage, m) => usage + projectedCost(m.entry, m.to, config) - rungCost(m.entry), view.usage)
+const projectedUsage = (
+  view: AgentView,
+  moves: ReadonlyArray<{ entry: WorkingEntry; to: 1 | 2 | 3 }>,
+  config: FadeConfig,
+) => moves.reduce((usage, m) => usage + projectedCost(m.entry, m.to, config) - rungCost(m.entry), view.usage)
 
 /** The rung an oversized entry goes to: the first one below its own projected to fit under `limit`, else out. */
 const fittingRung = (entry: WorkingEntry, limit: number, config: FadeConfig): 1 | 2 | 3 => {
-  for (let to = entry.rung + 1; to <= 2; to++) if (projectedCost(entry, to as 1 | 2, config) <= limit) return to as 1 | 2
+  for (let to = entry.rung + 1; to <= 2; to++)
+    if (projectedCost(entry, to as 1 | 2, config) <= limit) return to as 1 | 2
   return 3
 }
 
@@ -93,7 +97,13 @@ export const planFade = (view: AgentView, config: FadeConfig): FadeMove[] => {
   })
   const move = (c: (typeof candidates)[number], trigger: "threshold" | "pressure") => {
     const to = (c.entry.rung + 1) as 1 | 2 | 3
-    moves.push({ entryId: c.entry.id, from: c.entry.rung, to, score: score(c, to, trigger, ctx), expectSeq: c.entry.lastEventSeq })
+    moves.push({
+      entryId: c.entry.id,
+      from: c.entry.rung,
+      to,
+      score: score(c, to, trigger, ctx),
+      expectSeq: c.entry.lastEventSeq,
+    })
     moving.add(c.entry.id)
     projected += projectedCost(c.entry, to, config) - rungCost(c.entry)
   }

@@ -14,10 +14,11 @@
  *
  * Each part is recorded as its signed contribution, so the parts add up to the total.
  */
-import type { FadeScoreParts } from "../contracts/fade.ts"
+
 import type { WorkingEntry } from "../contracts/entry.ts"
+import type { FadeScoreParts } from "../contracts/fade.ts"
 import { focusText } from "../contracts/focus.ts"
-import { currentFocus, type AgentView } from "./agent-view.ts"
+import { type AgentView, currentFocus } from "./agent-view.ts"
 import { termStats, terms } from "./terms.ts"
 
 export interface FadeWeights {
@@ -97,7 +98,8 @@ export const fadeScore = (entry: WorkingEntry, ctx: ScoringContext): { total: nu
   const w = ctx.config.weights
   const since = Math.max(0, ctx.entryCount - entry.ordinal - 1)
   const elapsed = Math.max(0, ctx.now - Math.max(entry.trackedSince, entry.lastCitedAt ?? 0))
-  const age = 0.5 * (1 - Math.exp(-since / ctx.config.turnHorizon)) + 0.5 * (1 - Math.exp(-elapsed / ctx.config.timeHorizonMs))
+  const age =
+    0.5 * (1 - Math.exp(-since / ctx.config.turnHorizon)) + 0.5 * (1 - Math.exp(-elapsed / ctx.config.timeHorizonMs))
   const frequency = Math.min(1, Math.log1p(entry.citationCount + 0.1 * entry.referenceCount) / Math.log1p(10))
   const mood = entry.moodSnapshot ? Math.abs(entry.moodSnapshot.valence) * entry.moodSnapshot.arousal : 0
   const emotion = Math.max(entry.emotionalWeight, mood)

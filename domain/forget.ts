@@ -13,7 +13,7 @@ import type { EventOf } from "../contracts/events.ts"
 import { isSubjectToken } from "../contracts/ids.ts"
 import { agentEvents, entrySubject } from "../contracts/subjects.ts"
 import type { AgentView } from "./agent-view.ts"
-import { accept, envelope, refuse, type Decision, type Stamp } from "./decision.ts"
+import { accept, type Decision, envelope, refuse, type Stamp } from "./decision.ts"
 
 export type Tombstone = EventOf<"EntryForgotten"> | EventOf<"AgentForgotten">
 
@@ -27,18 +27,26 @@ export interface ForgetRequest {
  * agent to hold it, in working or in long-term. Anything else is refused
  * and nothing is written.
  */
-export const decideForget = (view: AgentView | undefined, request: ForgetRequest, stamp: Stamp): Decision<Tombstone> => {
+export const decideForget = (
+  view: AgentView | undefined,
+  request: ForgetRequest,
+  stamp: Stamp,
+): Decision<Tombstone> => {
   if (view === undefined) return refuse(new AgentNotFound({ agentId: stamp.agentId }))
   const entryId = request.entryId
   if (entryId === undefined) return accept({ _tag: "AgentForgotten", ...envelope(stamp) })
-  if (!isSubjectToken(entryId)) return refuse(ValidationError.one("entryId", "must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'"))
-  if (!HashMap.has(view.entries, entryId) && !HashSet.has(view.longTerm, entryId)) return refuse(new UnknownEntries({ entryIds: [entryId] }))
+  if (!isSubjectToken(entryId))
+    return refuse(ValidationError.one("entryId", "must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'"))
+  if (!HashMap.has(view.entries, entryId) && !HashSet.has(view.longTerm, entryId))
+    return refuse(new UnknownEntries({ entryIds: [entryId] }))
   return accept({ _tag: "EntryForgotten", ...envelope(stamp), entryId })
 }
 
 /** The subjects whose records a tombstone's erasure reads (a stream filter). */
 export const erasureFilter = (tombstone: Tombstone): string =>
-  tombstone._tag === "EntryForgotten" ? entrySubject(tombstone.agentId, tombstone.entryId) : agentEvents(tombstone.agentId)
+  tombstone._tag === "EntryForgotten"
+    ? entrySubject(tombstone.agentId, tombstone.entryId)
+    : agentEvents(tombstone.agentId)
 
 /** One stored record of the erasure's filter, in stream order. */
 export interface StoredRecord {
@@ -57,10 +65,15 @@ export interface StoredRecord {
  *   cue decision that raced the forget). Records of the agent registered
  *   again after the tombstone are kept.
  */
-export const erasedSequences = (tombstone: Tombstone, tombstoneSeq: number, records: Iterable<StoredRecord>): number[] => {
+export const erasedSequences = (
+  tombstone: Tombstone,
+  tombstoneSeq: number,
+  records: Iterable<StoredRecord>,
+): number[] => {
   const erased: number[] = []
   if (tombstone._tag === "EntryForgotten") {
-    for (const r of records) if (r.seq !== tombstoneSeq && r.subject === entrySubject(tombstone.agentId, tombstone.entryId)) erased.push(r.seq)
+    for (const r of records)
+      if (r.seq !== tombstoneSeq && r.subject === entrySubject(tombstone.agentId, tombstone.entryId)) erased.push(r.seq)
     return erased
   }
   const before = new Set<string>()

@@ -10,8 +10,9 @@
  * and says how many it dropped. Every event it produces says it is the
  * offline one.
  */
-import type { Encoding } from "../contracts/agent.ts"
+
 import { eng } from "stopword"
+import type { Encoding } from "../contracts/agent.ts"
 import { speakerOf } from "./key-points.ts"
 import { countTokens } from "./tokens.ts"
 
@@ -54,7 +55,10 @@ export const classifyWords = (body: string): Word[] => {
 
 /** The kept words, in their original order, after the speaker. */
 const render = (speaker: string, words: ReadonlyArray<Word>, keep: ReadonlySet<number>): string =>
-  `${speaker}${words.filter((w) => keep.has(w.index)).map((w) => w.text).join(" ")}`.trim()
+  `${speaker}${words
+    .filter((w) => keep.has(w.index))
+    .map((w) => w.text)
+    .join(" ")}`.trim()
 
 export const offlineSummary = (text: string, share: number, encoding: Encoding): string => {
   const whole = text.trim()

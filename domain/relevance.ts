@@ -46,7 +46,12 @@ export const relevance = (parts: RelevanceParts, w: RelevanceWeights = DEFAULT_R
  * nothing matches). IDF comes from the documents themselves: inside working
  * the set is small and lives in memory, so a scan is the index.
  */
-export const bm25Scaled = (query: ReadonlyArray<string>, docs: ReadonlyArray<TermStats>, k1 = 1.2, b = 0.75): number[] => {
+export const bm25Scaled = (
+  query: ReadonlyArray<string>,
+  docs: ReadonlyArray<TermStats>,
+  k1 = 1.2,
+  b = 0.75,
+): number[] => {
   const n = docs.length
   if (n === 0 || query.length === 0) return docs.map(() => 0)
   const qTerms = [...new Set(query)]
@@ -87,7 +92,9 @@ export const fuseRankings = (
   const fused = new Map<string, number>()
   rankings.forEach((ranking, r) => {
     const w = weights[r] ?? 1
-    ranking.forEach((id, rank) => fused.set(id, (fused.get(id) ?? 0) + w / (k + rank + 1)))
+    ranking.forEach((id, rank) => {
+      fused.set(id, (fused.get(id) ?? 0) + w / (k + rank + 1))
+    })
   })
   const best = lists / (k + 1)
   for (const [id, s] of fused) fused.set(id, s / best)
@@ -119,7 +126,13 @@ export interface EpisodeLift {
  * of the hit's similarity; the two entries right next to a strong hit then
  * rank beside the hit's weaker competitors rather than far below them.
  */
-export const DEFAULT_EPISODE_LIFT: EpisodeLift = { spreaders: 60, radius: 2, share: 0.8, decay: 0.5, episodeShare: 0.25 }
+export const DEFAULT_EPISODE_LIFT: EpisodeLift = {
+  spreaders: 60,
+  radius: 2,
+  share: 0.8,
+  decay: 0.5,
+  episodeShare: 0.25,
+}
 
 /**
  * Similarities lifted by episode. First, an entry that matches the query

@@ -86,17 +86,22 @@ const lineCache = new Map<Encoding, Map<string, number>>()
 /** Token cost of a header line (cached: there are few distinct lines). */
 export const lineTokens = (line: string, encoding: Encoding): number => {
   let byLine = lineCache.get(encoding)
-  if (byLine === undefined) lineCache.set(encoding, (byLine = new Map()))
+  if (byLine === undefined) {
+    byLine = new Map()
+    lineCache.set(encoding, byLine)
+  }
   let tokens = byLine.get(line)
   if (tokens === undefined) {
     if (byLine.size > 100_000) byLine.clear()
-    byLine.set(line, (tokens = countTokens(line, encoding)))
+    tokens = countTokens(line, encoding)
+    byLine.set(line, tokens)
   }
   return tokens
 }
 
 /** Token cost of a plain date line. */
-export const dateLineTokens = (epochMillis: number, encoding: Encoding): number => lineTokens(renderDateLine(epochMillis), encoding)
+export const dateLineTokens = (epochMillis: number, encoding: Encoding): number =>
+  lineTokens(renderDateLine(epochMillis), encoding)
 
 /** UTC minute: "13:56". */
 export const formatTime = (epochMillis: number): string => {

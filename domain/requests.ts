@@ -14,8 +14,8 @@ import type { WorkingEntry } from "../contracts/entry.ts"
 import type { EventOf, MemoryEvent } from "../contracts/events.ts"
 import type { AgentView } from "./agent-view.ts"
 import { evolve, formText, formTokens } from "./agent-view.ts"
-import { candidatesOf } from "./context-builder.ts"
 import type { BuiltContext, ContextItem } from "./context-builder.ts"
+import { candidatesOf } from "./context-builder.ts"
 import { dayOf, renderBlock, renderDateLine } from "./render.ts"
 
 export interface PendingRequest {
@@ -106,18 +106,45 @@ export const replayedContext = (view: AgentView, stored: StoredContext): BuiltCo
  * settling it: the served items as working holds them now, at the read's
  * sequence.
  */
-export const contextFromRead = (view: AgentView, event: EventOf<"EntriesRead">, seq: number): BuiltContext & { readonly seq: number } => {
+export const contextFromRead = (
+  view: AgentView,
+  event: EventOf<"EntriesRead">,
+  seq: number,
+): BuiltContext & { readonly seq: number } => {
   const items: ContextItem[] = []
   for (const served of event.served) {
     const entry = heldEntry(view, served.entryId)
     if (entry === undefined) continue
-    items.push({ entryId: entry.id, timestamp: entry.timestamp, origin: entry.origin, rung: entry.rung, form: served.form, cue: served.cue, tokens: formTokens(entry, served.form) })
+    items.push({
+      entryId: entry.id,
+      timestamp: entry.timestamp,
+      origin: entry.origin,
+      rung: entry.rung,
+      form: served.form,
+      cue: served.cue,
+      tokens: formTokens(entry, served.form),
+    })
   }
-  return replayedContext(view, { tokens: event.tokens, budget: event.budget, items, omitted: Math.max(0, candidatesOf(view).length - items.length), seq })
+  return replayedContext(view, {
+    tokens: event.tokens,
+    budget: event.budget,
+    items,
+    omitted: Math.max(0, candidatesOf(view).length - items.length),
+    seq,
+  })
 }
 
 /** Operations kept in the ledger whose reply follows from their one event. */
-export const LEDGERED_OPERATIONS = ["retuneBudget", "enterHyperfocus", "exitHyperfocus", "beginStep", "setFocus", "referenceEntries", "endStep", "buildContext"] as const
+export const LEDGERED_OPERATIONS = [
+  "retuneBudget",
+  "enterHyperfocus",
+  "exitHyperfocus",
+  "beginStep",
+  "setFocus",
+  "referenceEntries",
+  "endStep",
+  "buildContext",
+] as const
 
 /**
  * The reply a write was given, from the event it stored and the view that
@@ -131,7 +158,8 @@ export const replyOfEvent = (before: AgentView, event: MemoryEvent, seq: number)
       return {
         baseBudget: event.baseBudget,
         budget: event.budget,
-        hyperfocus: event.reason === "hyperfocus-enter" ? true : event.reason === "hyperfocus-exit" ? false : before.hyperfocus,
+        hyperfocus:
+          event.reason === "hyperfocus-enter" ? true : event.reason === "hyperfocus-exit" ? false : before.hyperfocus,
         seq,
       }
     case "StepStarted":
@@ -154,14 +182,23 @@ export const replyOfEvent = (before: AgentView, event: MemoryEvent, seq: number)
  * The request body is not in the log: a rebuilt record has an empty body,
  * and any body retried under it counts as the same request.
  */
-export const ledgerFromLog = (events: Iterable<{ readonly event: MemoryEvent; readonly seq: number }>): Map<string, SettledRequest> => {
+export const ledgerFromLog = (
+  events: Iterable<{ readonly event: MemoryEvent; readonly seq: number }>,
+): Map<string, SettledRequest> => {
   const views = new Map<string, AgentView>()
   const ledger = new Map<string, SettledRequest>()
   const operations = new Set<string>(LEDGERED_OPERATIONS)
   for (const { event, seq } of events) {
     const before = views.get(event.agentId)
     const [agentId, operation, requestId, ...rest] = event.eventId.split(":")
-    if (before !== undefined && agentId === event.agentId && operation !== undefined && operations.has(operation) && requestId !== undefined && rest.length === 0) {
+    if (
+      before !== undefined &&
+      agentId === event.agentId &&
+      operation !== undefined &&
+      operations.has(operation) &&
+      requestId !== undefined &&
+      rest.length === 0
+    ) {
       const reply = replyOfEvent(before, event, seq)
       const key = ledgerKey(event.agentId, before.registeredSeq, operation, requestId)
       if (reply !== null && !ledger.has(key)) ledger.set(key, { state: "done", operation, body: "", seq, reply })

@@ -65,7 +65,9 @@ const installFastMerge = (encoding: Encoding, api: object): void => {
     typeof core.getBpeRankFromBytes !== "function" ||
     typeof core.tryDecodeToken !== "function"
   ) {
-    throw new Error(`gpt-tokenizer's ${encoding} has no byte-pair core to install the fast merge into; check the library version`)
+    throw new Error(
+      `gpt-tokenizer's ${encoding} has no byte-pair core to install the fast merge into; check the library version`,
+    )
   }
   const bytesOf = (token: number): Uint8Array => {
     const decoded = core.tryDecodeToken(token)
@@ -118,7 +120,8 @@ export const countTokens = (text: string, encoding: Encoding): number =>
   tokenizer(encoding).countTokens(text, ORDINARY_TEXT)
 
 /** Token ids, with the same merge as `countTokens` (for tests and tools). */
-export const encodeTokens = (text: string, encoding: Encoding): number[] => tokenizer(encoding).encode(text, ORDINARY_TEXT)
+export const encodeTokens = (text: string, encoding: Encoding): number[] =>
+  tokenizer(encoding).encode(text, ORDINARY_TEXT)
 
 /** Loads an encoding ahead of first use, so the first request does not pay for it. */
 export const preloadEncoding = (encoding: Encoding): void => void tokenizer(encoding)

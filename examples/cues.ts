@@ -20,7 +20,11 @@ const fillers = [
 /** Records the puppy entry, then enough filler that the fade service demotes it out of a 200-token budget. */
 export const setUpPuppyAgent = async (agent: AgentClient) => {
   await agent.register({ role: "custom", budget: 200 })
-  const puppy = await agent.record({ origin: "USER", content: "We adopted a golden retriever puppy called Biscuit last week.", tags: ["pets"] })
+  const puppy = await agent.record({
+    origin: "USER",
+    content: "We adopted a golden retriever puppy called Biscuit last week.",
+    tags: ["pets"],
+  })
   for (let i = 0; i < 30; i++) await agent.record({ origin: "USER", content: fillers[i % fillers.length]! })
   const deadline = Date.now() + 30_000
   for (;;) {
@@ -39,17 +43,19 @@ export const runCues = async (agent: AgentClient) => {
   await setUpPuppyAgent(agent)
 
   const { stepId } = await agent.beginStep({ focus: { query: "Which dog did I adopt recently?" } })
-  const context = await agent.buildContext({ stepId })   // the long-demoted "golden retriever puppy" entry is a cue
-  await agent.reference(stepId, [context.items.find((i) => i.cue)!.entryId])   // now native again
-  await agent.endStep(stepId)                                                   // other cues dropped
+  const context = await agent.buildContext({ stepId }) // the long-demoted "golden retriever puppy" entry is a cue
+  await agent.reference(stepId, [context.items.find((i) => i.cue)!.entryId]) // now native again
+  await agent.endStep(stepId) // other cues dropped
   const { results } = await agent.query("puppy", { explain: true, filter: { tags: ["pets"] } })
-  const raw = await agent.raw(results[0]!.entryId)                              // from the substrate
+  const raw = await agent.raw(results[0]!.entryId) // from the substrate
 
   return { context, results, raw }
 }
 
 if (import.meta.main) {
-  const wm = await WorkingMemoryClient.connect({ servers: process.argv[2] ?? process.env["NATS_URL"] ?? "nats://127.0.0.1:4222" })
+  const wm = await WorkingMemoryClient.connect({
+    servers: process.argv[2] ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222",
+  })
   try {
     const { context, raw } = await runCues(wm.agent(`cues-${nuid.next()}`))
     console.log(context.text)

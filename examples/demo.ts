@@ -2,7 +2,7 @@
  * The newcomer's demo: one agent's working memory filling up, its budget
  * use after every entry, and the context it builds. Uses only the SDK.
  */
-import { AgentClient } from "../sdk/client.ts"
+import type { AgentClient } from "../sdk/client.ts"
 import { demoQuestion, demoScript } from "./demo-script.ts"
 
 const LABEL = { INTERNAL: "thought", USER: "user", ADVISOR: "advisor", SYSTEM: "system" } as const
@@ -10,7 +10,7 @@ const bar = (used: number, budget: number, width = 24) => {
   const filled = Math.min(width, Math.round((used / budget) * width))
   return "█".repeat(filled) + "░".repeat(width - filled)
 }
-const clip = (s: string, n: number) => (s.length > n ? s.slice(0, n - 1) + "…" : s.padEnd(n))
+const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s.padEnd(n))
 
 export interface DemoOptions {
   readonly budget?: number
@@ -35,12 +35,21 @@ export const runDemo = async (agent: AgentClient, options: DemoOptions = {}) => 
   }
   const step = await agent.beginStep({ focus: demoQuestion.focus })
   const context = await agent.buildContext({ stepId: step.stepId })
-  const forms = context.items.reduce<Record<string, number>>((acc, i) => ({ ...acc, [i.form]: (acc[i.form] ?? 0) + 1 }), {})
+  const forms: Record<string, number> = {}
+  for (const item of context.items) forms[item.form] = (forms[item.form] ?? 0) + 1
   log(
     `\nContext for step '${step.stepId}': ${context.tokens}/${context.budget} tokens, ` +
-      `${context.items.length} entries served (${Object.entries(forms).map(([f, n]) => `${n} ${f}`).join(", ")}), ${context.omitted} left out\n`,
+      `${context.items.length} entries served (${Object.entries(forms)
+        .map(([f, n]) => `${n} ${f}`)
+        .join(", ")}), ${context.omitted} left out\n`,
   )
-  log(context.text.split("\n").filter(Boolean).map((l) => `  │ ${l}`).join("\n"))
+  log(
+    context.text
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => `  │ ${l}`)
+      .join("\n"),
+  )
   const missing = demoQuestion.answer.filter((fact) => !context.text.includes(fact))
   log(
     missing.length === 0

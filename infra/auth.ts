@@ -25,7 +25,14 @@ import { randomBytes } from "node:crypto"
 import { operations } from "../contracts/api.ts"
 import { isSubjectToken } from "../contracts/ids.ts"
 import { agentInboxPrefix, tenantInboxPrefix } from "../contracts/inboxes.ts"
-import { API_ROOT, DEAD_LETTER_ROOT, DEAD_LETTER_STREAM, EVENTS_ROOT, EVENTS_STREAM, UNKNOWN_OPERATIONS_QUEUE } from "../contracts/subjects.ts"
+import {
+  API_ROOT,
+  DEAD_LETTER_ROOT,
+  DEAD_LETTER_STREAM,
+  EVENTS_ROOT,
+  EVENTS_STREAM,
+  UNKNOWN_OPERATIONS_QUEUE,
+} from "../contracts/subjects.ts"
 import { formatTenants } from "../services/access/sharing.ts"
 import { CHECKPOINT_BUCKET, REQUEST_BUCKET, SUBSTRATE_BUCKET } from "../services/nats/buckets.ts"
 
@@ -287,11 +294,20 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       }
     case "working":
       // EntriesRead after each build; asks retrieval for the open step's cues.
-      return { ...base(name), appends: [`${EVENTS_ROOT}.*.step`], buckets: [REQUEST_BUCKET], requests: [apiOf("recall")] }
+      return {
+        ...base(name),
+        appends: [`${EVENTS_ROOT}.*.step`],
+        buckets: [REQUEST_BUCKET],
+        requests: [apiOf("recall")],
+      }
     case "fade":
       // Rung changes and demotions, each on its entry's subject.
       // It also refuses requests for operations the API does not have (services/api/serve.ts).
-      return { ...base(name), serves: [{ subject: ">", queue: UNKNOWN_OPERATIONS_QUEUE }], appends: [`${EVENTS_ROOT}.*.entry.*`] }
+      return {
+        ...base(name),
+        serves: [{ subject: ">", queue: UNKNOWN_OPERATIONS_QUEUE }],
+        appends: [`${EVENTS_ROOT}.*.entry.*`],
+      }
     case "long-term":
       return { ...base("long-term"), serves: [], buckets: [CHECKPOINT_BUCKET] }
     case "substrate":
@@ -338,7 +354,16 @@ export const mergeSpecs = (name: string, ...specs: ReadonlyArray<ServiceSpec>): 
   erases: unique(specs.flatMap((s) => s.erases ?? [])),
 })
 
-export const SERVICE_NAMES: ReadonlyArray<ServiceName> = ["gateway", "working", "fade", "long-term", "substrate", "retrieval", "memory", "audit"]
+export const SERVICE_NAMES: ReadonlyArray<ServiceName> = [
+  "gateway",
+  "working",
+  "fade",
+  "long-term",
+  "substrate",
+  "retrieval",
+  "memory",
+  "audit",
+]
 
 // ---------------------------------------------------------------------------
 // Generation
@@ -400,13 +425,18 @@ export const natsAuth = (spec: AuthSpec): NatsAuth => {
   for (const a of spec.agents) {
     const account = typeof a === "string" ? { id: a } : a
     if (agents.has(account.id)) throw new Error(`agent '${account.id}' is listed twice`)
-    const creds = { user: agentUser(account.id), pass: account.password ?? generatePassword(), inboxPrefix: agentInboxPrefix(account.id) }
+    const creds = {
+      user: agentUser(account.id),
+      pass: account.password ?? generatePassword(),
+      inboxPrefix: agentInboxPrefix(account.id),
+    }
     users.push({ user: creds.user, password: creds.pass, permissions: agentPermissions(account.id, deny) })
     agents.set(account.id, creds)
   }
 
   for (const tenant of spec.tenants ?? []) {
-    for (const a of tenant.agents) if (!agents.has(a)) throw new Error(`tenant '${tenant.name}' names agent '${a}', which is not listed`)
+    for (const a of tenant.agents)
+      if (!agents.has(a)) throw new Error(`tenant '${tenant.name}' names agent '${a}', which is not listed`)
     if (tenant.password === undefined) continue
     const creds = { user: tenantUser(tenant.name), pass: tenant.password, inboxPrefix: tenantInboxPrefix(tenant.name) }
     users.push({ user: creds.user, password: creds.pass, permissions: tenantPermissions(tenant, deny) })

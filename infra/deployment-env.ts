@@ -18,7 +18,11 @@ export const natsPassVariable = (service: ComposeService) => `WM_${service.toUpp
 export const NATS_CONFIG_VARIABLE = "WM_NATS_AUTH_CONF"
 
 /** The env file's text. Throws when the configuration lacks a user for one of the compose services. */
-export const deploymentEnv = (auth: NatsAuth, configFile: string, qdrantApiKey: string = generatePassword()): string => {
+export const deploymentEnv = (
+  auth: NatsAuth,
+  configFile: string,
+  qdrantApiKey: string = generatePassword(),
+): string => {
   const mounted = isAbsolute(configFile) || configFile.startsWith(".") ? configFile : `./${configFile}`
   const lines = [
     "# docker compose settings from `npm run wm -- auth-config` (secrets: keep this file private).",

@@ -3,8 +3,8 @@
  * three-node JetStream cluster. Used by the one-command start, the tests and
  * the benchmarks. Nothing here is mocked: it runs the installed binary.
  */
-import { spawn, spawnSync, type ChildProcess } from "node:child_process"
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs"
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"

@@ -48,7 +48,7 @@ export class NoResponse extends Error {
   override readonly name = "NoResponse"
 }
 
-type Without<T, K extends keyof any> = T extends unknown ? Omit<T, K> : never
+type Without<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 
 export class WorkingMemoryClient {
   readonly nc: NatsConnection
@@ -62,7 +62,7 @@ export class WorkingMemoryClient {
   }
 
   static async connect(options: ConnectOptions = {}): Promise<WorkingMemoryClient> {
-    const servers = options.servers ?? process.env["NATS_URL"] ?? DEFAULT_SERVER
+    const servers = options.servers ?? process.env.NATS_URL ?? DEFAULT_SERVER
     const nc = await connect({
       servers: typeof servers === "string" ? servers.split(",") : [...servers],
       name: options.name ?? "working-memory-sdk",
@@ -94,7 +94,10 @@ export class WorkingMemoryClient {
     // The connection would refuse it with a bare "max_payload size exceeded": say which limit, as the API does.
     const maxPayload = this.nc.info?.max_payload
     if (maxPayload !== undefined && body.length > maxPayload) {
-      throw ValidationError.one("(body)", `the request is ${body.length} bytes, above the server's max_payload of ${maxPayload} bytes (entry content is limited to ${MAX_CONTENT_BYTES} bytes)`)
+      throw ValidationError.one(
+        "(body)",
+        `the request is ${body.length} bytes, above the server's max_payload of ${maxPayload} bytes (entry content is limited to ${MAX_CONTENT_BYTES} bytes)`,
+      )
     }
     let lastError: unknown
     for (let attempt = 1; attempt <= this.#attempts; attempt++) {
@@ -113,13 +116,16 @@ export class WorkingMemoryClient {
           (error instanceof errors.RequestError && error.isNoResponders())
         // Only "nothing was stored, try again" is retried; every other refusal (StorageFull included:
         // a full store stays full) is thrown as its typed error at once.
-        const unavailable = typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "Unavailable"
+        const unavailable =
+          typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "Unavailable"
         if (!retryable && !unavailable) throw error
         lastError = error
         await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)))
       }
     }
-    throw new NoResponse(`no answer on ${subject} after ${this.#attempts} attempts: ${String(lastError)}`, { cause: lastError })
+    throw new NoResponse(`no answer on ${subject} after ${this.#attempts} attempts: ${String(lastError)}`, {
+      cause: lastError,
+    })
   }
 
   async close(): Promise<void> {
@@ -139,7 +145,10 @@ export class AgentClient {
     this.agentId = agentId
   }
 
-  async #write<O extends OperationName>(operation: O, request: Without<RequestOf<O>, "requestId"> & { requestId?: string }) {
+  async #write<O extends OperationName>(
+    operation: O,
+    request: Without<RequestOf<O>, "requestId"> & { requestId?: string },
+  ) {
     const value = await this.#client.call(this.agentId, operation, {
       requestId: nuid.next(),
       ...request,
@@ -172,7 +181,11 @@ export class AgentClient {
   }
   /** Reports the entries used in the step, by id and/or by quoting their text. */
   reference(stepId: string, entryIds: ReadonlyArray<string>, quotes?: ReadonlyArray<string>) {
-    return this.#write("referenceEntries", { stepId, entryIds: [...entryIds], ...(quotes ? { quotes: [...quotes] } : {}) })
+    return this.#write("referenceEntries", {
+      stepId,
+      entryIds: [...entryIds],
+      ...(quotes ? { quotes: [...quotes] } : {}),
+    })
   }
   endStep(stepId: string) {
     return this.#write("endStep", { stepId })

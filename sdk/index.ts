@@ -2,9 +2,10 @@
  * The TypeScript SDK's public surface, as the `@working-memory/client`
  * package exports it (packages/client builds it from these sources).
  */
-export * from "./client.ts"
-export * from "./own-events.ts"
-export * from "../contracts/errors.ts"
+
 export type { OperationName, RequestOf, ResponseOf } from "../contracts/api.ts"
+export * from "../contracts/errors.ts"
 export type { MemoryEvent } from "../contracts/events.ts"
 export { FutureEventVersion } from "../services/log/decode.ts"
+export * from "./client.ts"
+export * from "./own-events.ts"

@@ -10,7 +10,7 @@
  *   const follow = await followOwnEvents(wm, "planner", { onEvent })   // and live, e.g. for a local mirror
  */
 import type { MemoryEvent } from "../contracts/events.ts"
-import { decodeEventJson, FutureEventVersion } from "../services/log/decode.ts"
+import { decodeEventJson, type FutureEventVersion } from "../services/log/decode.ts"
 import type { WorkingMemoryClient } from "./client.ts"
 
 export interface OwnEvent {
@@ -59,11 +59,18 @@ const ownEvents = (
 }
 
 /** Every event of the agent stored before the call, in stream order; fails with FutureEventVersion on an event newer than this SDK reads. */
-export const readOwnEvents = async (client: WorkingMemoryClient, agentId: string, options: OwnEventsOptions = {}): Promise<OwnEvent[]> => {
+export const readOwnEvents = async (
+  client: WorkingMemoryClient,
+  agentId: string,
+  options: OwnEventsOptions = {},
+): Promise<OwnEvent[]> => {
   const out: OwnEvent[] = []
   let afterSeq = Math.max(1, options.fromSeq ?? 1) - 1
   for (;;) {
-    const reply = await client.call(agentId, "readEvents", { afterSeq, ...(options.batch ? { max: options.batch } : {}) })
+    const reply = await client.call(agentId, "readEvents", {
+      afterSeq,
+      ...(options.batch ? { max: options.batch } : {}),
+    })
     const read = ownEvents(reply.events)
     out.push(...read.events)
     if (read.stop) throw read.stop.error
@@ -73,7 +80,11 @@ export const readOwnEvents = async (client: WorkingMemoryClient, agentId: string
 }
 
 /** Delivers the agent's events from `fromSeq`, then live ones, until stopped. */
-export const followOwnEvents = async (client: WorkingMemoryClient, agentId: string, options: FollowOptions): Promise<Following> => {
+export const followOwnEvents = async (
+  client: WorkingMemoryClient,
+  agentId: string,
+  options: FollowOptions,
+): Promise<Following> => {
   const waitMs = options.waitMs ?? 2_000
   let afterSeq = Math.max(1, options.fromSeq ?? 1) - 1
   let stopped = false

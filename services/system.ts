@@ -6,23 +6,23 @@
  * publish (the substrate's KV bucket, the long-term collections).
  */
 import { Layer } from "effect"
+import { AgentSharing } from "./access/sharing.ts"
+import { serveUnknownOperations } from "./api/serve.ts"
 import { EmbeddingProvider } from "./embedding/embedding-provider.ts"
 import { FadeWorker, FadeWorkerSettings } from "./fade/fade-worker.ts"
 import { Summarizer } from "./fade/summarizer.ts"
 import { ForgetEraser } from "./forget/eraser.ts"
-import { serveUnknownOperations } from "./api/serve.ts"
 import { Gateway } from "./gateway/gateway.ts"
 import { EventLog } from "./log/event-log.ts"
-import { longTermStoreFromEnv } from "./longterm/qdrant-config.ts"
 import { LongTerm } from "./longterm/longterm.ts"
+import { longTermStoreFromEnv } from "./longterm/qdrant-config.ts"
 import type { LongTermStore } from "./longterm/store.ts"
 import { Nats } from "./nats/connection.ts"
-import { NatsSettings } from "./nats/settings.ts"
+import type { NatsSettings } from "./nats/settings.ts"
 import { Retrieval, RetrievalSettings } from "./retrieval/retrieval.ts"
 import { SubstrateReader } from "./substrate/reader.ts"
 import { Substrate } from "./substrate/substrate.ts"
 import { Working } from "./working/working.ts"
-import { AgentSharing } from "./access/sharing.ts"
 
 type Settings = Layer.Layer<NatsSettings>
 
@@ -47,7 +47,9 @@ export const fadeService = (
 ) =>
   // Fade also refuses operations the API does not have: it serves no operation itself, so no request reaches
   // its connection twice (a server with allow_responses refuses a reply from a connection that got the request twice).
-  Layer.merge(FadeWorker.layer, Layer.effectDiscard(serveUnknownOperations)).pipe(Layer.provide(Layer.mergeAll(worker, models, foundation(settings))))
+  Layer.merge(FadeWorker.layer, Layer.effectDiscard(serveUnknownOperations)).pipe(
+    Layer.provide(Layer.mergeAll(worker, models, foundation(settings))),
+  )
 
 /**
  * Long-term projection and retrieval, side by side on one store: the
@@ -68,7 +70,9 @@ export const memoryService = (
   } = {},
 ) => {
   const base = foundation(settings)
-  const configured = options.store ? { store: options.store, durable: options.durable ?? false } : longTermStoreFromEnv()
+  const configured = options.store
+    ? { store: options.store, durable: options.durable ?? false }
+    : longTermStoreFromEnv()
   const store = configured.store
   const longTerm = LongTerm.layer({ durable: configured.durable }).pipe(Layer.provide(Layer.merge(store, base)))
   const deps = Layer.mergeAll(
@@ -93,12 +97,22 @@ export interface SystemOptions {
 }
 
 /** Every service in one process, each with its own connection, as they would run apart. */
-export const systemLayer = (settings: (service: string) => Settings, options: SystemOptions = {}): Layer.Layer<Working | Gateway, unknown> => {
+export const systemLayer = (
+  settings: (service: string) => Settings,
+  options: SystemOptions = {},
+): Layer.Layer<Working | Gateway, unknown> => {
   // One instance of the models for the whole process: fading embeds records, retrieval embeds queries.
   const models = defaultModels()
   const core = Layer.mergeAll(workingService(settings("wm-working")), gatewayService(settings("wm-gateway")))
-  const withFade = options.fade === false ? core : Layer.merge(core, fadeService(settings("wm-fade"), FadeWorkerSettings.fromEnv(), models))
+  const withFade =
+    options.fade === false
+      ? core
+      : Layer.merge(core, fadeService(settings("wm-fade"), FadeWorkerSettings.fromEnv(), models))
   return options.memory === false
     ? withFade
-    : Layer.mergeAll(withFade, substrateService(settings("wm-substrate")), memoryService(settings("wm-memory"), { models, ...(options.sharing ? { sharing: options.sharing } : {}) }))
+    : Layer.mergeAll(
+        withFade,
+        substrateService(settings("wm-substrate")),
+        memoryService(settings("wm-memory"), { models, ...(options.sharing ? { sharing: options.sharing } : {}) }),
+      )
 }

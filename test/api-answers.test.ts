@@ -16,7 +16,11 @@ beforeAll(async () => {
 }, 60_000)
 afterAll(() => system?.stop())
 
-const failureOf = (promise: Promise<unknown>) => promise.then(() => null, (error: unknown) => error)
+const failureOf = (promise: Promise<unknown>) =>
+  promise.then(
+    () => null,
+    (error: unknown) => error,
+  )
 
 describe("reads after a position never reached", () => {
   it("getView through the SDK answers NotCaughtUp, not NoResponse", async () => {
@@ -25,17 +29,23 @@ describe("reads after a position never reached", () => {
   }, 30_000)
 
   it("query through the SDK answers NotCaughtUp", async () => {
-    const error = await failureOf(system.client.call("timing-agent", "query", { query: "anything", afterSeq: unreachable }))
+    const error = await failureOf(
+      system.client.call("timing-agent", "query", { query: "anything", afterSeq: unreachable }),
+    )
     expect(error).toMatchObject({ _tag: "NotCaughtUp", afterSeq: unreachable })
   }, 30_000)
 
   it("thread through the SDK answers NotCaughtUp", async () => {
-    const error = await failureOf(system.client.call("timing-agent", "thread", { correlationId: "c-1", afterSeq: unreachable }))
+    const error = await failureOf(
+      system.client.call("timing-agent", "thread", { correlationId: "c-1", afterSeq: unreachable }),
+    )
     expect(error).toMatchObject({ _tag: "NotCaughtUp", afterSeq: unreachable })
   }, 30_000)
 
   it("getRaw of an unknown entry after an unreachable position answers NotCaughtUp, not UnknownEntries", async () => {
-    const error = await failureOf(system.client.call("timing-agent", "getRaw", { entryId: "e-not-yet", afterSeq: unreachable }))
+    const error = await failureOf(
+      system.client.call("timing-agent", "getRaw", { entryId: "e-not-yet", afterSeq: unreachable }),
+    )
     expect(error).toMatchObject({ _tag: "NotCaughtUp", afterSeq: unreachable })
   }, 30_000)
 })
@@ -50,7 +60,7 @@ describe("operations the API does not have", () => {
   it("are refused with a ValidationError on operation, not left without responders", async () => {
     const reply = await rawRequest("wm.api.timing-agent.no.such.op", {})
     expect(reply).toMatchObject({ ok: false, error: { _tag: "ValidationError", field: "operation" } })
-    expect(String(reply.error?.["reason"])).toContain("no.such.op")
+    expect(String(reply.error?.reason)).toContain("no.such.op")
   })
 
   it("leave known operations to the services that serve them", async () => {

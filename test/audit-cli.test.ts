@@ -4,9 +4,10 @@
  * and verify on a healthy system and on one whose live view no longer
  * matches its log.
  */
-import { jetstreamManager } from "@nats-io/jetstream"
+
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { jetstreamManager } from "@nats-io/jetstream"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
 import { EVENTS_STREAM } from "../contracts/subjects.ts"
@@ -101,7 +102,10 @@ describe("wm history", () => {
   it("lists every event of an entry in stream order: recorded, read, referenced, rung change", async () => {
     const run = await wm(["history", first.entryId, "--agent", AGENT, "--json"])
     expect(run.code).toBe(0)
-    const out = JSON.parse(run.stdout) as { agentId: string; events: Array<{ seq: number; type: string; at: string; subject: string }> }
+    const out = JSON.parse(run.stdout) as {
+      agentId: string
+      events: Array<{ seq: number; type: string; at: string; subject: string }>
+    }
     expect(out.agentId).toBe(AGENT)
     expect(out.events.map((e) => [e.seq, e.type])).toEqual([
       [first.seq, "EntryRecorded"],
@@ -125,12 +129,20 @@ describe("wm history", () => {
     expect(lines[0]).toBe(`Entry ${first.entryId} of agent ${AGENT}: 4 events`)
     const events = lines.slice(2)
     expect(events).toHaveLength(4)
-    expect(events[0]).toMatch(new RegExp(`^  #\\s*${first.seq}  \\S+Z  recorded\\s+USER, \\d+ tokens, emotional weight 0, tags budget: "${FIRST}"$`))
-    expect(events[1]).toMatch(/read\s+served as raw in a context of \d+\/2000 tokens with 1 other entry \(step step-1\)$/)
+    expect(events[0]).toMatch(
+      new RegExp(
+        `^  #\\s*${first.seq}  \\S+Z  recorded\\s+USER, \\d+ tokens, emotional weight 0, tags budget: "${FIRST}"$`,
+      ),
+    )
+    expect(events[1]).toMatch(
+      /read\s+served as raw in a context of \d+\/2000 tokens with 1 other entry \(step step-1\)$/,
+    )
     expect(events[2]).toMatch(/referenced\s+used by the agent in step step-1$/)
     expect(events[3]).toContain("rung 0→1")
     expect(events[3]).toContain("key points of 14 tokens by extractive (key-points)")
-    expect(events[3]).toContain("score 0.700 = age +0.400, frequency -0.100, emotion +0.000, focus -0.050, pressure +0.450; crossed the threshold 0.500")
+    expect(events[3]).toContain(
+      "score 0.700 = age +0.400, frequency -0.100, emotion +0.000, focus -0.050, pressure +0.450; crossed the threshold 0.500",
+    )
   })
 
   it("finds the agent from the log when --agent is omitted, and keeps other entries' reads apart", async () => {
@@ -178,7 +190,10 @@ describe("wm replay", () => {
     const run = await wm(["replay", "--agent", AGENT, "--seq", String(referenceSeq), "--json"])
     expect(run.code).toBe(0)
     const out = JSON.parse(run.stdout) as {
-      view: { entries: Array<{ id: string; referenceCount: number; citationCount: number; rung: number }>; step: { stepId: string } | null }
+      view: {
+        entries: Array<{ id: string; referenceCount: number; citationCount: number; rung: number }>
+        step: { stepId: string } | null
+      }
       context: { items: Array<{ entryId: string; form: string }> }
     }
     expect(out.view.step?.stepId).toBe("step-1")
@@ -195,7 +210,10 @@ describe("wm replay", () => {
   it("rebuilds the context a focused build served: same ranking, same text", async () => {
     const agent = system.client.agent("focused")
     await agent.register({ role: "custom", budget: 60 })
-    const oldest = await agent.record({ origin: "USER", content: "The hotel in Lisbon must have a quiet room and breakfast." })
+    const oldest = await agent.record({
+      origin: "USER",
+      content: "The hotel in Lisbon must have a quiet room and breakfast.",
+    })
     for (const topic of ["the weather forecast", "a football match", "the train timetable", "a birthday present"]) {
       await agent.record({ origin: "USER", content: `Unrelated: we chatted about ${topic} for a while today.` })
     }
@@ -207,7 +225,9 @@ describe("wm replay", () => {
 
     const run = await wm(["replay", "--agent", "focused", "--seq", String(built.seq - 1), "--json"])
     expect(run.code).toBe(0)
-    const out = JSON.parse(run.stdout) as { context: { text: string; tokens: number; items: unknown[]; omitted: number } }
+    const out = JSON.parse(run.stdout) as {
+      context: { text: string; tokens: number; items: unknown[]; omitted: number }
+    }
     expect(out.context.text).toBe(built.text)
     expect(out.context.tokens).toBe(built.tokens)
     expect(out.context.items).toEqual(built.items)
@@ -218,7 +238,9 @@ describe("wm replay", () => {
     const before = await wm(["replay", "--agent", AGENT, "--at", "1000"])
     expect(before.code).toBe(1)
     expect(before.stdout).toContain("The agent was not registered at that point.")
-    const withProgress = await wm(["replay", "--agent", AGENT, "--seq", String(rungSeq)], { WM_PROGRESS_INTERVAL_MS: "0" })
+    const withProgress = await wm(["replay", "--agent", AGENT, "--seq", String(rungSeq)], {
+      WM_PROGRESS_INTERVAL_MS: "0",
+    })
     expect(withProgress.code).toBe(0)
     expect(withProgress.stderr).toMatch(/replay audited: \d+ events read · stream seq \d+\/\d+ \(\d+%\)/)
     expect(withProgress.stderr.trim().split("\n").at(-1)).toMatch(/\(100%\).*— done$/)
@@ -236,7 +258,9 @@ describe("wm verify", () => {
     const run = await wm(["verify"])
     expect(run.stderr).toBe("")
     expect(run.code).toBe(0)
-    expect(run.stdout).toMatch(/^ok {4}working-views: 3 agents compared at .+; the live projection matches the log\nok {4}substrate: .+\n$/)
+    expect(run.stdout).toMatch(
+      /^ok {4}working-views: 3 agents compared at .+; the live projection matches the log\nok {4}substrate: .+\n$/,
+    )
   })
 
   it("exits non-zero and names agent, entry and field when the live view no longer matches the log", async () => {
@@ -255,7 +279,10 @@ describe("wm verify", () => {
 
     const run = await wm(["verify"])
     expect(run.code).toBe(1)
-    const lines = run.stdout.trim().split("\n").filter((l) => !l.startsWith("ok    substrate"))
+    const lines = run.stdout
+      .trim()
+      .split("\n")
+      .filter((l) => !l.startsWith("ok    substrate"))
     expect(lines[0]).toMatch(/^FAIL {2}working-views: 4 agents compared at .+; 2 differences$/)
     expect(lines.slice(1).map((l) => l.trim())).toEqual([
       `agent tampered, entry ${recorded.entryId}, field lastReadAt: live ${readAt}, log null`,
@@ -263,7 +290,10 @@ describe("wm verify", () => {
     ])
     const json = await wm(["verify", "--json"])
     expect(json.code).toBe(1)
-    const report = JSON.parse(json.stdout) as { ok: boolean; checks: Array<{ name: string; differences: Array<Record<string, unknown>> }> }
+    const report = JSON.parse(json.stdout) as {
+      ok: boolean
+      checks: Array<{ name: string; differences: Array<Record<string, unknown>> }>
+    }
     expect(report.ok).toBe(false)
     expect(report.checks[0]!.differences).toContainEqual({
       agent: "tampered",

@@ -11,14 +11,14 @@ import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
 import { bm25Index, fifoFill, rankedFill } from "../bench/locomo/baselines.ts"
 import {
-  LocomoFormatError,
-  TURN_STEP_MS,
   entryIdOf,
   hasLocomoShape,
+  LocomoFormatError,
   parseConversation,
   parseLocomoFile,
   parseSessionDateTime,
   splitEvidence,
+  TURN_STEP_MS,
   turnContent,
 } from "../bench/locomo/dataset.ts"
 import { detailsPath, parseBudgets } from "../bench/locomo/options.ts"
@@ -34,7 +34,12 @@ const tinyConversation = () => ({
   session_1_date_time: "1:56 pm on 8 May, 2023",
   session_1: [
     { speaker: "Caroline", dia_id: "D1:1", text: "I went to the LGBTQ support group yesterday." },
-    { speaker: "Melanie", dia_id: "D1:2", text: "That is wonderful! I painted a sunrise in 2022.", blip_caption: "a photo of a painted sunrise over a lake" },
+    {
+      speaker: "Melanie",
+      dia_id: "D1:2",
+      text: "That is wonderful! I painted a sunrise in 2022.",
+      blip_caption: "a photo of a painted sunrise over a lake",
+    },
     { speaker: "Caroline", dia_id: "D1:3", text: "I want to study counseling next year." },
   ],
   session_2_date_time: "10:04 am on 19 June, 2023",
@@ -44,7 +49,12 @@ const tinyConversation = () => ({
   ],
   qa: [
     { question: "When did Melanie paint a sunrise?", answer: 2022, evidence: ["D1:2"], category: 2 },
-    { question: "What does Caroline study and when does it start?", answer: "counseling", evidence: ["D1:3; D2:2", "D7:7"], category: 1 },
+    {
+      question: "What does Caroline study and when does it start?",
+      answer: "counseling",
+      evidence: ["D1:3; D2:2", "D7:7"],
+      category: 1,
+    },
     { question: "Where did Melanie go camping?", answer: "the beach", evidence: ["D2:1"], category: 4 },
     { question: "Would Caroline enjoy helping people?", answer: "Likely yes", evidence: [], category: 3 },
     { question: "What did Melanie paint in 2021?", adversarial_answer: "a sunset", evidence: ["D1:2"], category: 5 },
@@ -79,7 +89,14 @@ describe("session dates", () => {
   })
 
   it("refuses what is not a date", () => {
-    for (const text of ["", "soon", "1:56 pm on 31 February, 2023", "13:56 pm on 8 May, 2023", "1:56 pm on 8 May", "8 Smarch 2023"]) {
+    for (const text of [
+      "",
+      "soon",
+      "1:56 pm on 31 February, 2023",
+      "13:56 pm on 8 May, 2023",
+      "1:56 pm on 8 May",
+      "8 Smarch 2023",
+    ]) {
       expect(() => parseSessionDateTime(text), text).toThrow()
     }
   })
@@ -87,7 +104,13 @@ describe("session dates", () => {
 
 describe("dataset", () => {
   it("splits evidence strings holding several ids, without repeats", () => {
-    expect(splitEvidence(["D8:6; D9:17", "D1:3", "D1:3 D2:4", " D", ""])).toEqual(["D8:6", "D9:17", "D1:3", "D2:4", "D"])
+    expect(splitEvidence(["D8:6; D9:17", "D1:3", "D1:3 D2:4", " D", ""])).toEqual([
+      "D8:6",
+      "D9:17",
+      "D1:3",
+      "D2:4",
+      "D",
+    ])
   })
 
   it("derives entry ids that are valid request ids", () => {
@@ -107,7 +130,9 @@ describe("dataset", () => {
     const start = Date.UTC(2023, 4, 8, 13, 56)
     expect(c.turns.slice(0, 3).map((t) => t.timestamp)).toEqual([start, start + TURN_STEP_MS, start + 2 * TURN_STEP_MS])
     expect(c.turns[3]!.timestamp).toBe(Date.UTC(2023, 5, 19, 10, 4))
-    expect(c.turns[1]!.content).toBe("Melanie: That is wonderful! I painted a sunrise in 2022. [shares a photo: a photo of a painted sunrise over a lake]")
+    expect(c.turns[1]!.content).toBe(
+      "Melanie: That is wonderful! I painted a sunrise in 2022. [shares a photo: a photo of a painted sunrise over a lake]",
+    )
     const t = c.turns[1]!
     expect(t.tokens).toBe(blockTokens({ timestamp: t.timestamp, origin: "USER" }, "raw", t.content, "o200k_base"))
     expect(c.questions[0]!.answer).toBe("2022")
@@ -198,7 +223,13 @@ describe("scoring", () => {
     const scores = c.questions.filter((q) => q.category <= 4).map((q) => scoreQuestion(q, context))
     expect(scores.map((s) => s.evidenceRecall)).toEqual([1, 0, 0, null])
     expect(scores.map((s) => s.answerInContext)).toEqual([true, false, false, null])
-    expect(aggregate(scores)).toEqual({ evidenceRecall: 1 / 3, answerInContext: 1 / 3, questions: 4, withEvidence: 3, withAnswerCheck: 3 })
+    expect(aggregate(scores)).toEqual({
+      evidenceRecall: 1 / 3,
+      answerInContext: 1 / 3,
+      questions: 4,
+      withEvidence: 3,
+      withAnswerCheck: 3,
+    })
   })
 })
 
@@ -264,7 +295,13 @@ describe("bench:locomo end to end", () => {
     const turns = parseConversation(tinyConversation(), "tiny.json", "tiny.json").turns
     const two = turns[3]!.tokens + turns[4]!.tokens
     expect(two).toBeLessThan(256)
-    await runLocomoBenchmark({ data, budgets: parseBudgets(`${two},256`), out, print: (l) => lines.push(l), progress: silentProgress })
+    await runLocomoBenchmark({
+      data,
+      budgets: parseBudgets(`${two},256`),
+      out,
+      print: (l) => lines.push(l),
+      progress: silentProgress,
+    })
 
     const asked = 4 + 3
     const json = JSON.parse(readFileSync(out, "utf8")) as Record<string, unknown>
@@ -293,11 +330,19 @@ describe("bench:locomo end to end", () => {
     expect(methods.fifo!["256"]).toEqual({ evidenceRecall: 1, answerInContext: 1, questions: asked })
     // Exactly the last two turns: half the evidence of the multi-id question, all of the camping one,
     // none of the sunrise one; the answers "counseling" and "the beach".
-    expect(fifoFill(turns.map((t) => t.tokens), two)).toEqual([3, 4])
+    expect(
+      fifoFill(
+        turns.map((t) => t.tokens),
+        two,
+      ),
+    ).toEqual([3, 4])
     expect(methods.fifo![String(two)]).toEqual({ evidenceRecall: 0.5, answerInContext: 0.6667, questions: asked })
 
     expect(existsSync(detailsPath(out))).toBe(true)
-    const details = JSON.parse(readFileSync(detailsPath(out), "utf8")) as { skippedFiles: string[]; checks: { tokenMismatches: number; overLimit: number } }
+    const details = JSON.parse(readFileSync(detailsPath(out), "utf8")) as {
+      skippedFiles: string[]
+      checks: { tokenMismatches: number; overLimit: number }
+    }
     expect(details.skippedFiles).toEqual([join(data, "notes.json")])
     expect(details.checks.tokenMismatches).toBe(0)
     expect(details.checks.overLimit).toBe(0)
@@ -308,7 +353,10 @@ describe("bench:locomo end to end", () => {
     const data = tempDir()
     mkdirSync(join(data, "sub"))
     writeFileSync(join(data, "other.json"), "{}")
-    const run = spawnSync(process.execPath, ["bench/locomo.ts", "--data", data], { encoding: "utf8", cwd: fileURLToPath(new URL("..", import.meta.url)) })
+    const run = spawnSync(process.execPath, ["bench/locomo.ts", "--data", data], {
+      encoding: "utf8",
+      cwd: fileURLToPath(new URL("..", import.meta.url)),
+    })
     expect(run.status).toBe(1)
     expect(run.stderr).toContain("no LoCoMo conversation")
   })

@@ -3,8 +3,8 @@
  * as a finite positive number. No timing is asserted: benchmarks are not tests.
  */
 import { describe, expect, it } from "vitest"
-import { runSpeedBench } from "../bench/speed/run.ts"
 import { measureRetrieval } from "../bench/speed/retrieval.ts"
+import { runSpeedBench } from "../bench/speed/run.ts"
 
 const KEYS = [
   "ingestPerSec",

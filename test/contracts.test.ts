@@ -2,12 +2,13 @@ import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { Schema } from "effect"
 import { describe, expect, it } from "vitest"
-import { apiJsonSchema, eventsJsonSchema } from "../contracts/json-schema.ts"
 import { MemoryEvent } from "../contracts/events.ts"
+import { apiJsonSchema, eventsJsonSchema } from "../contracts/json-schema.ts"
 import { decodeEvent } from "../services/log/decode.ts"
 import { faded, recorded, registered } from "./support/events.ts"
 
-const committed = (name: string) => JSON.parse(readFileSync(join(import.meta.dirname, "..", "contracts", "json", name), "utf8"))
+const committed = (name: string) =>
+  JSON.parse(readFileSync(join(import.meta.dirname, "..", "contracts", "json", name), "utf8"))
 
 describe("exported JSON Schemas", () => {
   it("are up to date with the contracts (run `npm run contracts:json` after changing them)", () => {

@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
+import { steppingClock } from "./support/clock.ts"
 import { appendEvents, readLog } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -41,23 +42,38 @@ const logged = async <T extends EventOf<"EntryDemoted">["_tag"] | "CueDropped">(
   >
 
 describe("cue drops and the next step", () => {
-  it("a drop of the previous step that lands after the next step's recall leaves the next step's cue", { timeout: 60_000 }, async () => {
+  it("a drop of the previous step that lands after the next step's recall leaves the next step's cue", {
+    timeout: 60_000,
+  }, async () => {
     const agent = system.client.agent(AGENT)
     await agent.register({ role: "custom", budget: 200 })
-    let t = T0
-    const { entryId: garden } = await agent.record({ origin: "USER", content: "Our vegetable garden finally produced its first ripe courgettes.", timestamp: (t += MINUTE) })
-    for (let i = 0; i < 30; i++) await agent.record({ origin: "USER", content: fillers[i % fillers.length]!, timestamp: (t += MINUTE) })
-    await waitUntil(async () => (await logged("EntryDemoted")).some((e) => e.entryId === garden), "the garden entry to demote")
+    const clock = steppingClock(T0, MINUTE)
+    const { entryId: garden } = await agent.record({
+      origin: "USER",
+      content: "Our vegetable garden finally produced its first ripe courgettes.",
+      timestamp: clock.next(),
+    })
+    for (let i = 0; i < 30; i++)
+      await agent.record({ origin: "USER", content: fillers[i % fillers.length]!, timestamp: clock.next() })
+    await waitUntil(
+      async () => (await logged("EntryDemoted")).some((e) => e.entryId === garden),
+      "the garden entry to demote",
+    )
     agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
 
     const focus = { query: "how is the vegetable garden doing?" }
     const first = await agent.beginStep({ focus })
     expect((await agent.buildContext({ stepId: first.stepId })).items.find((i) => i.entryId === garden)?.cue).toBe(true)
     await agent.endStep(first.stepId)
-    await waitUntil(async () => (await logged("CueDropped")).some((e) => e.stepId === first.stepId && e.entryId === garden), "the first step's drop")
+    await waitUntil(
+      async () => (await logged("CueDropped")).some((e) => e.stepId === first.stepId && e.entryId === garden),
+      "the first step's drop",
+    )
 
     const second = await agent.beginStep({ focus })
-    expect((await agent.buildContext({ stepId: second.stepId })).items.find((i) => i.entryId === garden)?.cue).toBe(true)
+    expect((await agent.buildContext({ stepId: second.stepId })).items.find((i) => i.entryId === garden)?.cue).toBe(
+      true,
+    )
     // The first step's drop, delivered late (as when retrieval reacts to the step's end after the next step recalled).
     const late = (await logged("CueDropped")).find((e) => e.stepId === first.stepId && e.entryId === garden)!
     agent.lastSeq = await appendEvents(system.server.url, [{ ...late, eventId: `${late.eventId}:late` }])

@@ -35,14 +35,44 @@ it("poison events are dead-lettered with their reason and the projection keeps g
   const invalidVersion = await publishRaw(
     system.server.url,
     "wm.evt.poisoned.step",
-    JSON.stringify({ _tag: "StepStarted", v: 0, eventId: "x", agentId: "poisoned", at: 1, causationId: null, correlationId: null, stepId: "s", focus: null }),
+    JSON.stringify({
+      _tag: "StepStarted",
+      v: 0,
+      eventId: "x",
+      agentId: "poisoned",
+      at: 1,
+      causationId: null,
+      correlationId: null,
+      stepId: "s",
+      focus: null,
+    }),
   )
   const wrongType = await publishRaw(
     system.server.url,
     "wm.evt.poisoned.entry.bad",
-    JSON.stringify({ _tag: "EntryRecorded", v: 1, eventId: "y", agentId: "poisoned", at: 1, causationId: null, correlationId: null, entryId: "bad", timestamp: "yesterday", origin: "USER", content: "c", tags: [], moodSnapshot: null, emotionalWeight: 0, tokens: 3 }),
+    JSON.stringify({
+      _tag: "EntryRecorded",
+      v: 1,
+      eventId: "y",
+      agentId: "poisoned",
+      at: 1,
+      causationId: null,
+      correlationId: null,
+      entryId: "bad",
+      timestamp: "yesterday",
+      origin: "USER",
+      content: "c",
+      tags: [],
+      moodSnapshot: null,
+      emotionalWeight: 0,
+      tokens: 3,
+    }),
   )
-  const unknownType = await publishRaw(system.server.url, "wm.evt.poisoned.step", JSON.stringify({ _tag: "Teleported", v: 1 }))
+  const unknownType = await publishRaw(
+    system.server.url,
+    "wm.evt.poisoned.step",
+    JSON.stringify({ _tag: "Teleported", v: 1 }),
+  )
   await agent.record({ origin: "USER", content: "after the poison" })
 
   const view = await agent.view()

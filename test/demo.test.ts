@@ -1,7 +1,7 @@
 /** The newcomer's demo against a real nats-server: its closing context answers its closing question. */
 import { afterAll, beforeAll, expect, it } from "vitest"
-import { demoQuestion } from "../examples/demo-script.ts"
 import { runDemo } from "../examples/demo.ts"
+import { demoQuestion } from "../examples/demo-script.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
 
 let system: TestSystem
@@ -10,7 +10,9 @@ beforeAll(async () => {
 })
 afterAll(async () => system?.stop())
 
-it("the demo's final context holds what answers its final question, within the budget", { timeout: 60_000 }, async () => {
+it("the demo's final context holds what answers its final question, within the budget", {
+  timeout: 60_000,
+}, async () => {
   const lines: string[] = []
   const context = await runDemo(system.client.agent("demo-test"), { log: (l) => lines.push(l) })
   for (const fact of demoQuestion.answer) expect(context.text).toContain(fact)

@@ -6,12 +6,13 @@
  * the env file, and a real nats-server started with the generated configuration accepts exactly those logins;
  * Qdrant and the service that reaches it require QDRANT_API_KEY; without the env file the file does not start.
  */
-import { connect } from "@nats-io/transport-node"
+
 import { spawnSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { connect } from "@nats-io/transport-node"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { COMPOSE_SERVICES, NATS_CONFIG_VARIABLE, natsPassVariable, natsUserVariable } from "../infra/deployment-env.ts"
 import { startNatsServer } from "../infra/nats-server.ts"
@@ -33,21 +34,43 @@ beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), "wm-compose-"))
   const run = spawnSync(
     NODE,
-    ["cli/wm.ts", "auth-config", "--agent", "planner", "--agent", "critic", "--tenant", "acme=planner,critic",
-      "--credentials", join(dir, "credentials.json"), "--out", join(dir, "nats-auth.conf"), "--compose-env", join(dir, ".env")],
+    [
+      "cli/wm.ts",
+      "auth-config",
+      "--agent",
+      "planner",
+      "--agent",
+      "critic",
+      "--tenant",
+      "acme=planner,critic",
+      "--credentials",
+      join(dir, "credentials.json"),
+      "--out",
+      join(dir, "nats-auth.conf"),
+      "--compose-env",
+      join(dir, ".env"),
+    ],
     { cwd: REPO, encoding: "utf8" },
   )
   expect(run.status, run.stderr).toBe(0)
   env = parseEnvFile(readFileSync(join(dir, ".env"), "utf8"))
   config = readFileSync(join(dir, "nats-auth.conf"), "utf8")
-  source = (parseComposeYaml(readFileSync(join(REPO, "docker-compose.yml"), "utf8")) as { services: Record<string, Service> }).services
+  source = (
+    parseComposeYaml(readFileSync(join(REPO, "docker-compose.yml"), "utf8")) as { services: Record<string, Service> }
+  ).services
 })
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
 describe("docker-compose.yml", () => {
   it("publishes every port on 127.0.0.1 only, the NATS monitoring port included", () => {
-    const published = services().flatMap(([name, s]) => ((s.ports ?? []) as string[]).map((p) => [name, interpolate(p, env)] as const))
-    expect(published.map(([name, p]) => `${name} ${p}`).sort()).toEqual(["nats 127.0.0.1:4222:4222", "nats 127.0.0.1:8222:8222", "qdrant 127.0.0.1:6333:6333"])
+    const published = services().flatMap(([name, s]) =>
+      ((s.ports ?? []) as string[]).map((p) => [name, interpolate(p, env)] as const),
+    )
+    expect(published.map(([name, p]) => `${name} ${p}`).sort()).toEqual([
+      "nats 127.0.0.1:4222:4222",
+      "nats 127.0.0.1:8222:8222",
+      "qdrant 127.0.0.1:6333:6333",
+    ])
   })
 
   it("runs NATS with the generated configuration and every service container as its own user from the env file", async () => {
@@ -58,7 +81,9 @@ describe("docker-compose.yml", () => {
     expect(env.get(NATS_CONFIG_VARIABLE)).toBe(join(dir, "nats-auth.conf"))
 
     // The containers built from this repository are exactly the services the env file has users for.
-    const built = services().filter(([, s]) => s.build !== undefined).map(([name]) => name)
+    const built = services()
+      .filter(([, s]) => s.build !== undefined)
+      .map(([name]) => name)
     expect(built.sort()).toEqual([...COMPOSE_SERVICES].sort())
     const logins = COMPOSE_SERVICES.map((name) => {
       const e = environmentOf(source[name]!)
@@ -78,7 +103,9 @@ describe("docker-compose.yml", () => {
         const nc = await connect({ servers: server.url, user, pass, reconnect: false })
         await nc.close()
       }
-      await expect(connect({ servers: server.url, user: "svc-gateway", pass: "wrong", reconnect: false })).rejects.toThrow(/Authorization/i)
+      await expect(
+        connect({ servers: server.url, user: "svc-gateway", pass: "wrong", reconnect: false }),
+      ).rejects.toThrow(/Authorization/i)
       await expect(connect({ servers: server.url, reconnect: false })).rejects.toThrow(/Authorization/i)
     } finally {
       await server.stop()
@@ -96,7 +123,9 @@ describe("docker-compose.yml", () => {
   })
 
   it("does not start without the generated settings", () => {
-    expect(() => interpolateAll(source as unknown as Yaml, new Map())).toThrow(/required variable \w+ is missing a value: .*auth-config/)
+    expect(() => interpolateAll(source as unknown as Yaml, new Map())).toThrow(
+      /required variable \w+ is missing a value: .*auth-config/,
+    )
     expect(() => interpolateAll(source as unknown as Yaml, env)).not.toThrow()
   })
 })

@@ -56,7 +56,9 @@ describe("the durable embedded store", () => {
     const dir = freshDir()
     const first = makeDurableStore(dir)
     expect(await run(first.checkpointed.resume("log-a", 100))).toBe(0)
-    await run(first.checkpointed.commit([{ upsert: [record("a", "e1", "one"), record("a", "e2", "two")] }], "log-a", 41))
+    await run(
+      first.checkpointed.commit([{ upsert: [record("a", "e1", "one"), record("a", "e2", "two")] }], "log-a", 41),
+    )
     await run(first.checkpointed.commit([{ remove: { agentId: "a", entryIds: ["e1"] } }], "log-a", 42))
     first.close()
 
@@ -88,7 +90,16 @@ describe("the durable embedded store", () => {
     const agentSecret = "the other agent's passphrase is OCTOPUS-99"
     await run(
       store.checkpointed.commit(
-        [{ upsert: [record("a", "secret", secret), record("a", "kept", "nothing to hide"), record("b", "x", agentSecret), record("b", "y", agentSecret)] }],
+        [
+          {
+            upsert: [
+              record("a", "secret", secret),
+              record("a", "kept", "nothing to hide"),
+              record("b", "x", agentSecret),
+              record("b", "y", agentSecret),
+            ],
+          },
+        ],
         "log",
         3,
       ),

@@ -18,16 +18,23 @@ const timeline = () => {
 describe("the episode timeline", () => {
   it("gives the turns around an entry within its sitting, nearest first", () => {
     const n = timeline().neighbours("a", "s1-1", 2)
-    expect(n).toEqual(expect.arrayContaining([
-      { entryId: "s1-0", distance: 1 },
-      { entryId: "s1-2", distance: 1 },
-      { entryId: "s1-3", distance: 2 },
-    ]))
+    expect(n).toEqual(
+      expect.arrayContaining([
+        { entryId: "s1-0", distance: 1 },
+        { entryId: "s1-2", distance: 1 },
+        { entryId: "s1-3", distance: 2 },
+      ]),
+    )
     expect(n).toHaveLength(3)
   })
 
   it("does not cross a gap of more than an hour", () => {
-    expect(timeline().neighbours("a", "s2-0", 2).map((x) => x.entryId).sort()).toEqual(["s2-1", "s2-2"])
+    expect(
+      timeline()
+        .neighbours("a", "s2-0", 2)
+        .map((x) => x.entryId)
+        .sort(),
+    ).toEqual(["s2-1", "s2-2"])
   })
 
   it("joins the entries of one correlation id, however far apart in time", () => {
@@ -41,9 +48,19 @@ describe("the episode timeline", () => {
   it("keeps time order for entries recorded out of order, and forgets removed ones", () => {
     const index = timeline()
     index.add("a", "late", 2 * MINUTE + 1, null)
-    expect(index.neighbours("a", "late", 1).map((x) => x.entryId).sort()).toEqual(["s1-2", "s1-3"])
+    expect(
+      index
+        .neighbours("a", "late", 1)
+        .map((x) => x.entryId)
+        .sort(),
+    ).toEqual(["s1-2", "s1-3"])
     index.remove("a", "late")
-    expect(index.neighbours("a", "s1-2", 1).map((x) => x.entryId).sort()).toEqual(["s1-1", "s1-3"])
+    expect(
+      index
+        .neighbours("a", "s1-2", 1)
+        .map((x) => x.entryId)
+        .sort(),
+    ).toEqual(["s1-1", "s1-3"])
     index.dropAgent("a")
     expect(index.neighbours("a", "s1-2", 1)).toEqual([])
   })
@@ -53,7 +70,10 @@ describe("relevance by episode", () => {
   it("lifts the reply next to a strong hit above weak matches elsewhere", () => {
     const index = timeline()
     const lifted = liftByEpisode(
-      [["s1-2", 1], ["s2-4", 0.3]],
+      [
+        ["s1-2", 1],
+        ["s2-4", 0.3],
+      ],
       (id) => index.neighbours("a", id, DEFAULT_EPISODE_LIFT.radius),
       (id) => index.episodeOf("a", id),
     )
@@ -67,7 +87,11 @@ describe("relevance by episode", () => {
   it("raises a weak match inside the best episode above an equal one elsewhere", () => {
     const index = timeline()
     const lifted = liftByEpisode(
-      [["s1-0", 1], ["s1-5", 0.2], ["s2-5", 0.2]],
+      [
+        ["s1-0", 1],
+        ["s1-5", 0.2],
+        ["s2-5", 0.2],
+      ],
       () => [],
       (id) => index.episodeOf("a", id),
     )

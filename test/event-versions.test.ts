@@ -8,19 +8,19 @@
  * views and the same long-term records.
  */
 import { readFileSync } from "node:fs"
-import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { jetstream } from "@nats-io/jetstream"
+import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
+import { NotCaughtUp } from "../contracts/errors.ts"
+import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
+import { WorkingMemoryClient } from "../sdk/client.ts"
+import { followOwnEvents, type OwnEvent, readOwnEvents } from "../sdk/own-events.ts"
+import { decodeEvent } from "../services/log/decode.ts"
 import { embeddedStoreLayer } from "../services/longterm/embedded-store.ts"
 import { LongTerm, type LongTermShape } from "../services/longterm/longterm.ts"
 import { LongTermStore, type LongTermStoreShape } from "../services/longterm/store.ts"
-import { followOwnEvents, readOwnEvents, type OwnEvent } from "../sdk/own-events.ts"
-import { WorkingMemoryClient } from "../sdk/client.ts"
-import { decodeEvent, FutureEventVersion } from "../services/log/decode.ts"
 import { foundation, workingService } from "../services/system.ts"
-import { NotCaughtUp } from "../contracts/errors.ts"
 import { readRecords, rebuildViews } from "./faults/support/audit.ts"
 import { settingsFor } from "./faults/support/services.ts"
 import { comparableView, readFixture, V1_EXPECTED, V1_LOG } from "./fixtures/v1-log.ts"
@@ -29,21 +29,27 @@ let server: NatsServerProcess
 let nc: NatsConnection
 let runtime: ManagedRuntime.ManagedRuntime<LongTerm | LongTermStore, unknown>
 let lastSeq = 0
-const expected = JSON.parse(readFileSync(V1_EXPECTED, "utf8")) as { views: Record<string, unknown>; longTerm: unknown[] }
+const expected = JSON.parse(readFileSync(V1_EXPECTED, "utf8")) as {
+  views: Record<string, unknown>
+  longTerm: unknown[]
+}
 
 beforeAll(async () => {
   server = await startNatsServer()
   const store = embeddedStoreLayer
   runtime = ManagedRuntime.make(
-    Layer.merge(LongTerm.layer({ durable: false }).pipe(Layer.provide(Layer.merge(store, foundation(settingsFor(server.url)("wm-memory"))))), store) as Layer.Layer<
-      LongTerm | LongTermStore,
-      unknown
-    >,
+    Layer.merge(
+      LongTerm.layer({ durable: false }).pipe(
+        Layer.provide(Layer.merge(store, foundation(settingsFor(server.url)("wm-memory")))),
+      ),
+      store,
+    ) as Layer.Layer<LongTerm | LongTermStore, unknown>,
   )
   await runtime.runPromise(Effect.void)
   nc = await connect({ servers: server.url })
   const js = jetstream(nc)
-  for (const record of readFixture(V1_LOG)) lastSeq = (await js.publish(record.subject, JSON.stringify(record.data))).seq
+  for (const record of readFixture(V1_LOG))
+    lastSeq = (await js.publish(record.subject, JSON.stringify(record.data))).seq
 })
 afterAll(async () => {
   await nc?.close()
@@ -60,11 +66,12 @@ describe("a v1 log", () => {
 
   it("folds into the working views the live services held", async () => {
     const views = rebuildViews(await readRecords(server.url))
-    for (const [agentId, view] of Object.entries(expected.views)) expect(comparableView(views.get(agentId)!), agentId).toEqual(view)
+    for (const [agentId, view] of Object.entries(expected.views))
+      expect(comparableView(views.get(agentId)!), agentId).toEqual(view)
   })
 
   it("projects into the long-term records the live store held", async () => {
-    const longTerm = (await runtime.runPromise(LongTerm as unknown as Effect.Effect<LongTermShape>))
+    const longTerm = await runtime.runPromise(LongTerm as unknown as Effect.Effect<LongTermShape>)
     await runtime.runPromise(longTerm.waitFor(lastSeq))
     const store = await runtime.runPromise(LongTermStore as unknown as Effect.Effect<LongTermStoreShape>)
     const records = await Effect.runPromise(store.list({}))
@@ -84,11 +91,24 @@ describe("the decoder", () => {
     const stored = v1Demotion()
     expect(stored.v).toBe(1)
     const decoded = decodeEvent(bytes(stored))
-    expect(decoded.ok && decoded.event._tag === "EntryDemoted" && { v: decoded.event.v, entry: decoded.event.entry }).toEqual({ v: 2, entry: null })
+    expect(
+      decoded.ok && decoded.event._tag === "EntryDemoted" && { v: decoded.event.v, entry: decoded.event.entry },
+    ).toEqual({ v: 2, entry: null })
   })
 
   it("reads the current version as it is", () => {
-    const entry = { timestamp: 1, origin: "USER", correlationId: null, tags: [], moodSnapshot: null, emotionalWeight: 0, rawTokens: 5, keyPoints: null, summary: { text: "s", tokens: 2 }, citationCount: 0 }
+    const entry = {
+      timestamp: 1,
+      origin: "USER",
+      correlationId: null,
+      tags: [],
+      moodSnapshot: null,
+      emotionalWeight: 0,
+      rawTokens: 5,
+      keyPoints: null,
+      summary: { text: "s", tokens: 2 },
+      citationCount: 0,
+    }
     const decoded = decodeEvent(bytes({ ...v1Demotion(), v: 2, entry }))
     expect(decoded.ok && decoded.event._tag === "EntryDemoted" && decoded.event.entry).toEqual(entry)
   })
@@ -97,14 +117,21 @@ describe("the decoder", () => {
     const decoded = decodeEvent(bytes({ ...v1Demotion(), v: 3 }))
     expect(decoded.ok).toBe(false)
     if (decoded.ok) return
-    expect(decoded.future).toMatchObject({ _tag: "FutureEventVersion", eventType: "EntryDemoted", version: 3, understood: 2 })
+    expect(decoded.future).toMatchObject({
+      _tag: "FutureEventVersion",
+      eventType: "EntryDemoted",
+      version: 3,
+      understood: 2,
+    })
     expect(decoded.reason).toMatch(/^v: schema version 3 of EntryDemoted is newer than this code reads \(up to 2\)/)
   })
 
   it("refuses a version that never existed, naming the field", () => {
     for (const v of [0, -1, 1.5, "1", null]) {
       const decoded = decodeEvent(bytes({ ...v1Demotion(), v }))
-      expect(decoded.ok === false && decoded.future === undefined && decoded.reason).toMatch(/^v: unsupported schema version/)
+      expect(decoded.ok === false && decoded.future === undefined && decoded.reason).toMatch(
+        /^v: unsupported schema version/,
+      )
     }
   })
 })
@@ -124,8 +151,14 @@ describe("the SDK's own-events reader", () => {
 
       const js = jetstream(nc)
       const envelope = { eventId: "fut-1", agentId: "fx-critic", at: 1, causationId: null, correlationId: null }
-      const newer = await js.publish("wm.evt.fx-critic.step", JSON.stringify({ _tag: "StepStarted", v: 9, ...envelope, stepId: "s", focus: null }))
-      await js.publish("wm.evt.fx-critic.step", JSON.stringify({ _tag: "StepEnded", v: 1, ...envelope, eventId: "fut-2", stepId: "s" }))
+      const newer = await js.publish(
+        "wm.evt.fx-critic.step",
+        JSON.stringify({ _tag: "StepStarted", v: 9, ...envelope, stepId: "s", focus: null }),
+      )
+      await js.publish(
+        "wm.evt.fx-critic.step",
+        JSON.stringify({ _tag: "StepEnded", v: 1, ...envelope, eventId: "fut-2", stepId: "s" }),
+      )
       // The service stopped just before the newer event: the reader is refused, it is not handed a history with a hole.
       await expect(readOwnEvents(client, "fx-critic", { fromSeq: newer.seq })).rejects.toBeInstanceOf(NotCaughtUp)
 

@@ -9,7 +9,9 @@ beforeAll(async () => {
 }, 60_000)
 afterAll(async () => system?.stop())
 
-it("examples/cues.ts: the demoted puppy entry comes back as a cue, is promoted, and is found with its raw text", { timeout: 90_000 }, async () => {
+it("examples/cues.ts: the demoted puppy entry comes back as a cue, is promoted, and is found with its raw text", {
+  timeout: 90_000,
+}, async () => {
   const { context, results, raw } = await runCues(system.client.agent("cues-example"))
   const cue = context.items.find((i) => i.cue)
   expect(cue).toBeDefined()

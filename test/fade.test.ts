@@ -7,10 +7,10 @@ import { createServer, type Server } from "node:http"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
-import { evolve, viewSnapshot, type AgentView } from "../domain/agent-view.ts"
+import { type AgentView, evolve, viewSnapshot } from "../domain/agent-view.ts"
 import { DEFAULT_FADE_CONFIG } from "../domain/fade-score.ts"
 import { OFFLINE_SUMMARY_MODEL } from "../domain/offline-summary.ts"
-import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
+import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { EmbeddingProvider, offlineProvider } from "../services/embedding/embedding-provider.ts"
 import { hashedEmbedder } from "../services/embedding/offline-embedder.ts"
@@ -27,11 +27,22 @@ const T0 = Date.UTC(2024, 2, 1, 9)
 const counters = { summaries: 0, embeddings: 0 }
 const countingModels = Layer.merge(
   Layer.succeed(Summarizer, {
-    summarize: (text, options) => Effect.suspend(() => ((counters.summaries += 1), offlineSummarizer.summarize(text, options))),
+    summarize: (text, options) =>
+      Effect.suspend(() => {
+        counters.summaries += 1
+        return offlineSummarizer.summarize(text, options)
+      }),
   }),
   Layer.sync(EmbeddingProvider, () => {
     const inner = offlineProvider(hashedEmbedder())
-    return { ...inner, embed: (text: string) => Effect.suspend(() => ((counters.embeddings += 1), inner.embed(text))) }
+    return {
+      ...inner,
+      embed: (text: string) =>
+        Effect.suspend(() => {
+          counters.embeddings += 1
+          return inner.embed(text)
+        }),
+    }
   }),
 )
 
@@ -46,7 +57,11 @@ const start = async (
 ): Promise<Running> => {
   const s = settingsFor(url)
   const fades = Array.from({ length: options.workers ?? 1 }, (_, i) =>
-    fadeService(s(`wm-fade-${i}`), FadeWorkerSettings.make({ intervalMs: 3_600_000, name: `fade-${i}` }), options.models ?? countingModels),
+    fadeService(
+      s(`wm-fade-${i}`),
+      FadeWorkerSettings.make({ intervalMs: 3_600_000, name: `fade-${i}` }),
+      options.models ?? countingModels,
+    ),
   )
   const layer =
     options.withCore === false
@@ -76,7 +91,9 @@ const fadeEvents = (log: StoredEvent[], agentId: string, entryId?: string) =>
     .map((s) => s.event)
     .filter(
       (e): e is EventOf<"RungChanged"> | EventOf<"EntryDemoted"> =>
-        (e._tag === "RungChanged" || e._tag === "EntryDemoted") && e.agentId === agentId && (entryId === undefined || e.entryId === entryId),
+        (e._tag === "RungChanged" || e._tag === "EntryDemoted") &&
+        e.agentId === agentId &&
+        (entryId === undefined || e.entryId === entryId),
     )
 
 const rebuild = (log: StoredEvent[], agentId: string, uptoSeq = Infinity): AgentView | undefined => {
@@ -108,13 +125,16 @@ describe("fading", () => {
       content: "We agreed the launch is on the 3rd of March. Marketing owns the announcement.",
       timestamp: T0,
     })
-    for (let i = 1; i <= 120; i++) await agent.record({ origin: "USER", content: `Later remark number ${i}.`, timestamp: T0 + i * 5 * MINUTE })
+    for (let i = 1; i <= 120; i++)
+      await agent.record({ origin: "USER", content: `Later remark number ${i}.`, timestamp: T0 + i * 5 * MINUTE })
     await settle(running, "ageing", agent.lastSeq)
     const log = await readLog(server.url)
     const events = fadeEvents(log, "ageing", entryId)
     expect(events.map((e) => (e._tag === "RungChanged" ? e.to : 3))).toEqual([1, 2, 3])
     const [toKeyPoints, toSummary, out] = events as [(typeof events)[0], (typeof events)[0], (typeof events)[0]]
-    expect(toKeyPoints._tag === "RungChanged" && toKeyPoints.text).toBe("We agreed the launch is on the 3rd of March. …")
+    expect(toKeyPoints._tag === "RungChanged" && toKeyPoints.text).toBe(
+      "We agreed the launch is on the 3rd of March. …",
+    )
     expect(toSummary._tag === "RungChanged" && toSummary.producer.model).toBe(OFFLINE_SUMMARY_MODEL)
     expect(out._tag === "EntryDemoted" && out.embedding.dims).toBe(1024)
     const thresholds = DEFAULT_FADE_CONFIG.thresholds
@@ -144,7 +164,9 @@ describe("fading", () => {
     const view = await agent.view()
     expect(view.usage).toBeLessThanOrEqual(0.8 * 600)
     const log = await readLog(server.url)
-    const raw = log.map((s) => s.event).filter((e): e is EventOf<"EntryRecorded"> => e._tag === "EntryRecorded" && e.agentId === "pressed")
+    const raw = log
+      .map((s) => s.event)
+      .filter((e): e is EventOf<"EntryRecorded"> => e._tag === "EntryRecorded" && e.agentId === "pressed")
     expect(raw.map((e) => e.content)).toEqual(contents)
     for (const e of view.entries) if (e.rung < 2) expect(contents).toContain(e.content)
     expect(fadeEvents(log, "pressed").some((e) => e.score.trigger === "pressure")).toBe(true)
@@ -154,7 +176,12 @@ describe("fading", () => {
     const agent = client.agent("diver")
     await agent.register({ role: "custom", budget: 200 })
     await agent.enterHyperfocus(1_000)
-    for (let i = 0; i < 25; i++) await agent.record({ origin: "INTERNAL", content: `Layer ${i} of the recursive analysis holds.`, timestamp: T0 + i * 1_000 })
+    for (let i = 0; i < 25; i++)
+      await agent.record({
+        origin: "INTERNAL",
+        content: `Layer ${i} of the recursive analysis holds.`,
+        timestamp: T0 + i * 1_000,
+      })
     await settle(running, "diver", agent.lastSeq)
     const deep = await agent.view()
     expect(deep.usage).toBeGreaterThan(200)
@@ -167,7 +194,12 @@ describe("fading", () => {
   it("replaying the log restores the same rungs without calling a summariser or an embedder", async () => {
     const agent = client.agent("replayed")
     await agent.register({ role: "custom", budget: 300 })
-    for (let i = 0; i < 40; i++) await agent.record({ origin: "USER", content: `Sentence one of ${i}. Sentence two of ${i}.`, timestamp: T0 + i * MINUTE })
+    for (let i = 0; i < 40; i++)
+      await agent.record({
+        origin: "USER",
+        content: `Sentence one of ${i}. Sentence two of ${i}.`,
+        timestamp: T0 + i * MINUTE,
+      })
     await settle(running, "replayed", agent.lastSeq)
     const before = viewSnapshot((await running.fade()).view("replayed")!)
     expect(counters.summaries).toBeGreaterThan(0)
@@ -205,7 +237,12 @@ describe("two fade workers on the same agents", () => {
   it("never move the same entry twice", async () => {
     const agent = racingClient.agent("contested")
     await agent.register({ role: "custom", budget: 400 })
-    for (let i = 0; i < 80; i++) await agent.record({ origin: "USER", content: `Item ${i} is ready. It waits for review.`, timestamp: T0 + i * MINUTE })
+    for (let i = 0; i < 80; i++)
+      await agent.record({
+        origin: "USER",
+        content: `Item ${i} is ready. It waits for review.`,
+        timestamp: T0 + i * MINUTE,
+      })
     await settle(pair, "contested", agent.lastSeq)
     const log = await readLog(other.url)
     const byEntry = new Map<string, number[]>()
@@ -241,8 +278,18 @@ describe("remote models that fail", () => {
     await new Promise<void>((r) => http.listen(0, "127.0.0.1", () => r()))
     const port = (http.address() as { port: number }).port
     const models = Layer.merge(
-      Summarizer.remote({ baseUrl: `http://127.0.0.1:${port}/v1`, model: "tiny-chat", timeout: "300 millis", retries: 2 }),
-      EmbeddingProvider.withRemote(hashedEmbedder(), { baseUrl: `http://127.0.0.1:${port}/v1`, model: "tiny-embed", timeout: "300 millis", retries: 1 }),
+      Summarizer.remote({
+        baseUrl: `http://127.0.0.1:${port}/v1`,
+        model: "tiny-chat",
+        timeout: "300 millis",
+        retries: 2,
+      }),
+      EmbeddingProvider.withRemote(hashedEmbedder(), {
+        baseUrl: `http://127.0.0.1:${port}/v1`,
+        model: "tiny-embed",
+        timeout: "300 millis",
+        retries: 1,
+      }),
     )
     other = await startNatsServer()
     flaky = await start(other.url, { models })
@@ -261,7 +308,12 @@ describe("remote models that fail", () => {
   it("fall back to the offline models after their retries, say so in the event, and never stall the agent", async () => {
     const agent = flakyClient.agent("patient")
     await agent.register({ role: "custom", budget: 200 })
-    for (let i = 0; i < 30; i++) await agent.record({ origin: "USER", content: `Fact ${i}: the meeting moved to room ${i}. Bring the slides.`, timestamp: T0 + i * MINUTE })
+    for (let i = 0; i < 30; i++)
+      await agent.record({
+        origin: "USER",
+        content: `Fact ${i}: the meeting moved to room ${i}. Bring the slides.`,
+        timestamp: T0 + i * MINUTE,
+      })
     // While fading waits on the failing endpoints, the agent keeps building its context.
     const builds: number[] = []
     for (let i = 0; i < 5; i++) builds.push((await agent.buildContext()).seq)

@@ -8,21 +8,22 @@
  * runs and again after it has stopped — and nothing is found. Another
  * agent's content stays, and it keeps being served.
  */
-import { jetstream, jetstreamManager } from "@nats-io/jetstream"
-import { connect, type NatsConnection } from "@nats-io/transport-node"
+
 import { execFile } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
+import { jetstream, jetstreamManager } from "@nats-io/jetstream"
+import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { DEAD_LETTER_STREAM, EVENTS_STREAM } from "../contracts/subjects.ts"
-import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
+import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { systemLayer } from "../services/system.ts"
 import { readLog } from "./support/log.ts"
 import { filesHolding as filesHoldingIn } from "./support/store-files.ts"
-import { settingsFor, startServices, type RunningServices } from "./support/system.ts"
+import { type RunningServices, settingsFor, startServices } from "./support/system.ts"
 
 const run = promisify(execFile)
 
@@ -82,8 +83,16 @@ const recordAndFade = async (agentId: string, secret: string) => {
     content: `${secret} opens the north vault. Never write ${secret} on paper, keep ${secret} in mind.`,
     timestamp: T0,
   })
-  for (let i = 0; i < 25; i++) await agent.record({ origin: "USER", content: `Ordinary remark ${i} about the weather.`, timestamp: T0 + 60_000 * (i + 1) })
-  await waitUntil(async () => (await readLog(server.url)).some((s) => s.event._tag === "EntryDemoted" && s.event.entryId === entryId), "demotion")
+  for (let i = 0; i < 25; i++)
+    await agent.record({
+      origin: "USER",
+      content: `Ordinary remark ${i} about the weather.`,
+      timestamp: T0 + 60_000 * (i + 1),
+    })
+  await waitUntil(
+    async () => (await readLog(server.url)).some((s) => s.event._tag === "EntryDemoted" && s.event.entryId === entryId),
+    "demotion",
+  )
   return { agent, entryId }
 }
 
@@ -92,7 +101,23 @@ const poison = async (subject: string, agentId: string, secret: string) =>
   (
     await jetstream(nc).publish(
       subject,
-      JSON.stringify({ _tag: "EntryRecorded", v: 1, eventId: `poison-${secret}`, agentId, at: 1, causationId: null, correlationId: null, entryId: "p", timestamp: "yesterday", origin: "USER", content: secret, tags: [], moodSnapshot: null, emotionalWeight: 0, tokens: 3 }),
+      JSON.stringify({
+        _tag: "EntryRecorded",
+        v: 1,
+        eventId: `poison-${secret}`,
+        agentId,
+        at: 1,
+        causationId: null,
+        correlationId: null,
+        entryId: "p",
+        timestamp: "yesterday",
+        origin: "USER",
+        content: secret,
+        tags: [],
+        moodSnapshot: null,
+        emotionalWeight: 0,
+        tokens: 3,
+      }),
     )
   ).seq
 
@@ -164,7 +189,11 @@ it("forgetting an entry erases its content from every file the system writes, an
 it("forgetting an agent that was never registered, or an entry it never recorded, is refused and writes nothing", async () => {
   const jsm = await jetstreamManager(nc)
   const lastBefore = (await jsm.streams.info(EVENTS_STREAM)).state.last_seq
-  const refusal = (...args: string[]) => wm(...args).then(() => null, (e: { code: number; stderr: string }) => e)
+  const refusal = (...args: string[]) =>
+    wm(...args).then(
+      () => null,
+      (e: { code: number; stderr: string }) => e,
+    )
   const unknownAgent = await refusal("forget", "--agent", "nobody-here")
   expect(unknownAgent?.code).toBe(1)
   expect(unknownAgent?.stderr).toMatch(/agent 'nobody-here' is not registered/)
@@ -205,4 +234,3 @@ it("forgetting an agent erases everything it recorded from every file, including
   expect(filesHolding("QUOKKA7731ZEBRA")).toEqual([])
   expect(filesHolding(KEEPER).length).toBeGreaterThan(0)
 })
-

@@ -8,17 +8,17 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Layer } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import { scanLog } from "../cli/audit/log.ts"
 import { EVENTS_STREAM } from "../contracts/subjects.ts"
-import { evolve, type AgentView } from "../domain/agent-view.ts"
+import { type AgentView, evolve } from "../domain/agent-view.ts"
 import { decideForget } from "../domain/forget.ts"
-import { natsAuth, type NatsAuth } from "../infra/auth.ts"
-import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
+import { type NatsAuth, natsAuth } from "../infra/auth.ts"
+import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { NatsSettings } from "../services/nats/settings.ts"
 import { gatewayService, memoryService, substrateService, workingService } from "../services/system.ts"
-import { scanLog } from "../cli/audit/log.ts"
 import { filesHolding } from "./support/store-files.ts"
-import { startServices, type RunningServices } from "./support/system.ts"
+import { type RunningServices, startServices } from "./support/system.ts"
 
 let auth: NatsAuth
 let server: NatsServerProcess
@@ -29,7 +29,8 @@ let carol: WorkingMemoryClient
 beforeAll(async () => {
   auth = natsAuth({ agents: ["carol"] })
   server = await startNatsServer({ config: auth.config })
-  const settings = (name: string) => NatsSettings.make({ servers: [server.url], name: `wm-${name}`, ...auth.service(name) })
+  const settings = (name: string) =>
+    NatsSettings.make({ servers: [server.url], name: `wm-${name}`, ...auth.service(name) })
   services = await startServices(
     Layer.mergeAll(
       Layer.fresh(workingService(settings("working"))),
@@ -39,7 +40,12 @@ beforeAll(async () => {
     ),
   )
   admin = await connect({ servers: server.url, user: auth.admin!.user, pass: auth.admin!.pass })
-  carol = await WorkingMemoryClient.connect({ servers: server.url, ...auth.agent("carol"), attempts: 1, timeoutMs: 5_000 })
+  carol = await WorkingMemoryClient.connect({
+    servers: server.url,
+    ...auth.agent("carol"),
+    attempts: 1,
+    timeoutMs: 5_000,
+  })
 })
 
 afterAll(async () => {
@@ -65,18 +71,33 @@ it("the substrate's user carries out a stored tombstone; an agent cannot erase e
   const { entryId, seq } = await agent.record({ origin: "USER", content: `Carol's pin is ${SECRET}.` })
   // A record nobody can decode, carrying the text, so that every projection dead-letters it.
   await jetstream(admin).publish("wm.evt.carol.step", `{"_tag":"StepStarted","v":0,"note":"${SECRET}"}`)
-  await eventually(async () => (await agent.raw(entryId).then(() => true, () => false)), "the substrate to store the entry")
+  await eventually(
+    async () =>
+      await agent.raw(entryId).then(
+        () => true,
+        () => false,
+      ),
+    "the substrate to store the entry",
+  )
   expect(filesHolding([server.storeDir], SECRET).length).toBeGreaterThan(0)
 
-  await expect((await jetstreamManager(carol.nc, { checkAPI: false })).streams.deleteMessage(EVENTS_STREAM, seq, true)).rejects.toThrow(/Permissions Violation/)
+  await expect(
+    (await jetstreamManager(carol.nc, { checkAPI: false })).streams.deleteMessage(EVENTS_STREAM, seq, true),
+  ).rejects.toThrow(/Permissions Violation/)
   let view: AgentView | undefined
   const { records } = await scanLog(admin, { filter: "wm.evt.carol.>" }, (r) => {
     if (r.event !== null) view = evolve(view, r.event, r)
   })
   expect(records).toBe(3)
-  const decision = decideForget(view, {}, { eventId: "carol:forget", agentId: "carol", at: Date.now(), causationId: "operator:forget", correlationId: null })
+  const decision = decideForget(
+    view,
+    {},
+    { eventId: "carol:forget", agentId: "carol", at: Date.now(), causationId: "operator:forget", correlationId: null },
+  )
   if (!decision.ok) throw new Error(decision.error.message)
-  await jetstream(admin).publish("wm.evt.carol.agent", JSON.stringify(decision.event), { msgID: decision.event.eventId })
+  await jetstream(admin).publish("wm.evt.carol.agent", JSON.stringify(decision.event), {
+    msgID: decision.event.eventId,
+  })
 
   await eventually(() => filesHolding([server.storeDir], SECRET).length === 0, "the eraser to finish the forget")
 })

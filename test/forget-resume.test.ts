@@ -7,13 +7,14 @@
  * it — no store file holds the content any more — and running the command
  * again writes nothing new and reports it complete.
  */
-import { jetstream } from "@nats-io/jetstream"
+
 import { execFile } from "node:child_process"
 import { promisify } from "node:util"
+import { jetstream } from "@nats-io/jetstream"
 import { afterAll, beforeAll, expect, it } from "vitest"
-import { systemLayer } from "../services/system.ts"
-import { evolve, type AgentView } from "../domain/agent-view.ts"
+import { type AgentView, evolve } from "../domain/agent-view.ts"
 import { decideForget } from "../domain/forget.ts"
+import { systemLayer } from "../services/system.ts"
 import { appendEvents, publishRaw, readLog } from "./support/log.ts"
 import { filesHolding } from "./support/store-files.ts"
 import { settingsFor, startServices, startTestSystem, type TestSystem } from "./support/system.ts"
@@ -42,7 +43,14 @@ it("a forget the services could not confirm is finished by the eraser when they 
   const agent = system.client.agent("interrupted")
   await agent.register({ role: "main" })
   const { entryId } = await agent.record({ origin: "USER", content: `The alarm code is ${SECRET}.` })
-  await eventually(async () => (await agent.raw(entryId).then((r) => r.content.includes(SECRET), () => false)), "the substrate to store the entry")
+  await eventually(
+    async () =>
+      await agent.raw(entryId).then(
+        (r) => r.content.includes(SECRET),
+        () => false,
+      ),
+    "the substrate to store the entry",
+  )
   const store = [system.server.storeDir]
   expect(filesHolding(store, SECRET).length).toBeGreaterThan(0)
 
@@ -52,11 +60,18 @@ it("a forget the services could not confirm is finished by the eraser when they 
     (e: { code: number; stdout: string }) => e,
   )
   expect(first?.code).toBe(1)
-  const report = JSON.parse(first!.stdout) as { complete: boolean; pending: string[]; recorded: boolean; tombstoneSeq: number }
+  const report = JSON.parse(first!.stdout) as {
+    complete: boolean
+    pending: string[]
+    recorded: boolean
+    tombstoneSeq: number
+  }
   expect(report).toMatchObject({ complete: false, recorded: true })
   expect(report.pending).toContain("substrate")
   // The intent is on record, and the log is already erased; the substrate still holds the text.
-  expect((await readLog(system.server.url, `wm.evt.interrupted.entry.${entryId}`)).map((s) => s.event._tag)).toEqual(["EntryForgotten"])
+  expect((await readLog(system.server.url, `wm.evt.interrupted.entry.${entryId}`)).map((s) => s.event._tag)).toEqual([
+    "EntryForgotten",
+  ])
   expect(filesHolding(store, SECRET).length).toBeGreaterThan(0)
 
   system.services = await startServices(systemLayer(settingsFor(system.server.url)))
@@ -64,9 +79,13 @@ it("a forget the services could not confirm is finished by the eraser when they 
   agent.lastSeq = report.tombstoneSeq
   await expect(agent.raw(entryId)).rejects.toMatchObject({ _tag: "UnknownEntries" })
 
-  const again = JSON.parse((await wm("forget", "--agent", "interrupted", "--entry", entryId, "--json")).stdout) as typeof report
+  const again = JSON.parse(
+    (await wm("forget", "--agent", "interrupted", "--entry", entryId, "--json")).stdout,
+  ) as typeof report
   expect(again).toMatchObject({ complete: true, recorded: false, tombstoneSeq: report.tombstoneSeq, pending: [] })
-  expect((await readLog(system.server.url, "wm.evt.interrupted.>")).filter((s) => s.event._tag === "EntryForgotten")).toHaveLength(1)
+  expect(
+    (await readLog(system.server.url, "wm.evt.interrupted.>")).filter((s) => s.event._tag === "EntryForgotten"),
+  ).toHaveLength(1)
 })
 
 it("a tombstone stored with nothing erased yet (the command stopped right after it) is finished by the eraser", async () => {
@@ -76,14 +95,32 @@ it("a tombstone stored with nothing erased yet (the command stopped right after 
   const { entryId } = await agent.record({ origin: "USER", content: `The locker holds ${SECOND}.` })
   // A record nobody can decode, carrying the text: every projection dead-letters it.
   await publishRaw(system.server.url, "wm.evt.stopped-short.step", `{"_tag":"StepStarted","v":0,"note":"${SECOND}"}`)
-  await eventually(async () => (await agent.raw(entryId).then(() => true, () => false)), "the substrate to store the entry")
+  await eventually(
+    async () =>
+      await agent.raw(entryId).then(
+        () => true,
+        () => false,
+      ),
+    "the substrate to store the entry",
+  )
   const store = [system.server.storeDir]
 
   await system.services.stop()
   // What `wm forget` stores first, decided on the agent's view as the log has it.
   let view: AgentView | undefined
-  for (const stored of await readLog(system.server.url, "wm.evt.stopped-short.>")) view = evolve(view, stored.event, stored)
-  const decision = decideForget(view, {}, { eventId: "stopped-short:forget", agentId: "stopped-short", at: Date.now(), causationId: "operator:forget", correlationId: null })
+  for (const stored of await readLog(system.server.url, "wm.evt.stopped-short.>"))
+    view = evolve(view, stored.event, stored)
+  const decision = decideForget(
+    view,
+    {},
+    {
+      eventId: "stopped-short:forget",
+      agentId: "stopped-short",
+      at: Date.now(),
+      causationId: "operator:forget",
+      correlationId: null,
+    },
+  )
   if (!decision.ok) throw new Error(decision.error.message)
   const tombstone = decision.event
   await appendEvents(system.server.url, [tombstone])
@@ -91,7 +128,9 @@ it("a tombstone stored with nothing erased yet (the command stopped right after 
 
   system.services = await startServices(systemLayer(settingsFor(system.server.url)))
   await eventually(() => filesHolding(store, SECOND).length === 0, "the eraser to finish the forget")
-  expect((await readLog(system.server.url, "wm.evt.stopped-short.>")).map((s) => s.event._tag)).toEqual(["AgentForgotten"])
+  expect((await readLog(system.server.url, "wm.evt.stopped-short.>")).map((s) => s.event._tag)).toEqual([
+    "AgentForgotten",
+  ])
 })
 
 it("a dead letter of a forgotten record that arrives after the forget (a projection catching up) is erased as it arrives", async () => {
@@ -104,7 +143,13 @@ it("a dead letter of a forgotten record that arrives after the forget (a project
   await wm("forget", "--agent", "late-letters", "--entry", forgotten.entryId)
 
   const letter = (record: { entryId: string; seq: number }, payload: string) =>
-    JSON.stringify({ projection: "late", seq: record.seq, subject: `wm.evt.late-letters.entry.${record.entryId}`, reason: "apply failed: test", payload })
+    JSON.stringify({
+      projection: "late",
+      seq: record.seq,
+      subject: `wm.evt.late-letters.entry.${record.entryId}`,
+      reason: "apply failed: test",
+      payload,
+    })
   const js = jetstream(system.client.nc)
   await js.publish("wm.dlq.late", letter(kept, `{"content":"${KEPT}"}`))
   await js.publish("wm.dlq.late", letter(forgotten, `{"content":"${LATE}"}`))

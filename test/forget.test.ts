@@ -34,9 +34,18 @@ it("forgetting an entry removes its content from the log, every projection, the 
   await agent.register({ role: "custom", budget: 150 })
   const { entryId } = await agent.record({ origin: "USER", content: SECRET, timestamp: T0 })
   const kept = await agent.record({ origin: "USER", content: "The garden gate squeaks.", timestamp: T0 + 1 })
-  for (let i = 0; i < 25; i++) await agent.record({ origin: "USER", content: `Ordinary remark ${i} about the weather.`, timestamp: T0 + 60_000 * (i + 2) })
+  for (let i = 0; i < 25; i++)
+    await agent.record({
+      origin: "USER",
+      content: `Ordinary remark ${i} about the weather.`,
+      timestamp: T0 + 60_000 * (i + 2),
+    })
   // Demoted: the content now lives in long-term and the substrate as well.
-  await waitUntil(async () => (await readLog(system.server.url)).some((s) => s.event._tag === "EntryDemoted" && s.event.entryId === entryId), "demotion")
+  await waitUntil(
+    async () =>
+      (await readLog(system.server.url)).some((s) => s.event._tag === "EntryDemoted" && s.event.entryId === entryId),
+    "demotion",
+  )
   agent.lastSeq = Math.max(...(await readLog(system.server.url)).map((s) => s.seq))
   expect((await agent.raw(entryId)).content).toBe(SECRET)
   expect((await agent.query("safe combination painting")).results.some((r) => r.entryId === entryId)).toBe(true)
@@ -48,13 +57,22 @@ it("forgetting an entry removes its content from the log, every projection, the 
 
   // The log holds only the tombstone for that entry, and nothing anywhere carries the content.
   const log = await readLog(system.server.url)
-  expect(log.filter((s) => "entryId" in s.event && s.event.entryId === entryId).map((s) => s.event._tag)).toEqual(["EntryForgotten"])
+  expect(log.filter((s) => "entryId" in s.event && s.event.entryId === entryId).map((s) => s.event._tag)).toEqual([
+    "EntryForgotten",
+  ])
   expect(log.some((s) => JSON.stringify(s.event).includes("31-04-77"))).toBe(false)
   // Projections: query, view, substrate.
   const { results } = await agent.query("safe combination painting", { limit: 50 })
   expect(results.some((r) => r.entryId === entryId || r.text.includes("31-04-77"))).toBe(false)
   expect((await agent.view()).entries.some((e) => e.id === entryId)).toBe(false)
-  await waitUntil(async () => (await agent.raw(entryId).then(() => false, () => true)), "the substrate to forget")
+  await waitUntil(
+    async () =>
+      await agent.raw(entryId).then(
+        () => false,
+        () => true,
+      ),
+    "the substrate to forget",
+  )
   expect((await agent.raw(kept.entryId)).content).toBe("The garden gate squeaks.")
   // Replay at any instant never shows it.
   const replayed = await wm("replay", "--agent", "forgetful", "--at", String(Date.now()), "--entries", "all", "--json")
@@ -64,7 +82,14 @@ it("forgetting an entry removes its content from the log, every projection, the 
   const after = await agent.query("safe combination painting", { limit: 50 })
   expect(after.results.some((r) => r.entryId === entryId)).toBe(false)
   // And the audit agrees: every projection it can rebuild matches the (purged) log.
-  await waitUntil(async () => (await wm("verify").then(() => true, () => false)), "verify to pass")
+  await waitUntil(
+    async () =>
+      await wm("verify").then(
+        () => true,
+        () => false,
+      ),
+    "verify to pass",
+  )
   expect((await wm("verify")).stdout).toMatch(/ok {4}substrate: \d+ recorded entries compared/)
 })
 
@@ -75,8 +100,22 @@ it("forgetting an agent removes the agent and everything it recorded", async () 
   await wm("forget", "--agent", "vanishing")
   const log = await readLog(system.server.url)
   expect(log.filter((s) => s.event.agentId === "vanishing").map((s) => s.event._tag)).toEqual(["AgentForgotten"])
-  await waitUntil(async () => (await agent.view().then(() => false, (e: { _tag?: string }) => e._tag === "AgentNotFound")), "the agent to be gone")
-  await waitUntil(async () => (await agent.raw(entryId).then(() => false, () => true)), "the substrate to forget")
+  await waitUntil(
+    async () =>
+      await agent.view().then(
+        () => false,
+        (e: { _tag?: string }) => e._tag === "AgentNotFound",
+      ),
+    "the agent to be gone",
+  )
+  await waitUntil(
+    async () =>
+      await agent.raw(entryId).then(
+        () => false,
+        () => true,
+      ),
+    "the substrate to forget",
+  )
   // The id can be registered again, as a new agent with an empty memory.
   const again = await agent.register({ role: "supervisor" })
   expect(again.budget).toBe(12_000)

@@ -6,16 +6,15 @@
 import { ConfigProvider, Effect, HashMap, Layer, ManagedRuntime, Option } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { MAX_CONTENT_BYTES } from "../contracts/api.ts"
-import type { EventOf } from "../contracts/events.ts"
-import { blockTokens } from "../domain/render.ts"
 import { StorageFull } from "../contracts/errors.ts"
+import type { EventOf } from "../contracts/events.ts"
 import { EVENTS_STREAM } from "../contracts/subjects.ts"
+import { blockTokens } from "../domain/render.ts"
+import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
-import { NatsSettings } from "../services/nats/settings.ts"
-import { systemLayer } from "../services/system.ts"
-import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
 import { FadeWorker, FadeWorkerSettings, type FadeWorkerShape } from "../services/fade/fade-worker.ts"
-import { fadeService, gatewayService, substrateService, workingService } from "../services/system.ts"
+import { NatsSettings } from "../services/nats/settings.ts"
+import { fadeService, gatewayService, substrateService, systemLayer, workingService } from "../services/system.ts"
 import { lastSeq, readLog } from "./support/log.ts"
 import { settingsFor, startServices, startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -43,7 +42,9 @@ describe("worst-case content", () => {
 
     // Each a single pre-token, the tokenizer's worst case; each different, so no cache helps.
     const runs = Array.from({ length: 8 }, (_, i) =>
-      i % 2 === 0 ? ALPHABET[i]!.repeat(MAX_CONTENT_BYTES) : (ALPHABET[i]! + ALPHABET[i + 1]!).repeat(MAX_CONTENT_BYTES / 2),
+      i % 2 === 0
+        ? ALPHABET[i]!.repeat(MAX_CONTENT_BYTES)
+        : (ALPHABET[i]! + ALPHABET[i + 1]!).repeat(MAX_CONTENT_BYTES / 2),
     )
     const heavyWrites = Promise.all(runs.map((content) => heavy.record({ origin: "USER", content })))
     // The bystander writes and reads while the heavy writes are in progress.
@@ -56,12 +57,16 @@ describe("worst-case content", () => {
       const context = await other.buildContext()
       return { answers, context }
     })()
-    const [recorded, { answers, context }] = await Promise.all([heavyWrites, bystander]).finally(() => bystanderClient.close())
+    const [recorded, { answers, context }] = await Promise.all([heavyWrites, bystander]).finally(() =>
+      bystanderClient.close(),
+    )
 
     expect(answers).toHaveLength(5)
     expect(context.text).toContain("Bystander note 4: lunch at noon.")
     const log = await readLog(system.server.url)
-    const stored = log.map((s) => s.event).filter((e): e is EventOf<"EntryRecorded"> => e._tag === "EntryRecorded" && e.agentId === "heavy-writer")
+    const stored = log
+      .map((s) => s.event)
+      .filter((e): e is EventOf<"EntryRecorded"> => e._tag === "EntryRecorded" && e.agentId === "heavy-writer")
     expect(stored).toHaveLength(runs.length)
     for (const [i, reply] of recorded.entries()) {
       const event = stored.find((e) => e.entryId === reply.entryId)!
@@ -122,9 +127,20 @@ describe("an entry larger than the budget", () => {
   it("a 3 000-token tool output in a 500-token budget leaves working on its own; the other entries keep their places and its raw text stays readable", async () => {
     const agent = client.agent("tool-user")
     await agent.register({ role: "custom", budget: 500 })
-    const words = ["budget", "meeting", "supplier", "invoice", "delivery", "Porto", "Tuesday", "pallet", "contract", "review"]
+    const words = [
+      "budget",
+      "meeting",
+      "supplier",
+      "invoice",
+      "delivery",
+      "Porto",
+      "Tuesday",
+      "pallet",
+      "contract",
+      "review",
+    ]
     for (let i = 0; i < 10; i++) {
-      const content = `Note ${i}: ` + Array.from({ length: 190 }, (_, k) => words[(k * 7 + i) % words.length]).join(" ") + "."
+      const content = `Note ${i}: ${Array.from({ length: 190 }, (_, k) => words[(k * 7 + i) % words.length]).join(" ")}.`
       await agent.record({ origin: "INTERNAL", content, timestamp: T0 + i * 60_000 })
     }
     const before = await settle("tool-user")
@@ -142,7 +158,10 @@ describe("an entry larger than the budget", () => {
     const log = await readLog(server.url)
     const moves = log
       .map((s) => s.event)
-      .filter((e): e is EventOf<"RungChanged"> | EventOf<"EntryDemoted"> => (e._tag === "RungChanged" || e._tag === "EntryDemoted") && e.entryId === entryId)
+      .filter(
+        (e): e is EventOf<"RungChanged"> | EventOf<"EntryDemoted"> =>
+          (e._tag === "RungChanged" || e._tag === "EntryDemoted") && e.entryId === entryId,
+      )
     expect(moves.map((e) => [e._tag, e._tag === "EntryDemoted" ? e.from : e.to])).toEqual([["EntryDemoted", 0]])
     expect((await agent.raw(entryId)).content).toBe(output)
   }, 120_000)
@@ -153,7 +172,11 @@ describe("stream limits from the environment", () => {
     Effect.runPromise(
       Effect.gen(function* () {
         return yield* NatsSettings
-      }).pipe(Effect.provide(NatsSettings.fromEnv("wm-test").pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env })))))),
+      }).pipe(
+        Effect.provide(
+          NatsSettings.fromEnv("wm-test").pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env })))),
+        ),
+      ),
     )
 
   it("reads WM_STREAM_MAX_BYTES and WM_STREAM_MAX_MSGS, none by default, and refuses a limit of 0", async () => {
@@ -192,7 +215,8 @@ describe("a full event stream", () => {
 
     let refusal: unknown = null
     let stored = 0
-    const note = (i: number) => `Log line ${i}: ` + "the nightly export finished and the archive was copied. ".repeat(18)
+    const note = (i: number) =>
+      `Log line ${i}: ${"the nightly export finished and the archive was copied. ".repeat(18)}`
     for (let i = 0; i < 200 && refusal === null; i++) {
       await filler.record({ origin: "SYSTEM", content: note(i), requestId: `fill-${i}` }).then(
         () => stored++,
@@ -223,7 +247,9 @@ describe("a full event stream", () => {
 
     // An operator raises the limit: the same request, retried with its id, is stored once.
     await system.services.stop()
-    system.services = await startServices(systemLayer(settingsFor(system.server.url, { streamMaxBytes: 10 * LIMIT }), { fade: false, memory: false }))
+    system.services = await startServices(
+      systemLayer(settingsFor(system.server.url, { streamMaxBytes: 10 * LIMIT }), { fade: false, memory: false }),
+    )
     expect((await streamState()).config.max_bytes).toBe(10 * LIMIT)
     const retried = await filler.record({ origin: "SYSTEM", content: note(stored), requestId: `fill-${stored}` })
     expect(retried.duplicate).toBe(false)
@@ -236,7 +262,11 @@ describe("a limit lowered below what the stream holds", () => {
     try {
       const agents = ["first-agent", "second-agent"].map((id) => system.client.agent(id))
       for (const agent of agents) await agent.register({ role: "main" })
-      for (let i = 0; i < 30; i++) await agents[i % 2]!.record({ origin: "USER", content: `Entry ${i}: ` + "the courier left the parcel at the door. ".repeat(10) })
+      for (let i = 0; i < 30; i++)
+        await agents[i % 2]!.record({
+          origin: "USER",
+          content: `Entry ${i}: ${"the courier left the parcel at the door. ".repeat(10)}`,
+        })
       const { jetstreamManager } = await import("@nats-io/jetstream")
       const jsm = await jetstreamManager(system.client.nc)
       const before = (await jsm.streams.info(EVENTS_STREAM)).state
@@ -244,7 +274,10 @@ describe("a limit lowered below what the stream holds", () => {
       // An operator sets a limit below the stream's size and restarts the services.
       await system.services.stop()
       system.services = await startServices(
-        systemLayer(settingsFor(system.server.url, { streamMaxBytes: Math.floor(before.bytes / 4) }), { fade: false, memory: false }),
+        systemLayer(settingsFor(system.server.url, { streamMaxBytes: Math.floor(before.bytes / 4) }), {
+          fade: false,
+          memory: false,
+        }),
       )
 
       const after = (await jsm.streams.info(EVENTS_STREAM)).state
@@ -269,10 +302,12 @@ describe("a full JetStream store", () => {
       let refusal: unknown = null
       let stored = 0
       for (let i = 0; i < 400 && refusal === null; i++) {
-        await agent.record({ origin: "SYSTEM", content: `Row ${i}: ` + "checksum verified, upload complete. ".repeat(25) }).then(
-          () => stored++,
-          (error: unknown) => (refusal = error),
-        )
+        await agent
+          .record({ origin: "SYSTEM", content: `Row ${i}: ${"checksum verified, upload complete. ".repeat(25)}` })
+          .then(
+            () => stored++,
+            (error: unknown) => (refusal = error),
+          )
       }
       expect(stored).toBeGreaterThan(0)
       expect(refusal).toBeInstanceOf(StorageFull)

@@ -12,7 +12,7 @@ import type { OperationName, RequestOf, ResponseOf } from "../contracts/api.ts"
 import type { EventOf } from "../contracts/events.ts"
 import { agentStepSubject } from "../contracts/subjects.ts"
 import { viewSnapshot } from "../domain/agent-view.ts"
-import { ledgerFromLog, ledgerKey, requestBody, type PendingRequest, type SettledRequest } from "../domain/requests.ts"
+import { ledgerFromLog, ledgerKey, type PendingRequest, requestBody, type SettledRequest } from "../domain/requests.ts"
 import { REQUEST_BUCKET } from "../services/nats/buckets.ts"
 import { appendEvents, lastSeq, readLog } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
@@ -33,7 +33,10 @@ describe("a retry after the dedupe window and the views' memory of event ids", (
   it("is answered as the original, for every write, and nothing is applied twice", async () => {
     await call("registerAgent", { requestId: "reg-1", role: "main" })
     const writes: Array<{ readonly operation: OperationName; readonly request: Record<string, unknown> }> = [
-      { operation: "recordEntry", request: { requestId: "rec-1", origin: "USER", content: "The lease on the flat ends in May." } },
+      {
+        operation: "recordEntry",
+        request: { requestId: "rec-1", origin: "USER", content: "The lease on the flat ends in May." },
+      },
       { operation: "beginStep", request: { requestId: "begin-1", stepId: "s1" } },
       { operation: "buildContext", request: { requestId: "build-1", stepId: "s1" } },
       { operation: "referenceEntries", request: { requestId: "ref-1", stepId: "s1", entryIds: ["rec-1"] } },
@@ -51,7 +54,11 @@ describe("a retry after the dedupe window and the views' memory of event ids", (
     for (let i = 0; i < filler; i += 40) {
       await Promise.all(
         Array.from({ length: Math.min(40, filler - i) }, (_, j) =>
-          call("recordEntry", { requestId: `filler-${i + j}`, origin: "INTERNAL", content: `Note ${i + j} on the flat search.` }),
+          call("recordEntry", {
+            requestId: `filler-${i + j}`,
+            origin: "INTERNAL",
+            content: `Note ${i + j} on the flat search.`,
+          }),
         ),
       )
     }
@@ -63,7 +70,9 @@ describe("a retry after the dedupe window and the views' memory of event ids", (
     const retries: unknown[] = []
     for (const w of writes) retries.push(await call(w.operation, w.request as never))
 
-    const expected = originals.map((reply, i) => (writes[i]!.operation === "recordEntry" ? { ...(reply as object), duplicate: true } : reply))
+    const expected = originals.map((reply, i) =>
+      writes[i]!.operation === "recordEntry" ? { ...(reply as object), duplicate: true } : reply,
+    )
     expect(retries).toEqual(expected)
     expect(await lastSeq(system.server.url)).toBe(seqBefore)
     expect(viewSnapshot((await system.liveView(AGENT, seqBefore))!)).toEqual(viewBefore)
@@ -85,7 +94,11 @@ describe("a retry after the dedupe window and the views' memory of event ids", (
       // a registration is exactly-once by its subject, its answer is kept but not rebuilt).
       expect(fromLog.size).toBe(8)
       expect([...fromLog.keys()].sort()).toEqual([...live.keys()].filter((k) => !k.includes(".registerAgent.")).sort())
-      for (const [key, rebuilt] of fromLog) expect({ seq: rebuilt.seq, reply: rebuilt.reply }, key).toEqual({ seq: live.get(key)!.seq, reply: live.get(key)!.reply })
+      for (const [key, rebuilt] of fromLog)
+        expect({ seq: rebuilt.seq, reply: rebuilt.reply }, key).toEqual({
+          seq: live.get(key)!.seq,
+          reply: live.get(key)!.reply,
+        })
     } finally {
       await nc.close()
     }
@@ -93,7 +106,11 @@ describe("a retry after the dedupe window and the views' memory of event ids", (
 
   it("with the same request id and a different body is refused, naming the field, and writes nothing", async () => {
     const seqBefore = await lastSeq(system.server.url)
-    const recorded = await call("recordEntry", { requestId: "rec-1", origin: "USER", content: "The lease on the flat ends in June." }).catch((e) => e)
+    const recorded = await call("recordEntry", {
+      requestId: "rec-1",
+      origin: "USER",
+      content: "The lease on the flat ends in June.",
+    }).catch((e) => e)
     expect(recorded).toMatchObject({ _tag: "IdempotencyConflict", field: "content" })
     const begun = await call("beginStep", { requestId: "begin-1", stepId: "s2" }).catch((e) => e)
     expect(begun).toMatchObject({ _tag: "IdempotencyConflict", field: "requestId" })
@@ -101,8 +118,17 @@ describe("a retry after the dedupe window and the views' memory of event ids", (
   })
 
   it("a duplicate record answers the stored entry's tokens and timestamp, not the retry's", async () => {
-    const first = await call("recordEntry", { requestId: "stamped-1", origin: "USER", content: "Viewing on Tuesday at noon.", timestamp: 1_700_000_000_000 })
-    const again = await call("recordEntry", { requestId: "stamped-1", origin: "USER", content: "Viewing on Tuesday at noon." })
+    const first = await call("recordEntry", {
+      requestId: "stamped-1",
+      origin: "USER",
+      content: "Viewing on Tuesday at noon.",
+      timestamp: 1_700_000_000_000,
+    })
+    const again = await call("recordEntry", {
+      requestId: "stamped-1",
+      origin: "USER",
+      content: "Viewing on Tuesday at noon.",
+    })
     expect(again).toEqual({ ...first, duplicate: true })
   })
 })
@@ -137,7 +163,15 @@ describe("a retry of an attempt that died before answering", () => {
     const request = { requestId: "begin-lost", stepId: "s1" }
     await reserveAsDeadAttempt(agentId, request, Date.now())
     const event: EventOf<"StepStarted"> = {
-      _tag: "StepStarted", v: 1, eventId: `${agentId}:beginStep:begin-lost`, agentId, at: Date.now(), causationId: "begin-lost", correlationId: null, stepId: "s1", focus: null,
+      _tag: "StepStarted",
+      v: 1,
+      eventId: `${agentId}:beginStep:begin-lost`,
+      agentId,
+      at: Date.now(),
+      causationId: "begin-lost",
+      correlationId: null,
+      stepId: "s1",
+      focus: null,
     }
     const seq = await appendEvents(system.server.url, [event])
     await new Promise((r) => setTimeout(r, DEDUPE_WINDOW_MS + 500))

@@ -100,18 +100,27 @@ export const describeLongTermStoreContract = (name: string, makeStore: () => Pro
       const agent = fresh("rank")
       const random = seeded(7)
       const records = Array.from({ length: 24 }, (_, i) =>
-        record(agent, `e${String(i).padStart(2, "0")}`, normalised(Array.from({ length: 8 }, random)), { timestamp: 1_000 + i }),
+        record(agent, `e${String(i).padStart(2, "0")}`, normalised(Array.from({ length: 8 }, random)), {
+          timestamp: 1_000 + i,
+        }),
       )
       await run(store.upsert(records))
 
-      for (const query of [normalised(Array.from({ length: 8 }, random)), normalised(Array.from({ length: 8 }, random))]) {
-        const expected = records.map((r) => ({ id: r.payload.entryId, score: cosine(query, r.vector) })).sort((a, b) => b.score - a.score)
+      for (const query of [
+        normalised(Array.from({ length: 8 }, random)),
+        normalised(Array.from({ length: 8 }, random)),
+      ]) {
+        const expected = records
+          .map((r) => ({ id: r.payload.entryId, score: cosine(query, r.vector) }))
+          .sort((a, b) => b.score - a.score)
         // the fixture leaves no near-ties, so the order is unambiguous
         for (let i = 1; i < 11; i++) expect(expected[i - 1]!.score - expected[i]!.score).toBeGreaterThan(1e-4)
 
         const hits = await run(store.searchDense(agent, MODEL_8, query, 10))
         expect(hits.map((h) => h.payload.entryId)).toEqual(expected.slice(0, 10).map((e) => e.id))
-        hits.forEach((h, i) => expect(h.score).toBeCloseTo(expected[i]!.score, 4))
+        hits.forEach((h, i) => {
+          expect(h.score).toBeCloseTo(expected[i]!.score, 4)
+        })
 
         const top3 = await run(store.searchDense(agent, MODEL_8, query, 3))
         expect(top3.map((h) => h.payload.entryId)).toEqual(expected.slice(0, 3).map((e) => e.id))
@@ -132,7 +141,9 @@ export const describeLongTermStoreContract = (name: string, makeStore: () => Pro
       const hits = await run(store.searchDense(agent, MODEL_8, planar(0), 10))
       // by angle from the query: 0.1, 0.3, 0.5, 0.9, 1.6, 2.5, 3.0
       expect(hits.map((h) => h.payload.entryId)).toEqual(["a1", "a6", "a3", "a0", "a4", "a2", "a5"])
-      expect(hits.map((h) => h.score)).toEqual([0.1, 0.3, 0.5, 0.9, 1.6, 2.5, 3.0].map((a) => expect.closeTo(Math.cos(a), 4)))
+      expect(hits.map((h) => h.score)).toEqual(
+        [0.1, 0.3, 0.5, 0.9, 1.6, 2.5, 3.0].map((a) => expect.closeTo(Math.cos(a), 4)),
+      )
     })
 
     it("upserts idempotently: the same record twice is one record", async () => {
@@ -184,9 +195,15 @@ export const describeLongTermStoreContract = (name: string, makeStore: () => Pro
       const moved = record(agent, "e1", normalised([1, 0, 0]), { model: MODEL_3, summary: "re-embedded" })
       await run(store.upsert([moved]))
 
-      expect(await run(store.list({ agentId: agent }))).toEqual([moved.payload, payload(agent, "e2")].sort((a, b) => (a.entryId < b.entryId ? -1 : 1)))
-      expect(entryIds((await run(store.searchDense(agent, MODEL_8, planar(0), 10))).map((h) => h.payload))).toEqual(["e2"])
-      expect(entryIds((await run(store.searchDense(agent, MODEL_3, normalised([1, 0, 0]), 10))).map((h) => h.payload))).toEqual(["e1"])
+      expect(await run(store.list({ agentId: agent }))).toEqual(
+        [moved.payload, payload(agent, "e2")].sort((a, b) => (a.entryId < b.entryId ? -1 : 1)),
+      )
+      expect(entryIds((await run(store.searchDense(agent, MODEL_8, planar(0), 10))).map((h) => h.payload))).toEqual([
+        "e2",
+      ])
+      expect(
+        entryIds((await run(store.searchDense(agent, MODEL_3, normalised([1, 0, 0]), 10))).map((h) => h.payload)),
+      ).toEqual(["e1"])
       expect([...(await run(store.models(agent)))].sort()).toEqual([MODEL_3, MODEL_8].sort())
     })
 
@@ -206,7 +223,10 @@ export const describeLongTermStoreContract = (name: string, makeStore: () => Pro
       await run(store.remove(agent, []))
 
       expect(entryIds(await run(store.list({ agentId: agent })))).toEqual(["e0", "e2"])
-      expect((await run(store.searchDense(agent, MODEL_8, planar(0.25), 10))).map((h) => h.payload.entryId)).toEqual(["e2", "e0"])
+      expect((await run(store.searchDense(agent, MODEL_8, planar(0.25), 10))).map((h) => h.payload.entryId)).toEqual([
+        "e2",
+        "e0",
+      ])
       // the other agent's entry with the same id is untouched
       expect(entryIds(await run(store.list({ agentId: other })))).toEqual(["e1"])
 
@@ -223,7 +243,12 @@ export const describeLongTermStoreContract = (name: string, makeStore: () => Pro
       await run(
         store.upsert([
           record(agent, "r1", planar(0.1), { origin: "USER", tags: ["x"], correlationId: c1, timestamp: 1_000 }),
-          record(agent, "r2", planar(0.2), { origin: "INTERNAL", tags: ["y", "z"], correlationId: c1, timestamp: 2_000 }),
+          record(agent, "r2", planar(0.2), {
+            origin: "INTERNAL",
+            tags: ["y", "z"],
+            correlationId: c1,
+            timestamp: 2_000,
+          }),
           record(agent, "r3", planar(0.3), { origin: "ADVISOR", tags: [], correlationId: null, timestamp: 3_000 }),
           record(agent, "r4", planar(0.4), { origin: "SYSTEM", tags: ["x", "z"], correlationId: c2, timestamp: 4_000 }),
           record(agent, "r5", planar(0.5), { origin: "USER", tags: ["w"], correlationId: c2, timestamp: 5_000 }),
@@ -251,7 +276,10 @@ export const describeLongTermStoreContract = (name: string, makeStore: () => Pro
         expect(entryIds(await run(store.list({ agentId: agent, ...filter }))), JSON.stringify(filter)).toEqual(expected)
         const hits = await run(store.searchDense(agent, MODEL_8, planar(0), 100, filter))
         // nearest first: r1 (0.1 rad) ... r5 (0.5 rad), so the filtered order is the same
-        expect(hits.map((h) => h.payload.entryId), JSON.stringify(filter)).toEqual(expected)
+        expect(
+          hits.map((h) => h.payload.entryId),
+          JSON.stringify(filter),
+        ).toEqual(expected)
       }
     })
 
@@ -341,7 +369,12 @@ export const describeLongTermStoreContract = (name: string, makeStore: () => Pro
       expect(small.map((h) => h.payload.entryId)).toEqual(["small-near", "small-far"])
       expect(small[0]!.score).toBeCloseTo(cosine(normalised([1, 0, 0]), normalised([1, 0.1, 0])), 4)
       expect(await run(store.searchDense(agent, "contract/absent-model", planar(0), 10))).toEqual([])
-      expect(entryIds(await run(store.list({ agentId: agent })))).toEqual(["big-near", "small-far", "big-far", "small-near"])
+      expect(entryIds(await run(store.list({ agentId: agent })))).toEqual([
+        "big-near",
+        "small-far",
+        "big-far",
+        "small-near",
+      ])
     })
   })
 }

@@ -33,7 +33,9 @@ if (url) {
   const apiKey = process.env.QDRANT_API_KEY?.trim() || undefined
   const runPrefix = `wmtest_${Date.now().toString(36)}${randomBytes(3).toString("hex")}_`
   let n = 0
-  describeLongTermStoreContract("qdrant", async () => makeQdrantStore({ url, apiKey, collectionPrefix: `${runPrefix}${n++}_`, retryBase: "20 millis" }))
+  describeLongTermStoreContract("qdrant", async () =>
+    makeQdrantStore({ url, apiKey, collectionPrefix: `${runPrefix}${n++}_`, retryBase: "20 millis" }),
+  )
   afterAll(async () => {
     const client = new QdrantClient({ url, ...(apiKey ? { apiKey } : {}), checkCompatibility: false })
     const { collections } = await client.getCollections()

@@ -3,12 +3,13 @@
  * nothing — every write is retried until it is stored, and only then does
  * the projection count it (and move any checkpoint) past it.
  */
-import { connect, type NatsConnection } from "@nats-io/transport-node"
-import { jetstream } from "@nats-io/jetstream"
-import { Effect, Layer, ManagedRuntime } from "effect"
+
 import { readFileSync } from "node:fs"
+import { jetstream } from "@nats-io/jetstream"
+import { connect, type NatsConnection } from "@nats-io/transport-node"
+import { Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, expect, it, vi } from "vitest"
-import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
+import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { makeEmbeddedStore } from "../services/longterm/embedded-store.ts"
 import { LongTerm, type LongTermShape } from "../services/longterm/longterm.ts"
 import { LongTermStore, LongTermStoreError, type LongTermStoreShape } from "../services/longterm/store.ts"
@@ -33,12 +34,22 @@ it("a store failing its first 12 writes still ends with every record, in log ord
   let failures = 0
   const flaky: LongTermStoreShape = {
     ...inner,
-    upsert: (records) => Effect.suspend(() => (failures < 12 ? Effect.fail(new LongTermStoreError({ reason: `outage ${++failures}` })) : inner.upsert(records))),
-    remove: (agentId, ids) => Effect.suspend(() => (failures < 12 ? Effect.fail(new LongTermStoreError({ reason: `outage ${++failures}` })) : inner.remove(agentId, ids))),
+    upsert: (records) =>
+      Effect.suspend(() =>
+        failures < 12 ? Effect.fail(new LongTermStoreError({ reason: `outage ${++failures}` })) : inner.upsert(records),
+      ),
+    remove: (agentId, ids) =>
+      Effect.suspend(() =>
+        failures < 12
+          ? Effect.fail(new LongTermStoreError({ reason: `outage ${++failures}` }))
+          : inner.remove(agentId, ids),
+      ),
   }
   const store = Layer.succeed(LongTermStore, flaky)
   const runtime = ManagedRuntime.make(
-    LongTerm.layer({ durable: false }).pipe(Layer.provide(Layer.merge(store, foundation(settingsFor(server.url)("wm-memory"))))) as Layer.Layer<LongTerm, unknown>,
+    LongTerm.layer({ durable: false }).pipe(
+      Layer.provide(Layer.merge(store, foundation(settingsFor(server.url)("wm-memory")))),
+    ) as Layer.Layer<LongTerm, unknown>,
   )
   try {
     const longTerm = await runtime.runPromise(LongTerm as unknown as Effect.Effect<LongTermShape>)

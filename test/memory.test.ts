@@ -6,10 +6,11 @@ import { Effect, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
 import { countTokens } from "../domain/tokens.ts"
-import { AgentClient } from "../sdk/client.ts"
+import type { AgentClient } from "../sdk/client.ts"
+import { AgentSharing } from "../services/access/sharing.ts"
 import { LongTermStore, type LongTermStoreShape } from "../services/longterm/store.ts"
 import { memoryService } from "../services/system.ts"
-import { AgentSharing } from "../services/access/sharing.ts"
+import { steppingClock } from "./support/clock.ts"
 import { readLog } from "./support/log.ts"
 import { settingsFor, startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -19,7 +20,10 @@ const T0 = Date.UTC(2024, 5, 3, 8)
 let system: TestSystem
 beforeAll(async () => {
   // thread-a and thread-b share a tenant, so a thread spans both (see isolation.test.ts for agents that do not).
-  system = await startTestSystem({}, { sharing: AgentSharing.make([{ name: "migration-team", agents: ["thread-a", "thread-b", "lt-member"] }]) })
+  system = await startTestSystem(
+    {},
+    { sharing: AgentSharing.make([{ name: "migration-team", agents: ["thread-a", "thread-b", "lt-member"] }]) },
+  )
 })
 afterAll(async () => system?.stop())
 
@@ -38,16 +42,33 @@ const fillers = [
 ]
 
 /** Records the memorable entries, then enough filler that they demote out of working. */
-const agentWithHistory = async (agentId: string, memorable: ReadonlyArray<{ content: string; tags?: string[]; correlationId?: string; origin?: "USER" | "INTERNAL" }>) => {
+const agentWithHistory = async (
+  agentId: string,
+  memorable: ReadonlyArray<{ content: string; tags?: string[]; correlationId?: string; origin?: "USER" | "INTERNAL" }>,
+) => {
   const agent = system.client.agent(agentId)
   await agent.register({ role: "custom", budget: 200 })
   const ids: string[] = []
-  let t = T0
+  const clock = steppingClock(T0, MINUTE)
   for (const m of memorable) {
-    ids.push((await agent.record({ origin: m.origin ?? "USER", content: m.content, timestamp: (t += MINUTE), ...(m.tags ? { tags: m.tags } : {}), ...(m.correlationId ? { correlationId: m.correlationId } : {}) })).entryId)
+    ids.push(
+      (
+        await agent.record({
+          origin: m.origin ?? "USER",
+          content: m.content,
+          timestamp: clock.next(),
+          ...(m.tags ? { tags: m.tags } : {}),
+          ...(m.correlationId ? { correlationId: m.correlationId } : {}),
+        })
+      ).entryId,
+    )
   }
-  for (let i = 0; i < 30; i++) await agent.record({ origin: "USER", content: fillers[i % fillers.length]!, timestamp: (t += MINUTE) })
-  await waitUntil(async () => (await demoted(agentId)).filter((id) => ids.includes(id)).length === ids.length, `${agentId}'s entries to demote`)
+  for (let i = 0; i < 30; i++)
+    await agent.record({ origin: "USER", content: fillers[i % fillers.length]!, timestamp: clock.next() })
+  await waitUntil(
+    async () => (await demoted(agentId)).filter((id) => ids.includes(id)).length === ids.length,
+    `${agentId}'s entries to demote`,
+  )
   // Reads wait for the log position of the demotions.
   agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
   return { agent, ids }
@@ -63,12 +84,22 @@ const waitUntil = async (condition: () => Promise<boolean>, what: string, timeou
 }
 
 const demoted = async (agentId: string) =>
-  (await readLog(system.server.url)).filter((s) => s.event._tag === "EntryDemoted" && s.event.agentId === agentId).map((s) => (s.event as EventOf<"EntryDemoted">).entryId)
+  (await readLog(system.server.url))
+    .filter((s) => s.event._tag === "EntryDemoted" && s.event.agentId === agentId)
+    .map((s) => (s.event as EventOf<"EntryDemoted">).entryId)
 
-const eventsOf = async <T extends EventOf<"CueRehydrated">["_tag"] | "CuePromoted" | "CueDropped" | "StepRecalled">(agentId: string, tag: T) =>
-  (await readLog(system.server.url)).map((s) => s.event).filter((e) => e._tag === tag && e.agentId === agentId) as Array<Extract<EventOf<"CueRehydrated"> | EventOf<"CuePromoted"> | EventOf<"CueDropped">, { _tag: T }>>
+const eventsOf = async <T extends EventOf<"CueRehydrated">["_tag"] | "CuePromoted" | "CueDropped" | "StepRecalled">(
+  agentId: string,
+  tag: T,
+) =>
+  (await readLog(system.server.url))
+    .map((s) => s.event)
+    .filter((e) => e._tag === tag && e.agentId === agentId) as Array<
+    Extract<EventOf<"CueRehydrated"> | EventOf<"CuePromoted"> | EventOf<"CueDropped">, { _tag: T }>
+  >
 
-const inWorking = async (agent: AgentClient, entryId: string) => (await agent.view()).entries.find((e) => e.id === entryId && !e.transient)
+const inWorking = async (agent: AgentClient, entryId: string) =>
+  (await agent.view()).entries.find((e) => e.id === entryId && !e.transient)
 
 describe("long-term memory and cues", () => {
   let agent: AgentClient
@@ -98,7 +129,10 @@ describe("long-term memory and cues", () => {
     expect(results[0]?.entryId).toBe(puppy)
     const e = hit!.explain!
     expect(e.similarity).toBeGreaterThan(0)
-    expect(hit!.relevance).toBeCloseTo(e.weights.alpha * e.similarity + e.weights.beta * e.recency + e.weights.gamma * e.frequency, 10)
+    expect(hit!.relevance).toBeCloseTo(
+      e.weights.alpha * e.similarity + e.weights.beta * e.recency + e.weights.gamma * e.frequency,
+      10,
+    )
   })
 
   it("comes back as a cue for a focused step; referenced, it is native with fresh fade tracking", async () => {
@@ -121,7 +155,9 @@ describe("long-term memory and cues", () => {
     expect(native.ordinal).toBeGreaterThanOrEqual(before.entries.reduce((m, e) => Math.max(m, e.ordinal), 0))
     expect(native.referenceCount).toBe(0)
     await agent.endStep(stepId)
-    expect((await eventsOf("recaller", "CuePromoted")).some((e) => e.entryId === puppy && e.stepId === stepId)).toBe(true)
+    expect((await eventsOf("recaller", "CuePromoted")).some((e) => e.entryId === puppy && e.stepId === stepId)).toBe(
+      true,
+    )
   })
 
   it("unreferenced, a cue is dropped at step end and the long-term record is unchanged", async () => {
@@ -130,7 +166,12 @@ describe("long-term memory and cues", () => {
     const built = await agent.buildContext({ stepId })
     expect(built.items.find((i) => i.entryId === garden)?.cue).toBe(true)
     await agent.endStep(stepId)
-    await expect.poll(async () => (await eventsOf("recaller", "CueDropped")).some((e) => e.entryId === garden && e.stepId === stepId), { timeout: 5_000 }).toBe(true)
+    await expect
+      .poll(
+        async () => (await eventsOf("recaller", "CueDropped")).some((e) => e.entryId === garden && e.stepId === stepId),
+        { timeout: 5_000 },
+      )
+      .toBe(true)
     const view = await agent.view()
     expect(view.entries.find((e) => e.id === garden)).toBeUndefined()
     const recordAfter = (await listRecords({ agentId: "recaller" })).find((r) => r.entryId === garden)
@@ -140,17 +181,23 @@ describe("long-term memory and cues", () => {
 
 describe("reload triggers, each on its own", () => {
   it("explicit reference by id brings a long-term entry back as native", async () => {
-    const { agent, ids } = await agentWithHistory("by-id", [{ content: "The spare key is under the blue flowerpot by the door." }])
+    const { agent, ids } = await agentWithHistory("by-id", [
+      { content: "The spare key is under the blue flowerpot by the door." },
+    ])
     const { stepId } = await agent.beginStep()
     await agent.reference(stepId, [ids[0]!])
-    await expect.poll(async () => (await inWorking(agent, ids[0]!))?.content, { timeout: 5_000 }).toBe("The spare key is under the blue flowerpot by the door.")
+    await expect
+      .poll(async () => (await inWorking(agent, ids[0]!))?.content, { timeout: 5_000 })
+      .toBe("The spare key is under the blue flowerpot by the door.")
     const cue = (await eventsOf("by-id", "CueRehydrated")).find((e) => e.entryId === ids[0])
     expect(cue?.trigger).toBe("explicit-reference")
     await agent.endStep(stepId)
   })
 
   it("explicit reference by quoting the content", async () => {
-    const { agent, ids } = await agentWithHistory("by-quote", [{ content: "Grandma's lasagne recipe needs three layers of bechamel sauce." }])
+    const { agent, ids } = await agentWithHistory("by-quote", [
+      { content: "Grandma's lasagne recipe needs three layers of bechamel sauce." },
+    ])
     const { stepId } = await agent.beginStep()
     const reply = await agent.reference(stepId, [], ["three layers of bechamel"])
     expect(reply.entryIds).toEqual([ids[0]])
@@ -159,7 +206,9 @@ describe("reload triggers, each on its own", () => {
   })
 
   it("similarity above the threshold surfaces a cue without any reference", async () => {
-    const { agent, ids } = await agentWithHistory("by-similarity", [{ content: "The dentist appointment moved to Thursday at nine." }])
+    const { agent, ids } = await agentWithHistory("by-similarity", [
+      { content: "The dentist appointment moved to Thursday at nine." },
+    ])
     const { stepId } = await agent.beginStep({ focus: { query: "when is my dentist appointment?" } })
     const built = await agent.buildContext({ stepId })
     expect(built.items.some((i) => i.entryId === ids[0] && i.cue)).toBe(true)
@@ -168,11 +217,18 @@ describe("reload triggers, each on its own", () => {
   })
 
   it("a task transition during a step recalls for the new task", async () => {
-    const { agent, ids } = await agentWithHistory("by-transition", [{ content: "The invoice for the Berlin conference has not been paid yet." }])
+    const { agent, ids } = await agentWithHistory("by-transition", [
+      { content: "The invoice for the Berlin conference has not been paid yet." },
+    ])
     const { stepId } = await agent.beginStep()
     await agent.setFocus({ focus: { task: "pay the Berlin conference invoice" } })
     await expect
-      .poll(async () => (await eventsOf("by-transition", "CueRehydrated")).find((e) => e.entryId === ids[0] && e.stepId === stepId)?.trigger, { timeout: 5_000 })
+      .poll(
+        async () =>
+          (await eventsOf("by-transition", "CueRehydrated")).find((e) => e.entryId === ids[0] && e.stepId === stepId)
+            ?.trigger,
+        { timeout: 5_000 },
+      )
       .toBe("task-transition")
     const built = await agent.buildContext({ stepId })
     expect(built.items.some((i) => i.entryId === ids[0] && i.cue)).toBe(true)
@@ -183,12 +239,27 @@ describe("reload triggers, each on its own", () => {
 describe("filters, threads and warm-up", () => {
   it("filters by origin, tags, correlation id and time range return exactly the right records", async () => {
     const { agent, ids } = await agentWithHistory("filtered", [
-      { content: "Budget meeting notes: travel costs must drop by ten percent.", tags: ["budget"], correlationId: "q3-plan" },
-      { content: "I think the budget cut will hurt the travel plans.", origin: "INTERNAL", tags: ["budget", "travel"], correlationId: "q3-plan" },
+      {
+        content: "Budget meeting notes: travel costs must drop by ten percent.",
+        tags: ["budget"],
+        correlationId: "q3-plan",
+      },
+      {
+        content: "I think the budget cut will hurt the travel plans.",
+        origin: "INTERNAL",
+        tags: ["budget", "travel"],
+        correlationId: "q3-plan",
+      },
       { content: "Budget for the team offsite was approved by finance.", tags: ["offsite"], correlationId: "offsite" },
     ])
     const [notes, thought, offsite] = ids as [string, string, string]
-    const q = (filter: Parameters<AgentClient["query"]>[1]) => agent.query("budget travel costs", { limit: 20, ...filter }).then((r) => r.results.map((x) => x.entryId).filter((id) => ids.includes(id)).sort())
+    const q = (filter: Parameters<AgentClient["query"]>[1]) =>
+      agent.query("budget travel costs", { limit: 20, ...filter }).then((r) =>
+        r.results
+          .map((x) => x.entryId)
+          .filter((id) => ids.includes(id))
+          .sort(),
+      )
     expect(await q({ filter: { origins: ["INTERNAL"] } })).toEqual([thought])
     expect(await q({ filter: { tags: ["travel", "offsite"] } })).toEqual([thought, offsite].sort())
     expect(await q({ filter: { correlationId: "q3-plan" } })).toEqual([notes, thought].sort())
@@ -200,9 +271,24 @@ describe("filters, threads and warm-up", () => {
     const b = system.client.agent("thread-b")
     await a.register({ role: "main" })
     await b.register({ role: "main" })
-    await a.record({ origin: "USER", content: "Kick-off for the migration project.", correlationId: "migration", timestamp: T0 + 1 })
-    await b.record({ origin: "ADVISOR", content: "The team sounds anxious about the migration.", correlationId: "migration", timestamp: T0 + 2 })
-    await a.record({ origin: "INTERNAL", content: "Plan the database cut-over for Saturday.", correlationId: "migration", timestamp: T0 + 3 })
+    await a.record({
+      origin: "USER",
+      content: "Kick-off for the migration project.",
+      correlationId: "migration",
+      timestamp: T0 + 1,
+    })
+    await b.record({
+      origin: "ADVISOR",
+      content: "The team sounds anxious about the migration.",
+      correlationId: "migration",
+      timestamp: T0 + 2,
+    })
+    await a.record({
+      origin: "INTERNAL",
+      content: "Plan the database cut-over for Saturday.",
+      correlationId: "migration",
+      timestamp: T0 + 3,
+    })
     await a.record({ origin: "USER", content: "Unrelated lunch order.", correlationId: "lunch", timestamp: T0 + 4 })
     b.lastSeq = Math.max(a.lastSeq, b.lastSeq)
     const { entries } = await b.thread("migration")
@@ -215,8 +301,18 @@ describe("filters, threads and warm-up", () => {
 
   it("a thread's long-term records are those of the caller and its tenant, never another agent's", async () => {
     // lt-member (tenant migration-team) and lt-outsider (no tenant) both have demoted entries of one correlation id.
-    const { agent: outsider, ids: [secret] } = await agentWithHistory("lt-outsider", [{ content: "Outsider's private note on the vendor audit.", correlationId: "vendor-audit" }])
-    const { agent: member, ids: [mine] } = await agentWithHistory("lt-member", [{ content: "Vendor audit kick-off notes.", correlationId: "vendor-audit" }])
+    const {
+      agent: outsider,
+      ids: [secret],
+    } = await agentWithHistory("lt-outsider", [
+      { content: "Outsider's private note on the vendor audit.", correlationId: "vendor-audit" },
+    ])
+    const {
+      agent: member,
+      ids: [mine],
+    } = await agentWithHistory("lt-member", [
+      { content: "Vendor audit kick-off notes.", correlationId: "vendor-audit" },
+    ])
     const mate = system.client.agent("thread-b")
     member.lastSeq = outsider.lastSeq = mate.lastSeq = Math.max(member.lastSeq, outsider.lastSeq)
     for (const asMember of [member, mate]) {
@@ -228,7 +324,10 @@ describe("filters, threads and warm-up", () => {
   })
 
   it("warm-up brings the most recently demoted records back as native working entries", async () => {
-    const { agent } = await agentWithHistory("restarting", [{ content: "First memory." }, { content: "Second memory." }])
+    const { agent } = await agentWithHistory("restarting", [
+      { content: "First memory." },
+      { content: "Second memory." },
+    ])
     const order = await demoted("restarting")
     const { entryIds } = await agent.warmUp(3)
     expect(entryIds).toHaveLength(3)

@@ -8,17 +8,29 @@
  * ordering). What Qdrant does with those requests is the contract suite's
  * business (test/longterm-store.test.ts, with QDRANT_URL).
  */
+
+import { mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
-import { mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { ConfigProvider, Effect } from "effect"
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
 import type { LongTermPayload } from "../contracts/longterm.ts"
-import { embeddedStoreFromConfig, longTermStoreFromEnv, qdrantConfigFromEnv, qdrantStoreFromEnv } from "../services/longterm/qdrant-config.ts"
-import { collectionName, makeQdrantStore, pointId, uuidV5, type QdrantStoreConfig } from "../services/longterm/qdrant-store.ts"
-import { LongTermStore, type LongTermRecord } from "../services/longterm/store.ts"
+import {
+  embeddedStoreFromConfig,
+  longTermStoreFromEnv,
+  qdrantConfigFromEnv,
+  qdrantStoreFromEnv,
+} from "../services/longterm/qdrant-config.ts"
+import {
+  collectionName,
+  makeQdrantStore,
+  pointId,
+  type QdrantStoreConfig,
+  uuidV5,
+} from "../services/longterm/qdrant-store.ts"
+import { type LongTermRecord, LongTermStore } from "../services/longterm/store.ts"
 
 // ---------------------------------------------------------------------------
 // A recording stand-in for Qdrant's REST API
@@ -40,7 +52,10 @@ interface Rule {
 }
 
 const ok = (result: unknown): Reply => ({ status: 200, body: { result, status: "ok", time: 0.0001 } })
-const fail = (status: number, message: string): Reply => ({ status, body: { status: { error: message }, time: 0.0001 } })
+const fail = (status: number, message: string): Reply => ({
+  status,
+  body: { status: { error: message }, time: 0.0001 },
+})
 const missing = (name: string) => fail(404, `Not found: Collection \`${name}\` doesn't exist!`)
 const completed = ok({ operation_id: 1, status: "completed" })
 
@@ -57,7 +72,13 @@ class FakeQdrant {
     req.on("end", () => {
       const url = new URL(req.url ?? "/", "http://fake")
       const text = Buffer.concat(chunks).toString("utf8")
-      const seen: Seen = { method: req.method ?? "", path: url.pathname, query: url.searchParams, headers: req.headers, body: text === "" ? undefined : JSON.parse(text) }
+      const seen: Seen = {
+        method: req.method ?? "",
+        path: url.pathname,
+        query: url.searchParams,
+        headers: req.headers,
+        body: text === "" ? undefined : JSON.parse(text),
+      }
       this.requests.push(seen)
       const rule = this.rules.find((r) => r.remaining > 0 && r.when(seen))
       if (rule) rule.remaining--
@@ -98,7 +119,10 @@ class FakeQdrant {
   private route(r: Seen): Reply {
     const [root, name, sub, action] = r.path.split("/").filter(Boolean)
     if (root !== "collections") return fail(404, "unknown route")
-    if (name === undefined) return r.method === "GET" ? ok({ collections: [...this.collections.keys()].map((n) => ({ name: n })) }) : fail(405, "method")
+    if (name === undefined)
+      return r.method === "GET"
+        ? ok({ collections: [...this.collections.keys()].map((n) => ({ name: n })) })
+        : fail(405, "method")
     const collection = this.collections.get(name)
     if (sub === undefined) {
       if (r.method === "GET") {
@@ -109,7 +133,9 @@ class FakeQdrant {
           segments_count: 1,
           points_count: 0,
           config: { params: { vectors: { size: collection.size, distance: "Cosine" } } },
-          payload_schema: Object.fromEntries([...collection.indexes].map((f) => [f, { data_type: "keyword", points: 0 }])),
+          payload_schema: Object.fromEntries(
+            [...collection.indexes].map((f) => [f, { data_type: "keyword", points: 0 }]),
+          ),
         })
       }
       if (r.method === "PUT") {
@@ -238,7 +264,11 @@ describe("Qdrant store: writes", () => {
     const [upsert] = fake.to("PUT", `/collections/${C8}/points`)
     expect(upsert!.query.get("wait")).toBe("true")
     expect(upsert!.body).toEqual({
-      points: records.map((r) => ({ id: pointId("agent-a", r.payload.entryId), vector: Array.from(r.vector), payload: r.payload })),
+      points: records.map((r) => ({
+        id: pointId("agent-a", r.payload.entryId),
+        vector: Array.from(r.vector),
+        payload: r.payload,
+      })),
     })
     expect(upsert!.headers["api-key"]).toBeUndefined()
 
@@ -251,10 +281,21 @@ describe("Qdrant store: writes", () => {
 
   it("batches upserts and keeps the last of duplicate records in a batch", async () => {
     const s = store({ batchSize: 2 })
-    await run(s.upsert([rec("a", "e1", { summary: "old" }), rec("a", "e2"), rec("a", "e3"), rec("a", "e1", { summary: "new" }), rec("a", "e4")]))
+    await run(
+      s.upsert([
+        rec("a", "e1", { summary: "old" }),
+        rec("a", "e2"),
+        rec("a", "e3"),
+        rec("a", "e1", { summary: "new" }),
+        rec("a", "e4"),
+      ]),
+    )
     const upserts = fake.to("PUT", `/collections/${C8}/points`)
     const ids = (r: Seen) => (field(r.body, "points") as ReadonlyArray<unknown>).map((p) => field(p, "id"))
-    expect(upserts.map(ids)).toEqual([[pointId("a", "e2"), pointId("a", "e3")], [pointId("a", "e1"), pointId("a", "e4")]])
+    expect(upserts.map(ids)).toEqual([
+      [pointId("a", "e2"), pointId("a", "e3")],
+      [pointId("a", "e1"), pointId("a", "e4")],
+    ])
     expect(JSON.stringify(upserts[1]!.body)).toContain('"summary":"new"')
     expect(JSON.stringify(upserts.map((r) => r.body))).not.toContain('"summary":"old"')
   })
@@ -263,13 +304,21 @@ describe("Qdrant store: writes", () => {
     fake.collections.set(C8, { size: 8, indexes: new Set(["agentId", "tags"]) })
     await run(store().upsert([rec("a", "e1")]))
     expect(fake.to("PUT", `/collections/${C8}`)).toEqual([])
-    expect(fake.to("PUT", `/collections/${C8}/index`).map((r) => field(r.body, "field_name"))).toEqual(["origin", "correlationId", "timestamp"])
+    expect(fake.to("PUT", `/collections/${C8}/index`).map((r) => field(r.body, "field_name"))).toEqual([
+      "origin",
+      "correlationId",
+      "timestamp",
+    ])
     expect(fake.to("PUT", `/collections/${C8}/points`)).toHaveLength(1)
   })
 
   it("tolerates a collection created concurrently (409 already exists)", async () => {
     fake.collections.set(C8, { size: 8, indexes: new Set() })
-    fake.on((r) => r.method === "GET" && r.path === `/collections/${C8}`, () => missing(C8), 1)
+    fake.on(
+      (r) => r.method === "GET" && r.path === `/collections/${C8}`,
+      () => missing(C8),
+      1,
+    )
     await run(store().upsert([rec("a", "e1")]))
     expect(fake.to("PUT", `/collections/${C8}`)).toHaveLength(1) // answered 409
     expect(fake.to("PUT", `/collections/${C8}/index`)).toHaveLength(5)
@@ -302,7 +351,9 @@ describe("Qdrant store: writes", () => {
     fake.clear()
     await run(s.upsert([rec("a", "e1", { model: M3 })]))
     expect(fake.to("PUT", `/collections/${C3}/points`)).toHaveLength(1)
-    expect(fake.to("POST", `/collections/${C8}/points/delete`).map((r) => r.body)).toEqual([{ points: [pointId("a", "e1")] }])
+    expect(fake.to("POST", `/collections/${C8}/points/delete`).map((r) => r.body)).toEqual([
+      { points: [pointId("a", "e1")] },
+    ])
     expect(fake.to("POST", `/collections/${C3}/points/delete`)).toEqual([])
   })
 })
@@ -339,10 +390,21 @@ describe("Qdrant store: reads", () => {
         with_payload: true,
         with_vector: false,
       },
-      { query: Array.from(query), filter: { must: [{ key: "agentId", match: { value: "agent-a" } }] }, limit: 3, with_payload: true, with_vector: false },
       {
         query: Array.from(query),
-        filter: { must: [{ key: "agentId", match: { value: "agent-a" } }, { key: "timestamp", range: { gte: 5 } }] },
+        filter: { must: [{ key: "agentId", match: { value: "agent-a" } }] },
+        limit: 3,
+        with_payload: true,
+        with_vector: false,
+      },
+      {
+        query: Array.from(query),
+        filter: {
+          must: [
+            { key: "agentId", match: { value: "agent-a" } },
+            { key: "timestamp", range: { gte: 5 } },
+          ],
+        },
         limit: 3,
         with_payload: true,
         with_vector: false,
@@ -384,7 +446,10 @@ describe("Qdrant store: reads", () => {
 
   it("fails with a typed error on a payload that is not a long-term record", async () => {
     fake.collections.set(C8, { size: 8, indexes: new Set() })
-    fake.on((r) => r.path.endsWith("/points/query"), () => ok({ points: [{ id: 1, version: 1, score: 0.5, payload: { agentId: "a" } }] }))
+    fake.on(
+      (r) => r.path.endsWith("/points/query"),
+      () => ok({ points: [{ id: 1, version: 1, score: 0.5, payload: { agentId: "a" } }] }),
+    )
     const error = await failure(store().searchDense("a", M8, vector8(1), 3))
     expect(error._tag).toBe("LongTermStoreError")
     expect(error.reason).toContain("decode")
@@ -395,24 +460,43 @@ describe("Qdrant store: reads", () => {
     for (const name of [C8, C3, nested, "unrelated"]) fake.collections.set(name, { size: 8, indexes: new Set() })
     const modelOf: Record<string, string> = { [C8]: M8, [C3]: M3, [nested]: M8 }
     const point = (p: LongTermPayload) => ({ id: pointId(p.agentId, p.entryId), payload: p })
-    fake.on(isSample, (r) => ok({ points: [{ id: 1, payload: { model: modelOf[r.path.split("/")[2]!] } }], next_page_offset: 2 }))
+    fake.on(isSample, (r) =>
+      ok({ points: [{ id: 1, payload: { model: modelOf[r.path.split("/")[2]!] } }], next_page_offset: 2 }),
+    )
     fake.on(
       (r) => isScroll(C8)(r) && field(r.body, "offset") === undefined,
-      () => ok({ points: [point(payload("b", "m-b", { timestamp: 2_000 })), point(payload("a", "m-a", { timestamp: 2_000 }))], next_page_offset: "next-page" }),
+      () =>
+        ok({
+          points: [point(payload("b", "m-b", { timestamp: 2_000 })), point(payload("a", "m-a", { timestamp: 2_000 }))],
+          next_page_offset: "next-page",
+        }),
     )
     fake.on(
       (r) => isScroll(C8)(r) && field(r.body, "offset") === "next-page",
       () => ok({ points: [point(payload("a", "first", { timestamp: 1_000 }))], next_page_offset: null }),
     )
-    fake.on(isScroll(C3), () => ok({ points: [point(payload("c", "middle", { timestamp: 1_500, model: M3 }))], next_page_offset: null }))
+    fake.on(isScroll(C3), () =>
+      ok({ points: [point(payload("c", "middle", { timestamp: 1_500, model: M3 }))], next_page_offset: null }),
+    )
 
     const listed = await run(store().list({ correlationId: "thread-1" }))
     expect(listed.map((p) => p.entryId)).toEqual(["first", "middle", "m-a", "m-b"])
 
     const pages = fake.to("POST", `/collections/${C8}/points/scroll`).filter((r) => !isSample(r))
     expect(pages.map((r) => r.body)).toEqual([
-      { filter: { must: [{ key: "correlationId", match: { value: "thread-1" } }] }, limit: 256, with_payload: true, with_vector: false },
-      { filter: { must: [{ key: "correlationId", match: { value: "thread-1" } }] }, limit: 256, with_payload: true, with_vector: false, offset: "next-page" },
+      {
+        filter: { must: [{ key: "correlationId", match: { value: "thread-1" } }] },
+        limit: 256,
+        with_payload: true,
+        with_vector: false,
+      },
+      {
+        filter: { must: [{ key: "correlationId", match: { value: "thread-1" } }] },
+        limit: 256,
+        with_payload: true,
+        with_vector: false,
+        offset: "next-page",
+      },
     ])
     // the nested prefix's collection was sampled, found to be another's, and not read
     expect(fake.to("POST", `/collections/${nested}/points/scroll`).filter((r) => !isSample(r))).toEqual([])
@@ -434,9 +518,16 @@ describe("Qdrant store: reads", () => {
 
     expect(await run(s.models("a"))).toEqual([M8])
     const asked = fake.requests.filter((r) => r.path.endsWith("/scroll"))
-    expect(asked.map((r) => r.path).sort()).toEqual([`/collections/${C3}/points/scroll`, `/collections/${C8}/points/scroll`].sort())
+    expect(asked.map((r) => r.path).sort()).toEqual(
+      [`/collections/${C3}/points/scroll`, `/collections/${C8}/points/scroll`].sort(),
+    )
     for (const r of asked)
-      expect(r.body).toEqual({ filter: { must: [{ key: "agentId", match: { value: "a" } }] }, limit: 1, with_payload: false, with_vector: false })
+      expect(r.body).toEqual({
+        filter: { must: [{ key: "agentId", match: { value: "a" } }] },
+        limit: 1,
+        with_payload: false,
+        with_vector: false,
+      })
 
     fake.clear()
     expect(await run(s.models("a"))).toEqual([M8])
@@ -457,34 +548,49 @@ describe("Qdrant store: the agent is the tenant", () => {
     await run(s.upsert([rec("alice", "e1"), rec("bob", "e1"), rec("alice", "e2", { model: M3 })]))
     // The tenant index exists before the first point is written to a collection.
     for (const name of [C8, C3]) {
-      const order = fake.requests.filter((r) => r.path.startsWith(`/collections/${name}/`)).map((r) => `${r.method} ${r.path.slice(`/collections/${name}`.length)} ${String(field(r.body, "field_name") ?? "")}`)
+      const order = fake.requests
+        .filter((r) => r.path.startsWith(`/collections/${name}/`))
+        .map(
+          (r) =>
+            `${r.method} ${r.path.slice(`/collections/${name}`.length)} ${String(field(r.body, "field_name") ?? "")}`,
+        )
       expect(order.indexOf("PUT /index agentId")).toBeGreaterThanOrEqual(0)
       expect(order.indexOf("PUT /index agentId")).toBeLessThan(order.indexOf("PUT /points "))
     }
     // Every point carries its agent, and its id is derived from agent and entry: the same entry id of two agents is two points.
-    const points = fake.requests.filter((r) => r.method === "PUT" && r.path.endsWith("/points")).flatMap((r) => field(r.body, "points") as Array<{ id: string; payload: { agentId: string; entryId: string } }>)
+    const points = fake.requests
+      .filter((r) => r.method === "PUT" && r.path.endsWith("/points"))
+      .flatMap((r) => field(r.body, "points") as Array<{ id: string; payload: { agentId: string; entryId: string } }>)
     expect(points).toHaveLength(3)
     for (const p of points) expect(p.id).toBe(pointId(p.payload.agentId, p.payload.entryId))
     expect(new Set(points.map((p) => p.id)).size).toBe(3)
 
-    fake.on(isSample, (r) => ok({ points: [{ id: 1, payload: { model: r.path.includes(C3) ? M3 : M8 } }], next_page_offset: null }))
+    fake.on(isSample, (r) =>
+      ok({ points: [{ id: 1, payload: { model: r.path.includes(C3) ? M3 : M8 } }], next_page_offset: null }),
+    )
     fake.clear()
     await run(s.searchDense("alice", M8, vector8(1), 5))
     await run(s.searchDense("alice", M8, vector8(1), 5, { tags: ["t"], origins: ["USER"] }))
     await run(s.list({ agentId: "alice" }))
     await run(s.list({ agentId: "alice", correlationId: "thread-1" }))
     await run(s.models("alice"))
-    const reads = fake.requests.filter((r) => (r.path.endsWith("/points/query") || r.path.endsWith("/points/scroll")) && !isSample(r))
+    const reads = fake.requests.filter(
+      (r) => (r.path.endsWith("/points/query") || r.path.endsWith("/points/scroll")) && !isSample(r),
+    )
     expect(reads.length).toBeGreaterThanOrEqual(6)
     for (const r of reads) {
       const must = field(field(r.body, "filter"), "must") as unknown[]
       expect(must, `${r.path} ${JSON.stringify(r.body)}`).toContainEqual({ key: "agentId", match: { value: "alice" } })
     }
     // Reads by id address the agent's own point ids only.
-    fake.on((r) => r.method === "POST" && r.path.endsWith("/points"), () => ok([]))
+    fake.on(
+      (r) => r.method === "POST" && r.path.endsWith("/points"),
+      () => ok([]),
+    )
     fake.clear()
     await run(s.get("alice", ["e1"]))
-    for (const r of fake.requests.filter((q) => q.path.endsWith("/points"))) expect(field(r.body, "ids")).toEqual([pointId("alice", "e1")])
+    for (const r of fake.requests.filter((q) => q.path.endsWith("/points")))
+      expect(field(r.body, "ids")).toEqual([pointId("alice", "e1")])
   })
 })
 
@@ -504,7 +610,11 @@ describe("Qdrant store: failures and retries", () => {
 
   it("retries a 503 on a read", async () => {
     fake.collections.set(C8, { size: 8, indexes: new Set() })
-    fake.on((r) => r.path.endsWith("/points/query"), () => fail(503, "Service Unavailable"), 1)
+    fake.on(
+      (r) => r.path.endsWith("/points/query"),
+      () => fail(503, "Service Unavailable"),
+      1,
+    )
     expect(await run(store().searchDense("a", M8, vector8(1), 3))).toEqual([])
     expect(fake.to("POST", `/collections/${C8}/points/query`)).toHaveLength(2)
   })
@@ -524,7 +634,10 @@ describe("Qdrant store: failures and retries", () => {
 
   it("gives up after the configured retries", async () => {
     fake.collections.set(C8, { size: 8, indexes: new Set() })
-    fake.on((r) => r.path.endsWith("/points/query"), () => fail(503, "Service Unavailable"))
+    fake.on(
+      (r) => r.path.endsWith("/points/query"),
+      () => fail(503, "Service Unavailable"),
+    )
     const error = await failure(store({ retries: 2 }).searchDense("a", M8, vector8(1), 3))
     expect(error.reason).toContain("HTTP 503")
     expect(fake.to("POST", `/collections/${C8}/points/query`)).toHaveLength(3)
@@ -573,7 +686,9 @@ describe("Qdrant store: configuration", () => {
       rmSync(dir, { recursive: true, force: true })
     }
     expect(qdrantStoreFromEnv({})).toBeNull()
-    expect(qdrantConfigFromEnv({ QDRANT_URL: "http://q:6333", QDRANT_API_KEY: "k", WM_QDRANT_COLLECTION_PREFIX: "fleet_" })).toEqual({
+    expect(
+      qdrantConfigFromEnv({ QDRANT_URL: "http://q:6333", QDRANT_API_KEY: "k", WM_QDRANT_COLLECTION_PREFIX: "fleet_" }),
+    ).toEqual({
       url: "http://q:6333",
       apiKey: "k",
       collectionPrefix: "fleet_",

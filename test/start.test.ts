@@ -4,17 +4,18 @@
  * with NATS_URL on a free local port it starts its own nats-server there, saying so and saying that it derives
  * the embedder's cache on a first start.
  */
-import { jetstreamManager } from "@nats-io/jetstream"
-import { connect } from "@nats-io/transport-node"
-import { spawn, type ChildProcess } from "node:child_process"
+
+import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { jetstreamManager } from "@nats-io/jetstream"
+import { connect } from "@nats-io/transport-node"
 import { afterEach, describe, expect, it } from "vitest"
 import { EVENTS_STREAM } from "../contracts/subjects.ts"
 import { natsAuth } from "../infra/auth.ts"
-import { freePort, startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
+import { freePort, type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 
 const REPO = fileURLToPath(new URL("..", import.meta.url))
 const NODE = join(REPO, "node_modules", ".bin", "node")
@@ -38,7 +39,9 @@ afterEach(async () => {
 
 /** This process's environment without the variables a test sets itself. */
 const withoutNatsSettings = (env: NodeJS.ProcessEnv) =>
-  Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith("NATS_") && !k.startsWith("WM_") && k !== "QDRANT_URL"))
+  Object.fromEntries(
+    Object.entries(env).filter(([k]) => !k.startsWith("NATS_") && !k.startsWith("WM_") && k !== "QDRANT_URL"),
+  )
 
 const npmStart = (env: Record<string, string>, ...args: string[]): Started => {
   const child = spawn(NODE, ["cli/start.ts", "--no-demo", ...args], {
@@ -58,7 +61,8 @@ const npmStart = (env: Record<string, string>, ...args: string[]): Started => {
       new Promise((resolve, reject) => {
         const check = () => {
           if (pattern.test(out)) return resolve(out)
-          if (child.exitCode !== null) return reject(new Error(`npm start exited (${child.exitCode}) before ${pattern}:\n${out}`))
+          if (child.exitCode !== null)
+            return reject(new Error(`npm start exited (${child.exitCode}) before ${pattern}:\n${out}`))
           setTimeout(check, 50)
         }
         check()
@@ -101,7 +105,9 @@ describe("npm start reads the configuration every service reads", () => {
     // The services it runs answer under that login.
     const nc = await connect({ servers: nats.url, user: "operator", pass: "operator-secret" })
     try {
-      const reply = await nc.request("wm.api.planner.agent.register", JSON.stringify({ role: "main" }), { timeout: 10_000 })
+      const reply = await nc.request("wm.api.planner.agent.register", JSON.stringify({ role: "main" }), {
+        timeout: 10_000,
+      })
       expect(reply.json<{ ok: boolean }>().ok).toBe(true)
     } finally {
       await nc.close()
@@ -122,7 +128,10 @@ describe("npm start reads the configuration every service reads", () => {
     const port = await freePort()
     const dataDir = mkdtempSync(join(tmpdir(), "wm-start-"))
     const cacheDir = mkdtempSync(join(tmpdir(), "wm-start-cache-"))
-    cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }), () => rmSync(cacheDir, { recursive: true, force: true }))
+    cleanups.push(
+      () => rmSync(dataDir, { recursive: true, force: true }),
+      () => rmSync(cacheDir, { recursive: true, force: true }),
+    )
     const start = npmStart({ NATS_URL: `nats://127.0.0.1:${port}`, WM_CACHE_DIR: cacheDir }, "--data-dir", dataDir)
     const out = await start.waitFor(SERVING)
     expect(out).not.toContain("not found")
@@ -136,7 +145,9 @@ describe("npm start reads the configuration every service reads", () => {
   it("with NATS_URL on another machine that does not answer, says so instead of starting a server", async () => {
     const start = npmStart({ NATS_URL: "nats://192.0.2.1:4222" })
     expect(await start.exited).toBe(1)
-    expect(start.output()).toContain("No NATS server answers at nats://192.0.2.1:4222. npm start runs its own nats-server only for a single URL on this machine")
+    expect(start.output()).toContain(
+      "No NATS server answers at nats://192.0.2.1:4222. npm start runs its own nats-server only for a single URL on this machine",
+    )
   })
 })
 

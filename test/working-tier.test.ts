@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
-import { evolve, viewSnapshot, type AgentView } from "../domain/agent-view.ts"
+import { type AgentView, evolve, viewSnapshot } from "../domain/agent-view.ts"
 import { blockTokens } from "../domain/render.ts"
 import { countTokens } from "../domain/tokens.ts"
 import { appendEvents, readLog } from "./support/log.ts"
@@ -49,7 +49,7 @@ describe("recording and building the context", () => {
     const agent = system.client.agent("fidelity-agent")
     await agent.register({ role: "custom", budget: 1_000 })
     const long = (topic: string) =>
-      `We discussed ${topic} at length. ` + `The details of ${topic} matter for the plan we agreed on. `.repeat(5)
+      `We discussed ${topic} at length. ${`The details of ${topic} matter for the plan we agreed on. `.repeat(5)}`
     const ids: string[] = []
     const rawTokens: number[] = []
     for (const [i, topic] of ["the venue", "the catering", "the guest list", "the music"].entries()) {
@@ -74,7 +74,15 @@ describe("recording and building the context", () => {
         to,
         text,
         tokens: blockTokens(entry, to === 1 ? "keyPoints" : "summary", text, "o200k_base"),
-        score: { total: 1, parts: { age: 1, frequency: 0, emotion: 0, focus: 0, pressure: 0 }, trigger: "threshold", threshold: 0.5, usage: 1, tau: 0.8, now: 0 },
+        score: {
+          total: 1,
+          parts: { age: 1, frequency: 0, emotion: 0, focus: 0, pressure: 0 },
+          trigger: "threshold",
+          threshold: 0.5,
+          usage: 1,
+          tau: 0.8,
+          now: 0,
+        },
         producer: { kind: "extractive", model: "test", fallbackReason: null, attempts: 1 },
       }
     }
@@ -104,7 +112,10 @@ describe("recording and building the context", () => {
     const agent = system.client.agent("limit-agent")
     await agent.register({ role: "mood-advisor" })
     for (let i = 0; i < 30; i++) {
-      await agent.record({ origin: "ADVISOR", content: `cue ${i}: the user seems ${i % 2 ? "calm" : "tense"} right now` })
+      await agent.record({
+        origin: "ADVISOR",
+        content: `cue ${i}: the user seems ${i % 2 ? "calm" : "tense"} right now`,
+      })
     }
     for (const limit of [16, 50, 120, 333]) {
       const built = await agent.buildContext({ limit })
@@ -126,7 +137,13 @@ describe("recording and building the context", () => {
 
 describe("budgets", () => {
   it("defaults each role to its design budget", async () => {
-    const expected = { supervisor: 12_000, main: 8_000, generator: 8_000, "mood-advisor": 2_000, "time-actor": 256 } as const
+    const expected = {
+      supervisor: 12_000,
+      main: 8_000,
+      generator: 8_000,
+      "mood-advisor": 2_000,
+      "time-actor": 256,
+    } as const
     for (const [role, budget] of Object.entries(expected)) {
       const reply = await system.client.agent(`role-${role}`).register({ role: role as keyof typeof expected })
       expect(reply.budget).toBe(budget)
@@ -153,7 +170,8 @@ describe("budgets", () => {
   it("builds within the expanded budget only while in hyperfocus", async () => {
     const agent = system.client.agent("deep-diver")
     await agent.register({ role: "custom", budget: 100 })
-    for (let i = 0; i < 20; i++) await agent.record({ origin: "INTERNAL", content: `layer ${i} of thinking about thinking` })
+    for (let i = 0; i < 20; i++)
+      await agent.record({ origin: "INTERNAL", content: `layer ${i} of thinking about thinking` })
     const normal = await agent.buildContext()
     await agent.enterHyperfocus(400)
     const deep = await agent.buildContext()

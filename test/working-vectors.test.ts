@@ -5,7 +5,7 @@
  */
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { describe, expect, it } from "vitest"
-import { startNatsServer, type NatsServerProcess } from "../infra/nats-server.ts"
+import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import type { Embedder } from "../services/embedding/embedder.ts"
 import { EmbeddingProvider } from "../services/embedding/embedding-provider.ts"
@@ -48,7 +48,12 @@ describe("working entries in merged retrieval", () => {
       const agent = client.agent("batched")
       await agent.register({ role: "main" })
       const t0 = Date.UTC(2024, 2, 1, 9)
-      for (let i = 0; i < 12; i++) await agent.record({ origin: "USER", content: `Remark ${i} about the lease renewal.`, timestamp: t0 + i * 60_000 })
+      for (let i = 0; i < 12; i++)
+        await agent.record({
+          origin: "USER",
+          content: `Remark ${i} about the lease renewal.`,
+          timestamp: t0 + i * 60_000,
+        })
 
       const first = await agent.query("lease renewal", { limit: 5 })
       expect(first.results.length).toBeGreaterThan(0)

@@ -4,14 +4,15 @@
  * appended with the expected sequence of its subject, and a loser is decided
  * again on the winner's outcome.
  */
+
+import { Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { RequestOf } from "../contracts/api.ts"
 import type { MemoryEvent } from "../contracts/events.ts"
 import { agentStepSubject } from "../contracts/subjects.ts"
-import { Layer } from "effect"
 import { gatewayService, workingService } from "../services/system.ts"
 import { readLog } from "./support/log.ts"
-import { settingsFor, startServices, startTestSystem, type RunningServices, type TestSystem } from "./support/system.ts"
+import { type RunningServices, settingsFor, startServices, startTestSystem, type TestSystem } from "./support/system.ts"
 
 let system: TestSystem
 let second: RunningServices
@@ -20,7 +21,9 @@ beforeAll(async () => {
   system = await startTestSystem({}, { fade: false, memory: false })
   // A second gateway and working service: the queue groups spread requests over both, so writes race across processes.
   const settings = settingsFor(system.server.url)
-  second = await startServices(Layer.mergeAll(gatewayService(settings("wm-gateway-2")), workingService(settings("wm-working-2"))))
+  second = await startServices(
+    Layer.mergeAll(gatewayService(settings("wm-gateway-2")), workingService(settings("wm-working-2"))),
+  )
 })
 afterAll(async () => {
   await second?.stop()
@@ -40,7 +43,9 @@ describe("racing step writes", () => {
     await agent.register({ role: "main" })
     for (let round = 0; round < 3; round++) {
       const ids = Array.from({ length: 16 }, (_, i) => `r${round}-s${i}`)
-      const results = await settle(ids.map((stepId) => system.client.call(agent.agentId, "beginStep", { requestId: `begin-${stepId}`, stepId })))
+      const results = await settle(
+        ids.map((stepId) => system.client.call(agent.agentId, "beginStep", { requestId: `begin-${stepId}`, stepId })),
+      )
       const tags = results.map(tagOf)
       expect(tags.filter((t) => t === "ok")).toHaveLength(1)
       expect(tags.filter((t) => t !== "ok")).toEqual(Array(15).fill("InvalidState"))
@@ -49,7 +54,9 @@ describe("racing step writes", () => {
       expect(started.slice(-1).map((e) => e._tag === "StepStarted" && e.stepId)).toEqual([winner])
       expect(started).toHaveLength(round + 1)
       // The step that won is the open one, and it ends.
-      await expect(system.client.call(agent.agentId, "endStep", { requestId: `end-${winner}`, stepId: winner })).resolves.toMatchObject({ stepId: winner })
+      await expect(
+        system.client.call(agent.agentId, "endStep", { requestId: `end-${winner}`, stepId: winner }),
+      ).resolves.toMatchObject({ stepId: winner })
     }
   })
 
@@ -63,7 +70,11 @@ describe("racing step writes", () => {
       await system.client.call(agent.agentId, "beginStep", { requestId: `b-${stepId}`, stepId })
       const [end, reference] = await settle<unknown>([
         system.client.call(agent.agentId, "endStep", { requestId: `e-${stepId}`, stepId }),
-        system.client.call(agent.agentId, "referenceEntries", { requestId: `r-${stepId}`, stepId, entryIds: [entryId] }),
+        system.client.call(agent.agentId, "referenceEntries", {
+          requestId: `r-${stepId}`,
+          stepId,
+          entryIds: [entryId],
+        }),
       ])
       expect(tagOf(end!)).toBe("ok")
       if (tagOf(reference!) !== "ok") {
@@ -72,7 +83,9 @@ describe("racing step writes", () => {
       }
     }
     // After the end, a reference to the step is refused.
-    await expect(system.client.call(agent.agentId, "referenceEntries", { stepId: "s11", entryIds: [entryId] })).rejects.toMatchObject({ _tag: "InvalidState" })
+    await expect(
+      system.client.call(agent.agentId, "referenceEntries", { stepId: "s11", entryIds: [entryId] }),
+    ).rejects.toMatchObject({ _tag: "InvalidState" })
     const events = await stepEvents(agent.agentId)
     const endedAt = new Map(events.flatMap((e, i) => (e._tag === "StepEnded" ? [[e.stepId, i] as const] : [])))
     const late = events.filter((e, i) => e._tag === "EntriesReferenced" && i > (endedAt.get(e.stepId) ?? Infinity))
@@ -97,7 +110,9 @@ describe("racing step writes", () => {
     }
     const events = await stepEvents(agent.agentId)
     const endedAt = new Map(events.flatMap((e, i) => (e._tag === "StepEnded" ? [[e.stepId, i] as const] : [])))
-    const late = events.filter((e, i) => e._tag === "EntriesRead" && e.stepId !== null && i > (endedAt.get(e.stepId) ?? Infinity))
+    const late = events.filter(
+      (e, i) => e._tag === "EntriesRead" && e.stepId !== null && i > (endedAt.get(e.stepId) ?? Infinity),
+    )
     expect(late).toEqual([])
   })
 })
@@ -106,10 +121,13 @@ describe("concurrent builds", () => {
   it("each build records one read and every entry's reference count equals the reads that served it", async () => {
     const agent = system.client.agent("race-builds")
     await agent.register({ role: "main" })
-    for (let i = 0; i < 6; i++) await agent.record({ origin: "USER", content: `Fact number ${i} about the move to Porto.` })
+    for (let i = 0; i < 6; i++)
+      await agent.record({ origin: "USER", content: `Fact number ${i} about the move to Porto.` })
     const builds = Array.from({ length: 16 }, (_, i): RequestOf<"buildContext"> => ({ requestId: `build-${i}` }))
     // Each build sent three times at once, as an impatient client would: stored and counted once.
-    const replies = await Promise.all(builds.flatMap((b) => [b, b, b]).map((b) => system.client.call(agent.agentId, "buildContext", b)))
+    const replies = await Promise.all(
+      builds.flatMap((b) => [b, b, b]).map((b) => system.client.call(agent.agentId, "buildContext", b)),
+    )
     for (let i = 0; i < builds.length; i++) {
       const copies = replies.slice(3 * i, 3 * i + 3)
       expect(new Set(copies.map((c) => c.seq)).size).toBe(1)
@@ -118,7 +136,8 @@ describe("concurrent builds", () => {
     expect(reads).toHaveLength(builds.length)
     expect(new Set(reads.map((r) => r.eventId)).size).toBe(builds.length)
     const served = new Map<string, number>()
-    for (const r of reads) if (r._tag === "EntriesRead") for (const s of r.served) served.set(s.entryId, (served.get(s.entryId) ?? 0) + 1)
+    for (const r of reads)
+      if (r._tag === "EntriesRead") for (const s of r.served) served.set(s.entryId, (served.get(s.entryId) ?? 0) + 1)
     const view = await system.liveView(agent.agentId)
     const counts = new Map([...view!.entries].map(([id, e]) => [id, e.referenceCount]))
     expect(counts).toEqual(served)

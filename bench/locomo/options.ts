@@ -6,7 +6,10 @@ export const MIN_BUDGET = 16
 
 /** "512,1024" -> [512, 1024]: positive integers, ascending, without repeats. */
 export const parseBudgets = (text: string): number[] => {
-  const parts = text.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
+  const parts = text
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
   if (parts.length === 0) throw new Error(`--budgets: expected comma-separated token budgets, got '${text}'`)
   const budgets = parts.map((part) => {
     if (!/^\d+$/.test(part) || Number(part) < MIN_BUDGET) {
@@ -22,7 +25,10 @@ export const detailsPath = (out: string): string => `${out.replace(/\.json$/i, "
 
 /** "conv-26, conv-30.json" -> ["conv-26", "conv-30"]: conversation names without `.json`, without repeats. */
 export const parseConversationNames = (text: string): string[] => {
-  const names = text.split(",").map((s) => s.trim().replace(/\.json$/i, "")).filter((s) => s.length > 0)
+  const names = text
+    .split(",")
+    .map((s) => s.trim().replace(/\.json$/i, ""))
+    .filter((s) => s.length > 0)
   if (names.length === 0) throw new Error(`--conversations: expected comma-separated conversation names, got '${text}'`)
   return [...new Set(names)]
 }

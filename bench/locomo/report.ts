@@ -191,13 +191,19 @@ export const formatSummary = (summary: Summary): string[] => {
   const lines = [head, "-".repeat(head.length)]
   for (const method of METHODS) {
     const cells = summary.budgets.map((b) => summary.methods[method][String(b)]!)
-    lines.push(padEnd(method, 16) + padEnd("evidence recall", 18) + cells.map((c) => pad(f3(c.evidenceRecall), w)).join(""))
-    lines.push(padEnd("", 16) + padEnd("answer in context", 18) + cells.map((c) => pad(f3(c.answerInContext), w)).join(""))
+    lines.push(
+      padEnd(method, 16) + padEnd("evidence recall", 18) + cells.map((c) => pad(f3(c.evidenceRecall), w)).join(""),
+    )
+    lines.push(
+      padEnd("", 16) + padEnd("answer in context", 18) + cells.map((c) => pad(f3(c.answerInContext), w)).join(""),
+    )
   }
   const questions = summary.budgets.map((b) => summary.methods["working-memory"][String(b)]!.questions)
   lines.push("-".repeat(head.length))
   lines.push(padEnd("questions", 34) + questions.map((q) => pad(String(q), w)).join(""))
-  lines.push(`ceiling: every evidence turn served raw, nothing else: answer in context ${f3(summary.ceiling.answerInContext)}`)
+  lines.push(
+    `ceiling: every evidence turn served raw, nothing else: answer in context ${f3(summary.ceiling.answerInContext)}`,
+  )
   return lines
 }
 
@@ -225,7 +231,9 @@ export const formatByCategory = (budgets: ReadonlyArray<number>, details: Detail
 export const formatServed = (budgets: ReadonlyArray<number>, details: Details): string[] => {
   const head =
     padEnd("served entries per build", 32) +
-    ["entries", "tokens", "raw", "keyPts", "summary", "native", "cue", "r0", "r1", "r2", "headers", "labels", "marks"].map((h) => pad(h, 8)).join("")
+    ["entries", "tokens", "raw", "keyPts", "summary", "native", "cue", "r0", "r1", "r2", "headers", "labels", "marks"]
+      .map((h) => pad(h, 8))
+      .join("")
   const lines = [head, "-".repeat(head.length)]
   for (const method of METHODS) {
     for (const b of budgets) {
@@ -234,7 +242,21 @@ export const formatServed = (budgets: ReadonlyArray<number>, details: Details): 
       const per = (x: number) => pad((x / s.builds).toFixed(1), 8)
       lines.push(
         padEnd(`${method} @${b}`, 32) +
-          [s.entries, s.tokens, s.raw, s.keyPoints, s.summary, s.native, s.cue, s.rung0, s.rung1, s.rung2, s.headerTokens, s.labelTokens, s.markTokens]
+          [
+            s.entries,
+            s.tokens,
+            s.raw,
+            s.keyPoints,
+            s.summary,
+            s.native,
+            s.cue,
+            s.rung0,
+            s.rung1,
+            s.rung2,
+            s.headerTokens,
+            s.labelTokens,
+            s.markTokens,
+          ]
             .map(per)
             .join(""),
       )

@@ -5,23 +5,25 @@
  * context of every question of categories 1–4 at each budget, and scores it
  * beside FIFO and BM25 fills of the same turns at the same token counts.
  */
-import { jetstreamManager } from "@nats-io/jetstream"
-import { Effect, ManagedRuntime } from "effect"
+
 import { mkdirSync, writeFileSync } from "node:fs"
 import { dirname } from "node:path"
+import { jetstreamManager } from "@nats-io/jetstream"
+import { Effect, ManagedRuntime } from "effect"
 import { EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { renderBlock } from "../../domain/render.ts"
+import { countTokens } from "../../domain/tokens.ts"
 import { startNatsServer } from "../../infra/nats-server.ts"
-import { WorkingMemoryClient, type AgentClient } from "../../sdk/client.ts"
+import { type AgentClient, WorkingMemoryClient } from "../../sdk/client.ts"
 import { NatsSettings } from "../../services/nats/settings.ts"
 import { systemLayer } from "../../services/system.ts"
 import { bm25Index, fifoFill, rankedFill } from "./baselines.ts"
-import { countTokens } from "../../domain/tokens.ts"
-import { ASKED_CATEGORIES, ENCODING, loadLocomoDirectory, type Conversation, type Question } from "./dataset.ts"
+import { ASKED_CATEGORIES, type Conversation, ENCODING, loadLocomoDirectory, type Question } from "./dataset.ts"
 import { DEFAULT_BUDGETS, detailsPath } from "./options.ts"
 import {
-  METHODS,
+  type Cell,
   countServed,
+  type Details,
   emptyServedForms,
   formatByCategory,
   formatServed,
@@ -29,15 +31,14 @@ import {
   formatTimings,
   formattingOf,
   latencyStats,
-  silentProgress,
-  type Cell,
-  type Details,
+  METHODS,
   type Method,
   type Progress,
   type ServedForms,
   type Summary,
+  silentProgress,
 } from "./report.ts"
-import { aggregate, scoreQuestion, type Aggregate, type QuestionScore, type ServedContext } from "./score.ts"
+import { type Aggregate, aggregate, type QuestionScore, type ServedContext, scoreQuestion } from "./score.ts"
 
 export interface LocomoOptions {
   /** A directory of LoCoMo-format `*.json` files. */
@@ -98,7 +99,12 @@ const perMethod = <T>(budgets: ReadonlyArray<number>, make: () => T): PerMethod<
 /** A built context as scored and counted. */
 interface Served extends ServedContext {
   readonly tokens: number
-  readonly items: ReadonlyArray<{ readonly entryId: string; readonly form: string; readonly cue: boolean; readonly rung: number }>
+  readonly items: ReadonlyArray<{
+    readonly entryId: string
+    readonly form: string
+    readonly cue: boolean
+    readonly rung: number
+  }>
 }
 
 /** The context a baseline serves: the chosen turns as raw blocks, in conversation order. */
@@ -118,8 +124,13 @@ const conversationName = (c: Conversation) => c.name.replace(/\.json(?=#|$)/i, "
 
 /** The named conversations, in directory order; a name that matches none is an error. */
 const selectConversations = (all: ReadonlyArray<Conversation>, names: ReadonlyArray<string>): Conversation[] => {
-  const unknown = names.filter((n) => !all.some((c) => conversationName(c) === n || conversationName(c).startsWith(`${n}#`)))
-  if (unknown.length > 0) throw new Error(`--conversations: no conversation named ${unknown.join(", ")} (have ${all.map(conversationName).join(", ")})`)
+  const unknown = names.filter(
+    (n) => !all.some((c) => conversationName(c) === n || conversationName(c).startsWith(`${n}#`)),
+  )
+  if (unknown.length > 0)
+    throw new Error(
+      `--conversations: no conversation named ${unknown.join(", ")} (have ${all.map(conversationName).join(", ")})`,
+    )
   return all.filter((c) => names.some((n) => conversationName(c) === n || conversationName(c).startsWith(`${n}#`)))
 }
 
@@ -132,7 +143,10 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
   progress.update(`locomo loading ${options.data}`, true)
   const loaded = loadLocomoDirectory(options.data)
   const { skipped } = loaded
-  const conversations = options.conversations === undefined ? loaded.conversations : selectConversations(loaded.conversations, options.conversations)
+  const conversations =
+    options.conversations === undefined
+      ? loaded.conversations
+      : selectConversations(loaded.conversations, options.conversations)
   for (const file of skipped) print(`skipped ${file}: not a LoCoMo conversation`)
   const asked = conversations.map((c) => c.questions.filter((q) => ASKED_CATEGORIES.has(q.category)))
   const totalTurns = conversations.reduce((s, c) => s + c.turns.length, 0)
@@ -142,7 +156,12 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
   const served = perMethod<ServedForms>(budgets, emptyServedForms)
   const record = (method: Method, budget: number, question: Question, context: Served) => {
     scores[method].get(budget)!.push(scoreQuestion(question, context))
-    countServed(served[method].get(budget)!, context.items, context.tokens, formattingOf(context.text, (t) => countTokens(t, ENCODING)))
+    countServed(
+      served[method].get(budget)!,
+      context.items,
+      context.tokens,
+      formattingOf(context.text, (t) => countTokens(t, ENCODING)),
+    )
   }
 
   // Baselines: pure, over the same turns and token counts.
@@ -167,7 +186,12 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
   const baselinesMs = performance.now() - baselinesStart
 
   // The system, as `npm start` composes it.
-  const latencies = { record: [] as number[], beginStep: [] as number[], buildContext: [] as number[], endStep: [] as number[] }
+  const latencies = {
+    record: [] as number[],
+    beginStep: [] as number[],
+    buildContext: [] as number[],
+    endStep: [] as number[],
+  }
   let recorded = 0
   let answered = 0
   const status = (phase: string) =>
@@ -201,12 +225,17 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
     }
     startupMs = performance.now() - startupStart
     const capped = budgets.filter((b) => b > agentBudget)
-    if (capped.length > 0) print(`note: the agents' budget is ${agentBudget}; working-memory builds at ${capped.join(", ")} are capped there`)
+    if (capped.length > 0)
+      print(
+        `note: the agents' budget is ${agentBudget}; working-memory builds at ${capped.join(", ")} are capped there`,
+      )
 
     // Feed every turn, in conversation order, with a bounded number in flight.
     const ingestStart = performance.now()
     progress.update(status("feeding"), true)
-    const jobs = conversations.flatMap((conversation, c) => conversation.turns.map((turn) => ({ agent: agents[c]!, turn })))
+    const jobs = conversations.flatMap((conversation, c) =>
+      conversation.turns.map((turn) => ({ agent: agents[c]!, turn })),
+    )
     await pool(jobs, RECORDS_IN_FLIGHT, async ({ agent, turn }) => {
       const reply = await timed(latencies.record, () =>
         agent.record({ requestId: turn.entryId, origin: "USER", content: turn.content, timestamp: turn.timestamp }),
@@ -278,7 +307,11 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
       const all = scores[method].get(b)!
       const a = aggregate(all)
       aggregates[method][String(b)] = a
-      methods[method][String(b)] = { evidenceRecall: round4(a.evidenceRecall), answerInContext: round4(a.answerInContext), questions: a.questions }
+      methods[method][String(b)] = {
+        evidenceRecall: round4(a.evidenceRecall),
+        answerInContext: round4(a.answerInContext),
+        questions: a.questions,
+      }
       const cats: Record<string, Aggregate> = {}
       for (const category of [...new Set(all.map((s) => s.category))].sort((x, y) => x - y)) {
         cats[String(category)] = aggregate(all.filter((s) => s.category === category))
@@ -332,8 +365,8 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
 
   if (options.out !== undefined) {
     mkdirSync(dirname(options.out), { recursive: true })
-    writeFileSync(options.out, JSON.stringify(summary, null, 2) + "\n")
-    writeFileSync(detailsPath(options.out), JSON.stringify(details, null, 2) + "\n")
+    writeFileSync(options.out, `${JSON.stringify(summary, null, 2)}\n`)
+    writeFileSync(detailsPath(options.out), `${JSON.stringify(details, null, 2)}\n`)
   }
 
   print(
@@ -350,11 +383,19 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
   print("")
   for (const line of formatTimings(details)) print(line)
   const warnings = [
-    tokenMismatches > 0 ? `${tokenMismatches} turn(s) were charged a different token count by the system than by the baselines` : "",
+    tokenMismatches > 0
+      ? `${tokenMismatches} turn(s) were charged a different token count by the system than by the baselines`
+      : "",
     overLimit > 0 ? `${overLimit} build(s) served more tokens than their limit` : "",
-    details.evidence.unknownIds > 0 ? `${details.evidence.unknownIds} evidence id(s) name no turn and were ignored` : "",
-    eventsWhileSettling > 0 ? `the services appended ${eventsWhileSettling} event(s) after the last turn was recorded` : "",
-    conversations.some((c) => c.reorderedTurns > 0) ? "some sessions began before the previous one ended; their turns were moved a second after it" : "",
+    details.evidence.unknownIds > 0
+      ? `${details.evidence.unknownIds} evidence id(s) name no turn and were ignored`
+      : "",
+    eventsWhileSettling > 0
+      ? `the services appended ${eventsWhileSettling} event(s) after the last turn was recorded`
+      : "",
+    conversations.some((c) => c.reorderedTurns > 0)
+      ? "some sessions began before the previous one ended; their turns were moved a second after it"
+      : "",
   ].filter((w) => w.length > 0)
   if (warnings.length > 0) print("")
   for (const warning of warnings) print(`note: ${warning}`)

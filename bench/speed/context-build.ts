@@ -5,7 +5,13 @@
  * service builds it for a `context.build` request.
  */
 import type { AgentView } from "../../domain/agent-view.ts"
-import { buildContext, candidatesOf, effectiveBudget, priorityFor, type BuiltContext } from "../../domain/context-builder.ts"
+import {
+  type BuiltContext,
+  buildContext,
+  candidatesOf,
+  effectiveBudget,
+  priorityFor,
+} from "../../domain/context-builder.ts"
 import { fullSupervisorView } from "../support/full-view.ts"
 import { median, percentile } from "./stats.ts"
 
@@ -45,12 +51,16 @@ export interface ContextBuildBench {
  * `iterations` builds. Rounds are meant to be spread over a run, so that one
  * burst of load on a shared machine does not decide the figure.
  */
-export const contextBuildBench = (options: { readonly warmup: number; readonly iterations: number }): ContextBuildBench => {
+export const contextBuildBench = (options: {
+  readonly warmup: number
+  readonly iterations: number
+}): ContextBuildBench => {
   const view = fullSupervisorView()
   let sink = 0
   for (let i = 0; i < options.warmup; i++) sink += buildAsTheServiceDoes(view).tokens
   const built = buildAsTheServiceDoes(view)
-  if (sink + built.tokens <= 0 || built.tokens > view.budget) throw new Error("context build produced nothing, or went over budget")
+  if (sink + built.tokens <= 0 || built.tokens > view.budget)
+    throw new Error("context build produced nothing, or went over budget")
   const rounds: ContextBuildRound[] = []
   const samples = new Float64Array(options.iterations)
   return {

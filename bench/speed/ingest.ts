@@ -10,13 +10,13 @@
  * (`BENCH_RAW`, configured like the event stream) so it does not disturb
  * the system's log.
  */
-import { DeliverPolicy, jetstream, type JetStreamManager } from "@nats-io/jetstream"
+import { DeliverPolicy, type JetStreamManager, jetstream } from "@nats-io/jetstream"
 import { nuid } from "@nats-io/nuid"
 import type { NatsConnection } from "@nats-io/transport-node"
 import { Effect, ManagedRuntime } from "effect"
-import { ALL_EVENTS, apiSubject, EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { NotCaughtUp } from "../../contracts/errors.ts"
-import { WorkingMemoryClient, type AgentClient } from "../../sdk/client.ts"
+import { ALL_EVENTS, apiSubject, EVENTS_STREAM } from "../../contracts/subjects.ts"
+import type { AgentClient, WorkingMemoryClient } from "../../sdk/client.ts"
 import { NatsSettings } from "../../services/nats/settings.ts"
 import { systemLayer } from "../../services/system.ts"
 import { realisticEntry } from "../support/realistic-entries.ts"
@@ -60,7 +60,10 @@ export const startSystem = async (mode: ServicesMode, url: string, nc: NatsConne
   }
   const scripts: ReadonlyArray<readonly [string, string]> =
     mode === "processes"
-      ? [["gateway", "services/gateway/main.ts"], ["working", "services/working/main.ts"]]
+      ? [
+          ["gateway", "services/gateway/main.ts"],
+          ["working", "services/working/main.ts"],
+        ]
       : [["services", "bench/speed/system-runner.ts"]]
   const children = scripts.map(([, script]) => spawnService(script, url))
   try {
@@ -94,7 +97,11 @@ export interface SystemIngestRun {
  * Records `entries` realistic entries through the SDK over fresh agents and
  * waits until the working view has applied the last one.
  */
-export const systemIngest = async (client: WorkingMemoryClient, label: string, options: IngestOptions): Promise<SystemIngestRun> => {
+export const systemIngest = async (
+  client: WorkingMemoryClient,
+  label: string,
+  options: IngestOptions,
+): Promise<SystemIngestRun> => {
   const agents: AgentClient[] = []
   for (let k = 0; k < options.agents; k++) agents.push(client.agent(`ingest-${label}-${k}`))
   const reader = client.agent(`ingest-${label}-reader`)

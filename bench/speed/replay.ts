@@ -3,10 +3,11 @@
  * the same stream, and the peak memory of the working service run as its
  * own process (`node services/working/main.ts`) while it replays.
  */
+
+import { fileURLToPath } from "node:url"
 import { DeliverPolicy, jetstream } from "@nats-io/jetstream"
 import { connect, errors, type NatsConnection } from "@nats-io/transport-node"
 import { ManagedRuntime } from "effect"
-import { fileURLToPath } from "node:url"
 import { ALL_EVENTS, apiSubject, EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { NatsSettings } from "../../services/nats/settings.ts"
 import { workingService } from "../../services/system.ts"
@@ -55,7 +56,8 @@ export const serviceReplayMillis = async (url: string, expected: number): Promis
     const start = performance.now()
     const working = await runtime.runPromise(Working)
     const millis = performance.now() - start
-    if (working.warmUp.events !== expected) throw new Error(`replayed ${working.warmUp.events} events, expected ${expected}`)
+    if (working.warmUp.events !== expected)
+      throw new Error(`replayed ${working.warmUp.events} events, expected ${expected}`)
     return millis
   } finally {
     await runtime.dispose()

@@ -11,8 +11,22 @@ export const formatReport = ({ figures: f, details: d }: SpeedReport): string =>
   const replayRatio = f.replayPerSec / f.rawConsumePerSec
   const rows: string[][] = [
     ["figure", "system", "raw JetStream", "ratio", "target", ""],
-    ["ingest (entries/s)", thousands(f.ingestPerSec), thousands(f.rawPublishPerSec), pct(ingestRatio), "≥ 70% of raw", verdict(ingestRatio >= 0.7)],
-    ["replay (events/s)", thousands(f.replayPerSec), thousands(f.rawConsumePerSec), pct(replayRatio), "≥ 50% of raw", verdict(replayRatio >= 0.5)],
+    [
+      "ingest (entries/s)",
+      thousands(f.ingestPerSec),
+      thousands(f.rawPublishPerSec),
+      pct(ingestRatio),
+      "≥ 70% of raw",
+      verdict(ingestRatio >= 0.7),
+    ],
+    [
+      "replay (events/s)",
+      thousands(f.replayPerSec),
+      thousands(f.rawConsumePerSec),
+      pct(replayRatio),
+      "≥ 50% of raw",
+      verdict(replayRatio >= 0.5),
+    ],
     ["context build p50", ms(f.contextBuildP50Ms), "", "", "", ""],
     ["context build p99", ms(f.contextBuildP99Ms), "", "", "< 1 ms", verdict(f.contextBuildP99Ms < 1)],
     f.retrievalP99Ms === undefined
@@ -21,7 +35,11 @@ export const formatReport = ({ figures: f, details: d }: SpeedReport): string =>
     ["peak RSS (working)", `${f.peakRssMb.toFixed(1)} MB`, "", "", "", ""],
   ]
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)))
-  const line = (r: string[]) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join("  ").trimEnd()
+  const line = (r: string[]) =>
+    r
+      .map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!)))
+      .join("  ")
+      .trimEnd()
   const s = d.sizes
   const notes = [
     `medians of ${s.rounds} interleaved round(s); services: ${d.services}; ${d.machine} at start, ` +

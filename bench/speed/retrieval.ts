@@ -24,7 +24,7 @@ import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { encodeVector } from "../../services/embedding/embedder.ts"
 import { EmbeddingProvider } from "../../services/embedding/embedding-provider.ts"
 import { ensureTopology } from "../../services/nats/topology.ts"
-import { fadeScore, fullViewEvents, FULL_VIEW_T0 } from "../support/full-view.ts"
+import { FULL_VIEW_T0, fadeScore, fullViewEvents } from "../support/full-view.ts"
 import { memoryQuestion, memoryText } from "../support/realistic-entries.ts"
 import { publishWindowed } from "../support/synthetic-log.ts"
 import { READINESS_PROBE, waitUntilServed } from "./replay.ts"
@@ -53,12 +53,23 @@ const MINUTE = 60_000
 const encoder = new TextEncoder()
 
 /** The three events of a memory that faded to a summary and left working. */
-const memoryEvents = (i: number, count: number, embedding: { model: string; dims: number; vector: string }): MemoryEvent[] => {
+const memoryEvents = (
+  i: number,
+  count: number,
+  embedding: { model: string; dims: number; vector: string },
+): MemoryEvent[] => {
   const entryId = `memory-${i}`
   const content = memoryText(i)
   const timestamp = FULL_VIEW_T0 - (count - i) * 10 * MINUTE
   const summary = content.length > 90 ? `${content.slice(0, content.lastIndexOf(" ", 90))}…` : content
-  const envelope = (n: number, at: number) => ({ v: 1 as const, eventId: `${AGENT}:memory:${i}:${n}`, agentId: AGENT, at, causationId: null, correlationId: null })
+  const envelope = (n: number, at: number) => ({
+    v: 1 as const,
+    eventId: `${AGENT}:memory:${i}:${n}`,
+    agentId: AGENT,
+    at,
+    causationId: null,
+    correlationId: null,
+  })
   // Token counts are rough (a quarter of the characters): nothing on the retrieval path reads them.
   const tokens = (text: string) => Math.ceil(text.length / 4) + 8
   return [
@@ -92,7 +103,10 @@ const memoryEvents = (i: number, count: number, embedding: { model: string; dims
       entryId,
       from: 2,
       score: fadeScore(timestamp + 120 * MINUTE, 0.95),
-      embedding: { ...embedding, producer: { kind: "offline", model: embedding.model, fallbackReason: null, attempts: 1 } },
+      embedding: {
+        ...embedding,
+        producer: { kind: "offline", model: embedding.model, fallbackReason: null, attempts: 1 },
+      },
       entry: {
         timestamp,
         origin: i % 3 === 0 ? "INTERNAL" : "USER",
@@ -119,7 +133,11 @@ const fillMemories = async (nc: NatsConnection, count: number): Promise<string> 
   // Records are embedded offline, as the fade worker does without a remote embedder.
   const embedder = provider.offline
   const view = fullViewEvents({ agentId: AGENT })
-  const message = (event: MemoryEvent) => ({ subject: eventSubject(event), data: encoder.encode(JSON.stringify(event)), msgID: event.eventId })
+  const message = (event: MemoryEvent) => ({
+    subject: eventSubject(event),
+    data: encoder.encode(JSON.stringify(event)),
+    msgID: event.eventId,
+  })
   await publishWindowed(nc, [message(view[0]!)])
   const BATCH = 1_000
   for (let start = 0; start < count; start += BATCH) {
@@ -128,7 +146,9 @@ const fillMemories = async (nc: NatsConnection, count: number): Promise<string> 
     await publishWindowed(
       nc,
       indices.flatMap((i, k) =>
-        memoryEvents(i, count, { model: embedder.model, dims: embedder.dims, vector: encodeVector(vectors[k]!) }).map(message),
+        memoryEvents(i, count, { model: embedder.model, dims: embedder.dims, vector: encodeVector(vectors[k]!) }).map(
+          message,
+        ),
       ),
     )
   }
@@ -146,14 +166,22 @@ export const measureRetrieval: RetrievalMeasure | undefined = async ({ quick, lo
   try {
     client = await WorkingMemoryClient.connect({ servers: server.url, name: "bench-retrieval", timeoutMs: 30_000 })
     await Effect.runPromise(
-      ensureTopology(await jetstreamManager(client.nc), { servers: [server.url], name: "bench", replicas: 1, dedupeWindowMs: 10 * 60_000 }),
+      ensureTopology(await jetstreamManager(client.nc), {
+        servers: [server.url],
+        name: "bench",
+        replicas: 1,
+        dedupeWindowMs: 10 * 60_000,
+      }),
     )
     log(`retrieval: appending ${records} demoted memories and a full working view of one agent...`)
     const model = await fillMemories(client.nc, records)
     log(`retrieval: starting the memory services (long-term, retrieval) on that log...`)
     const started = performance.now()
     memory = spawnService("bench/speed/memory-runner.ts", server.url)
-    await Promise.race([waitUntilServed(client.nc, apiSubject(READINESS_PROBE, "memory.query"), 900_000), memory.exited()])
+    await Promise.race([
+      waitUntilServed(client.nc, apiSubject(READINESS_PROBE, "memory.query"), 900_000),
+      memory.exited(),
+    ])
     const warmUpMs = performance.now() - started
 
     const agent = client.agent(AGENT)

@@ -4,28 +4,29 @@
  * then the context build (pure CPU) and merged retrieval (on a server of its
  * own, see retrieval.ts), which have no raw counterpart.
  */
+
+import { cpus, loadavg, totalmem } from "node:os"
 import { jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
 import { Effect } from "effect"
-import { cpus, loadavg, totalmem } from "node:os"
-import { natsServerVersion, startNatsServer, type NatsServerProcess } from "../../infra/nats-server.ts"
-import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { EVENTS_STREAM } from "../../contracts/subjects.ts"
+import { type NatsServerProcess, natsServerVersion, startNatsServer } from "../../infra/nats-server.ts"
+import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { ensureTopology } from "../../services/nats/topology.ts"
 import { fillLog } from "../support/synthetic-log.ts"
-import { contextBuildBench, type ContextBuildFigures } from "./context-build.ts"
+import { type ContextBuildFigures, contextBuildBench } from "./context-build.ts"
+import { cpuPerOperation, findPid, sampleCpu } from "./cpu.ts"
 import {
   ensureRawStream,
+  type RunningSystem,
   rawPublishMillis,
+  type ServicesMode,
   startSystem,
   storedEntries,
   systemIngest,
-  type RunningSystem,
-  type ServicesMode,
 } from "./ingest.ts"
-import { rawConsumeMillis, serviceReplayMillis, workingProcessFigures, type ServiceProcessFigures } from "./replay.ts"
+import { rawConsumeMillis, type ServiceProcessFigures, serviceReplayMillis, workingProcessFigures } from "./replay.ts"
 import { measureRetrieval, type RetrievalFigures } from "./retrieval.ts"
-import { cpuPerOperation, findPid, sampleCpu } from "./cpu.ts"
 import { median, perSecond } from "./stats.ts"
 
 export interface SpeedFigures {
@@ -142,7 +143,9 @@ export const describeMachine = (): string => {
   return (
     `${cpu.length} cores (${cpu[0]?.model.trim() ?? "unknown"}), ${Math.round(totalmem() / 2 ** 30)} GiB, ` +
     `Node ${process.versions.node}, nats-server ${natsServerVersion() ?? "?"}, ` +
-    `load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`
+    `load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ")}`
   )
 }
 
@@ -183,18 +186,25 @@ const serverPhases = async (
     const nc = await connect({ servers: url, name: "bench-speed" })
     closers.push(() => nc.close())
     const jsm = await jetstreamManager(nc)
-    await Effect.runPromise(ensureTopology(jsm, { servers: [url], name: "bench", replicas: 1, dedupeWindowMs: DEDUPE_WINDOW_MS }))
+    await Effect.runPromise(
+      ensureTopology(jsm, { servers: [url], name: "bench", replicas: 1, dedupeWindowMs: DEDUPE_WINDOW_MS }),
+    )
 
     log(`replay: filling the log with ${sizes.replayEvents} events...`)
     await fillLog(nc, sizes.replayEvents)
     const events = (await jsm.streams.info(EVENTS_STREAM)).state.messages
     if (events !== sizes.replayEvents) throw new Error(`the log holds ${events} events, expected ${sizes.replayEvents}`)
     const natsPid = findPid("nats-server", `-p ${server.port} `)
-    const benchPids = new Map<string, number>([["bench", process.pid], ...(natsPid !== undefined ? [["nats-server", natsPid] as const] : [])])
+    const benchPids = new Map<string, number>([
+      ["bench", process.pid],
+      ...(natsPid !== undefined ? [["nats-server", natsPid] as const] : []),
+    ])
     const replay: ReplayResult = { systemMs: [], rawMs: [], events, systemCpu: [], rawCpu: [], workingProcess: [] }
     for (let r = 0; r < sizes.rounds; r++) {
-      const raw = async () => replay.rawMs.push(await withCpu(benchPids, events, replay.rawCpu, () => rawConsumeMillis(url, events)))
-      const sys = async () => replay.systemMs.push(await withCpu(benchPids, events, replay.systemCpu, () => serviceReplayMillis(url, events)))
+      const raw = async () =>
+        replay.rawMs.push(await withCpu(benchPids, events, replay.rawCpu, () => rawConsumeMillis(url, events)))
+      const sys = async () =>
+        replay.systemMs.push(await withCpu(benchPids, events, replay.systemCpu, () => serviceReplayMillis(url, events)))
       if (r % 2 === 0) await raw().then(sys)
       else await sys().then(raw)
       replay.workingProcess.push(await workingProcessFigures(nc, url))
@@ -216,7 +226,8 @@ const serverPhases = async (
     log(`ingest: warm-up round of ${options.entries} entries each...`)
     const warm = await systemIngest(client, "warm", options)
     const payloads = await storedEntries(nc, warm)
-    if (payloads.length !== options.entries) throw new Error(`found ${payloads.length} stored entries, expected ${options.entries}`)
+    if (payloads.length !== options.entries)
+      throw new Error(`found ${payloads.length} stored entries, expected ${options.entries}`)
     await rawPublishMillis(rawNc, payloads, options.entries, options.window)
     const ingest: IngestResult = {
       systemMs: [],
@@ -228,12 +239,21 @@ const serverPhases = async (
     const allPids = new Map([...benchPids, ...system.processes])
     for (let r = 0; r < sizes.rounds; r++) {
       const raw = async () =>
-        ingest.rawMs.push(await withCpu(allPids, options.entries, ingest.rawCpu, () => rawPublishMillis(rawNc, payloads, options.entries, options.window)))
+        ingest.rawMs.push(
+          await withCpu(allPids, options.entries, ingest.rawCpu, () =>
+            rawPublishMillis(rawNc, payloads, options.entries, options.window),
+          ),
+        )
       const sys = async () =>
-        ingest.systemMs.push((await withCpu(allPids, options.entries, ingest.systemCpu, () => systemIngest(client, `r${r}`, options))).millis)
+        ingest.systemMs.push(
+          (await withCpu(allPids, options.entries, ingest.systemCpu, () => systemIngest(client, `r${r}`, options)))
+            .millis,
+        )
       if (r % 2 === 0) await raw().then(sys)
       else await sys().then(raw)
-      log(`  round ${r + 1}: raw publish ${ingest.rawMs.at(-1)!.toFixed(0)} ms, system ingest ${ingest.systemMs.at(-1)!.toFixed(0)} ms`)
+      log(
+        `  round ${r + 1}: raw publish ${ingest.rawMs.at(-1)!.toFixed(0)} ms, system ingest ${ingest.systemMs.at(-1)!.toFixed(0)} ms`,
+      )
     }
     return { replay, ingest }
   } finally {
@@ -257,7 +277,9 @@ export const runSpeedBench = async (options: SpeedOptions = {}): Promise<SpeedRe
   const contextBench = contextBuildBench({ warmup: sizes.contextWarmup, iterations: sizes.contextIterations })
   const contextRound = () => {
     const r = contextBench.round()
-    log(`  context build: ${sizes.contextIterations} builds, p50 ${r.p50Ms.toFixed(3)} ms, p99 ${r.p99Ms.toFixed(3)} ms`)
+    log(
+      `  context build: ${sizes.contextIterations} builds, p50 ${r.p50Ms.toFixed(3)} ms, p99 ${r.p99Ms.toFixed(3)} ms`,
+    )
   }
   log(`context build of a full 12k-token supervisor view, ${sizes.rounds} round(s):`)
   contextRound()

@@ -1,5 +1,5 @@
 /** Service processes the benchmark starts: `node <script>` against the benchmark's server. */
-import { spawn, type ChildProcess } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 
 const repoRoot = fileURLToPath(new URL("../../", import.meta.url))
@@ -19,10 +19,15 @@ export const spawnService = (script: string, url: string, nodeArgs: ReadonlyArra
     stdio: ["ignore", "pipe", "pipe", "ipc"],
   })
   let output = ""
-  child.stdout?.on("data", (c: Buffer) => void (output += c.toString()))
-  child.stderr?.on("data", (c: Buffer) => void (output += c.toString()))
+  const collect = (c: Buffer) => {
+    output += c.toString()
+  }
+  child.stdout?.on("data", collect)
+  child.stderr?.on("data", collect)
   const exit = new Promise<never>((_, reject) =>
-    child.once("exit", (code, signal) => reject(new Error(`${script} exited (${signal ?? `code ${code}`}):\n${output}`))),
+    child.once("exit", (code, signal) =>
+      reject(new Error(`${script} exited (${signal ?? `code ${code}`}):\n${output}`)),
+    ),
   )
   // Exiting when asked to stop is not a failure.
   exit.catch(() => undefined)

@@ -6,11 +6,11 @@
  * the services.
  */
 import type { AgentConfig } from "../../contracts/agent.ts"
-import type { FadeScore } from "../../contracts/fade.ts"
 import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
-import { evolve, type AgentView } from "../../domain/agent-view.ts"
+import type { FadeScore } from "../../contracts/fade.ts"
+import { type AgentView, evolve } from "../../domain/agent-view.ts"
 import { blockTokens } from "../../domain/render.ts"
-import { keyPointsOf, realisticEntry, summaryOf, type RealisticEntry } from "./realistic-entries.ts"
+import { keyPointsOf, type RealisticEntry, realisticEntry, summaryOf } from "./realistic-entries.ts"
 
 export const FULL_VIEW_T0 = Date.UTC(2026, 2, 2, 9, 0)
 const MINUTE = 60_000
@@ -30,7 +30,8 @@ interface Planned {
 const rungAt = (index: number, count: number): 0 | 1 | 2 =>
   index < Math.floor(count * SUMMARY_SHARE) ? 2 : index < Math.floor(count * (SUMMARY_SHARE + KEY_POINTS_SHARE)) ? 1 : 0
 
-const costAt = (p: Planned, rung: 0 | 1 | 2) => (rung === 0 ? p.raw : rung === 1 ? p.keyPoints.tokens : p.summary.tokens)
+const costAt = (p: Planned, rung: 0 | 1 | 2) =>
+  rung === 0 ? p.raw : rung === 1 ? p.keyPoints.tokens : p.summary.tokens
 
 const totalCost = (planned: ReadonlyArray<Planned>) =>
   planned.reduce((sum, p, i) => sum + costAt(p, rungAt(i, planned.length)), 0)

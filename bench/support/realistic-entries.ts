@@ -107,25 +107,84 @@ export const summaryOf = (entry: RealisticEntry): string => {
   return `${entry.origin === "INTERNAL" ? "Considered" : "Noted"}: ${words.replace(/[.?!,;:]+$/, "")}.`
 }
 
-const PEOPLE = "Maria Tom Aisha Kenji Lucas Priya Omar Sofia Daniel Mei Jonas Fatima Carlos Elena Ivan Chloe Ravi Hannah Mateo Yuki Nadia Pierre Grace Ahmed Lena Diego Zoe Samuel Ingrid Hugo".split(" ")
-const PLACES = "Lisbon Porto Madrid Berlin Oslo Kyoto Toronto Nairobi Lima Dublin Prague Vienna Seoul Austin Denver Lyon Milan Krakow Athens Cairo Sydney Boston Zurich Helsinki".split(" ")
+const PEOPLE =
+  "Maria Tom Aisha Kenji Lucas Priya Omar Sofia Daniel Mei Jonas Fatima Carlos Elena Ivan Chloe Ravi Hannah Mateo Yuki Nadia Pierre Grace Ahmed Lena Diego Zoe Samuel Ingrid Hugo".split(
+    " ",
+  )
+const PLACES =
+  "Lisbon Porto Madrid Berlin Oslo Kyoto Toronto Nairobi Lima Dublin Prague Vienna Seoul Austin Denver Lyon Milan Krakow Athens Cairo Sydney Boston Zurich Helsinki".split(
+    " ",
+  )
 const TOPICS = [
-  "budget", "invoice", "contract", "release", "deadline", "hotel booking", "flight", "onboarding", "hiring plan", "roadmap",
-  "pricing tier", "security audit", "database migration", "customer churn", "marketing campaign", "quarterly report",
-  "design review", "test coverage", "vendor delivery", "office move", "team offsite", "performance review", "API latency",
-  "support backlog", "translation", "legal review", "data export", "mobile app", "payment failure", "conference talk",
-  "insurance claim", "rent increase", "doctor appointment", "birthday dinner", "train tickets", "visa application",
-  "tax return", "kitchen renovation", "school enrolment", "wedding venue",
+  "budget",
+  "invoice",
+  "contract",
+  "release",
+  "deadline",
+  "hotel booking",
+  "flight",
+  "onboarding",
+  "hiring plan",
+  "roadmap",
+  "pricing tier",
+  "security audit",
+  "database migration",
+  "customer churn",
+  "marketing campaign",
+  "quarterly report",
+  "design review",
+  "test coverage",
+  "vendor delivery",
+  "office move",
+  "team offsite",
+  "performance review",
+  "API latency",
+  "support backlog",
+  "translation",
+  "legal review",
+  "data export",
+  "mobile app",
+  "payment failure",
+  "conference talk",
+  "insurance claim",
+  "rent increase",
+  "doctor appointment",
+  "birthday dinner",
+  "train tickets",
+  "visa application",
+  "tax return",
+  "kitchen renovation",
+  "school enrolment",
+  "wedding venue",
 ]
-const VERBS = ["asked about", "complained about", "approved", "postponed", "cancelled", "rescheduled", "double-checked", "forgot", "confirmed", "questioned", "signed off on", "escalated"]
+const VERBS = [
+  "asked about",
+  "complained about",
+  "approved",
+  "postponed",
+  "cancelled",
+  "rescheduled",
+  "double-checked",
+  "forgot",
+  "confirmed",
+  "questioned",
+  "signed off on",
+  "escalated",
+]
 const TEMPLATES: ReadonlyArray<(w: (list: ReadonlyArray<string>) => string, n: () => number) => string> = [
-  (w, n) => `${w(PEOPLE)} ${w(VERBS)} the ${w(TOPICS)} for ${w(PLACES)} and wants an answer within ${n() % 14 + 1} days.`,
-  (w, n) => `The ${w(TOPICS)} in ${w(PLACES)} is ${n() % 40 + 5}% over plan; ${w(PEOPLE)} suggested moving part of it to the ${w(TOPICS)}.`,
-  (w) => `Remember that ${w(PEOPLE)} prefers short updates about the ${w(TOPICS)}, ideally before the ${w(TOPICS)} meeting.`,
-  (w, n) => `Tool result: ${n() % 90 + 3} records match '${w(TOPICS)}' in ${w(PLACES)}, the newest from ${w(PEOPLE)}.`,
+  (w, n) =>
+    `${w(PEOPLE)} ${w(VERBS)} the ${w(TOPICS)} for ${w(PLACES)} and wants an answer within ${(n() % 14) + 1} days.`,
+  (w, n) =>
+    `The ${w(TOPICS)} in ${w(PLACES)} is ${(n() % 40) + 5}% over plan; ${w(PEOPLE)} suggested moving part of it to the ${w(TOPICS)}.`,
+  (w) =>
+    `Remember that ${w(PEOPLE)} prefers short updates about the ${w(TOPICS)}, ideally before the ${w(TOPICS)} meeting.`,
+  (w, n) =>
+    `Tool result: ${(n() % 90) + 3} records match '${w(TOPICS)}' in ${w(PLACES)}, the newest from ${w(PEOPLE)}.`,
   (w) => `I think the ${w(TOPICS)} depends on the ${w(TOPICS)}, so ask ${w(PEOPLE)} before promising anything.`,
-  (w, n) => `${w(PEOPLE)} said the ${w(TOPICS)} costs ${n() % 9000 + 100} euros and the ${w(TOPICS)} another ${n() % 900 + 50}.`,
-  (w) => `We agreed with ${w(PEOPLE)} and ${w(PEOPLE)} to keep the ${w(TOPICS)} in ${w(PLACES)} until the ${w(TOPICS)} is done.`,
+  (w, n) =>
+    `${w(PEOPLE)} said the ${w(TOPICS)} costs ${(n() % 9000) + 100} euros and the ${w(TOPICS)} another ${(n() % 900) + 50}.`,
+  (w) =>
+    `We agreed with ${w(PEOPLE)} and ${w(PEOPLE)} to keep the ${w(TOPICS)} in ${w(PLACES)} until the ${w(TOPICS)} is done.`,
   (w) => `The user sounded worried about the ${w(TOPICS)}; mention the ${w(TOPICS)} only if asked.`,
 ]
 

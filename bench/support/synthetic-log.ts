@@ -9,7 +9,10 @@ import type { MemoryEvent } from "../../contracts/events.ts"
 import { eventSubject } from "../../contracts/subjects.ts"
 import { blockTokens } from "../../domain/render.ts"
 
-const WORDS = "the plan report budget user said meeting travel hotel price review draft agent memory context summary deadline team design issue result idea note".split(" ")
+const WORDS =
+  "the plan report budget user said meeting travel hotel price review draft agent memory context summary deadline team design issue result idea note".split(
+    " ",
+  )
 
 /** A deterministic sentence of `n` words, varied by `seed`. */
 export const sentence = (seed: number, n: number): string => {
@@ -19,7 +22,7 @@ export const sentence = (seed: number, n: number): string => {
     x = (x * 1103515245 + 12345) >>> 0
     out.push(WORDS[x % WORDS.length]!)
   }
-  return out.join(" ") + "."
+  return `${out.join(" ")}.`
 }
 
 export function* syntheticEvents(total: number, agents = 50): Generator<MemoryEvent> {
@@ -37,7 +40,11 @@ export function* syntheticEvents(total: number, agents = 50): Generator<MemoryEv
   for (let a = 0; a < agents && n < total; a++, n++) {
     const agentId = `agent-${a}`
     entriesOf.set(agentId, [])
-    yield { _tag: "AgentRegistered", ...env(agentId, T0), config: { id: agentId, role: "main", budget: 8_000, encoding: "o200k_base" } }
+    yield {
+      _tag: "AgentRegistered",
+      ...env(agentId, T0),
+      config: { id: agentId, role: "main", budget: 8_000, encoding: "o200k_base" },
+    }
   }
   while (n < total) {
     const agentId = `agent-${n % agents}`
@@ -86,7 +93,9 @@ export const publishWindowed = async (
   const inflight = new Set<Promise<unknown>>()
   let count = 0
   for (const m of messages) {
-    const p: Promise<unknown> = js.publish(m.subject, m.data, m.msgID ? { msgID: m.msgID } : {}).then(() => inflight.delete(p))
+    const p: Promise<unknown> = js
+      .publish(m.subject, m.data, m.msgID ? { msgID: m.msgID } : {})
+      .then(() => inflight.delete(p))
     inflight.add(p)
     count++
     if (inflight.size >= window) await Promise.race(inflight)

@@ -13,10 +13,10 @@
  */
 import { JetStreamApiError, jetstream } from "@nats-io/jetstream"
 import { errors, type NatsConnection } from "@nats-io/transport-node"
-import type { DecisionError } from "../../domain/decision.ts"
-import { evolve, type AgentView } from "../../domain/agent-view.ts"
-import { decideForget, type Tombstone } from "../../domain/forget.ts"
 import { agentEvents, eventSubject } from "../../contracts/subjects.ts"
+import { type AgentView, evolve } from "../../domain/agent-view.ts"
+import type { DecisionError } from "../../domain/decision.ts"
+import { decideForget, type Tombstone } from "../../domain/forget.ts"
 import { completeErasure, type ErasureReport } from "../../services/forget/erase.ts"
 import { scanLog } from "./log.ts"
 
@@ -54,7 +54,8 @@ const readAgent = async (nc: NatsConnection, agentId: string, entryId: string | 
       if (event._tag === "AgentForgotten") tombstone = { event, seq: record.seq }
       else if (event._tag === "AgentRegistered") tombstone = null
     } else if (event._tag === "EntryForgotten" && event.entryId === entryId) tombstone = { event, seq: record.seq }
-    else if (event._tag === "AgentRegistered" || (event._tag === "EntryRecorded" && event.entryId === entryId)) tombstone = null
+    else if (event._tag === "AgentRegistered" || (event._tag === "EntryRecorded" && event.entryId === entryId))
+      tombstone = null
   })
   return { view, tombstone }
 }
@@ -67,10 +68,16 @@ const storeTombstone = async (nc: NatsConnection, tombstone: Tombstone): Promise
   const deadline = Date.now() + PUBLISH_DEADLINE_MS
   for (let pause = 100; ; pause = Math.min(2_000, pause * 2)) {
     try {
-      return (await js.publish(eventSubject(tombstone), JSON.stringify(tombstone), { msgID: tombstone.eventId, timeout: 5_000 })).seq
+      return (
+        await js.publish(eventSubject(tombstone), JSON.stringify(tombstone), {
+          msgID: tombstone.eventId,
+          timeout: 5_000,
+        })
+      ).seq
     } catch (error) {
       const final =
-        error instanceof errors.PermissionViolationError || (error instanceof JetStreamApiError && error.status !== 503 && error.status !== 408)
+        error instanceof errors.PermissionViolationError ||
+        (error instanceof JetStreamApiError && error.status !== 503 && error.status !== 408)
       if (final || Date.now() > deadline) throw error
       await new Promise((r) => setTimeout(r, pause))
     }

@@ -7,7 +7,7 @@
 import type { NatsConnection } from "@nats-io/transport-node"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import type { FadeScore, Producer } from "../../contracts/fade.ts"
-import { agentStepSubject, entrySubject, EVENTS_ROOT } from "../../contracts/subjects.ts"
+import { agentStepSubject, EVENTS_ROOT, entrySubject } from "../../contracts/subjects.ts"
 import { agentOfSubject, scanLog, subjectsMatching } from "./log.ts"
 import type { Progress } from "./progress.ts"
 
@@ -50,19 +50,29 @@ export const collectHistory = async (
     const agents = await agentsOfEntry(nc, entryId)
     if (agents.length === 0) throw new HistoryError(`no events for entry '${entryId}' in the log`)
     if (agents.length > 1) {
-      throw new HistoryError(`entry id '${entryId}' is used by several agents (${agents.join(", ")}); name one with --agent`)
+      throw new HistoryError(
+        `entry id '${entryId}' is used by several agents (${agents.join(", ")}); name one with --agent`,
+      )
     }
     agent = agents[0]!
   }
   const items: HistoryItem[] = []
-  await scanLog(nc, { filter: entrySubject(agent, entryId), ...(progress ? { progress: progress("entry events") } : {}) }, (r) => {
-    if (r.event) items.push({ seq: r.seq, subject: r.subject, event: r.event })
-  })
+  await scanLog(
+    nc,
+    { filter: entrySubject(agent, entryId), ...(progress ? { progress: progress("entry events") } : {}) },
+    (r) => {
+      if (r.event) items.push({ seq: r.seq, subject: r.subject, event: r.event })
+    },
+  )
   if (items.length === 0) throw new HistoryError(`no events for entry '${entryId}' of agent '${agent}' in the log`)
   // Reads and references come after the entry's first event: scan the step subject from there.
   await scanLog(
     nc,
-    { filter: agentStepSubject(agent), fromSeq: items[0]!.seq, ...(progress ? { progress: progress("step events") } : {}) },
+    {
+      filter: agentStepSubject(agent),
+      fromSeq: items[0]!.seq,
+      ...(progress ? { progress: progress("step events") } : {}),
+    },
     (r) => {
       if (r.event && mentions(r.event, entryId)) items.push({ seq: r.seq, subject: r.subject, event: r.event })
     },
@@ -106,7 +116,11 @@ export interface DescribeOptions {
 }
 
 /** A label and a one-line description of what the event did to the entry. */
-export const describe = (event: MemoryEvent, entryId: string, options: DescribeOptions = {}): { kind: string; text: string } => {
+export const describe = (
+  event: MemoryEvent,
+  entryId: string,
+  options: DescribeOptions = {},
+): { kind: string; text: string } => {
   const width = options.width ?? 100
   switch (event._tag) {
     case "EntryRecorded":
@@ -165,7 +179,12 @@ export const describe = (event: MemoryEvent, entryId: string, options: DescribeO
   }
 }
 
-export const formatHistory = (agentId: string, entryId: string, items: ReadonlyArray<HistoryItem>, options: DescribeOptions = {}): string => {
+export const formatHistory = (
+  agentId: string,
+  entryId: string,
+  items: ReadonlyArray<HistoryItem>,
+  options: DescribeOptions = {},
+): string => {
   const seqWidth = Math.max(...items.map((i) => String(i.seq).length), 1)
   const lines = [`Entry ${entryId} of agent ${agentId}: ${items.length} event${items.length === 1 ? "" : "s"}`, ""]
   for (const item of items) {

@@ -3,7 +3,7 @@
  * consumer over a subject filter, and the same decoder the projections use.
  * Nothing here writes.
  */
-import { DeliverPolicy, jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream"
+import { DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Config, Effect, Option } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"

@@ -34,7 +34,9 @@ export const progress = (label: string, options: ProgressOptions = {}): Progress
   if (options.enabled === false) return noProgress
   const now = options.now ?? Date.now
   const envInterval = Number(process.env.WM_PROGRESS_INTERVAL_MS)
-  const interval = options.intervalMs ?? (Number.isFinite(envInterval) && process.env.WM_PROGRESS_INTERVAL_MS !== "" ? envInterval : 2_000)
+  const interval =
+    options.intervalMs ??
+    (Number.isFinite(envInterval) && process.env.WM_PROGRESS_INTERVAL_MS !== "" ? envInterval : 2_000)
   const tty = stream.isTTY === true
   const started = now()
   let last = started

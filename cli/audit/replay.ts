@@ -13,14 +13,14 @@ import type { NatsConnection } from "@nats-io/transport-node"
 import { HashMap, HashSet } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { agentEvents } from "../../contracts/subjects.ts"
-import { entriesByTime, evolve, viewSnapshot, type AgentView } from "../../domain/agent-view.ts"
+import { type AgentView, entriesByTime, evolve, viewSnapshot } from "../../domain/agent-view.ts"
 import {
+  type BuiltContext,
   buildContext,
+  type ContextOrder,
   candidatesOf,
   effectiveBudget,
   priorityFor,
-  type BuiltContext,
-  type ContextOrder,
 } from "../../domain/context-builder.ts"
 import { scanLog } from "./log.ts"
 import type { Progress } from "./progress.ts"
@@ -62,12 +62,21 @@ export const foldAgent = (
   return { agentId, cut, view, read, applied }
 }
 
-export const replayAgent = async (nc: NatsConnection, agentId: string, cut: Cut, progress?: Progress): Promise<Replayed> => {
+export const replayAgent = async (
+  nc: NatsConnection,
+  agentId: string,
+  cut: Cut,
+  progress?: Progress,
+): Promise<Replayed> => {
   const events: Array<{ seq: number; event: MemoryEvent }> = []
   let undecodable = 0
   await scanLog(
     nc,
-    { filter: agentEvents(agentId), ...(cut.seq !== undefined ? { untilSeq: cut.seq } : {}), ...(progress ? { progress } : {}) },
+    {
+      filter: agentEvents(agentId),
+      ...(cut.seq !== undefined ? { untilSeq: cut.seq } : {}),
+      ...(progress ? { progress } : {}),
+    },
     (r) => {
       if (r.event) events.push({ seq: r.seq, event: r.event })
       else undecodable++
@@ -83,7 +92,12 @@ export interface ContextOptions {
 
 /** The context the working service would have built from this view. */
 export const contextOf = (view: AgentView, options: ContextOptions = {}): BuiltContext =>
-  buildContext(candidatesOf(view, priorityFor(view)), effectiveBudget(view, options.limit), options.order ?? "timestamp", view.config.encoding)
+  buildContext(
+    candidatesOf(view, priorityFor(view)),
+    effectiveBudget(view, options.limit),
+    options.order ?? "timestamp",
+    view.config.encoding,
+  )
 
 // ---------------------------------------------------------------------------
 // Formatting
@@ -91,7 +105,10 @@ export const contextOf = (view: AgentView, options: ContextOptions = {}): BuiltC
 const iso = (ms: number) => new Date(ms).toISOString()
 
 export const describeCut = (cut: Cut) =>
-  [cut.at !== undefined ? `events stamped at or before ${iso(cut.at)}` : null, cut.seq !== undefined ? `stream sequence ≤ ${cut.seq}` : null]
+  [
+    cut.at !== undefined ? `events stamped at or before ${iso(cut.at)}` : null,
+    cut.seq !== undefined ? `stream sequence ≤ ${cut.seq}` : null,
+  ]
     .filter((x) => x !== null)
     .join(" and ")
 
@@ -105,7 +122,11 @@ export interface FormatOptions {
   readonly entries?: number
 }
 
-export const formatReplay = (replayed: Replayed, context: BuiltContext | undefined, options: FormatOptions = {}): string => {
+export const formatReplay = (
+  replayed: Replayed,
+  context: BuiltContext | undefined,
+  options: FormatOptions = {},
+): string => {
   const { view } = replayed
   const lines: string[] = []
   lines.push(
@@ -125,11 +146,17 @@ export const formatReplay = (replayed: Replayed, context: BuiltContext | undefin
       `${HashSet.size(view.longTerm)} in long-term; last event seq ${view.lastSeq} at ${iso(view.lastEventAt)}`,
   )
   lines.push(
-    view.step ? `Open step ${view.step.stepId}${view.step.focus ? ` (focus ${JSON.stringify(view.step.focus)})` : ""}` : "No open step",
+    view.step
+      ? `Open step ${view.step.stepId}${view.step.focus ? ` (focus ${JSON.stringify(view.step.focus)})` : ""}`
+      : "No open step",
   )
-  if (view.focus) lines.push(`Focus ${JSON.stringify(view.focus)}${view.taskKind ? ` (task kind ${view.taskKind})` : ""}`)
+  if (view.focus)
+    lines.push(`Focus ${JSON.stringify(view.focus)}${view.taskKind ? ` (task kind ${view.taskKind})` : ""}`)
   const shown = Math.min(entries.length, options.entries ?? 50)
-  lines.push("", `Entries (${entries.length}, timestamp order${shown < entries.length ? `; the newest ${shown} shown, --entries all for every one` : ""}):`)
+  lines.push(
+    "",
+    `Entries (${entries.length}, timestamp order${shown < entries.length ? `; the newest ${shown} shown, --entries all for every one` : ""}):`,
+  )
   for (const e of entries.slice(entries.length - shown)) {
     const text = e.rung === 2 ? e.summary : e.content
     lines.push(
@@ -140,7 +167,10 @@ export const formatReplay = (replayed: Replayed, context: BuiltContext | undefin
   const cues = entriesByTime(HashMap.values(view.cues))
   if (cues.length > 0) {
     lines.push("", `Cues of the open step (${cues.length}):`)
-    for (const c of cues) lines.push(`  ${c.id}  ${iso(c.timestamp)}  ${c.origin.padEnd(8)} "${preview(c.content ?? c.keyPoints ?? c.summary, 70)}"`)
+    for (const c of cues)
+      lines.push(
+        `  ${c.id}  ${iso(c.timestamp)}  ${c.origin.padEnd(8)} "${preview(c.content ?? c.keyPoints ?? c.summary, 70)}"`,
+      )
   }
   lines.push(
     "",

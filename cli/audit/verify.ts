@@ -12,13 +12,14 @@
  * Further projections are added as checks in CHECKS (the embedded long-term
  * store lives inside its service; it is checked by rebuilding it in the tests).
  */
-import type { NatsConnection } from "@nats-io/transport-node"
+
+import { Kvm } from "@nats-io/kv"
+import type { Msg, NatsConnection } from "@nats-io/transport-node"
 import type { ResponseOf } from "../../contracts/api.ts"
 import { operations } from "../../contracts/api.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { ALL_AGENT_CONFIG, ALL_EVENTS, apiSubject } from "../../contracts/subjects.ts"
-import { Kvm } from "@nats-io/kv"
-import { evolve, viewResponseOf as viewOf, type AgentView } from "../../domain/agent-view.ts"
+import { type AgentView, evolve, viewResponseOf as viewOf } from "../../domain/agent-view.ts"
 import { SUBSTRATE_BUCKET } from "../../services/nats/buckets.ts"
 import { agentOfSubject, scanLog, subjectsMatching } from "./log.ts"
 import type { Progress } from "./progress.ts"
@@ -64,14 +65,22 @@ export interface VerifyCheck {
 export const canonical = (value: unknown): string =>
   JSON.stringify(value, (_key, v: unknown) =>
     v !== null && typeof v === "object" && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      ? Object.fromEntries(
+          Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+        )
       : v,
   ) ?? "undefined"
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v)
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  v !== null && typeof v === "object" && !Array.isArray(v)
 
 /** Field-level differences between two JSON values, by dotted path. */
-export const diffValues = (path: string, live: unknown, log: unknown, out: Array<{ field: string; live: unknown; log: unknown }>) => {
+export const diffValues = (
+  path: string,
+  live: unknown,
+  log: unknown,
+  out: Array<{ field: string; live: unknown; log: unknown }>,
+) => {
   if (canonical(live) === canonical(log)) return
   if (isPlainObject(live) && isPlainObject(log)) {
     const keys = Array.from(new Set([...Object.keys(live), ...Object.keys(log)])).sort()
@@ -99,7 +108,8 @@ export const compareViews = (agent: string, live: ViewResponse, rebuilt: ViewRes
   }
   for (const f of fields) out.push({ agent, ...f })
 
-  const byId = (entries: unknown) => new Map((entries as Array<{ id: string }>).map((e) => [e.id, e as unknown as Record<string, unknown>]))
+  const byId = (entries: unknown) =>
+    new Map((entries as Array<{ id: string }>).map((e) => [e.id, e as unknown as Record<string, unknown>]))
   const liveEntries = byId(a.entries)
   const logEntries = byId(b.entries)
   for (const id of Array.from(new Set([...liveEntries.keys(), ...logEntries.keys()])).sort()) {
@@ -122,22 +132,29 @@ export const compareViews = (agent: string, live: ViewResponse, rebuilt: ViewRes
 const textEncoder = new TextEncoder()
 const textDecoder = new TextDecoder()
 
-type LiveView = { readonly ok: true; readonly view: ViewResponse } | { readonly ok: false; readonly tag: string; readonly message: string }
+type LiveView =
+  | { readonly ok: true; readonly view: ViewResponse }
+  | { readonly ok: false; readonly tag: string; readonly message: string }
 
 const askView = async (nc: NatsConnection, agentId: string, timeoutMs: number): Promise<LiveView> => {
   const subject = apiSubject(agentId, operations.getView.subject)
-  let reply
+  let reply: Msg
   try {
     reply = await nc.request(subject, textEncoder.encode("{}"), { timeout: timeoutMs })
   } catch (error) {
-    throw new Error(`the working service did not answer ${subject}: ${error instanceof Error ? error.message : String(error)}`, {
-      cause: error,
-    })
+    throw new Error(
+      `the working service did not answer ${subject}: ${error instanceof Error ? error.message : String(error)}`,
+      {
+        cause: error,
+      },
+    )
   }
   const parsed = JSON.parse(textDecoder.decode(reply.data)) as
     | { ok: true; value: ViewResponse }
     | { ok: false; error: { _tag: string; message?: string } }
-  return parsed.ok ? { ok: true, view: parsed.value } : { ok: false, tag: parsed.error._tag, message: parsed.error.message ?? "" }
+  return parsed.ok
+    ? { ok: true, view: parsed.value }
+    : { ok: false, tag: parsed.error._tag, message: parsed.error.message ?? "" }
 }
 
 /** Runs `task` over `items`, at most `limit` at a time. */
@@ -156,9 +173,12 @@ const mapLimited = async <A, B>(items: ReadonlyArray<A>, limit: number, task: (a
 
 export const workingViewsCheck: VerifyCheck = {
   name: "working-views",
-  description: "each agent's working view, as the working service serves it, against the log folded to the same sequence",
+  description:
+    "each agent's working view, as the working service serves it, against the log folded to the same sequence",
   run: async ({ nc, timeoutMs, progress }) => {
-    const agents = Object.keys(await subjectsMatching(nc, ALL_AGENT_CONFIG)).map(agentOfSubject).sort()
+    const agents = Object.keys(await subjectsMatching(nc, ALL_AGENT_CONFIG))
+      .map(agentOfSubject)
+      .sort()
     if (agents.length === 0) return { summary: "no agents in the log", differences: [], unchecked: [] }
 
     const live = new Map<string, LiveView>()
@@ -195,7 +215,8 @@ export const workingViewsCheck: VerifyCheck = {
         // A forgotten agent is absent from both.
         if (l.tag === "AgentNotFound" && r === undefined) continue
         // Registered in the log (it has a configuration subject) yet unknown to the working service.
-        if (l.tag === "AgentNotFound") differences.push({ agent: a, field: "(agent)", live: "not found", log: "registered" })
+        if (l.tag === "AgentNotFound")
+          differences.push({ agent: a, field: "(agent)", live: "not found", log: "registered" })
         else unchecked.push({ agent: a, reason: `the working service answered ${l.tag}: ${l.message}` })
         continue
       }
@@ -233,32 +254,44 @@ export const substrateCheck: VerifyCheck = {
     const expected = new Map<string, { content: string; seq: number }>()
     await scanLog(nc, { filter: ALL_EVENTS, progress: progress("verify substrate") }, (r) => {
       const event: MemoryEvent | null = r.event
-      if (event?._tag === "EntryRecorded") expected.set(`${event.agentId}.${event.entryId}`, { content: event.content, seq: r.seq })
+      if (event?._tag === "EntryRecorded")
+        expected.set(`${event.agentId}.${event.entryId}`, { content: event.content, seq: r.seq })
     })
     const differences: Difference[] = []
     const present = new Set<string>()
     for await (const key of await kv.keys()) {
       const entry = await kv.get(key)
-      if (!entry || entry.operation !== "PUT" || entry.value.length === 0) continue
+      if (entry?.operation !== "PUT" || entry.value.length === 0) continue
       present.add(key)
       const [agent, id] = key.split(".") as [string, string]
       let record: { content: string }
       try {
         record = entry.json<{ content: string }>()
       } catch {
-        differences.push({ agent, entry: id, field: "(record)", live: `not a substrate record: ${entry.string().slice(0, 40)}`, log: expected.has(key) ? "present" : "absent" })
+        differences.push({
+          agent,
+          entry: id,
+          field: "(record)",
+          live: `not a substrate record: ${entry.string().slice(0, 40)}`,
+          log: expected.has(key) ? "present" : "absent",
+        })
         continue
       }
       const want = expected.get(key)
       if (want === undefined) differences.push({ agent, entry: id, field: "(record)", live: "present", log: "absent" })
-      else if (record.content !== want.content) differences.push({ agent, entry: id, field: "content", live: record.content, log: want.content })
+      else if (record.content !== want.content)
+        differences.push({ agent, entry: id, field: "content", live: record.content, log: want.content })
     }
     for (const [key] of expected) {
       if (present.has(key)) continue
       const [agent, id] = key.split(".") as [string, string]
       differences.push({ agent, entry: id, field: "(record)", live: "absent", log: "present" })
     }
-    return { summary: `${expected.size} recorded entr${expected.size === 1 ? "y" : "ies"} compared`, differences, unchecked: [] }
+    return {
+      summary: `${expected.size} recorded entr${expected.size === 1 ? "y" : "ies"} compared`,
+      differences,
+      unchecked: [],
+    }
   },
 }
 
@@ -270,7 +303,8 @@ export const CHECKS: ReadonlyArray<VerifyCheck> = [workingViewsCheck, substrateC
 
 const show = (v: unknown) => (typeof v === "string" ? v : v === undefined ? "(missing)" : JSON.stringify(v))
 
-export const describeUnchecked = (u: Unchecked) => `${u.agent !== undefined ? `agent ${u.agent} ` : ""}not compared: ${u.reason}`
+export const describeUnchecked = (u: Unchecked) =>
+  `${u.agent !== undefined ? `agent ${u.agent} ` : ""}not compared: ${u.reason}`
 
 export const describeDifference = (d: Difference) =>
   `${d.agent !== undefined ? `agent ${d.agent}, ` : ""}${d.entry !== undefined ? `entry ${d.entry}, ` : ""}field ${d.field}: live ${show(

@@ -30,15 +30,19 @@ export const parseTenants = (text: string): Tenant[] =>
     .map((part) => {
       const [name, list, ...rest] = part.split("=")
       if (!name || list === undefined || rest.length > 0) throw new Error(`'${part}' is not <tenant>=<agent>,<agent>…`)
-      if (!isSubjectToken(name)) throw new Error(`tenant name '${name}' must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'`)
+      if (!isSubjectToken(name))
+        throw new Error(`tenant name '${name}' must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'`)
       const agents = list.split(",").filter((a) => a.length > 0)
       if (agents.length === 0) throw new Error(`tenant '${name}' names no agent`)
-      for (const a of agents) if (!isSubjectToken(a)) throw new Error(`agent id '${a}' of tenant '${name}' must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'`)
+      for (const a of agents)
+        if (!isSubjectToken(a))
+          throw new Error(`agent id '${a}' of tenant '${name}' must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'`)
       return { name, agents }
     })
 
 /** The WM_TENANTS value for these tenants. */
-export const formatTenants = (tenants: ReadonlyArray<Tenant>): string => tenants.map((t) => `${t.name}=${t.agents.join(",")}`).join(";")
+export const formatTenants = (tenants: ReadonlyArray<Tenant>): string =>
+  tenants.map((t) => `${t.name}=${t.agents.join(",")}`).join(";")
 
 const sharingOf = (tenants: ReadonlyArray<Tenant>): AgentSharingShape => {
   const visible = new Map<string, Set<string>>()
@@ -59,7 +63,11 @@ export const tenantsConfig: Config.Config<Tenant[]> = Config.String("WM_TENANTS"
     Effect.try({
       try: () => parseTenants(text),
       catch: (error) =>
-        new Config.ConfigError(new ConfigProvider.SourceError({ message: `WM_TENANTS: ${error instanceof Error ? error.message : String(error)}` })),
+        new Config.ConfigError(
+          new ConfigProvider.SourceError({
+            message: `WM_TENANTS: ${error instanceof Error ? error.message : String(error)}`,
+          }),
+        ),
     }),
   ),
 )

@@ -8,10 +8,11 @@
  * Validation rejects unknown fields too: a misspelt optional field would
  * otherwise be silently ignored.
  */
-import { Effect, Exit, FiberSet, Schema, SchemaIssue, Scope } from "effect"
+
 import type { Msg } from "@nats-io/transport-node"
-import { operations, type OperationName, type RequestOf, type ResponseOf } from "../../contracts/api.ts"
-import { InvalidState, ValidationError, type ApiError, type FieldIssue } from "../../contracts/errors.ts"
+import { Effect, Exit, FiberSet, Schema, SchemaIssue, type Scope } from "effect"
+import { type OperationName, operations, type RequestOf, type ResponseOf } from "../../contracts/api.ts"
+import { type ApiError, type FieldIssue, InvalidState, ValidationError } from "../../contracts/errors.ts"
 import { isSubjectToken } from "../../contracts/ids.ts"
 import { agentIdOfApiSubject, apiWildcard, UNKNOWN_OPERATIONS_QUEUE } from "../../contracts/subjects.ts"
 import { Nats } from "../nats/connection.ts"
@@ -22,7 +23,7 @@ const textDecoder = new TextDecoder()
 export const fieldIssues = (issue: SchemaIssue.Issue): FieldIssue[] =>
   formatIssue(issue).issues.map((i) => ({
     // An empty key is named as such: a blank field name would name nothing.
-    field: i.path && i.path.length > 0 ? i.path.map((p) => (String(p) === "" ? "\"\"" : String(p))).join(".") : "(body)",
+    field: i.path && i.path.length > 0 ? i.path.map((p) => (String(p) === "" ? '""' : String(p))).join(".") : "(body)",
     reason: i.message,
   }))
 
@@ -32,14 +33,19 @@ export const validationErrorOf = (issues: ReadonlyArray<FieldIssue>): Validation
 }
 
 /** Parses and validates a request body; every problem is named by its field. */
-export const decodeRequest = <O extends OperationName>(name: O, body: Uint8Array): Effect.Effect<RequestOf<O>, ValidationError> => {
+export const decodeRequest = <O extends OperationName>(
+  name: O,
+  body: Uint8Array,
+): Effect.Effect<RequestOf<O>, ValidationError> => {
   let json: unknown = {}
   const text = textDecoder.decode(body).trim()
   if (text.length > 0) {
     try {
       json = JSON.parse(text)
     } catch (error) {
-      return Effect.fail(ValidationError.one("(body)", `not valid JSON: ${error instanceof Error ? error.message : String(error)}`))
+      return Effect.fail(
+        ValidationError.one("(body)", `not valid JSON: ${error instanceof Error ? error.message : String(error)}`),
+      )
     }
   }
   const schema = operations[name].request as unknown as Schema.Codec<RequestOf<O>, unknown>
@@ -63,7 +69,10 @@ const textEncoder = new TextEncoder()
 const replyBytes = (reply: unknown, maxPayload: number | undefined): Uint8Array => {
   const bytes = textEncoder.encode(JSON.stringify(reply))
   if (maxPayload === undefined || bytes.length <= maxPayload) return bytes
-  const error = new InvalidState({ field: "(reply)", reason: `the reply would be ${bytes.length} bytes, above the server's max_payload of ${maxPayload} bytes` })
+  const error = new InvalidState({
+    field: "(reply)",
+    reason: `the reply would be ${bytes.length} bytes, above the server's max_payload of ${maxPayload} bytes`,
+  })
   return textEncoder.encode(JSON.stringify({ ok: false, error: encodeError(error) }))
 }
 
@@ -93,7 +102,10 @@ export const serveOperation = <O extends OperationName, R>(
             const failure = cause.reasons.find((r) => r._tag === "Fail")
             if (failure?._tag === "Fail") return { ok: false, error: encodeError(failure.error) } as const
             console.error(`[${operation.subject}] request failed unexpectedly`, cause)
-            return { ok: false, error: { _tag: "Unavailable", reason: "internal error", message: "unavailable: internal error" } } as const
+            return {
+              ok: false,
+              error: { _tag: "Unavailable", reason: "internal error", message: "unavailable: internal error" },
+            } as const
           },
         }),
         Effect.tap((reply) => Effect.sync(() => msg.respond(replyBytes(reply, nc.info?.max_payload)))),

@@ -28,12 +28,16 @@ export interface BertConfig {
 /** Reads the fields of a Hugging Face `config.json` this graph needs, refusing other architectures. */
 export const bertConfigFromJson = (json: unknown): BertConfig => {
   const c = json as Record<string, unknown>
-  if (c["model_type"] !== "bert") throw new Error(`config.json: model_type is ${JSON.stringify(c["model_type"])}, expected "bert"`)
-  if ((c["hidden_act"] ?? "gelu") !== "gelu") throw new Error(`config.json: hidden_act ${JSON.stringify(c["hidden_act"])} is not supported (only "gelu")`)
-  if ((c["position_embedding_type"] ?? "absolute") !== "absolute") throw new Error(`config.json: position_embedding_type must be "absolute"`)
+  if (c.model_type !== "bert")
+    throw new Error(`config.json: model_type is ${JSON.stringify(c.model_type)}, expected "bert"`)
+  if ((c.hidden_act ?? "gelu") !== "gelu")
+    throw new Error(`config.json: hidden_act ${JSON.stringify(c.hidden_act)} is not supported (only "gelu")`)
+  if ((c.position_embedding_type ?? "absolute") !== "absolute")
+    throw new Error(`config.json: position_embedding_type must be "absolute"`)
   const int = (key: string): number => {
     const v = c[key]
-    if (typeof v !== "number" || !Number.isInteger(v) || v <= 0) throw new Error(`config.json: ${key} must be a positive integer`)
+    if (typeof v !== "number" || !Number.isInteger(v) || v <= 0)
+      throw new Error(`config.json: ${key} must be a positive integer`)
     return v
   }
   const config = {
@@ -41,9 +45,10 @@ export const bertConfigFromJson = (json: unknown): BertConfig => {
     numLayers: int("num_hidden_layers"),
     numHeads: int("num_attention_heads"),
     intermediateSize: int("intermediate_size"),
-    layerNormEps: typeof c["layer_norm_eps"] === "number" ? c["layer_norm_eps"] : 1e-12,
+    layerNormEps: typeof c.layer_norm_eps === "number" ? c.layer_norm_eps : 1e-12,
   }
-  if (config.hiddenSize % config.numHeads !== 0) throw new Error("config.json: hidden_size is not a multiple of num_attention_heads")
+  if (config.hiddenSize % config.numHeads !== 0)
+    throw new Error("config.json: hidden_size is not a multiple of num_attention_heads")
   return config
 }
 
@@ -56,7 +61,10 @@ export interface Tensor {
 export const readSafetensors = (bytes: Uint8Array): ReadonlyMap<string, Tensor> => {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   const headerLength = Number(view.getBigUint64(0, true))
-  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLength))) as Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLength))) as Record<
+    string,
+    { dtype: string; shape: number[]; data_offsets: [number, number] }
+  >
   const base = 8 + headerLength
   const out = new Map<string, Tensor>()
   for (const [name, t] of Object.entries(header)) {
@@ -130,7 +138,11 @@ export const bertOnnxModel = (config: BertConfig, tensors: ReadonlyMap<string, T
     return node("Add", [node("MatMul", [x, wt]), param(`${prefix}.bias`)])
   }
   const layerNorm = (x: string, prefix: string): string =>
-    node("LayerNormalization", [x, param(`${prefix}.weight`), param(`${prefix}.bias`)], [attr.int("axis", -1), attr.float("epsilon", config.layerNormEps)])
+    node(
+      "LayerNormalization",
+      [x, param(`${prefix}.weight`), param(`${prefix}.bias`)],
+      [attr.int("axis", -1), attr.float("epsilon", config.layerNormEps)],
+    )
 
   const { hiddenSize: hidden, numHeads: heads } = config
   const headDim = hidden / heads
@@ -140,12 +152,19 @@ export const bertOnnxModel = (config: BertConfig, tensors: ReadonlyMap<string, T
   const positions = node("Range", [ints("const_zero", [0], []), seqLen, ints("const_one", [1], [])])
   const words = node("Gather", [param("embeddings.word_embeddings.weight"), "input_ids"], [attr.int("axis", 0)])
   const pos = node("Gather", [param("embeddings.position_embeddings.weight"), positions], [attr.int("axis", 0)])
-  const types = node("Gather", [param("embeddings.token_type_embeddings.weight"), "token_type_ids"], [attr.int("axis", 0)])
+  const types = node(
+    "Gather",
+    [param("embeddings.token_type_embeddings.weight"), "token_type_ids"],
+    [attr.int("axis", 0)],
+  )
   let x = layerNorm(node("Add", [node("Add", [words, pos]), types]), "embeddings.LayerNorm")
 
   // Additive mask [B, 1, 1, S]: 0 where attended, a large negative where padded.
   const maskFloat = node("Cast", ["attention_mask"], [attr.int("to", FLOAT)])
-  const maskBias = node("Unsqueeze", [node("Mul", [node("Sub", [scalar("const_f_one", 1), maskFloat]), scalar("const_mask_min", -3.4028234663852886e38)]), ints("const_axes_1_2", [1, 2])])
+  const maskBias = node("Unsqueeze", [
+    node("Mul", [node("Sub", [scalar("const_f_one", 1), maskFloat]), scalar("const_mask_min", -3.4028234663852886e38)]),
+    ints("const_axes_1_2", [1, 2]),
+  ])
 
   const splitHeads = ints("const_split_heads", [0, 0, heads, headDim])
   const mergeHeads = ints("const_merge_heads", [0, 0, hidden])
@@ -156,22 +175,37 @@ export const bertOnnxModel = (config: BertConfig, tensors: ReadonlyMap<string, T
 
   for (let l = 0; l < config.numLayers; l++) {
     const p = `encoder.layer.${l}`
-    const headsOf = (t: string, perm: number[]) => node("Transpose", [node("Reshape", [t, splitHeads])], [attr.ints("perm", perm)])
+    const headsOf = (t: string, perm: number[]) =>
+      node("Transpose", [node("Reshape", [t, splitHeads])], [attr.ints("perm", perm)])
     const q = headsOf(linear(x, `${p}.attention.self.query`), [0, 2, 1, 3])
     const k = headsOf(linear(x, `${p}.attention.self.key`), [0, 2, 3, 1])
     const v = headsOf(linear(x, `${p}.attention.self.value`), [0, 2, 1, 3])
     const scores = node("Add", [node("Div", [node("MatMul", [q, k]), sqrtHeadDim]), maskBias])
     const probs = node("Softmax", [scores], [attr.int("axis", -1)])
-    const context = node("Reshape", [node("Transpose", [node("MatMul", [probs, v])], [attr.ints("perm", [0, 2, 1, 3])]), mergeHeads])
-    const attended = layerNorm(node("Add", [linear(context, `${p}.attention.output.dense`), x]), `${p}.attention.output.LayerNorm`)
+    const context = node("Reshape", [
+      node("Transpose", [node("MatMul", [probs, v])], [attr.ints("perm", [0, 2, 1, 3])]),
+      mergeHeads,
+    ])
+    const attended = layerNorm(
+      node("Add", [linear(context, `${p}.attention.output.dense`), x]),
+      `${p}.attention.output.LayerNorm`,
+    )
     const inner = linear(attended, `${p}.intermediate.dense`)
-    const gelu = node("Mul", [node("Mul", [inner, half]), node("Add", [node("Erf", [node("Div", [inner, sqrt2])]), one])])
+    const gelu = node("Mul", [
+      node("Mul", [inner, half]),
+      node("Add", [node("Erf", [node("Div", [inner, sqrt2])]), one]),
+    ])
     x = layerNorm(node("Add", [linear(gelu, `${p}.output.dense`), attended]), `${p}.output.LayerNorm`)
   }
   nodes.push({ opType: "Identity", input: [x], output: ["last_hidden_state"], name: "last_hidden_state" })
 
-  const dims = (...names: Array<string | number>) => ({ dim: names.map((d) => (typeof d === "number" ? { dimValue: d } : { dimParam: d })) })
-  const input = (name: string) => ({ name, type: { tensorType: { elemType: INT64, shape: dims("batch", "sequence") } } })
+  const dims = (...names: Array<string | number>) => ({
+    dim: names.map((d) => (typeof d === "number" ? { dimValue: d } : { dimParam: d })),
+  })
+  const input = (name: string) => ({
+    name,
+    type: { tensorType: { elemType: INT64, shape: dims("batch", "sequence") } },
+  })
   const model = onnx.ModelProto.create({
     irVersion: 8,
     opsetImport: [{ domain: "", version: OPSET }],
@@ -182,7 +216,12 @@ export const bertOnnxModel = (config: BertConfig, tensors: ReadonlyMap<string, T
       node: nodes,
       initializer: initializers,
       input: [input("input_ids"), input("attention_mask"), input("token_type_ids")],
-      output: [{ name: "last_hidden_state", type: { tensorType: { elemType: FLOAT, shape: dims("batch", "sequence", hidden) } } }],
+      output: [
+        {
+          name: "last_hidden_state",
+          type: { tensorType: { elemType: FLOAT, shape: dims("batch", "sequence", hidden) } },
+        },
+      ],
     },
   })
   return onnx.ModelProto.encode(model).finish()

@@ -8,7 +8,7 @@
 import { Config, Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "effect/http"
 import type { Producer } from "../../contracts/fade.ts"
-import { normalise, type Embedder } from "./embedder.ts"
+import { type Embedder, normalise } from "./embedder.ts"
 import { loadLocalEmbedder, localEmbedderFor, OFFLINE_EMBEDDER } from "./local-embedders.ts"
 
 export interface Embedded {
@@ -65,11 +65,15 @@ export const offlineProvider = (offline: Embedder): EmbeddingProviderShape => ({
     ),
   embedQuery: (text, model) => {
     const embedder = model === offline.model ? Effect.succeed(offline) : localEmbedderFor(model)
-    return Effect.flatMap(embedder, (e) => (e === null ? Effect.succeed(null) : Effect.promise(() => e.embed([text])).pipe(Effect.map(([v]) => v!))))
+    return Effect.flatMap(embedder, (e) =>
+      e === null ? Effect.succeed(null) : Effect.promise(() => e.embed([text])).pipe(Effect.map(([v]) => v!)),
+    )
   },
 })
 
-export class EmbeddingProvider extends Context.Service<EmbeddingProvider, EmbeddingProviderShape>()("wm/EmbeddingProvider") {
+export class EmbeddingProvider extends Context.Service<EmbeddingProvider, EmbeddingProviderShape>()(
+  "wm/EmbeddingProvider",
+) {
   static readonly offlineOnly = (offline: Embedder) => Layer.succeed(EmbeddingProvider, offlineProvider(offline))
 
   static readonly withRemote = (offline: Embedder, config: RemoteEmbedderConfig) =>
@@ -93,10 +97,17 @@ export class EmbeddingProvider extends Context.Service<EmbeddingProvider, Embedd
               }),
             ),
             Effect.catch((error) =>
-              Effect.map(fallback.embed(text), (e): Embedded => ({
-                ...e,
-                producer: { ...e.producer, fallbackReason: `remote embedder failed after ${attempts} attempts: ${String(error)}`, attempts },
-              })),
+              Effect.map(
+                fallback.embed(text),
+                (e): Embedded => ({
+                  ...e,
+                  producer: {
+                    ...e.producer,
+                    fallbackReason: `remote embedder failed after ${attempts} attempts: ${String(error)}`,
+                    attempts,
+                  },
+                }),
+              ),
             ),
           )
         }
@@ -105,7 +116,10 @@ export class EmbeddingProvider extends Context.Service<EmbeddingProvider, Embedd
           embed,
           embedQuery: (text, model) =>
             model === config.model
-              ? call(text).pipe(Effect.retry({ times: config.retries }), Effect.orElseSucceed(() => null))
+              ? call(text).pipe(
+                  Effect.retry({ times: config.retries }),
+                  Effect.orElseSucceed(() => null),
+                )
               : fallback.embedQuery(text, model),
         }
       }),

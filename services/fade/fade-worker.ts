@@ -16,9 +16,9 @@
  */
 import { Config, ConfigProvider, Context, Effect, HashMap, Layer, Option, Semaphore } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
-import { evolve, skipUndecodable, type AgentView } from "../../domain/agent-view.ts"
-import { decideFadeMove, NO_HISTORY, type EntryHistory, type MadeRepresentation } from "../../domain/fade-decide.ts"
-import { planFade, type FadeMove } from "../../domain/fade-plan.ts"
+import { type AgentView, evolve, skipUndecodable } from "../../domain/agent-view.ts"
+import { decideFadeMove, type EntryHistory, type MadeRepresentation, NO_HISTORY } from "../../domain/fade-decide.ts"
+import { type FadeMove, planFade } from "../../domain/fade-plan.ts"
 import { DEFAULT_FADE_CONFIG, type FadeConfig } from "../../domain/fade-score.ts"
 import { extractKeyPoints } from "../../domain/key-points.ts"
 import { encodeVector } from "../embedding/embedder.ts"
@@ -39,7 +39,9 @@ export interface FadeWorkerSettingsShape {
   readonly name: string
 }
 
-export class FadeWorkerSettings extends Context.Service<FadeWorkerSettings, FadeWorkerSettingsShape>()("wm/FadeWorkerSettings") {
+export class FadeWorkerSettings extends Context.Service<FadeWorkerSettings, FadeWorkerSettingsShape>()(
+  "wm/FadeWorkerSettings",
+) {
   static readonly make = (settings: Partial<FadeWorkerSettingsShape> = {}) =>
     Layer.succeed(FadeWorkerSettings, {
       fade: DEFAULT_FADE_CONFIG,
@@ -63,7 +65,13 @@ export class FadeWorkerSettings extends Context.Service<FadeWorkerSettings, Fade
             const count = Number(match?.[2])
             return match && count >= 1 && index < count
               ? Effect.succeed({ index, count })
-              : Effect.fail(new Config.ConfigError(new ConfigProvider.SourceError({ message: `WM_FADE_SHARD: '${text}' is not <index>/<count> with 0 <= index < count` })))
+              : Effect.fail(
+                  new Config.ConfigError(
+                    new ConfigProvider.SourceError({
+                      message: `WM_FADE_SHARD: '${text}' is not <index>/<count> with 0 <= index < count`,
+                    }),
+                  ),
+                )
           }),
         )
         const tau = yield* Config.Number("WM_FADE_TAU").pipe(Config.withDefault(DEFAULT_FADE_CONFIG.tau))
@@ -141,7 +149,8 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         else if (event._tag === "RungChanged") {
           if (event.to === 1) histories.set(key, { ...history, keyPoints: { text: event.text, tokens: event.tokens } })
         } else {
-          const working = before === undefined ? undefined : Option.getOrUndefined(HashMap.get(before.entries, event.entryId))
+          const working =
+            before === undefined ? undefined : Option.getOrUndefined(HashMap.get(before.entries, event.entryId))
           histories.set(
             key,
             event.entry !== null
@@ -169,7 +178,8 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
           keepHistory(before, event)
           if (next === undefined) {
             views.delete(event.agentId)
-            if (event._tag === "AgentForgotten") for (const key of rawText.keys()) if (key.startsWith(`${event.agentId}/`)) rawText.delete(key)
+            if (event._tag === "AgentForgotten")
+              for (const key of rawText.keys()) if (key.startsWith(`${event.agentId}/`)) rawText.delete(key)
             return
           }
           views.set(event.agentId, next)
@@ -199,14 +209,22 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
             move.to === 1
               ? { to: 1, keyPoints: extractKeyPoints(source, config.keyPointsShare, view.config.encoding) }
               : move.to === 2
-                ? yield* Effect.map(summarizer.summarize(source, { share: config.summaryShare, encoding: view.config.encoding }), (s) => ({
-                    to: 2 as const,
-                    summary: s.text,
-                    producer: s.producer,
-                  }))
+                ? yield* Effect.map(
+                    summarizer.summarize(source, { share: config.summaryShare, encoding: view.config.encoding }),
+                    (s) => ({
+                      to: 2 as const,
+                      summary: s.text,
+                      producer: s.producer,
+                    }),
+                  )
                 : yield* Effect.map(embeddings.embed(source), (e) => ({
                     to: 3 as const,
-                    embedding: { model: e.model, dims: e.vector.length, vector: encodeVector(e.vector), producer: e.producer },
+                    embedding: {
+                      model: e.model,
+                      dims: e.vector.length,
+                      vector: encodeVector(e.vector),
+                      producer: e.producer,
+                    },
                   }))
           const stamp = {
             eventId: `${view.config.id}:fade:${entry.id}:${move.from}-${move.to}:${move.expectSeq}`,
@@ -219,7 +237,12 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
           if (!decision.ok) return null
           return yield* log.append(decision.event, { expectLastSubjectSeq: move.expectSeq }).pipe(
             Effect.map((appended) => appended.seq),
-            Effect.catchTag("SequenceConflict", () => Effect.sync(() => (stats.conflicts++, null))),
+            Effect.catchTag("SequenceConflict", () =>
+              Effect.sync(() => {
+                stats.conflicts++
+                return null
+              }),
+            ),
           )
         })
 
@@ -227,7 +250,10 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
       const locks = new Map<string, Semaphore.Semaphore>()
       const lockOf = (agentId: string) => {
         let lock = locks.get(agentId)
-        if (lock === undefined) locks.set(agentId, (lock = Semaphore.makeUnsafe(1)))
+        if (lock === undefined) {
+          lock = Semaphore.makeUnsafe(1)
+          locks.set(agentId, lock)
+        }
         return lock
       }
 
@@ -301,4 +327,3 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
     }),
   )
 }
-

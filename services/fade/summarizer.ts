@@ -18,7 +18,10 @@ export interface Summary {
 
 export interface SummarizerShape {
   /** Never fails: a remote failure falls back to the offline summariser. */
-  readonly summarize: (text: string, options: { readonly share: number; readonly encoding: Encoding }) => Effect.Effect<Summary>
+  readonly summarize: (
+    text: string,
+    options: { readonly share: number; readonly encoding: Encoding },
+  ) => Effect.Effect<Summary>
 }
 
 export interface RemoteSummarizerConfig {
@@ -30,10 +33,18 @@ export interface RemoteSummarizerConfig {
 }
 
 const ChatResponse = Schema.Struct({
-  choices: Schema.Array(Schema.Struct({ message: Schema.Struct({ content: Schema.String }) })).check(Schema.isMinLength(1)),
+  choices: Schema.Array(Schema.Struct({ message: Schema.Struct({ content: Schema.String }) })).check(
+    Schema.isMinLength(1),
+  ),
 })
 
-const offline = (text: string, share: number, encoding: Encoding, fallbackReason: string | null, attempts: number): Summary => ({
+const offline = (
+  text: string,
+  share: number,
+  encoding: Encoding,
+  fallbackReason: string | null,
+  attempts: number,
+): Summary => ({
   text: offlineSummary(text, share, encoding),
   producer: { kind: "offline", model: OFFLINE_SUMMARY_MODEL, fallbackReason, attempts },
 })
@@ -71,7 +82,10 @@ export class Summarizer extends Context.Service<Summarizer, SummarizerShape>()("
             Effect.flatMap(HttpClientResponse.filterStatusOk),
             Effect.flatMap(HttpClientResponse.schemaBodyJson(ChatResponse)),
             Effect.map((body) => body.choices[0]!.message.content.trim()),
-            Effect.filterOrFail((summary) => summary.length > 0, () => new Error("empty summary")),
+            Effect.filterOrFail(
+              (summary) => summary.length > 0,
+              () => new Error("empty summary"),
+            ),
             Effect.timeout(config.timeout),
           )
         return {
@@ -83,13 +97,21 @@ export class Summarizer extends Context.Service<Summarizer, SummarizerShape>()("
               return call(text, maxTokens)
             }).pipe(
               Effect.retry({ schedule: Schedule.exponential("200 millis"), times: config.retries }),
-              Effect.map((summary): Summary => ({
-                text: summary,
-                producer: { kind: "remote", model: config.model, fallbackReason: null, attempts },
-              })),
+              Effect.map(
+                (summary): Summary => ({
+                  text: summary,
+                  producer: { kind: "remote", model: config.model, fallbackReason: null, attempts },
+                }),
+              ),
               Effect.catch((error) =>
                 Effect.sync(() =>
-                  offline(text, share, encoding, `remote summariser failed after ${attempts} attempts: ${String(error)}`, attempts),
+                  offline(
+                    text,
+                    share,
+                    encoding,
+                    `remote summariser failed after ${attempts} attempts: ${String(error)}`,
+                    attempts,
+                  ),
                 ),
               ),
             )

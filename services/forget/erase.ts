@@ -15,11 +15,23 @@
  * service that resumes unfinished forgets; every step is idempotent (a
  * message already erased counts as erased), so both may run at once.
  */
-import { DeliverPolicy, JetStreamApiError, jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream"
+import {
+  DeliverPolicy,
+  JetStreamApiError,
+  type JetStreamManager,
+  jetstream,
+  jetstreamManager,
+} from "@nats-io/jetstream"
 import { Kvm } from "@nats-io/kv"
 import type { NatsConnection } from "@nats-io/transport-node"
 import { DEAD_LETTER_STREAM, EVENTS_STREAM } from "../../contracts/subjects.ts"
-import { coversSubject, erasedSequences, erasureFilter, type StoredRecord, type Tombstone } from "../../domain/forget.ts"
+import {
+  coversSubject,
+  erasedSequences,
+  erasureFilter,
+  type StoredRecord,
+  type Tombstone,
+} from "../../domain/forget.ts"
 import { CHECKPOINT_BUCKET } from "../nats/buckets.ts"
 
 /** An erasing delete of a message already gone: "no message found" (2.9), "sequence … not found" (2.10+). */
@@ -51,7 +63,11 @@ export const storedRecords = async (nc: NatsConnection, stream: string, filter: 
 }
 
 /** Erases each message (overwriting its bytes); one already gone counts as erased. Returns how many this call erased. */
-export const eraseMessages = async (jsm: JetStreamManager, stream: string, seqs: ReadonlyArray<number>): Promise<number> => {
+export const eraseMessages = async (
+  jsm: JetStreamManager,
+  stream: string,
+  seqs: ReadonlyArray<number>,
+): Promise<number> => {
   let erased = 0
   for (let i = 0; i < seqs.length; i += PARALLEL) {
     const done = await Promise.all(
@@ -89,7 +105,9 @@ interface DeadLetterOrigin {
 const originOf = (data: Uint8Array): DeadLetterOrigin | null => {
   try {
     const letter = JSON.parse(new TextDecoder().decode(data)) as { seq?: unknown; subject?: unknown }
-    return typeof letter.seq === "number" && typeof letter.subject === "string" ? { seq: letter.seq, subject: letter.subject } : null
+    return typeof letter.seq === "number" && typeof letter.subject === "string"
+      ? { seq: letter.seq, subject: letter.subject }
+      : null
   } catch {
     return null
   }
@@ -104,7 +122,11 @@ const recordErased = async (jsm: JetStreamManager, origin: DeadLetterOrigin) =>
   (await jsm.streams.getMessage(EVENTS_STREAM, { seq: origin.seq }).catch(() => undefined)) === null
 
 /** Erases one dead letter if its record is gone from the log; returns 1 if it erased it. */
-export const eraseDeadLetterIfOrphaned = async (jsm: JetStreamManager, seq: number, data: Uint8Array): Promise<number> => {
+export const eraseDeadLetterIfOrphaned = async (
+  jsm: JetStreamManager,
+  seq: number,
+  data: Uint8Array,
+): Promise<number> => {
   const origin = originOf(data)
   if (origin === null || !(await recordErased(jsm, origin))) return 0
   return eraseMessages(jsm, DEAD_LETTER_STREAM, [seq])
@@ -123,7 +145,8 @@ export const sweepDeadLetters = async (nc: NatsConnection, tombstone?: Tombstone
   try {
     for await (const m of messages) {
       const origin = originOf(m.data)
-      if (origin !== null && (tombstone === undefined || coversSubject(tombstone, origin.subject))) candidates.push({ seq: m.seq, data: m.data })
+      if (origin !== null && (tombstone === undefined || coversSubject(tombstone, origin.subject)))
+        candidates.push({ seq: m.seq, data: m.data })
       if (m.info.pending === 0) break
     }
   } finally {

@@ -12,7 +12,7 @@
  * its record is gone from the log. It runs beside the substrate
  * (`substrateService`), whose user may erase messages (infra/auth.ts).
  */
-import { DeliverPolicy, type ConsumerMessages } from "@nats-io/jetstream"
+import { type ConsumerMessages, DeliverPolicy } from "@nats-io/jetstream"
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import { DEAD_LETTER_STREAM } from "../../contracts/subjects.ts"
 import type { Tombstone } from "../../domain/forget.ts"
@@ -20,7 +20,7 @@ import { decodeEvent } from "../log/decode.ts"
 import { EventLog } from "../log/event-log.ts"
 import { CHECKPOINT_BUCKET, openBucket } from "../nats/buckets.ts"
 import { Nats } from "../nats/connection.ts"
-import { completeErasure, eraseDeadLetterIfOrphaned, sweepDeadLetters, type ErasureReport } from "./erase.ts"
+import { completeErasure, type ErasureReport, eraseDeadLetterIfOrphaned, sweepDeadLetters } from "./erase.ts"
 
 /** Not under `projection.`: the eraser is not one of the projections a forget waits for. */
 export const ERASER_CHECKPOINT = "eraser.forget"
@@ -77,7 +77,11 @@ export class ForgetEraser extends Context.Service<ForgetEraser, ForgetEraserShap
         seq <= saved
           ? Effect.void
           : Effect.tryPromise(() => checkpoints.put(ERASER_CHECKPOINT, String(seq))).pipe(
-              Effect.tap(() => Effect.sync(() => void (saved = Math.max(saved, seq)))),
+              Effect.tap(() =>
+                Effect.sync(() => {
+                  saved = Math.max(saved, seq)
+                }),
+              ),
               Effect.ignore,
             )
 
@@ -92,7 +96,11 @@ export class ForgetEraser extends Context.Service<ForgetEraser, ForgetEraserShap
               : Effect.fail(new Error(`waiting for ${report.pending.join(", ") || "the log"} to confirm`)),
           ),
           Effect.tapError((error) =>
-            Effect.sync(() => console.error(`[forget] erasure for the tombstone at ${job.seq} (${job.tombstone.agentId}) not finished: ${String(error)}`)),
+            Effect.sync(() =>
+              console.error(
+                `[forget] erasure for the tombstone at ${job.seq} (${job.tombstone.agentId}) not finished: ${String(error)}`,
+              ),
+            ),
           ),
           Effect.retry(Schedule.min([Schedule.exponential("1 second", 2), Schedule.spaced("30 seconds")])),
         )
@@ -125,10 +133,19 @@ export class ForgetEraser extends Context.Service<ForgetEraser, ForgetEraserShap
         const consumer = await js.consumers.get(DEAD_LETTER_STREAM, { deliver_policy: DeliverPolicy.New })
         return consumer.consume({
           callback: (m) =>
-            void eraseDeadLetterIfOrphaned(jsm, m.seq, m.data).catch((error: unknown) => console.error(`[forget] dead letter ${m.seq} not checked`, error)),
+            void eraseDeadLetterIfOrphaned(jsm, m.seq, m.data).catch((error: unknown) =>
+              console.error(`[forget] dead letter ${m.seq} not checked`, error),
+            ),
         })
       }).pipe(Effect.retry(Schedule.spaced("500 millis").pipe(Schedule.upTo({ duration: "60 seconds" }))), Effect.orDie)
-      yield* Effect.addFinalizer(() => Effect.promise(() => guard.close().then(() => undefined, () => undefined)))
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(() =>
+          guard.close().then(
+            () => undefined,
+            () => undefined,
+          ),
+        ),
+      )
       yield* Effect.forkScoped(
         Effect.tryPromise(() => sweepDeadLetters(nc)).pipe(
           Effect.retry(Schedule.spaced("5 seconds").pipe(Schedule.upTo({ duration: "5 minutes" }))),

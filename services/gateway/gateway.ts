@@ -9,14 +9,26 @@
  */
 import { nuid } from "@nats-io/nuid"
 import { Context, Effect, HashMap, Layer } from "effect"
-import { operations, type OperationName, type RequestOf, type ResponseOf } from "../../contracts/api.ts"
-import { AgentNotFound, IdempotencyConflict, InvalidState, Unavailable, ValidationError } from "../../contracts/errors.ts"
-import { agentConfigSubject, agentStepSubject, apiSubject, entrySubject, EVENTS_STREAM } from "../../contracts/subjects.ts"
-import { decodeEvent } from "../log/decode.ts"
-import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
 import type { AgentConfig } from "../../contracts/agent.ts"
+import { type OperationName, operations, type RequestOf, type ResponseOf } from "../../contracts/api.ts"
+import {
+  AgentNotFound,
+  IdempotencyConflict,
+  InvalidState,
+  Unavailable,
+  ValidationError,
+} from "../../contracts/errors.ts"
+import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
+import {
+  agentConfigSubject,
+  agentStepSubject,
+  apiSubject,
+  EVENTS_STREAM,
+  entrySubject,
+} from "../../contracts/subjects.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import {
+  type Decision,
   decideBeginStep,
   decideEndStep,
   decideEnterHyperfocus,
@@ -27,17 +39,17 @@ import {
   decideRegister,
   decideRetune,
   recordConflict,
-  type Decision,
   type Stamp,
 } from "../../domain/decide.ts"
 import { replyOfEvent } from "../../domain/requests.ts"
 import { preloadEncoding } from "../../domain/tokens.ts"
 import { serveOperation } from "../api/serve.ts"
 import { makeCommandHandler, type Outcome } from "../log/command-handler.ts"
+import { decodeEvent } from "../log/decode.ts"
 import { EventLog } from "../log/event-log.ts"
-import { Nats } from "../nats/connection.ts"
 import type { WarmUp } from "../log/projection.ts"
-import { projectAgentViews, type AgentViews } from "../views/agent-views.ts"
+import { Nats } from "../nats/connection.ts"
+import { type AgentViews, projectAgentViews } from "../views/agent-views.ts"
 
 export interface GatewayShape {
   readonly views: AgentViews
@@ -59,9 +71,20 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         Effect.catch(() => Effect.void),
       )
 
-      const stamp = (agentId: string, operation: OperationName, request: { readonly requestId?: string }, correlationId: string | null = null): Stamp => {
+      const stamp = (
+        agentId: string,
+        operation: OperationName,
+        request: { readonly requestId?: string },
+        correlationId: string | null = null,
+      ): Stamp => {
         const requestId = request.requestId ?? nuid.next()
-        return { eventId: `${agentId}:${operation}:${requestId}`, agentId, at: Date.now(), causationId: requestId, correlationId }
+        return {
+          eventId: `${agentId}:${operation}:${requestId}`,
+          agentId,
+          at: Date.now(),
+          causationId: requestId,
+          correlationId,
+        }
       }
 
       /** A gateway write: decided on the gateway's view, guarded on its subject, kept in the request ledger. */
@@ -92,7 +115,9 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         Effect.gen(function* () {
           const s = stamp(agentId, "registerAgent", request)
           /** The sequence a new registration must follow: 0, or a forgotten agent's tombstone. */
-          const registrationBase = Effect.tryPromise(() => jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: agentConfigSubject(agentId) })).pipe(
+          const registrationBase = Effect.tryPromise(() =>
+            jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: agentConfigSubject(agentId) }),
+          ).pipe(
             Effect.map((last) => {
               if (last === null) return 0
               const decoded = decodeEvent(last.data)
@@ -104,23 +129,47 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
             Effect.gen(function* () {
               const current = views.get(agentId)
               // A registration retried is answered as it was, whatever changed since.
-              const earlier = current !== undefined && request.requestId !== undefined
-                ? yield* commands.answered(agentId, current.registeredSeq, "registerAgent", request.requestId, request)
-                : null
+              const earlier =
+                current !== undefined && request.requestId !== undefined
+                  ? yield* commands.answered(
+                      agentId,
+                      current.registeredSeq,
+                      "registerAgent",
+                      request.requestId,
+                      request,
+                    )
+                  : null
               if (earlier !== null) return earlier.reply as { config: AgentConfig; budget: number; seq: number }
               const decision = decideRegister(current, request, s)
               if (!decision.ok) return yield* Effect.fail(decision.error)
-              if (decision.event === null) return { config: current!.config, budget: current!.budget, seq: current!.registeredSeq }
+              if (decision.event === null)
+                return { config: current!.config, budget: current!.budget, seq: current!.registeredSeq }
               preloadEncoding(decision.event.config.encoding)
               // Expecting the subject as it was makes registration happen once, whoever races.
               const appended = yield* log.append(decision.event, { expectLastSubjectSeq: base })
-              const registration = { config: decision.event.config, budget: decision.event.config.budget, seq: appended.seq }
-              if (request.requestId !== undefined) yield* commands.answer(agentId, appended.seq, "registerAgent", request.requestId, request, appended.seq, registration)
+              const registration = {
+                config: decision.event.config,
+                budget: decision.event.config.budget,
+                seq: appended.seq,
+              }
+              if (request.requestId !== undefined)
+                yield* commands.answer(
+                  agentId,
+                  appended.seq,
+                  "registerAgent",
+                  request.requestId,
+                  request,
+                  appended.seq,
+                  registration,
+                )
               return registration
             })
           const result = yield* appendRegistration(0).pipe(
             Effect.catchTag("SequenceConflict", () =>
-              Effect.andThen(catchUp, Effect.flatMap(registrationBase, (base) => appendRegistration(base))),
+              Effect.andThen(
+                catchUp,
+                Effect.flatMap(registrationBase, (base) => appendRegistration(base)),
+              ),
             ),
             Effect.catchTag("SequenceConflict", () => Effect.fail(new AgentNotFound({ agentId }))),
           )
@@ -128,16 +177,38 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         }),
       )
 
-      const budgetReply = ({ view, decided, seq }: Outcome<EventOf<"BudgetChanged">>) => replyOfEvent(view, decided, seq) as ResponseOf<"retuneBudget">
+      const budgetReply = ({ view, decided, seq }: Outcome<EventOf<"BudgetChanged">>) =>
+        replyOfEvent(view, decided, seq) as ResponseOf<"retuneBudget">
 
       yield* serveOperation("retuneBudget", (agentId, request) =>
-        write(agentId, "retuneBudget", request, agentConfigSubject(agentId), (view, s) => decideRetune(view, request, s), budgetReply),
+        write(
+          agentId,
+          "retuneBudget",
+          request,
+          agentConfigSubject(agentId),
+          (view, s) => decideRetune(view, request, s),
+          budgetReply,
+        ),
       )
       yield* serveOperation("enterHyperfocus", (agentId, request) =>
-        write(agentId, "enterHyperfocus", request, agentConfigSubject(agentId), (view, s) => decideEnterHyperfocus(view, request, s), budgetReply),
+        write(
+          agentId,
+          "enterHyperfocus",
+          request,
+          agentConfigSubject(agentId),
+          (view, s) => decideEnterHyperfocus(view, request, s),
+          budgetReply,
+        ),
       )
       yield* serveOperation("exitHyperfocus", (agentId, request) =>
-        write(agentId, "exitHyperfocus", request, agentConfigSubject(agentId), (view, s) => decideExitHyperfocus(view, s), budgetReply),
+        write(
+          agentId,
+          "exitHyperfocus",
+          request,
+          agentConfigSubject(agentId),
+          (view, s) => decideExitHyperfocus(view, s),
+          budgetReply,
+        ),
       )
 
       /**
@@ -156,20 +227,36 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           }),
         )
 
-      const recordAnswer = (request: RequestOf<"recordEntry">, entryId: string, first: { event: MemoryEvent; seq: number } | null) =>
+      const recordAnswer = (
+        request: RequestOf<"recordEntry">,
+        entryId: string,
+        first: { event: MemoryEvent; seq: number } | null,
+      ) =>
         Effect.gen(function* () {
           if (first === null || first.event._tag !== "EntryRecorded") {
             return yield* Effect.fail(
-              new InvalidState({ field: "requestId", reason: `entry '${entryId}' recorded with this request id was forgotten` }),
+              new InvalidState({
+                field: "requestId",
+                reason: `entry '${entryId}' recorded with this request id was forgotten`,
+              }),
             )
           }
           const conflict = recordConflict(request, first.event)
           if (conflict !== null) {
             return yield* Effect.fail(
-              new IdempotencyConflict({ field: conflict, reason: `differs from entry '${entryId}' first recorded with this request id` }),
+              new IdempotencyConflict({
+                field: conflict,
+                reason: `differs from entry '${entryId}' first recorded with this request id`,
+              }),
             )
           }
-          return { entryId, timestamp: first.event.timestamp, tokens: first.event.tokens, seq: first.seq, duplicate: true } satisfies ResponseOf<"recordEntry">
+          return {
+            entryId,
+            timestamp: first.event.timestamp,
+            tokens: first.event.tokens,
+            seq: first.seq,
+            duplicate: true,
+          } satisfies ResponseOf<"recordEntry">
         })
 
       yield* serveOperation("recordEntry", (agentId, request) =>
@@ -186,9 +273,18 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           if (!decision.ok) return yield* Effect.fail(decision.error)
           const event = decision.event
           // An entry is created once: its subject must be empty, whatever the dedupe window.
-          const appended = yield* log.append(event, { expectLastSubjectSeq: 0 }).pipe(Effect.catchTag("SequenceConflict", () => Effect.succeed(null)))
-          if (appended === null || appended.duplicate) return yield* recordAnswer(request, entryId, yield* firstRecord(agentId, entryId))
-          return { entryId, timestamp: event.timestamp, tokens: event.tokens, seq: appended.seq, duplicate: false } satisfies ResponseOf<"recordEntry">
+          const appended = yield* log
+            .append(event, { expectLastSubjectSeq: 0 })
+            .pipe(Effect.catchTag("SequenceConflict", () => Effect.succeed(null)))
+          if (appended === null || appended.duplicate)
+            return yield* recordAnswer(request, entryId, yield* firstRecord(agentId, entryId))
+          return {
+            entryId,
+            timestamp: event.timestamp,
+            tokens: event.tokens,
+            seq: appended.seq,
+            duplicate: false,
+          } satisfies ResponseOf<"recordEntry">
         }),
       )
 
@@ -201,7 +297,10 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           agentStepSubject(agentId),
           (view, s) => decideBeginStep(view, request, s, stepId),
           // Beginning the step that is already open answers with the step as it began.
-          ({ view, seq, recorded }): ResponseOf<"beginStep"> => ({ stepId, seq: recorded ? seq : (view.step?.startedSeq ?? seq) }),
+          ({ view, seq, recorded }): ResponseOf<"beginStep"> => ({
+            stepId,
+            seq: recorded ? seq : (view.step?.startedSeq ?? seq),
+          }),
         )
       })
 
@@ -223,7 +322,9 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
        */
       const normalise = (text: string) => text.toLowerCase().replace(/\s+/g, " ").trim()
       const ask = <A>(agentId: string, subject: string, body: unknown) =>
-        Effect.tryPromise(() => nc.request(apiSubject(agentId, subject), JSON.stringify(body), { timeout: 5_000 })).pipe(
+        Effect.tryPromise(() =>
+          nc.request(apiSubject(agentId, subject), JSON.stringify(body), { timeout: 5_000 }),
+        ).pipe(
           Effect.map((reply) => reply.json<{ ok: boolean; value?: A }>()),
           Effect.map((reply) => (reply.ok ? (reply.value ?? null) : null)),
           Effect.orElseSucceed(() => null),
@@ -235,12 +336,16 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
             const view = views.get(agentId)
             if (view === undefined) return []
             const inWorking = [...HashMap.values(view.entries), ...HashMap.values(view.cues)]
-              .filter((e) => [e.content, e.keyPoints, e.summary].some((t) => t !== null && normalise(t).includes(needle)))
+              .filter((e) =>
+                [e.content, e.keyPoints, e.summary].some((t) => t !== null && normalise(t).includes(needle)),
+              )
               .map((e) => e.id)
             if (inWorking.length > 0) return inWorking
             const found = yield* ask<ResponseOf<"query">>(agentId, operations.query.subject, { query: quote, limit: 5 })
             const candidates = (found?.results ?? []).filter((r) => r.tier === "long-term").map((r) => r.entryId)
-            const raws = yield* Effect.forEach(candidates, (entryId) => ask<ResponseOf<"getRaw">>(agentId, operations.getRaw.subject, { entryId }))
+            const raws = yield* Effect.forEach(candidates, (entryId) =>
+              ask<ResponseOf<"getRaw">>(agentId, operations.getRaw.subject, { entryId }),
+            )
             return raws.filter((r) => r !== null && normalise(r.content).includes(needle)).map((r) => r!.entryId)
           }),
         ).pipe(Effect.map((ids) => ids.flat()))
@@ -279,4 +384,3 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
     }),
   )
 }
-

@@ -36,8 +36,13 @@ const textDecoder = new TextDecoder()
 /** Gives up on a read that stalls (e.g. the events it expected were purged meanwhile). */
 const STALL_MS = 10_000
 
-export const readAgentEvents = (js: JetStreamClient, agentId: string, options: AgentEventsOptions): Effect.Effect<AgentEventsRead, Unavailable> => {
-  if (options.untilSeq <= options.afterSeq) return Effect.succeed({ events: [], lastSeq: options.afterSeq, more: false })
+export const readAgentEvents = (
+  js: JetStreamClient,
+  agentId: string,
+  options: AgentEventsOptions,
+): Effect.Effect<AgentEventsRead, Unavailable> => {
+  if (options.untilSeq <= options.afterSeq)
+    return Effect.succeed({ events: [], lastSeq: options.afterSeq, more: false })
   return Effect.tryPromise({
     try: async (): Promise<AgentEventsRead> => {
       const consumer = await js.consumers.get(EVENTS_STREAM, {
@@ -64,7 +69,11 @@ export const readAgentEvents = (js: JetStreamClient, agentId: string, options: A
           // Records no projection can decode are skipped here as they are dead-lettered there; the event goes out
           // as stored (its encoded form), not as this service's decoding of it.
           if (decodeEvent(m.data).ok) {
-            events.push({ seq: m.seq, subject: m.subject, event: JSON.parse(textDecoder.decode(m.data)) as MemoryEvent })
+            events.push({
+              seq: m.seq,
+              subject: m.subject,
+              event: JSON.parse(textDecoder.decode(m.data)) as MemoryEvent,
+            })
             bytes += m.data.length
           }
           lastSeq = m.seq

@@ -16,13 +16,19 @@
  * Modelled on the decide/evolve command handlers of event-sourcing libraries
  * (emmett's handleCommand), with the agent's view as the state.
  */
-import { Duration, Effect, Semaphore } from "effect"
-import { AgentNotFound, IdempotencyConflict, Unavailable, type ApiError, type NotCaughtUp } from "../../contracts/errors.ts"
+import { type Duration, Effect, Semaphore } from "effect"
+import {
+  AgentNotFound,
+  type ApiError,
+  IdempotencyConflict,
+  type NotCaughtUp,
+  Unavailable,
+} from "../../contracts/errors.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { agentEvents } from "../../contracts/subjects.ts"
-import { expectedSeqOf, type AgentView } from "../../domain/agent-view.ts"
+import { type AgentView, expectedSeqOf } from "../../domain/agent-view.ts"
 import type { Decision } from "../../domain/decision.ts"
-import { ledgerKey, requestBody, type PendingRequest } from "../../domain/requests.ts"
+import { ledgerKey, type PendingRequest, requestBody } from "../../domain/requests.ts"
 import { EventLog, type SequenceConflict } from "./event-log.ts"
 import { openRequestLedger } from "./request-ledger.ts"
 
@@ -91,9 +97,10 @@ export const makeCommandHandler = (views: ViewSource) =>
     const ledger = yield* openRequestLedger
 
     const catchUpTo = (seq: number | null) =>
-      (seq === null ? Effect.flatMap(log.lastSeq, (last) => views.waitFor(last, "5 seconds")) : views.waitFor(seq, "5 seconds")).pipe(
-        Effect.catch(() => Effect.void),
-      )
+      (seq === null
+        ? Effect.flatMap(log.lastSeq, (last) => views.waitFor(last, "5 seconds"))
+        : views.waitFor(seq, "5 seconds")
+      ).pipe(Effect.catch(() => Effect.void))
 
     const viewOf = (agentId: string) =>
       Effect.gen(function* () {
@@ -115,16 +122,21 @@ export const makeCommandHandler = (views: ViewSource) =>
       if (subject === undefined) return effect
       return Effect.suspend(() => {
         let turn = turns.get(subject)
-        if (turn === undefined) turns.set(subject, (turn = { lock: Semaphore.makeUnsafe(1), waiting: 0 }))
+        if (turn === undefined) {
+          turn = { lock: Semaphore.makeUnsafe(1), waiting: 0 }
+          turns.set(subject, turn)
+        }
         turn.waiting++
         const current = turn
-        return current.lock.withPermits(1)(effect).pipe(
-          Effect.ensuring(
-            Effect.sync(() => {
-              if (--current.waiting === 0) turns.delete(subject)
-            }),
-          ),
-        )
+        return current.lock
+          .withPermits(1)(effect)
+          .pipe(
+            Effect.ensuring(
+              Effect.sync(() => {
+                if (--current.waiting === 0) turns.delete(subject)
+              }),
+            ),
+          )
       })
     }
 
@@ -141,24 +153,33 @@ export const makeCommandHandler = (views: ViewSource) =>
           const decision = command.decide(view)
           if (!decision.ok) {
             // A refusal a lagging view could explain is retaken once, on the log's end.
-            if (decision.error._tag === "ValidationError" || caughtUpAfterRefusal) return yield* Effect.fail(decision.error)
+            if (decision.error._tag === "ValidationError" || caughtUpAfterRefusal)
+              return yield* Effect.fail(decision.error)
             caughtUpAfterRefusal = true
             yield* catchUpTo(null)
             continue
           }
           const event = eventOf(decision.event)
-          if (event === null) return { view, decided: decision.event, seq: view.lastSeq, duplicate: true, recorded: false }
+          if (event === null)
+            return { view, decided: decision.event, seq: view.lastSeq, duplicate: true, recorded: false }
           const appended = yield* log
             .append(event, { expectLastSubjectSeq: expectedSeqOf(view, event) })
-            .pipe(Effect.catchTag("SequenceConflict", (conflict: SequenceConflict) => Effect.as(catchUpTo(conflict.actual), null)))
+            .pipe(
+              Effect.catchTag("SequenceConflict", (conflict: SequenceConflict) =>
+                Effect.as(catchUpTo(conflict.actual), null),
+              ),
+            )
           if (appended !== null) {
             // The next write in turn decides on a view that has this one.
-            if (command.subject !== undefined) yield* views.waitFor(appended.seq, "1 second").pipe(Effect.catch(() => Effect.void))
+            if (command.subject !== undefined)
+              yield* views.waitFor(appended.seq, "1 second").pipe(Effect.catch(() => Effect.void))
             return { view, decided: decision.event, seq: appended.seq, duplicate: appended.duplicate, recorded: true }
           }
         }
         return yield* Effect.fail(
-          new Unavailable({ reason: `other writes to agent '${command.agentId}' kept winning the race; nothing was stored, retry with the same requestId` }),
+          new Unavailable({
+            reason: `other writes to agent '${command.agentId}' kept winning the race; nothing was stored, retry with the same requestId`,
+          }),
         )
       })
 
@@ -185,24 +206,37 @@ export const makeCommandHandler = (views: ViewSource) =>
           at: Date.now(),
         }
         const settle = (seq: number, reply: A) =>
-          ledger.settle(key, { state: "done", operation: request.operation, body, seq, reply: request.stored ? request.stored(reply) : reply })
+          ledger.settle(key, {
+            state: "done",
+            operation: request.operation,
+            body,
+            seq,
+            reply: request.stored ? request.stored(reply) : reply,
+          })
         const reservation = yield* ledger.reserve(key, pending)
         if (reservation._tag !== "Reserved") {
           if (reservation.record.body !== body) {
             return yield* Effect.fail(
-              new IdempotencyConflict({ field: "requestId", reason: `'${request.requestId}' was already used for a different ${request.operation} request` }),
+              new IdempotencyConflict({
+                field: "requestId",
+                reason: `'${request.requestId}' was already used for a different ${request.operation} request`,
+              }),
             )
           }
           if (reservation._tag === "Settled") {
             const stored = reservation.record.reply
-            return request.replay ? request.replay(stored, yield* viewOf(request.agentId)) : (markDuplicate(stored) as A)
+            return request.replay
+              ? request.replay(stored, yield* viewOf(request.agentId))
+              : (markDuplicate(stored) as A)
           }
           // An earlier attempt reserved the request and has not answered: still in flight, or dead.
           const lost = reservation.record
           const found = lost.eventId === "" ? null : yield* ledger.findEvent(lost.subject, lost.afterSeq, lost.eventId)
           if (found !== null) {
             if (request.fromEvent === undefined) {
-              return yield* Effect.fail(new Unavailable({ reason: `request '${request.requestId}' was stored but its answer was lost` }))
+              return yield* Effect.fail(
+                new Unavailable({ reason: `request '${request.requestId}' was stored but its answer was lost` }),
+              )
             }
             yield* views.waitFor(found.seq, "5 seconds").pipe(Effect.catch(() => Effect.void))
             const reply = request.fromEvent(found.event, found.seq, yield* viewOf(request.agentId))
@@ -210,7 +244,11 @@ export const makeCommandHandler = (views: ViewSource) =>
             return reply
           }
           if (Date.now() - lost.at < TAKE_OVER_AFTER_MS) {
-            return yield* Effect.fail(new Unavailable({ reason: `request '${request.requestId}' is still being processed; retry with the same requestId` }))
+            return yield* Effect.fail(
+              new Unavailable({
+                reason: `request '${request.requestId}' is still being processed; retry with the same requestId`,
+              }),
+            )
           }
           yield* ledger.takeOver(key, pending, reservation.revision)
         }
@@ -222,8 +260,14 @@ export const makeCommandHandler = (views: ViewSource) =>
 
     /** The whole command: through the ledger when the request can be retried. */
     const handle = <D, A>(command: Command<D, A>): Effect.Effect<A, ApiError> => {
-      const run = Effect.map(decideAndAppend(command), (outcome) => ({ reply: command.reply(outcome), recorded: outcome.recorded, seq: outcome.seq }))
-      return command.requestId === undefined ? Effect.map(run, (r) => r.reply) : once({ ...command, requestId: command.requestId }, run)
+      const run = Effect.map(decideAndAppend(command), (outcome) => ({
+        reply: command.reply(outcome),
+        recorded: outcome.recorded,
+        seq: outcome.seq,
+      }))
+      return command.requestId === undefined
+        ? Effect.map(run, (r) => r.reply)
+        : once({ ...command, requestId: command.requestId }, run)
     }
 
     /**
@@ -235,12 +279,31 @@ export const makeCommandHandler = (views: ViewSource) =>
         const record = yield* ledger.settled(ledgerKey(agentId, registeredSeq, operation, requestId))
         if (record === null) return null
         if (record.body !== requestBody(request)) {
-          return yield* Effect.fail(new IdempotencyConflict({ field: "requestId", reason: `'${requestId}' was already used for a different ${operation} request` }))
+          return yield* Effect.fail(
+            new IdempotencyConflict({
+              field: "requestId",
+              reason: `'${requestId}' was already used for a different ${operation} request`,
+            }),
+          )
         }
         return { reply: record.reply }
       })
-    const answer = (agentId: string, registeredSeq: number, operation: string, requestId: string, request: object, seq: number, reply: unknown) =>
-      ledger.settle(ledgerKey(agentId, registeredSeq, operation, requestId), { state: "done", operation, body: requestBody(request), seq, reply })
+    const answer = (
+      agentId: string,
+      registeredSeq: number,
+      operation: string,
+      requestId: string,
+      request: object,
+      seq: number,
+      reply: unknown,
+    ) =>
+      ledger.settle(ledgerKey(agentId, registeredSeq, operation, requestId), {
+        state: "done",
+        operation,
+        body: requestBody(request),
+        seq,
+        reply,
+      })
 
     return { handle, once, decideAndAppend, answered, answer }
   })

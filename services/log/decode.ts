@@ -15,7 +15,7 @@
  */
 import { Exit, Schema, SchemaIssue } from "effect"
 import { EVENT_TAGS, EVENT_VERSIONS, MemoryEvent, type MemoryEventTag } from "../../contracts/events.ts"
-import { UPCASTERS, type StoredJson } from "./upcasters.ts"
+import { type StoredJson, UPCASTERS } from "./upcasters.ts"
 
 /** A stored event of a schema version newer than this code understands. */
 export class FutureEventVersion extends Schema.TaggedError<FutureEventVersion>()("FutureEventVersion", {
@@ -48,7 +48,10 @@ export const describeSchemaError = (error: unknown): string => {
 }
 
 /** The JSON of `event` at the current version of its type, or why it cannot be. */
-export const upcast = (tag: MemoryEventTag, event: StoredJson): { readonly ok: true; readonly json: StoredJson } | Exclude<Decoded, { ok: true }> => {
+export const upcast = (
+  tag: MemoryEventTag,
+  event: StoredJson,
+): { readonly ok: true; readonly json: StoredJson } | Exclude<Decoded, { ok: true }> => {
   const current = EVENT_VERSIONS[tag]
   let json = event
   const stored = json.v
@@ -63,7 +66,8 @@ export const upcast = (tag: MemoryEventTag, event: StoredJson): { readonly ok: t
     const step = UPCASTERS[tag]?.[v]
     if (step === undefined) return { ok: false, reason: `v: no upcaster from schema version ${v} of ${tag}` }
     json = step(json)
-    if (json.v !== v + 1) return { ok: false, reason: `v: the upcaster from version ${v} of ${tag} gave version ${JSON.stringify(json.v)}` }
+    if (json.v !== v + 1)
+      return { ok: false, reason: `v: the upcaster from version ${v} of ${tag} gave version ${JSON.stringify(json.v)}` }
     v += 1
   }
   return { ok: true, json }
@@ -81,9 +85,11 @@ export const decodeEvent = (data: Uint8Array): Decoded => {
 
 /** Decodes an event already parsed from JSON (e.g. as the working service's `view.events` sends it). */
 export const decodeEventJson = (json: unknown): Decoded => {
-  if (typeof json !== "object" || json === null || Array.isArray(json)) return { ok: false, reason: "not a JSON object" }
+  if (typeof json !== "object" || json === null || Array.isArray(json))
+    return { ok: false, reason: "not a JSON object" }
   const tag = (json as StoredJson)._tag
-  if (typeof tag !== "string" || !KNOWN_TAGS.has(tag)) return { ok: false, reason: `_tag: unknown event type ${JSON.stringify(tag)}` }
+  if (typeof tag !== "string" || !KNOWN_TAGS.has(tag))
+    return { ok: false, reason: `_tag: unknown event type ${JSON.stringify(tag)}` }
   const current = upcast(tag as MemoryEventTag, json as StoredJson)
   if (!current.ok) return current
   const exit = decodeMemoryEvent(current.json)

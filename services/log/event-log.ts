@@ -7,7 +7,13 @@
  * Transient failures (timeouts, a broker restart, a cluster election) are
  * retried with the same id until the deadline.
  */
-import { DeliverPolicy, JetStreamApiCodes, JetStreamApiError, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream"
+import {
+  type ConsumerMessages,
+  DeliverPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JsMsg,
+} from "@nats-io/jetstream"
 import { errors } from "@nats-io/transport-node"
 import { Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { StorageFull, Unavailable } from "../../contracts/errors.ts"
@@ -63,7 +69,10 @@ export interface FollowOptions {
 }
 
 export interface EventLogShape {
-  readonly append: (event: MemoryEvent, options?: AppendOptions) => Effect.Effect<Appended, Unavailable | SequenceConflict | StorageFull>
+  readonly append: (
+    event: MemoryEvent,
+    options?: AppendOptions,
+  ) => Effect.Effect<Appended, Unavailable | SequenceConflict | StorageFull>
   /** Reads from `fromSeq` (default 1) in order, then keeps following live appends until stopped. */
   readonly follow: (options: FollowOptions) => Effect.Effect<Subscription, Unavailable>
   /** The sequence of the last stored event (0 when empty). */
@@ -86,7 +95,8 @@ const ServerErrorCodes = {
 /** A storage limit the write ran into, or null: permanent for this write, whatever the retries. */
 const storageLimitOf = (error: unknown): string | null => {
   if (!(error instanceof JetStreamApiError)) return null
-  if (error.code === ServerErrorCodes.InsufficientResources) return `the server's JetStream store is full (${error.message})`
+  if (error.code === ServerErrorCodes.InsufficientResources)
+    return `the server's JetStream store is full (${error.message})`
   // The same code also reports other store failures; only the limits are storage exhaustion.
   if (error.code === ServerErrorCodes.StreamStoreFailed && /^maximum .* exceeded$/.test(error.message)) {
     return `the event stream's limit is reached (${error.message})`
@@ -127,7 +137,10 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
       const settings = yield* NatsSettings
       yield* ensureTopology(jsm, settings).pipe(Effect.orDie)
 
-      const append = (event: MemoryEvent, options?: AppendOptions): Effect.Effect<Appended, Unavailable | SequenceConflict | StorageFull> => {
+      const append = (
+        event: MemoryEvent,
+        options?: AppendOptions,
+      ): Effect.Effect<Appended, Unavailable | SequenceConflict | StorageFull> => {
         const subject = eventSubject(event)
         const payload = textEncoder.encode(JSON.stringify(event))
         return Effect.tryPromise({
@@ -141,7 +154,12 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
             }),
           catch: (error) => {
             if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence) {
-              return new SequenceConflict({ subject, expected: options?.expectLastSubjectSeq ?? -1, actual: actualLastSequence(error.message), reason: error.message })
+              return new SequenceConflict({
+                subject,
+                expected: options?.expectLastSubjectSeq ?? -1,
+                actual: actualLastSequence(error.message),
+                reason: error.message,
+              })
             }
             // Reported with status 503 like an election, but no retry frees space: refuse at once.
             const limit = storageLimitOf(error)
@@ -154,9 +172,12 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
             schedule: Schedule.min([Schedule.exponential("50 millis", 1.5), Schedule.spaced("1 second")]).pipe(
               Schedule.upTo({ duration: appendRetryDeadline }),
             ),
-            while: (error: PublishFailed | SequenceConflict | StorageFull) => error instanceof PublishFailed && error.transient,
+            while: (error: PublishFailed | SequenceConflict | StorageFull) =>
+              error instanceof PublishFailed && error.transient,
           }),
-          Effect.mapError((error) => (error instanceof PublishFailed ? new Unavailable({ reason: error.reason }) : error)),
+          Effect.mapError((error) =>
+            error instanceof PublishFailed ? new Unavailable({ reason: error.reason }) : error,
+          ),
           Effect.map((ack): Appended => ({ seq: ack.seq, duplicate: ack.duplicate })),
         )
       }

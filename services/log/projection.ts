@@ -14,12 +14,12 @@
  * `apply` is synchronous and deterministic; the runner tracks the last
  * applied sequence so readers can wait to see their own writes.
  */
-import { Deferred, Duration, Effect } from "effect"
+import { Deferred, type Duration, Effect } from "effect"
 import { NotCaughtUp } from "../../contracts/errors.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { deadLetterSubject } from "../../contracts/subjects.ts"
 import { Nats } from "../nats/connection.ts"
-import { decodeEvent, FutureEventVersion } from "./decode.ts"
+import { decodeEvent, type FutureEventVersion } from "./decode.ts"
 import { EventLog, type LogRecord } from "./event-log.ts"
 
 export interface DeadLetter {
@@ -84,8 +84,7 @@ export const runProjection = (options: ProjectionOptions) =>
     const waiters: Array<{ seq: number; resolve: () => void; refuse: () => void }> = []
     const letters: DeadLetter[] = []
 
-    const markWarm = () =>
-      Deferred.doneUnsafe(warm, Effect.succeed({ events: target, millis: Date.now() - startedAt }))
+    const markWarm = () => Deferred.doneUnsafe(warm, Effect.succeed({ events: target, millis: Date.now() - startedAt }))
     if (applied >= target) markWarm()
 
     const deadLetter = (record: LogRecord, reason: string) => {
@@ -151,18 +150,22 @@ export const runProjection = (options: ProjectionOptions) =>
         : halt !== null
           ? Effect.fail(notCaughtUp(seq))
           : Effect.callback<void, NotCaughtUp>((resume) => {
-            const waiter = { seq, resolve: () => resume(Effect.void), refuse: () => resume(Effect.fail(notCaughtUp(seq))) }
-            waiters.push(waiter)
-            return Effect.sync(() => {
-              const i = waiters.indexOf(waiter)
-              if (i >= 0) waiters.splice(i, 1)
-            })
-          }).pipe(
-            Effect.timeoutOrElse({
-              duration: timeout,
-              orElse: () => Effect.fail(notCaughtUp(seq)),
-            }),
-          )
+              const waiter = {
+                seq,
+                resolve: () => resume(Effect.void),
+                refuse: () => resume(Effect.fail(notCaughtUp(seq))),
+              }
+              waiters.push(waiter)
+              return Effect.sync(() => {
+                const i = waiters.indexOf(waiter)
+                if (i >= 0) waiters.splice(i, 1)
+              })
+            }).pipe(
+              Effect.timeoutOrElse({
+                duration: timeout,
+                orElse: () => Effect.fail(notCaughtUp(seq)),
+              }),
+            )
 
     return {
       appliedSeq: () => applied,

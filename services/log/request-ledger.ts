@@ -32,12 +32,17 @@ export interface RequestLedger {
   /** Frees the reservation of a request that was refused: nothing was written, a retry decides again. */
   readonly release: (key: string) => Effect.Effect<void>
   /** Looks for a stored event by id on `subject` after `afterSeq` (an attempt that stored its event, then died). */
-  readonly findEvent: (subject: string, afterSeq: number, eventId: string) => Effect.Effect<{ readonly event: MemoryEvent; readonly seq: number } | null, Unavailable>
+  readonly findEvent: (
+    subject: string,
+    afterSeq: number,
+    eventId: string,
+  ) => Effect.Effect<{ readonly event: MemoryEvent; readonly seq: number } | null, Unavailable>
 }
 
 const textEncoder = new TextEncoder()
 const encode = (record: LedgerRecord) => textEncoder.encode(JSON.stringify(record))
-const unavailable = (what: string) => (error: unknown) => new Unavailable({ reason: `request ledger: ${what}: ${error instanceof Error ? error.message : String(error)}` })
+const unavailable = (what: string) => (error: unknown) =>
+  new Unavailable({ reason: `request ledger: ${what}: ${error instanceof Error ? error.message : String(error)}` })
 const retrying = Schedule.spaced("200 millis").pipe(Schedule.upTo({ duration: "10 seconds" }))
 /** How far a lost attempt's event is looked for. */
 const MAX_SCAN = 10_000
@@ -48,7 +53,11 @@ export const openRequestLedger = Effect.gen(function* () {
 
   const current = (key: string) =>
     Effect.tryPromise({ try: () => kv.get(key), catch: unavailable("read") }).pipe(
-      Effect.map((entry) => (entry === null || entry.operation !== "PUT" ? null : { record: entry.json<LedgerRecord>(), revision: entry.revision })),
+      Effect.map((entry) =>
+        entry === null || entry.operation !== "PUT"
+          ? null
+          : { record: entry.json<LedgerRecord>(), revision: entry.revision },
+      ),
     )
 
   const reserve = (key: string, pending: PendingRequest): Effect.Effect<Reservation, Unavailable> =>

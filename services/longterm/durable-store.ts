@@ -20,20 +20,29 @@
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
-import { Effect, Layer } from "effect"
-import { Schema } from "effect"
+import { Effect, Layer, Schema } from "effect"
 import { LongTermPayload } from "../../contracts/longterm.ts"
 import { makeEmbeddedStore } from "./embedded-store.ts"
-import { LongTermStore, LongTermStoreError, type CheckpointedStore, type LongTermRecord, type LongTermStoreShape, type StoreWrite } from "./store.ts"
+import {
+  type CheckpointedStore,
+  type LongTermRecord,
+  LongTermStore,
+  LongTermStoreError,
+  type LongTermStoreShape,
+  type StoreWrite,
+} from "./store.ts"
 
 export const DURABLE_STORE_FILE = "longterm.sqlite"
 
 const decodePayload = Schema.decodeUnknownSync(Schema.fromJsonString(LongTermPayload))
 
 const vectorBytes = (v: Float32Array) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength)
-const vectorOf = (bytes: Uint8Array) => new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength))
+const vectorOf = (bytes: Uint8Array) =>
+  new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength))
 
-export const makeDurableStore = (dir: string): LongTermStoreShape & { readonly checkpointed: CheckpointedStore; readonly close: () => void } => {
+export const makeDurableStore = (
+  dir: string,
+): LongTermStoreShape & { readonly checkpointed: CheckpointedStore; readonly close: () => void } => {
   mkdirSync(dir, { recursive: true })
   const db = new DatabaseSync(join(dir, DURABLE_STORE_FILE))
   db.exec(`
@@ -53,7 +62,9 @@ export const makeDurableStore = (dir: string): LongTermStoreShape & { readonly c
       seq INTEGER NOT NULL
     );
   `)
-  const putRecord = db.prepare("INSERT OR REPLACE INTO records (agent_id, entry_id, payload, vector) VALUES (?, ?, ?, ?)")
+  const putRecord = db.prepare(
+    "INSERT OR REPLACE INTO records (agent_id, entry_id, payload, vector) VALUES (?, ?, ?, ?)",
+  )
   const deleteRecord = db.prepare("DELETE FROM records WHERE agent_id = ? AND entry_id = ?")
   const deleteAgent = db.prepare("DELETE FROM records WHERE agent_id = ?")
   const readCheckpoint = db.prepare("SELECT log, seq FROM checkpoint WHERE id = 1")
@@ -80,11 +91,14 @@ export const makeDurableStore = (dir: string): LongTermStoreShape & { readonly c
           throw error
         }
       },
-      catch: (error) => new LongTermStoreError({ reason: `${what}: ${error instanceof Error ? error.message : String(error)}` }),
+      catch: (error) =>
+        new LongTermStoreError({ reason: `${what}: ${error instanceof Error ? error.message : String(error)}` }),
     })
 
   const writeOnDisk = (write: StoreWrite) => {
-    if ("upsert" in write) for (const r of write.upsert) putRecord.run(r.payload.agentId, r.payload.entryId, JSON.stringify(r.payload), vectorBytes(r.vector))
+    if ("upsert" in write)
+      for (const r of write.upsert)
+        putRecord.run(r.payload.agentId, r.payload.entryId, JSON.stringify(r.payload), vectorBytes(r.vector))
     else if ("remove" in write) for (const id of write.remove.entryIds) deleteRecord.run(write.remove.agentId, id)
     else deleteAgent.run(write.removeAgent)
   }
@@ -93,9 +107,18 @@ export const makeDurableStore = (dir: string): LongTermStoreShape & { readonly c
       ? memory.upsert(write.upsert)
       : "remove" in write
         ? memory.remove(write.remove.agentId, write.remove.entryIds)
-        : Effect.flatMap(memory.list({ agentId: write.removeAgent }), (records) => memory.remove(write.removeAgent, records.map((r) => r.entryId)))
+        : Effect.flatMap(memory.list({ agentId: write.removeAgent }), (records) =>
+            memory.remove(
+              write.removeAgent,
+              records.map((r) => r.entryId),
+            ),
+          )
 
-  const apply = (what: string, writes: ReadonlyArray<StoreWrite>, checkpoint?: { readonly log: string; readonly seq: number }) =>
+  const apply = (
+    what: string,
+    writes: ReadonlyArray<StoreWrite>,
+    checkpoint?: { readonly log: string; readonly seq: number },
+  ) =>
     Effect.andThen(
       transaction(what, () => {
         for (const w of writes) writeOnDisk(w)

@@ -6,8 +6,8 @@
  * from the event log at start.
  */
 import { Effect, Layer } from "effect"
-import { matchesFilter, type LongTermPayload } from "../../contracts/longterm.ts"
-import { LongTermStore, type Hit, type LongTermStoreShape } from "./store.ts"
+import { type LongTermPayload, matchesFilter } from "../../contracts/longterm.ts"
+import { type Hit, LongTermStore, type LongTermStoreShape } from "./store.ts"
 
 class DenseIndex {
   dims: number
@@ -86,7 +86,10 @@ export const makeEmbeddedStore = (): LongTermStoreShape => {
   const partitions = new Map<string, AgentPartition>()
   const partition = (agentId: string) => {
     let p = partitions.get(agentId)
-    if (p === undefined) partitions.set(agentId, (p = newPartition()))
+    if (p === undefined) {
+      p = newPartition()
+      partitions.set(agentId, p)
+    }
     return p
   }
   const removeOne = (p: AgentPartition, entryId: string) => {
@@ -105,7 +108,10 @@ export const makeEmbeddedStore = (): LongTermStoreShape => {
           removeOne(p, r.payload.entryId)
           p.payloads.set(r.payload.entryId, r.payload)
           let index = p.dense.get(r.payload.model)
-          if (index === undefined) p.dense.set(r.payload.model, (index = new DenseIndex(r.vector.length)))
+          if (index === undefined) {
+            index = new DenseIndex(r.vector.length)
+            p.dense.set(r.payload.model, index)
+          }
           index.set(r.payload.entryId, r.vector)
         }
       }),
@@ -139,9 +145,13 @@ export const makeEmbeddedStore = (): LongTermStoreShape => {
       }),
     list: (query) =>
       Effect.sync(() => {
-        const sources = query.agentId !== undefined ? [partitions.get(query.agentId)].filter((p) => p !== undefined) : [...partitions.values()]
+        const sources =
+          query.agentId !== undefined
+            ? [partitions.get(query.agentId)].filter((p) => p !== undefined)
+            : [...partitions.values()]
         const out: LongTermPayload[] = []
-        for (const p of sources) for (const payload of p.payloads.values()) if (matchesFilter(payload, query)) out.push(payload)
+        for (const p of sources)
+          for (const payload of p.payloads.values()) if (matchesFilter(payload, query)) out.push(payload)
         return out.sort((a, b) => a.timestamp - b.timestamp || (a.entryId < b.entryId ? -1 : 1))
       }),
     get: (agentId, entryIds) =>

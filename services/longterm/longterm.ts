@@ -20,12 +20,12 @@ import { Context, Effect, Layer, Schedule } from "effect"
 import type { RepresentationKind } from "../../contracts/entry.ts"
 import type { DemotedEntry, EventOf, MemoryEvent } from "../../contracts/events.ts"
 import type { LongTermPayload } from "../../contracts/longterm.ts"
-import { decodeVector } from "../embedding/embedder.ts"
-import { runProjection, type Projection } from "../log/projection.ts"
-import { CHECKPOINT_BUCKET, checkpointKey, openBucket } from "../nats/buckets.ts"
 import { EVENTS_STREAM } from "../../contracts/subjects.ts"
+import { decodeVector } from "../embedding/embedder.ts"
+import { type Projection, runProjection } from "../log/projection.ts"
+import { CHECKPOINT_BUCKET, checkpointKey, openBucket } from "../nats/buckets.ts"
 import { Nats } from "../nats/connection.ts"
-import { LongTermStore, type CheckpointedStore, type LongTermRecord, type StoreWrite } from "./store.ts"
+import { type CheckpointedStore, type LongTermRecord, LongTermStore, type StoreWrite } from "./store.ts"
 
 interface EntryFacts {
   agentId: string
@@ -63,7 +63,7 @@ type Op = { readonly seq: number } & (
   | { readonly upsert: LongTermRecord }
   | { readonly remove: { readonly agentId: string; readonly entryId: string } }
   | { readonly removeAgent: string }
-  | {}
+  | { readonly checkpointOnly: true }
 )
 
 /** 20 ms, doubling, then every second, for as long as it takes. */
@@ -92,7 +92,10 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
         const fromSeq = own
           ? (yield* own.resume(logId, stream!.state.last_seq).pipe(Effect.orDie)) + 1
           : checkpoints
-            ? yield* Effect.map(Effect.promise(() => checkpoints.get(key)), (stored) => (stored ? Number(stored.string()) + 1 : 1))
+            ? yield* Effect.map(
+                Effect.promise(() => checkpoints.get(key)),
+                (stored) => (stored ? Number(stored.string()) + 1 : 1),
+              )
             : 1
 
         const facts = new Map<string, EntryFacts>()
@@ -102,7 +105,11 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
         const waiters: Array<{ seq: number; resolve: () => void }> = []
 
         const best = (f: DemotedEntry): { text: string; tokens: number; form: RepresentationKind } =>
-          f.summary ? { ...f.summary, form: "summary" } : f.keyPoints ? { ...f.keyPoints, form: "keyPoints" } : { text: "", tokens: 0, form: "summary" }
+          f.summary
+            ? { ...f.summary, form: "summary" }
+            : f.keyPoints
+              ? { ...f.keyPoints, form: "keyPoints" }
+              : { text: "", tokens: 0, form: "summary" }
 
         const factsOf = (event: MemoryEvent): EntryFacts | undefined =>
           "entryId" in event ? facts.get(`${event.agentId}/${event.entryId}`) : undefined
@@ -187,22 +194,26 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
               case "EntryDemoted": {
                 const payload = payloadOf(event)
                 if (payload === null) {
-                  console.error(`[longterm] ${event.agentId}/${event.entryId} at seq ${record.seq}: a v1 demotion of an entry recorded before this projection's checkpoint; rebuild the store from the log`)
+                  console.error(
+                    `[longterm] ${event.agentId}/${event.entryId} at seq ${record.seq}: a v1 demotion of an entry recorded before this projection's checkpoint; rebuild the store from the log`,
+                  )
                   break
                 }
                 enqueue({ seq: record.seq, upsert: { payload, vector: decodeVector(event.embedding.vector) } })
                 return
               }
             }
-            enqueue({ seq: record.seq })
+            enqueue({ seq: record.seq, checkpointOnly: true })
           },
         })
 
         const release = () => {
-          for (let i = waiters.length - 1; i >= 0; i--) if (waiters[i]!.seq <= storedSeq) waiters.splice(i, 1)[0]!.resolve()
+          for (let i = waiters.length - 1; i >= 0; i--)
+            if (waiters[i]!.seq <= storedSeq) waiters.splice(i, 1)[0]!.resolve()
         }
 
-        const failed = (what: string) => (error: unknown) => Effect.sync(() => console.error(`[longterm] ${what} failed`, error))
+        const failed = (what: string) => (error: unknown) =>
+          Effect.sync(() => console.error(`[longterm] ${what} failed`, error))
         const writesOf = (batch: ReadonlyArray<Op>): StoreWrite[] => {
           const writes: StoreWrite[] = []
           const upserts = batch.flatMap((op) => ("upsert" in op ? [op.upsert] : []))
@@ -232,7 +243,10 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
               yield* store.remove(first.remove.agentId, [first.remove.entryId]).pipe(untilStored("remove"))
             } else if ("removeAgent" in first) {
               yield* Effect.flatMap(store.list({ agentId: first.removeAgent }), (records) =>
-                store.remove(first.removeAgent, records.map((r) => r.entryId)),
+                store.remove(
+                  first.removeAgent,
+                  records.map((r) => r.entryId),
+                ),
               ).pipe(untilStored("remove of an agent"))
             }
           })
@@ -276,15 +290,21 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
         })
         yield* Effect.forkScoped(writer)
         yield* projection.warmedUp
-        yield* Effect.flatMap(Effect.sync(() => projection.appliedSeq()), (seq) =>
-          seq <= storedSeq ? Effect.void : Effect.callback<void>((resume) => void waiters.push({ seq, resolve: () => resume(Effect.void) })),
+        yield* Effect.flatMap(
+          Effect.sync(() => projection.appliedSeq()),
+          (seq) =>
+            seq <= storedSeq
+              ? Effect.void
+              : Effect.callback<void>((resume) => void waiters.push({ seq, resolve: () => resume(Effect.void) })),
         )
 
         return {
           storedSeq: () => storedSeq,
           waitFor: (seq) =>
             Effect.flatMap(projection.waitFor(seq).pipe(Effect.ignore), () =>
-              seq <= storedSeq ? Effect.void : Effect.callback<void>((resume) => void waiters.push({ seq, resolve: () => resume(Effect.void) })),
+              seq <= storedSeq
+                ? Effect.void
+                : Effect.callback<void>((resume) => void waiters.push({ seq, resolve: () => resume(Effect.void) })),
             ),
           projection,
         }

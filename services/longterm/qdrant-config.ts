@@ -13,7 +13,7 @@
 import { Config, Effect, Layer } from "effect"
 import { durableStoreLayer } from "./durable-store.ts"
 import { embeddedStoreLayer } from "./embedded-store.ts"
-import { qdrantStoreLayer, type QdrantStoreConfig } from "./qdrant-store.ts"
+import { type QdrantStoreConfig, qdrantStoreLayer } from "./qdrant-store.ts"
 import type { LongTermStore } from "./store.ts"
 
 type Env = Readonly<Record<string, string | undefined>>
@@ -53,7 +53,9 @@ export const embeddedStoreFromConfig: Layer.Layer<LongTermStore> = Layer.unwrap(
  * `durable` asks for a checkpoint in the checkpoint bucket (Qdrant); the
  * durable embedded store keeps its own.
  */
-export const longTermStoreFromEnv = (env: Env = process.env): { readonly store: Layer.Layer<LongTermStore>; readonly durable: boolean } => {
+export const longTermStoreFromEnv = (
+  env: Env = process.env,
+): { readonly store: Layer.Layer<LongTermStore>; readonly durable: boolean } => {
   const qdrant = qdrantStoreFromEnv(env)
   return qdrant === null ? { store: embeddedStoreFromConfig, durable: false } : { store: qdrant, durable: true }
 }

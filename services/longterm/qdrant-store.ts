@@ -38,10 +38,15 @@
  * prefix) so a different target never resumes from another's checkpoint.
  */
 import { createHash } from "node:crypto"
-import { QdrantClient, QdrantClientResourceExhaustedError, QdrantClientTimeoutError, type Schemas } from "@qdrant/js-client-rest"
+import {
+  QdrantClient,
+  QdrantClientResourceExhaustedError,
+  QdrantClientTimeoutError,
+  type Schemas,
+} from "@qdrant/js-client-rest"
 import { Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { LongTermPayload, type RecordFilter } from "../../contracts/longterm.ts"
-import { LongTermStore, LongTermStoreError, type Hit, type LongTermRecord, type LongTermStoreShape } from "./store.ts"
+import { type Hit, type LongTermRecord, LongTermStore, LongTermStoreError, type LongTermStoreShape } from "./store.ts"
 
 export interface QdrantStoreConfig {
   /** e.g. `http://localhost:6333` or `https://xyz.cloud.qdrant.io:6333`. */
@@ -83,7 +88,10 @@ export const collectionName = (prefix: string, model: string): string => {
 
 /** RFC 4122 name-based UUID, version 5 (SHA-1). */
 export const uuidV5 = (namespace: string, name: string): string => {
-  const digest = createHash("sha1").update(Buffer.from(namespace.replace(/-/g, ""), "hex")).update(name, "utf8").digest()
+  const digest = createHash("sha1")
+    .update(Buffer.from(namespace.replace(/-/g, ""), "hex"))
+    .update(name, "utf8")
+    .digest()
   digest[6] = (digest[6]! & 0x0f) | 0x50
   digest[8] = (digest[8]! & 0x3f) | 0x80
   const hex = digest.subarray(0, 16).toString("hex")
@@ -119,7 +127,10 @@ const collectionBody = (dims: number): Schemas["CreateCollection"] => ({
  * omitted) that match the filter, with `matchesFilter`'s semantics; `null`
  * when nothing can match (an empty any-of list).
  */
-export const filterConditions = (agentId: string | undefined, filter: RecordFilter | undefined): Array<Schemas["Condition"]> | null => {
+export const filterConditions = (
+  agentId: string | undefined,
+  filter: RecordFilter | undefined,
+): Array<Schemas["Condition"]> | null => {
   const must: Array<Schemas["Condition"]> = []
   if (agentId !== undefined) must.push({ key: "agentId", match: { value: agentId } })
   if (filter === undefined) return must
@@ -141,7 +152,8 @@ export const filterConditions = (agentId: string | undefined, filter: RecordFilt
   return must
 }
 
-const asFilter = (must: Array<Schemas["Condition"]>): { filter?: Schemas["Filter"] } => (must.length > 0 ? { filter: { must } } : {})
+const asFilter = (must: Array<Schemas["Condition"]>): { filter?: Schemas["Filter"] } =>
+  must.length > 0 ? { filter: { must } } : {}
 
 // ---------------------------------------------------------------------------
 // Failures
@@ -191,21 +203,27 @@ const failure = (what: string, cause: unknown): Failure => {
     return { what, status, message, transient: status === 408 || status === 429 || status >= 500 }
   }
   const message = cause instanceof Error ? cause.message : String(cause)
-  const transient = cause instanceof QdrantClientTimeoutError || cause instanceof QdrantClientResourceExhaustedError || isNetworkError(cause)
+  const transient =
+    cause instanceof QdrantClientTimeoutError ||
+    cause instanceof QdrantClientResourceExhaustedError ||
+    isNetworkError(cause)
   return { what, status: null, message, transient }
 }
 
 const permanent = (what: string, message: string): Failure => ({ what, status: null, message, transient: false })
 
 const toStoreError = (f: Failure) =>
-  new LongTermStoreError({ reason: `qdrant: ${f.what} failed${f.status !== null ? ` (HTTP ${f.status})` : ""}: ${f.message}` })
+  new LongTermStoreError({
+    reason: `qdrant: ${f.what} failed${f.status !== null ? ` (HTTP ${f.status})` : ""}: ${f.message}`,
+  })
 
 const isMissingCollection = (f: Failure) => f.status === 404 && /collection/i.test(f.message)
 const isAlreadyExists = (f: Failure) => f.status === 409 || (f.status === 400 && /already exists/i.test(f.message))
 
 const decodePayload = Schema.decodeUnknownEffect(LongTermPayload)
 
-const byTimeThenEntry = (a: LongTermPayload, b: LongTermPayload) => a.timestamp - b.timestamp || (a.entryId < b.entryId ? -1 : 1)
+const byTimeThenEntry = (a: LongTermPayload, b: LongTermPayload) =>
+  a.timestamp - b.timestamp || (a.entryId < b.entryId ? -1 : 1)
 const byScoreThenEntry = (a: Hit, b: Hit) => b.score - a.score || (a.payload.entryId < b.payload.entryId ? -1 : 1)
 
 const chunks = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
@@ -224,7 +242,10 @@ interface Collection {
 
 export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape => {
   const prefix = config.collectionPrefix ?? DEFAULT_COLLECTION_PREFIX
-  if (!PREFIX_PATTERN.test(prefix)) throw new Error(`Qdrant collection prefix ${JSON.stringify(prefix)}: up to 64 characters of A-Z, a-z, 0-9, '_' or '-'`)
+  if (!PREFIX_PATTERN.test(prefix))
+    throw new Error(
+      `Qdrant collection prefix ${JSON.stringify(prefix)}: up to 64 characters of A-Z, a-z, 0-9, '_' or '-'`,
+    )
   const batchSize = Math.max(1, config.batchSize ?? 256)
   const ttl = config.cacheTtlMs ?? 5_000
   const client = new QdrantClient({
@@ -234,7 +255,10 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
     checkCompatibility: false,
   })
   const retry = Schedule.jittered(
-    Schedule.min([Schedule.exponential(config.retryBase ?? Duration.millis(100), 2), Schedule.spaced(config.retryCap ?? Duration.seconds(5))]),
+    Schedule.min([
+      Schedule.exponential(config.retryBase ?? Duration.millis(100), 2),
+      Schedule.spaced(config.retryCap ?? Duration.seconds(5)),
+    ]),
   )
   const retries = config.retries ?? 6
   const nameOf = (model: string) => collectionName(prefix, model)
@@ -249,11 +273,13 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
     <B>(fallback: B) =>
     <A>(self: Effect.Effect<A, Failure>): Effect.Effect<A | B, Failure> =>
       Effect.catch(self, (f) => (isMissingCollection(f) ? Effect.succeed(fallback) : Effect.fail(f)))
-  const orIfExists = <A>(self: Effect.Effect<A, Failure>): Effect.Effect<A | void, Failure> =>
-    Effect.catch(self, (f) => (isAlreadyExists(f) ? Effect.void : Effect.fail(f)))
+  const orIfExists = <A>(self: Effect.Effect<A, Failure>): Effect.Effect<A | undefined, Failure> =>
+    Effect.catch(self, (f) => (isAlreadyExists(f) ? Effect.succeed(undefined) : Effect.fail(f)))
 
   const decode = (where: string, id: Schemas["ExtendedPointId"], payload: unknown) =>
-    decodePayload(payload).pipe(Effect.mapError((error) => permanent(`decode of point ${id} in ${where}`, String(error))))
+    decodePayload(payload).pipe(
+      Effect.mapError((error) => permanent(`decode of point ${id} in ${where}`, String(error))),
+    )
 
   // Collections this process created or checked, by name.
   const ensured = new Map<string, { readonly model: string; readonly dims: number }>()
@@ -267,23 +293,34 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
       const name = nameOf(model)
       const known = ensured.get(name)
       if (known !== undefined) {
-        if (known.dims !== dims) return yield* Effect.fail(permanent(`upsert into ${name}`, `model ${model} has ${known.dims} dimensions, got ${dims}`))
+        if (known.dims !== dims)
+          return yield* Effect.fail(
+            permanent(`upsert into ${name}`, `model ${model} has ${known.dims} dimensions, got ${dims}`),
+          )
         return name
       }
       const info = yield* call(`read collection ${name}`, () => client.getCollection(name)).pipe(orIfMissing(null))
       let indexed: ReadonlySet<string>
       if (info === null) {
-        yield* call(`create collection ${name}`, () => client.createCollection(name, collectionBody(dims))).pipe(orIfExists)
+        yield* call(`create collection ${name}`, () => client.createCollection(name, collectionBody(dims))).pipe(
+          orIfExists,
+        )
         indexed = new Set()
       } else {
         const vectors = info.config.params.vectors
-        const size = vectors !== undefined && "size" in vectors && typeof vectors.size === "number" ? vectors.size : null
-        if (size !== dims) return yield* Effect.fail(permanent(`upsert into ${name}`, `collection has vectors of size ${size}, model ${model} has ${dims}`))
+        const size =
+          vectors !== undefined && "size" in vectors && typeof vectors.size === "number" ? vectors.size : null
+        if (size !== dims)
+          return yield* Effect.fail(
+            permanent(`upsert into ${name}`, `collection has vectors of size ${size}, model ${model} has ${dims}`),
+          )
         indexed = new Set(Object.keys(info.payload_schema))
       }
       for (const index of PAYLOAD_INDEXES) {
         if (indexed.has(index.field_name)) continue
-        yield* call(`index ${index.field_name} of ${name}`, () => client.createPayloadIndex(name, { ...index, wait: true })).pipe(orIfExists)
+        yield* call(`index ${index.field_name} of ${name}`, () =>
+          client.createPayloadIndex(name, { ...index, wait: true }),
+        ).pipe(orIfExists)
       }
       ensured.set(name, { model, dims })
       modelOf.set(name, model)
@@ -300,12 +337,15 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
         if (!name.startsWith(prefix)) continue
         let model = modelOf.get(name)
         if (model === undefined) {
-          const sample = yield* call(`sample ${name}`, () => client.scroll(name, { limit: 1, with_payload: ["model"], with_vector: false })).pipe(
-            orIfMissing(null),
-          )
+          const sample = yield* call(`sample ${name}`, () =>
+            client.scroll(name, { limit: 1, with_payload: ["model"], with_vector: false }),
+          ).pipe(orIfMissing(null))
           const m = field(sample?.points[0]?.payload, "model")
           // Another prefix may start with this one: a collection is ours only if its name is its model's.
-          if (typeof m === "string" && nameOf(m) === name) modelOf.set(name, (model = m))
+          if (typeof m === "string" && nameOf(m) === name) {
+            model = m
+            modelOf.set(name, m)
+          }
         }
         if (model !== undefined) found.push({ name, model })
       }
@@ -322,8 +362,16 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
       let offset: Schemas["ExtendedPointId"] | null = null
       do {
         const from: Schemas["ExtendedPointId"] | null = offset
-        const page: Schemas["ScrollResult"] | null = yield* call(`scroll ${name}`, (): Promise<Schemas["ScrollResult"]> =>
-          client.scroll(name, { ...asFilter(must), limit: batchSize, with_payload: true, with_vector: false, ...(from !== null ? { offset: from } : {}) }),
+        const page: Schemas["ScrollResult"] | null = yield* call(
+          `scroll ${name}`,
+          (): Promise<Schemas["ScrollResult"]> =>
+            client.scroll(name, {
+              ...asFilter(must),
+              limit: batchSize,
+              with_payload: true,
+              with_vector: false,
+              ...(from !== null ? { offset: from } : {}),
+            }),
         ).pipe(orIfMissing(null))
         if (page === null) break
         points.push(...page.points)
@@ -351,7 +399,8 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
       for (const [id, r] of latest) {
         let points = byModel.get(r.payload.model)
         if (points === undefined) {
-          byModel.set(r.payload.model, (points = []))
+          points = []
+          byModel.set(r.payload.model, points)
           dimsOf.set(r.payload.model, r.vector.length)
         }
         points.push({ id, vector: Array.from(r.vector), payload: { ...r.payload, tags: [...r.payload.tags] } })
@@ -366,13 +415,18 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
         const stale = [...latest].filter(([, r]) => nameOf(r.payload.model) !== other.name).map(([id]) => id)
         if (stale.length === 0) continue
         for (const ids of chunks(stale, batchSize))
-          yield* call(`delete from ${other.name}`, () => client.delete(other.name, { wait: true, points: [...ids] })).pipe(orIfMissing(null))
+          yield* call(`delete from ${other.name}`, () =>
+            client.delete(other.name, { wait: true, points: [...ids] }),
+          ).pipe(orIfMissing(null))
       }
       forget(new Set(records.map((r) => r.payload.agentId)))
     })
 
   return {
-    name: `qdrant-${createHash("sha1").update(`${new URL(config.url).href}\n${prefix}`).digest("hex").slice(0, 8)}`,
+    name: `qdrant-${createHash("sha1")
+      .update(`${new URL(config.url).href}\n${prefix}`)
+      .digest("hex")
+      .slice(0, 8)}`,
 
     upsert: (records) => (records.length === 0 ? Effect.void : upsert(records).pipe(Effect.mapError(toStoreError))),
 
@@ -383,7 +437,9 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
             const ids = entryIds.map((entryId) => pointId(agentId, entryId))
             for (const { name } of yield* collections)
               for (const batch of chunks(ids, batchSize))
-                yield* call(`delete from ${name}`, () => client.delete(name, { wait: true, points: [...batch] })).pipe(orIfMissing(null))
+                yield* call(`delete from ${name}`, () => client.delete(name, { wait: true, points: [...batch] })).pipe(
+                  orIfMissing(null),
+                )
             forget([agentId])
           }).pipe(Effect.mapError(toStoreError)),
 
@@ -393,11 +449,18 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
       const name = nameOf(model)
       return Effect.gen(function* () {
         const response = yield* call(`query ${name}`, () =>
-          client.query(name, { query: Array.from(vector), filter: { must }, limit, with_payload: true, with_vector: false }),
+          client.query(name, {
+            query: Array.from(vector),
+            filter: { must },
+            limit,
+            with_payload: true,
+            with_vector: false,
+          }),
         ).pipe(orIfMissing(null))
         if (response === null) return []
         const hits: Hit[] = []
-        for (const point of response.points) hits.push({ payload: yield* decode(name, point.id, point.payload), score: point.score })
+        for (const point of response.points)
+          hits.push({ payload: yield* decode(name, point.id, point.payload), score: point.score })
         return hits.sort(byScoreThenEntry)
       }).pipe(Effect.mapError(toStoreError))
     },
@@ -420,9 +483,9 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
             const ids = entryIds.map((entryId) => pointId(agentId, entryId))
             const out: LongTermPayload[] = []
             for (const { name } of yield* collections) {
-              const points = yield* call(`retrieve from ${name}`, () => client.retrieve(name, { ids, with_payload: true, with_vector: false })).pipe(
-                orIfMissing([]),
-              )
+              const points = yield* call(`retrieve from ${name}`, () =>
+                client.retrieve(name, { ids, with_payload: true, with_vector: false }),
+              ).pipe(orIfMissing([]))
               for (const point of points) out.push(yield* decode(name, point.id, point.payload))
             }
             return out
@@ -437,7 +500,12 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
           yield* collections,
           ({ name, model }) =>
             call(`scroll ${name}`, () =>
-              client.scroll(name, { filter: { must: [{ key: "agentId", match: { value: agentId } }] }, limit: 1, with_payload: false, with_vector: false }),
+              client.scroll(name, {
+                filter: { must: [{ key: "agentId", match: { value: agentId } }] },
+                limit: 1,
+                with_payload: false,
+                with_vector: false,
+              }),
             ).pipe(
               orIfMissing(null),
               Effect.map((page) => (page !== null && page.points.length > 0 ? [model] : [])),
@@ -451,4 +519,5 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
   }
 }
 
-export const qdrantStoreLayer = (config: QdrantStoreConfig): Layer.Layer<LongTermStore> => Layer.sync(LongTermStore, () => makeQdrantStore(config))
+export const qdrantStoreLayer = (config: QdrantStoreConfig): Layer.Layer<LongTermStore> =>
+  Layer.sync(LongTermStore, () => makeQdrantStore(config))

@@ -5,7 +5,7 @@
  * not the store's: retrieval keeps one lexical index over both tiers, so
  * working and long-term hits rank on one scale.
  */
-import { Context, Effect, Schema } from "effect"
+import { Context, type Effect, Schema } from "effect"
 import type { LongTermPayload, RecordFilter } from "../../contracts/longterm.ts"
 
 export interface LongTermRecord {
@@ -38,7 +38,11 @@ export interface CheckpointedStore {
    */
   readonly resume: (log: string, lastSeq: number) => Effect.Effect<number, LongTermStoreError>
   /** Applies the writes and moves the checkpoint to `seq`, in one transaction. */
-  readonly commit: (writes: ReadonlyArray<StoreWrite>, log: string, seq: number) => Effect.Effect<void, LongTermStoreError>
+  readonly commit: (
+    writes: ReadonlyArray<StoreWrite>,
+    log: string,
+    seq: number,
+  ) => Effect.Effect<void, LongTermStoreError>
 }
 
 export interface LongTermStoreShape {
@@ -57,9 +61,14 @@ export interface LongTermStoreShape {
     filter?: RecordFilter,
   ) => Effect.Effect<ReadonlyArray<Hit>, LongTermStoreError>
   /** Records matching the filter; across agents when `agentId` is omitted. */
-  readonly list: (query: { readonly agentId?: string } & RecordFilter) => Effect.Effect<ReadonlyArray<LongTermPayload>, LongTermStoreError>
+  readonly list: (
+    query: { readonly agentId?: string } & RecordFilter,
+  ) => Effect.Effect<ReadonlyArray<LongTermPayload>, LongTermStoreError>
   /** The records of these entries that exist, in no particular order. */
-  readonly get: (agentId: string, entryIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<LongTermPayload>, LongTermStoreError>
+  readonly get: (
+    agentId: string,
+    entryIds: ReadonlyArray<string>,
+  ) => Effect.Effect<ReadonlyArray<LongTermPayload>, LongTermStoreError>
   /** The embedding models present for an agent. */
   readonly models: (agentId: string) => Effect.Effect<ReadonlyArray<string>, LongTermStoreError>
 }

@@ -3,7 +3,7 @@
  * It reconnects forever: a broker restart or a cluster failover is waited
  * out, never treated as the end of the service.
  */
-import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream"
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Context, Effect, Layer } from "effect"
 import { NatsSettings } from "./settings.ts"

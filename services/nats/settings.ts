@@ -23,9 +23,10 @@ export const DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 
 /** A positive limit, or -1 (the default) for none. */
 const streamLimit = (name: string) =>
-  Config.schema(Schema.Int.check(Schema.makeFilter((n: number) => n === -1 || n > 0 || "a positive number, or -1 for no limit")), name).pipe(
-    Config.withDefault(-1),
-  )
+  Config.schema(
+    Schema.Int.check(Schema.makeFilter((n: number) => n === -1 || n > 0 || "a positive number, or -1 for no limit")),
+    name,
+  ).pipe(Config.withDefault(-1))
 
 export class NatsSettings extends Context.Service<NatsSettings, NatsSettingsShape>()("wm/NatsSettings") {
   static readonly make = (settings: Partial<NatsSettingsShape> & { readonly servers: ReadonlyArray<string> }) =>

@@ -14,9 +14,9 @@ import {
   DiscardPolicy,
   JetStreamApiCodes,
   JetStreamApiError,
+  type JetStreamManager,
   RetentionPolicy,
   StorageType,
-  type JetStreamManager,
   type StreamConfig,
 } from "@nats-io/jetstream"
 import { Effect, Schedule } from "effect"
@@ -72,7 +72,11 @@ const notBelowStored = (
       `limit (max_bytes ${config.max_bytes}, max_msgs ${config.max_msgs}); the limit is set to what is stored, so nothing ` +
       `is dropped and new writes are refused until space is freed`,
   )
-  return { ...config, ...(bytes ? { max_bytes: stored.bytes } : {}), ...(messages ? { max_msgs: stored.messages } : {}) }
+  return {
+    ...config,
+    ...(bytes ? { max_bytes: stored.bytes } : {}),
+    ...(messages ? { max_msgs: stored.messages } : {}),
+  }
 }
 
 const ensureStream = (jsm: JetStreamManager, wanted: Partial<StreamConfig> & { readonly name: string }) =>
@@ -91,7 +95,8 @@ const ensureStream = (jsm: JetStreamManager, wanted: Partial<StreamConfig> & { r
           await jsm.streams.update(name, { ...current, ...config } as StreamConfig)
         }
       } catch (err) {
-        if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) await jsm.streams.add(config)
+        if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)
+          await jsm.streams.add(config)
         else throw err
       }
     },

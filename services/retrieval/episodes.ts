@@ -7,8 +7,9 @@
  * An in-memory projection of EntryRecorded/EntryForgotten, rebuilt from the
  * log at start.
  */
-import { SITTING_GAP_MS } from "../../domain/render.ts"
+
 import type { Neighbour } from "../../domain/relevance.ts"
+import { SITTING_GAP_MS } from "../../domain/render.ts"
 
 interface Point {
   readonly entryId: string
@@ -66,7 +67,9 @@ class Timeline {
 
   #reindex(): void {
     this.#positions.clear()
-    this.points.forEach((p, i) => this.#positions.set(p.entryId, i))
+    this.points.forEach((p, i) => {
+      this.#positions.set(p.entryId, i)
+    })
     this.#stale = false
   }
 }
@@ -76,7 +79,10 @@ export class EpisodeIndex {
 
   add(agentId: string, entryId: string, timestamp: number, correlationId: string | null): void {
     let timeline = this.#timelines.get(agentId)
-    if (timeline === undefined) this.#timelines.set(agentId, (timeline = new Timeline()))
+    if (timeline === undefined) {
+      timeline = new Timeline()
+      this.#timelines.set(agentId, timeline)
+    }
     timeline.add({ entryId, timestamp, correlationId })
   }
 

@@ -32,7 +32,10 @@ export class LexicalIndex {
 
   add(agentId: string, entryId: string, terms: ReadonlyArray<string>): void {
     let index = this.#indexes.get(agentId)
-    if (index === undefined) this.#indexes.set(agentId, (index = { search: newIndex(), termsOf: new Map(), documentFrequency: new Map() }))
+    if (index === undefined) {
+      index = { search: newIndex(), termsOf: new Map(), documentFrequency: new Map() }
+      this.#indexes.set(agentId, index)
+    }
     this.remove(agentId, entryId)
     index.search.add({ id: entryId, terms: terms.join(" ") })
     index.termsOf.set(entryId, terms)

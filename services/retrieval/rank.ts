@@ -15,10 +15,18 @@
  */
 import { Effect, HashMap } from "effect"
 import type { RepresentationKind, WorkingEntry } from "../../contracts/entry.ts"
-import { matchesFilter, type LongTermPayload, type RecordFilter } from "../../contracts/longterm.ts"
+import { type LongTermPayload, matchesFilter, type RecordFilter } from "../../contracts/longterm.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
-import { DEFAULT_EPISODE_LIFT, DEFAULT_RELEVANCE, frequencyOf, fuseRankings, liftByEpisode, recencyOf, relevance } from "../../domain/relevance.ts"
 import { DEFAULT_EXPANSION, expansionTerms } from "../../domain/query-expansion.ts"
+import {
+  DEFAULT_EPISODE_LIFT,
+  DEFAULT_RELEVANCE,
+  frequencyOf,
+  fuseRankings,
+  liftByEpisode,
+  recencyOf,
+  relevance,
+} from "../../domain/relevance.ts"
 import { distinctiveWords, terms } from "../../domain/terms.ts"
 import type { EmbeddingProviderShape } from "../embedding/embedding-provider.ts"
 import type { LongTermStoreShape } from "../longterm/store.ts"
@@ -40,7 +48,12 @@ export interface RankedHit {
 
 export const hitText = (hit: RankedHit): { form: RepresentationKind; text: string } => {
   const w = hit.working
-  if (w) return w.content !== null ? { form: "raw", text: w.content } : w.keyPoints !== null ? { form: "keyPoints", text: w.keyPoints } : { form: "summary", text: w.summary ?? "" }
+  if (w)
+    return w.content !== null
+      ? { form: "raw", text: w.content }
+      : w.keyPoints !== null
+        ? { form: "keyPoints", text: w.keyPoints }
+        : { form: "summary", text: w.summary ?? "" }
   return { form: hit.record!.summaryForm, text: hit.record!.summary }
 }
 
@@ -51,7 +64,10 @@ export interface RankingSources {
   /** Every entry of both tiers on its agent's timeline: the neighbours of a hit come along with it. */
   readonly episodes: EpisodeIndex
   /** Vectors of working entries by the offline model, in order; those not yet known are embedded in one call and remembered. */
-  readonly workingVectors: (agentId: string, entries: ReadonlyArray<WorkingEntry>) => Effect.Effect<ReadonlyArray<Float32Array>>
+  readonly workingVectors: (
+    agentId: string,
+    entries: ReadonlyArray<WorkingEntry>,
+  ) => Effect.Effect<ReadonlyArray<Float32Array>>
 }
 
 /**
@@ -84,7 +100,12 @@ export const rankBothTiers = (
     // Dense: long-term records of the offline model from the store, working entries scanned, one ranking.
     const model = sources.embeddings.offline.model
     const dense = new Map<string, number>()
-    const denseQuery = distinctiveWords(query, (t) => sources.lexical.documentFrequency(agentId, t), sources.lexical.documentCount(agentId), COMMON_WORD_SHARE)
+    const denseQuery = distinctiveWords(
+      query,
+      (t) => sources.lexical.documentFrequency(agentId, t),
+      sources.lexical.documentCount(agentId),
+      COMMON_WORD_SHARE,
+    )
     const queryVector = yield* sources.embeddings.embedQuery(denseQuery, model)
     if (queryVector !== null) {
       for (const hit of yield* sources.store.searchDense(agentId, model, queryVector, depth, options.filter)) {
@@ -92,7 +113,9 @@ export const rankBothTiers = (
         records.set(hit.payload.entryId, hit.payload)
       }
       const vectors = yield* sources.workingVectors(agentId, working)
-      working.forEach((e, i) => dense.set(e.id, dot(queryVector, vectors[i]!)))
+      working.forEach((e, i) => {
+        dense.set(e.id, dot(queryVector, vectors[i]!))
+      })
     }
     // Records embedded by another model (a configured remote one) rank among themselves.
     const otherRankings: string[][] = []
@@ -107,7 +130,11 @@ export const rankBothTiers = (
         records.set(h.payload.entryId, h.payload)
       }
     }
-    const denseRanking = [...dense].filter(([, s]) => s > 0).sort((a, b) => b[1] - a[1]).slice(0, depth).map(([id]) => id)
+    const denseRanking = [...dense]
+      .filter(([, s]) => s > 0)
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, depth)
+      .map(([id]) => id)
 
     // Lexical: one index over both tiers.
     // Every indexed entry is in working or long-term (forgotten ones leave the index); filters apply below.
@@ -136,7 +163,10 @@ export const rankBothTiers = (
           [1, ...otherRankings.map(() => 1), 1, w],
         )
         const found = new Set(lexicalHits.map((h) => h.entryId))
-        lexicalHits = [...lexicalHits, ...expanded.filter((h) => !found.has(h.entryId)).map((h) => ({ entryId: h.entryId, score: 0 }))]
+        lexicalHits = [
+          ...lexicalHits,
+          ...expanded.filter((h) => !found.has(h.entryId)).map((h) => ({ entryId: h.entryId, score: 0 })),
+        ]
       }
     }
     const lexicalBest = lexicalHits[0]?.score ?? 1
@@ -160,7 +190,11 @@ export const rankBothTiers = (
       const r = e ? undefined : records.get(id)
       if (!e && (!r || !matchesFilter(r, options.filter))) continue
       const parts = e
-        ? { similarity: sim, recency: recencyOf(now, Math.max(e.timestamp, e.lastCitedAt ?? 0)), frequency: frequencyOf(e.citationCount) }
+        ? {
+            similarity: sim,
+            recency: recencyOf(now, Math.max(e.timestamp, e.lastCitedAt ?? 0)),
+            frequency: frequencyOf(e.citationCount),
+          }
         : { similarity: sim, recency: recencyOf(now, r!.timestamp), frequency: frequencyOf(r!.citationCount) }
       hits.push({
         entryId: id,

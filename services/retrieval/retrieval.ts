@@ -20,23 +20,29 @@ import type { WorkingEntry } from "../../contracts/entry.ts"
 import { AgentNotFound, InvalidState, NotCaughtUp } from "../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
 import { focusText } from "../../contracts/focus.ts"
-import { currentFocus, evolve, type AgentView } from "../../domain/agent-view.ts"
-import { EmbeddingProvider } from "../embedding/embedding-provider.ts"
-import { serveOperation } from "../api/serve.ts"
-import { makeCommandHandler, type ViewSource } from "../log/command-handler.ts"
-import { READ_WAIT, runProjection, type Projection } from "../log/projection.ts"
+import { type AgentView, currentFocus, evolve } from "../../domain/agent-view.ts"
+import {
+  decideCueDrops,
+  decideExplicitRehydration,
+  decidePromotion,
+  decideRecall,
+  type Recalled,
+} from "../../domain/cue-decide.ts"
+import type { Decision } from "../../domain/decision.ts"
 import { accept } from "../../domain/decision.ts"
+import { DEFAULT_RELEVANCE } from "../../domain/relevance.ts"
+import { terms } from "../../domain/terms.ts"
+import { AgentSharing } from "../access/sharing.ts"
+import { serveOperation } from "../api/serve.ts"
+import { EmbeddingProvider } from "../embedding/embedding-provider.ts"
+import { makeCommandHandler, type ViewSource } from "../log/command-handler.ts"
+import { type Projection, READ_WAIT, runProjection } from "../log/projection.ts"
 import { LongTerm } from "../longterm/longterm.ts"
 import { LongTermStore } from "../longterm/store.ts"
 import { SubstrateReader } from "../substrate/reader.ts"
 import { EpisodeIndex } from "./episodes.ts"
 import { LexicalIndex } from "./lexical-index.ts"
-import { hitText, rankBothTiers, type RankedHit, type RankingSources } from "./rank.ts"
-import { terms } from "../../domain/terms.ts"
-import { DEFAULT_RELEVANCE } from "../../domain/relevance.ts"
-import { decideCueDrops, decideExplicitRehydration, decidePromotion, decideRecall, type Recalled } from "../../domain/cue-decide.ts"
-import type { Decision } from "../../domain/decision.ts"
-import { AgentSharing } from "../access/sharing.ts"
+import { hitText, type RankedHit, type RankingSources, rankBothTiers } from "./rank.ts"
 
 /** The metadata a recalled entry carries back, from whatever holds it (a working entry, a record, the substrate). */
 const recalledMeta = (m: {
@@ -45,7 +51,13 @@ const recalledMeta = (m: {
   readonly tags: ReadonlyArray<string>
   readonly moodSnapshot: Recalled["moodSnapshot"]
   readonly emotionalWeight: number
-}) => ({ timestamp: m.timestamp, origin: m.origin, tags: [...m.tags], moodSnapshot: m.moodSnapshot, emotionalWeight: m.emotionalWeight })
+}) => ({
+  timestamp: m.timestamp,
+  origin: m.origin,
+  tags: [...m.tags],
+  moodSnapshot: m.moodSnapshot,
+  emotionalWeight: m.emotionalWeight,
+})
 type CueTrigger = EventOf<"CueRehydrated">["trigger"]
 
 export interface RetrievalSettingsShape {
@@ -61,7 +73,9 @@ export interface RetrievalSettingsShape {
   readonly warmUpCount: number
 }
 
-export class RetrievalSettings extends Context.Service<RetrievalSettings, RetrievalSettingsShape>()("wm/RetrievalSettings") {
+export class RetrievalSettings extends Context.Service<RetrievalSettings, RetrievalSettingsShape>()(
+  "wm/RetrievalSettings",
+) {
   static readonly make = (settings: Partial<RetrievalSettingsShape> = {}) =>
     Layer.succeed(RetrievalSettings, {
       cueThreshold: Number(process.env.WM_CUE_THRESHOLD ?? 0),
@@ -103,16 +117,24 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           const known = () => entries.map((e) => vectors.get(`${agentId}/${e.id}`)!.vector)
           if (missing.length === 0) return Effect.succeed(known())
           // One call for every entry without a vector: a sentence model pays its per-call cost once.
-          return Effect.map(Effect.promise(() => embeddings.offline.embed(missing.map(textOf))), (embedded) => {
-            missing.forEach((e, i) => vectors.set(`${agentId}/${e.id}`, { text: textOf(e), vector: embedded[i]! }))
-            return known()
-          })
+          return Effect.map(
+            Effect.promise(() => embeddings.offline.embed(missing.map(textOf))),
+            (embedded) => {
+              missing.forEach((e, i) => {
+                vectors.set(`${agentId}/${e.id}`, { text: textOf(e), vector: embedded[i]! })
+              })
+              return known()
+            },
+          )
         },
       }
       const recalledSteps = new Map<string, { cues: number; seq: number }>()
       let live = false
       // Cue writes are decided on this service's views and guarded on their subject, like every write.
-      const source: ViewSource = { get: (agentId) => views.get(agentId), waitFor: (seq, timeout) => projection.waitFor(seq, timeout) }
+      const source: ViewSource = {
+        get: (agentId) => views.get(agentId),
+        waitFor: (seq, timeout) => projection.waitFor(seq, timeout),
+      }
       const commands = yield* makeCommandHandler(source)
       /** Appends `event` unless, on the view as it stands, `holds` no longer does; retaken after a lost race. */
       const appendWhile = (agentId: string, event: MemoryEvent, holds: (view: AgentView) => boolean) =>
@@ -140,7 +162,11 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
        * together.
        */
       const planCues = (view: AgentView, hits: ReadonlyArray<RankedHit>, room: number) => {
-        const planned: Array<{ hit: RankedHit; form: "raw" | "keyPoints" | "summary"; keyPoints?: { text: string; tokens: number } }> = []
+        const planned: Array<{
+          hit: RankedHit
+          form: "raw" | "keyPoints" | "summary"
+          keyPoints?: { text: string; tokens: number }
+        }> = []
         for (const hit of hits) {
           if (room <= 0) break
           const keyPoints =
@@ -174,12 +200,25 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
               const base = recalledMeta(meta)
               if (form === "raw") {
                 const raw = yield* substrate.get(view.config.id, hit.entryId)
-                if (raw !== null) return { hit, recalled: { ...base, form, text: raw.content, tokens: raw.tokens, ...(keyPoints ? { keyPoints } : {}) } as Recalled }
+                if (raw !== null)
+                  return {
+                    hit,
+                    recalled: {
+                      ...base,
+                      form,
+                      text: raw.content,
+                      tokens: raw.tokens,
+                      ...(keyPoints ? { keyPoints } : {}),
+                    } as Recalled,
+                  }
               }
-              if (keyPoints && form !== "summary") return { hit, recalled: { ...base, form: "keyPoints", ...keyPoints } as Recalled }
+              if (keyPoints && form !== "summary")
+                return { hit, recalled: { ...base, form: "keyPoints", ...keyPoints } as Recalled }
               const summary = hitText(hit)
               const tokens = hit.working?.tokens.summary ?? hit.record?.summaryTokens ?? 0
-              return summary.text.length > 0 ? { hit, recalled: { ...base, form: summary.form, text: summary.text, tokens } as Recalled } : null
+              return summary.text.length > 0
+                ? { hit, recalled: { ...base, form: summary.form, text: summary.text, tokens } as Recalled }
+                : null
             }),
           { concurrency: 16 },
         ).pipe(Effect.map((xs) => xs.filter((x) => x !== null)))
@@ -205,7 +244,9 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
               step.stepId,
               {
                 trigger,
-                similarities: hits.filter((h) => h.tier === "working").map((h) => ({ entryId: h.entryId, similarity: h.similarity })),
+                similarities: hits
+                  .filter((h) => h.tier === "working")
+                  .map((h) => ({ entryId: h.entryId, similarity: h.similarity })),
                 cues: cues.map(({ hit, recalled }) => ({
                   entryId: hit.entryId,
                   relevance: hit.similarity,
@@ -223,14 +264,24 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
               appendWhile(
                 view.config.id,
                 event,
-                (current) => stepOpen(step.stepId)(current) && notHeldInFull(event.entryId)(current) && !HashMap.has(current.cues, event.entryId),
+                (current) =>
+                  stepOpen(step.stepId)(current) &&
+                  notHeldInFull(event.entryId)(current) &&
+                  !HashMap.has(current.cues, event.entryId),
               ).pipe(Effect.map((a) => a.seq)),
             { concurrency: 64 },
           ).pipe(Effect.orDie)
           return { cues: rehydrated.length, seq: Math.max(first.seq, ...seqs) }
         })
 
-      const promote = (view: AgentView, stepId: string | null, entryId: string, trigger: CueTrigger, recalled: Recalled, key: string) =>
+      const promote = (
+        view: AgentView,
+        stepId: string | null,
+        entryId: string,
+        trigger: CueTrigger,
+        recalled: Recalled,
+        key: string,
+      ) =>
         decided(decidePromotion(view, { stepId, entryId, trigger, recalled, key }, { at: Date.now() })).pipe(
           Effect.flatMap((event) => appendWhile(view.config.id, event, notHeldInFull(entryId))),
           Effect.orDie,
@@ -239,10 +290,14 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       const recalledOf = (cue: NonNullable<ReturnType<typeof cueOf>>): Recalled => {
         const base = recalledMeta(cue)
         if (cue.content !== null) {
-          const kp = cue.keyPoints !== null && cue.tokens.keyPoints !== undefined ? { keyPoints: { text: cue.keyPoints, tokens: cue.tokens.keyPoints } } : {}
+          const kp =
+            cue.keyPoints !== null && cue.tokens.keyPoints !== undefined
+              ? { keyPoints: { text: cue.keyPoints, tokens: cue.tokens.keyPoints } }
+              : {}
           return { ...base, form: "raw", text: cue.content, tokens: cue.tokens.raw, ...kp }
         }
-        if (cue.keyPoints !== null) return { ...base, form: "keyPoints", text: cue.keyPoints, tokens: cue.tokens.keyPoints ?? 0 }
+        if (cue.keyPoints !== null)
+          return { ...base, form: "keyPoints", text: cue.keyPoints, tokens: cue.tokens.keyPoints ?? 0 }
         return { ...base, form: "summary", text: cue.summary ?? "", tokens: cue.tokens.summary ?? 0 }
       }
       const cueOf = (view: AgentView, id: string) => Option.getOrUndefined(HashMap.get(view.cues, id))
@@ -261,14 +316,23 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
                   // Explicit reference to a long-term entry: rehydrate it, and since it is used, make it native.
                   const raw = yield* substrate.get(after.config.id, id)
                   if (raw === null) return
-                  const recalled: Recalled = { ...recalledMeta(raw), form: "raw", text: raw.content, tokens: raw.tokens }
-                  const rehydration = decideExplicitRehydration(after, event.stepId, id, recalled, raw.correlationId, { at: Date.now(), causationId: event.eventId })
+                  const recalled: Recalled = {
+                    ...recalledMeta(raw),
+                    form: "raw",
+                    text: raw.content,
+                    tokens: raw.tokens,
+                  }
+                  const rehydration = decideExplicitRehydration(after, event.stepId, id, recalled, raw.correlationId, {
+                    at: Date.now(),
+                    causationId: event.eventId,
+                  })
                   // The step may have ended meanwhile: then there is nothing to rehydrate into.
                   if (!rehydration.ok) return
                   yield* appendWhile(
                     after.config.id,
                     rehydration.event,
-                    (current) => stepOpen(event.stepId)(current) && notHeldInFull(id)(current) && !HashMap.has(current.cues, id),
+                    (current) =>
+                      stepOpen(event.stepId)(current) && notHeldInFull(id)(current) && !HashMap.has(current.cues, id),
                   ).pipe(Effect.orDie)
                   yield* promote(after, event.stepId, id, "explicit-reference", recalled, event.stepId)
                 }),
@@ -278,7 +342,11 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             if (before === undefined) return Effect.void
             return decided(decideCueDrops(before, event.stepId, { at: Date.now(), causationId: event.eventId })).pipe(
               // A cue promoted meanwhile is native now: nothing to drop.
-              Effect.flatMap((drops) => Effect.forEach(drops, (drop) => appendWhile(before.config.id, drop, notHeldInFull(drop.entryId)), { discard: true })),
+              Effect.flatMap((drops) =>
+                Effect.forEach(drops, (drop) => appendWhile(before.config.id, drop, notHeldInFull(drop.entryId)), {
+                  discard: true,
+                }),
+              ),
               Effect.orDie,
             )
           }
@@ -312,14 +380,18 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           if (event._tag === "EntryRecorded") {
             lexical.add(event.agentId, event.entryId, terms(event.content))
             episodes.add(event.agentId, event.entryId, event.timestamp, event.correlationId)
-          }
-          else if (event._tag === "EntryDemoted") vectors.delete(`${event.agentId}/${event.entryId}`)
+          } else if (event._tag === "EntryDemoted") vectors.delete(`${event.agentId}/${event.entryId}`)
           else if (event._tag === "EntryForgotten") {
             lexical.remove(event.agentId, event.entryId)
             episodes.remove(event.agentId, event.entryId)
             vectors.delete(`${event.agentId}/${event.entryId}`)
           }
-          if (live) runFork(react(before, after, event).pipe(Effect.catchCause((c) => Effect.sync(() => console.error("[retrieval]", c)))))
+          if (live)
+            runFork(
+              react(before, after, event).pipe(
+                Effect.catchCause((c) => Effect.sync(() => console.error("[retrieval]", c))),
+              ),
+            )
         },
       })
       yield* projection.warmedUp
@@ -330,7 +402,10 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         Effect.all([projection.waitFor(afterSeq), longTerm.waitFor(afterSeq)], { concurrency: 2, discard: true }).pipe(
           Effect.timeoutOrElse({
             duration: READ_WAIT,
-            orElse: () => Effect.fail(new NotCaughtUp({ afterSeq, appliedSeq: Math.min(projection.appliedSeq(), longTerm.storedSeq()) })),
+            orElse: () =>
+              Effect.fail(
+                new NotCaughtUp({ afterSeq, appliedSeq: Math.min(projection.appliedSeq(), longTerm.storedSeq()) }),
+              ),
           }),
         )
 
@@ -345,7 +420,12 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       yield* serveOperation("query", (agentId, request) =>
         Effect.gen(function* () {
           const view = yield* viewAfter(agentId, request.afterSeq)
-          const hits = yield* rankBothTiers(view, request.query, { limit: request.limit ?? 10, filter: request.filter }, sources).pipe(Effect.orDie)
+          const hits = yield* rankBothTiers(
+            view,
+            request.query,
+            { limit: request.limit ?? 10, filter: request.filter },
+            sources,
+          ).pipe(Effect.orDie)
           const weights = view.config.relevance ?? DEFAULT_RELEVANCE
           return {
             results: hits.map((h) => {
@@ -360,7 +440,16 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
                 ...hitText(h),
                 relevance: h.relevance,
                 ...(request.explain
-                  ? { explain: { similarity: h.similarity, dense: h.dense, lexical: h.lexical, recency: h.recency, frequency: h.frequency, weights } }
+                  ? {
+                      explain: {
+                        similarity: h.similarity,
+                        dense: h.dense,
+                        lexical: h.lexical,
+                        recency: h.recency,
+                        frequency: h.frequency,
+                        weights,
+                      },
+                    }
                   : {}),
               }
             }),
@@ -378,14 +467,34 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             if (!visible.has(view.config.id)) continue
             for (const e of HashMap.values(view.entries)) {
               if (e.correlationId !== request.correlationId) continue
-              const t = e.content !== null ? { form: "raw" as const, text: e.content } : e.keyPoints !== null ? { form: "keyPoints" as const, text: e.keyPoints } : { form: "summary" as const, text: e.summary ?? "" }
-              entries.push({ agentId: view.config.id, entryId: e.id, tier: "working", timestamp: e.timestamp, origin: e.origin, ...t })
+              const t =
+                e.content !== null
+                  ? { form: "raw" as const, text: e.content }
+                  : e.keyPoints !== null
+                    ? { form: "keyPoints" as const, text: e.keyPoints }
+                    : { form: "summary" as const, text: e.summary ?? "" }
+              entries.push({
+                agentId: view.config.id,
+                entryId: e.id,
+                tier: "working",
+                timestamp: e.timestamp,
+                origin: e.origin,
+                ...t,
+              })
             }
           }
           for (const r of yield* store.list({ correlationId: request.correlationId }).pipe(Effect.orDie)) {
             if (!visible.has(r.agentId)) continue
             if (entries.some((e) => e.agentId === r.agentId && e.entryId === r.entryId)) continue
-            entries.push({ agentId: r.agentId, entryId: r.entryId, tier: "long-term", timestamp: r.timestamp, origin: r.origin, form: r.summaryForm, text: r.summary })
+            entries.push({
+              agentId: r.agentId,
+              entryId: r.entryId,
+              tier: "long-term",
+              timestamp: r.timestamp,
+              origin: r.origin,
+              form: r.summaryForm,
+              text: r.summary,
+            })
           }
           return { entries: entries.sort((a, b) => a.timestamp - b.timestamp || (a.entryId < b.entryId ? -1 : 1)) }
         }),
@@ -395,7 +504,9 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         Effect.gen(function* () {
           const view = yield* viewAfter(agentId, request.afterSeq)
           if (view.step?.stepId !== request.stepId) {
-            return yield* Effect.fail(new InvalidState({ field: "stepId", reason: `step '${request.stepId}' is not the open step` }))
+            return yield* Effect.fail(
+              new InvalidState({ field: "stepId", reason: `step '${request.stepId}' is not the open step` }),
+            )
           }
           const key = `${agentId}/${request.stepId}`
           const done = recalledSteps.get(key)
@@ -431,7 +542,11 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           ? warmUp(agentId, request)
           : commands.once(
               { agentId, operation: "warmUp", requestId: request.requestId, request },
-              Effect.map(warmUp(agentId, request), (reply) => ({ reply, recorded: reply.entryIds.length > 0, seq: reply.seq })),
+              Effect.map(warmUp(agentId, request), (reply) => ({
+                reply,
+                recorded: reply.entryIds.length > 0,
+                seq: reply.seq,
+              })),
             ),
       )
 

@@ -12,6 +12,8 @@ export class SubstrateReader extends Context.Service<
 >()("wm/SubstrateReader") {
   static readonly layer = Layer.effect(
     SubstrateReader,
-    Effect.map(openBucket(SUBSTRATE_BUCKET), (kv) => ({ get: (agentId: string, entryId: string) => readSubstrate(kv, agentId, entryId) })),
+    Effect.map(openBucket(SUBSTRATE_BUCKET), (kv) => ({
+      get: (agentId: string, entryId: string) => readSubstrate(kv, agentId, entryId),
+    })),
   )
 }

@@ -56,9 +56,15 @@ const eraseForgotten = (nats: NatsShape, tombstone: Tombstone) =>
         ? `$KV.${SUBSTRATE_BUCKET}.${substrateKey(tombstone.agentId, tombstone.entryId)}`
         : `$KV.${SUBSTRATE_BUCKET}.${tombstone.agentId}.>`
     const records = await storedRecords(nats.nc, SUBSTRATE_STREAM, filter)
-    return eraseMessages(nats.jsm, SUBSTRATE_STREAM, records.map((r) => r.seq))
+    return eraseMessages(
+      nats.jsm,
+      SUBSTRATE_STREAM,
+      records.map((r) => r.seq),
+    )
   }).pipe(
-    Effect.tapError((error) => Effect.sync(() => console.error(`[substrate] erasing ${tombstone.agentId} failed; retrying`, error))),
+    Effect.tapError((error) =>
+      Effect.sync(() => console.error(`[substrate] erasing ${tombstone.agentId} failed; retrying`, error)),
+    ),
     Effect.retry(Schedule.min([Schedule.exponential("100 millis", 2), Schedule.spaced("10 seconds")])),
   )
 
@@ -91,7 +97,8 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
         if (oldest > flushed) {
           flushed = oldest
           void checkpoints.put(key, String(flushed)).catch(() => undefined)
-          for (let i = waiters.length - 1; i >= 0; i--) if (waiters[i]!.seq <= flushed) waiters.splice(i, 1)[0]!.resolve()
+          for (let i = waiters.length - 1; i >= 0; i--)
+            if (waiters[i]!.seq <= flushed) waiters.splice(i, 1)[0]!.resolve()
         }
       }
 
@@ -114,7 +121,11 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
               tokens: event.tokens,
               seq: record.seq,
             }
-            const write = storeOnce(kv, substrateKey(event.agentId, event.entryId), textEncoder.encode(JSON.stringify(value)))
+            const write = storeOnce(
+              kv,
+              substrateKey(event.agentId, event.entryId),
+              textEncoder.encode(JSON.stringify(value)),
+            )
             inflight.set(record.seq, write)
             write
               .catch((error: unknown) => console.error(`[substrate] write of ${event.entryId} failed`, error))
@@ -144,13 +155,13 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
         seq <= flushed
           ? Effect.void
           : Effect.callback<void>((resume) => {
-            const waiter = { seq, resolve: () => resume(Effect.void) }
-            waiters.push(waiter)
-            return Effect.sync(() => {
-              const i = waiters.indexOf(waiter)
-              if (i >= 0) waiters.splice(i, 1)
+              const waiter = { seq, resolve: () => resume(Effect.void) }
+              waiters.push(waiter)
+              return Effect.sync(() => {
+                const i = waiters.indexOf(waiter)
+                if (i >= 0) waiters.splice(i, 1)
+              })
             })
-          })
 
       // A read after `afterSeq` sees every entry recorded up to it, or is told it cannot yet (not "unknown entry").
       const caughtUpTo = (afterSeq: number) =>
@@ -158,7 +169,8 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
           Effect.andThen(flushedTo(afterSeq)),
           Effect.timeoutOrElse({
             duration: READ_WAIT,
-            orElse: () => Effect.fail(new NotCaughtUp({ afterSeq, appliedSeq: Math.min(flushed, projection.appliedSeq()) })),
+            orElse: () =>
+              Effect.fail(new NotCaughtUp({ afterSeq, appliedSeq: Math.min(flushed, projection.appliedSeq()) })),
           }),
         )
 
@@ -167,11 +179,17 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
           request.afterSeq !== undefined ? caughtUpTo(request.afterSeq) : Effect.void,
           readSubstrate(kv, agentId, request.entryId),
         ).pipe(
-          Effect.flatMap((record) => (record ? Effect.succeed(record) : Effect.fail(new UnknownEntries({ entryIds: [request.entryId] })))),
+          Effect.flatMap((record) =>
+            record ? Effect.succeed(record) : Effect.fail(new UnknownEntries({ entryIds: [request.entryId] })),
+          ),
         ),
       )
 
-      return { get: (agentId, entryId) => readSubstrate(kv, agentId, entryId), appliedSeq: projection.appliedSeq, flushedTo }
+      return {
+        get: (agentId, entryId) => readSubstrate(kv, agentId, entryId),
+        appliedSeq: projection.appliedSeq,
+        flushedTo,
+      }
     }),
   )
 }

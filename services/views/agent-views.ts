@@ -4,8 +4,8 @@
  * to validate requests against the agent's state.
  */
 import { Effect } from "effect"
-import { evolve, skipUndecodable, type AgentView } from "../../domain/agent-view.ts"
-import { runProjection, type Projection } from "../log/projection.ts"
+import { type AgentView, evolve, skipUndecodable } from "../../domain/agent-view.ts"
+import { type Projection, runProjection } from "../log/projection.ts"
 
 export interface AgentViews {
   readonly get: (agentId: string) => AgentView | undefined

@@ -8,19 +8,19 @@
 import { nuid } from "@nats-io/nuid"
 import { Context, Effect, Layer } from "effect"
 import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
-import { AgentNotFound, type ApiError } from "../../contracts/errors.ts"
 import { operations } from "../../contracts/api.ts"
+import { AgentNotFound, type ApiError } from "../../contracts/errors.ts"
 import { agentStepSubject, apiSubject } from "../../contracts/subjects.ts"
-import { currentFocus, viewResponseOf, type AgentView } from "../../domain/agent-view.ts"
+import { type AgentView, currentFocus, viewResponseOf } from "../../domain/agent-view.ts"
 import { decideRead, type Stamp } from "../../domain/decide.ts"
-import { replayedContext, replyOfEvent, storedContext, type StoredContext } from "../../domain/requests.ts"
-import { Nats } from "../nats/connection.ts"
+import { replayedContext, replyOfEvent, type StoredContext, storedContext } from "../../domain/requests.ts"
 import { serveOperation } from "../api/serve.ts"
-import { makeCommandHandler } from "../log/command-handler.ts"
 import { readAgentEvents } from "../log/agent-events.ts"
+import { makeCommandHandler } from "../log/command-handler.ts"
 import { EventLog } from "../log/event-log.ts"
 import type { WarmUp } from "../log/projection.ts"
-import { projectAgentViews, type AgentViews } from "../views/agent-views.ts"
+import { Nats } from "../nats/connection.ts"
+import { type AgentViews, projectAgentViews } from "../views/agent-views.ts"
 
 export interface WorkingShape {
   readonly views: AgentViews
@@ -45,10 +45,13 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
       const recalled = new Set<string>()
       const recallCues = (view: AgentView): Effect.Effect<void> => {
         const step = view.step
-        if (step === null || currentFocus(view) === null || recalled.has(`${view.config.id}/${step.stepId}`)) return Effect.void
+        if (step === null || currentFocus(view) === null || recalled.has(`${view.config.id}/${step.stepId}`))
+          return Effect.void
         recalled.add(`${view.config.id}/${step.stepId}`)
         return Effect.tryPromise(() =>
-          nc.request(apiSubject(view.config.id, operations.recall.subject), JSON.stringify({ stepId: step.stepId }), { timeout: 5_000 }),
+          nc.request(apiSubject(view.config.id, operations.recall.subject), JSON.stringify({ stepId: step.stepId }), {
+            timeout: 5_000,
+          }),
         ).pipe(
           Effect.flatMap((reply) => {
             const parsed = reply.json<{ ok: boolean; value?: { seq: number } }>()
@@ -76,7 +79,13 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
           const view = yield* viewAfter(agentId, request.afterSeq)
           if (view.step !== null && currentFocus(view) !== null) yield* recallCues(view)
           const requestId = request.requestId ?? nuid.next()
-          const stamp: Stamp = { eventId: `${agentId}:buildContext:${requestId}`, agentId, at: Date.now(), causationId: requestId, correlationId: null }
+          const stamp: Stamp = {
+            eventId: `${agentId}:buildContext:${requestId}`,
+            agentId,
+            at: Date.now(),
+            causationId: requestId,
+            correlationId: null,
+          }
           return yield* commands.handle({
             agentId,
             operation: "buildContext",
@@ -89,13 +98,17 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
             reply: ({ decided, seq }): ResponseOf<"buildContext"> => ({ ...decided.built, seq }),
             stored: storedContext,
             replay: (stored, current) => replayedContext(current, stored as StoredContext),
-            fromEvent: (event, seq, current) => replayedContext(current, replyOfEvent(current, event, seq) as StoredContext),
+            fromEvent: (event, seq, current) =>
+              replayedContext(current, replyOfEvent(current, event, seq) as StoredContext),
           })
         }),
       )
 
       yield* serveOperation("getView", (agentId, request) =>
-        Effect.map(viewAfter(agentId, request.afterSeq), (view): ResponseOf<"getView"> => viewResponseOf(view, views.projection.appliedSeq())),
+        Effect.map(
+          viewAfter(agentId, request.afterSeq),
+          (view): ResponseOf<"getView"> => viewResponseOf(view, views.projection.appliedSeq()),
+        ),
       )
 
       // An agent's own events for its local mirror: every event stored before the request (read your writes), in

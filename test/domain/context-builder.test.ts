@@ -26,7 +26,8 @@ describe("context builder", () => {
   })
 
   it("keeps the newest entries raw and serves older ones at their faded rungs when the budget is tight", () => {
-    const long = (n: number) => `Entry ${n}: ` + "The quarterly report covers revenue, costs and the hiring plan in detail. ".repeat(6)
+    const long = (n: number) =>
+      `Entry ${n}: ${"The quarterly report covers revenue, costs and the hiring plan in detail. ".repeat(6)}`
     const old1 = recorded("old1", long(1), T0 + 1 * MINUTE)
     const old2 = recorded("old2", long(2), T0 + 2 * MINUTE)
     const mid = recorded("mid", long(3), T0 + 3 * MINUTE)
@@ -55,7 +56,9 @@ describe("context builder", () => {
   it("drops the oldest entries first when not everything fits", () => {
     const view = given(
       registered(),
-      ...Array.from({ length: 10 }, (_, i) => recorded(`e${i}`, `message number ${i} with some words`, T0 + i * MINUTE)),
+      ...Array.from({ length: 10 }, (_, i) =>
+        recorded(`e${i}`, `message number ${i} with some words`, T0 + i * MINUTE),
+      ),
     )
     const one = view.usage / 10
     const built = buildContext(candidatesOf(view), Math.floor(one * 3.5) + 8)
@@ -106,7 +109,8 @@ describe("context builder", () => {
   })
 
   it("packs the best-ranked entries raw, the next as key points, and the tail in its most compact form", () => {
-    const long = (n: number) => `Entry ${n}: ` + `Point ${n} on the quarterly report covers revenue, costs and hiring. `.repeat(5)
+    const long = (n: number) =>
+      `Entry ${n}: ${`Point ${n} on the quarterly report covers revenue, costs and hiring. `.repeat(5)}`
     const entries = Array.from({ length: 6 }, (_, i) => recorded(`e${i}`, long(i), T0 + i * MINUTE))
     const view = given(
       registered(),
@@ -135,12 +139,18 @@ describe("context builder", () => {
 
   it("never exceeds the budget, for any entries, budgets and encodings (property)", () => {
     const encodings: Encoding[] = ["o200k_base", "cl100k_base", "p50k_base", "r50k_base"]
-    const text = fc.oneof(
-      fc.string({ minLength: 1, maxLength: 400 }),
-      fc.lorem({ maxCount: 80 }),
-      fc.string({ unit: "grapheme", minLength: 1, maxLength: 120 }),
-      fc.string({ unit: fc.constantFrom(" ", "\n", "\t", "[", "]", ".", "a", "1", "é", "🙂", "/", "\r", "…", ":", "thought"), minLength: 1, maxLength: 60 }),
-    ).filter((s) => s.trim().length > 0)
+    const text = fc
+      .oneof(
+        fc.string({ minLength: 1, maxLength: 400 }),
+        fc.lorem({ maxCount: 80 }),
+        fc.string({ unit: "grapheme", minLength: 1, maxLength: 120 }),
+        fc.string({
+          unit: fc.constantFrom(" ", "\n", "\t", "[", "]", ".", "a", "1", "é", "🙂", "/", "\r", "…", ":", "thought"),
+          minLength: 1,
+          maxLength: 60,
+        }),
+      )
+      .filter((s) => s.trim().length > 0)
     fc.assert(
       fc.property(
         fc.constantFrom(...encodings),
@@ -164,7 +174,7 @@ describe("context builder", () => {
               ? [r]
               : s.fade === 1
                 ? [r, faded(r, 1, shorter, encoding)]
-                : [r, faded(r, 1, shorter, encoding), faded(r, 2, "summary of " + shorter.slice(0, 30), encoding)]
+                : [r, faded(r, 1, shorter, encoding), faded(r, 2, `summary of ${shorter.slice(0, 30)}`, encoding)]
           })
           const view = given(registered({ encoding }), ...events)
           const built = buildContext(candidatesOf(view), budget, order, encoding)

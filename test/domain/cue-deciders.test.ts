@@ -1,9 +1,24 @@
 import { HashMap } from "effect"
 import { describe, expect, it } from "vitest"
 import type { EventOf } from "../../contracts/events.ts"
-import { decideCueDrops, decideExplicitRehydration, decidePromotion, decideRecall, type Recalled } from "../../domain/cue-decide.ts"
+import {
+  decideCueDrops,
+  decideExplicitRehydration,
+  decidePromotion,
+  decideRecall,
+  type Recalled,
+} from "../../domain/cue-decide.ts"
 import { given } from "../support/decider-spec.ts"
-import { AGENT, demoted, recorded, referenced, registered, stepEnded, stepStarted, given as fold } from "../support/events.ts"
+import {
+  AGENT,
+  demoted,
+  given as fold,
+  recorded,
+  referenced,
+  registered,
+  stepEnded,
+  stepStarted,
+} from "../support/events.ts"
 
 const recalledText = (text: string, timestamp = 1): Recalled => ({
   timestamp,
@@ -43,7 +58,10 @@ const dropped = (stepId: string, entryId: string, at: number): EventOf<"CueDropp
   entryId,
 })
 
-const longTermEntry = [recorded("e1", "The lease on the Utrecht office ends on 31 May 2026.", 1), demoted("e1", 2)] as const
+const longTermEntry = [
+  recorded("e1", "The lease on the Utrecht office ends on 31 May 2026.", 1),
+  demoted("e1", 2),
+] as const
 
 describe("cue drops apply to the step they name", () => {
   it("a drop of the previous step, appended after the next step recalled the same entry, keeps the new cue", () => {
@@ -63,7 +81,13 @@ describe("cue drops apply to the step they name", () => {
   })
 
   it("a drop of the open step removes its cue", () => {
-    const view = fold(registered(), ...longTermEntry, stepStarted("s1", 3), rehydrated("s1", "e1", 4), dropped("s1", "e1", 5))
+    const view = fold(
+      registered(),
+      ...longTermEntry,
+      stepStarted("s1", 3),
+      rehydrated("s1", "e1", 4),
+      dropped("s1", "e1", 5),
+    )
     expect(HashMap.has(view.cues, "e1")).toBe(false)
   })
 })
@@ -91,7 +115,15 @@ describe("cue deciders", () => {
   })
 
   it("records a recall as the step's similarities, then its cues best first, skipping cues the step already holds", () => {
-    given(registered(), ...longTermEntry, recorded("e2", "Budget moves to Q3.", 3), demoted("e2", 4), recorded("e3", "Open item.", 5), stepStarted("s1", 6), rehydrated("s1", "e2", 7))
+    given(
+      registered(),
+      ...longTermEntry,
+      recorded("e2", "Budget moves to Q3.", 3),
+      demoted("e2", 4),
+      recorded("e3", "Open item.", 5),
+      stepStarted("s1", 6),
+      rehydrated("s1", "e2", 7),
+    )
       .when((view) =>
         decideRecall(
           view!,
@@ -100,7 +132,12 @@ describe("cue deciders", () => {
             trigger: "similarity",
             similarities: [{ entryId: "e3", similarity: 0.4 }],
             cues: [
-              { entryId: "e1", relevance: 0.9, correlationId: "lease", recalled: recalledText("The lease ends on 31 May 2026.") },
+              {
+                entryId: "e1",
+                relevance: 0.9,
+                correlationId: "lease",
+                recalled: recalledText("The lease ends on 31 May 2026."),
+              },
               { entryId: "e2", relevance: 0.8, correlationId: null, recalled: recalledText("Budget moves to Q3.") },
             ],
           },
@@ -108,8 +145,22 @@ describe("cue deciders", () => {
         ),
       )
       .then(
-        { _tag: "StepRecalled", stepId: "s1", trigger: "similarity", similarities: [{ entryId: "e3", similarity: 0.4 }], eventId: `${AGENT}:recall:s1:similarity` },
-        { _tag: "CueRehydrated", stepId: "s1", entryId: "e1", relevance: 0.9, correlationId: "lease", causationId: "s1", eventId: `${AGENT}:cue:s1:e1` },
+        {
+          _tag: "StepRecalled",
+          stepId: "s1",
+          trigger: "similarity",
+          similarities: [{ entryId: "e3", similarity: 0.4 }],
+          eventId: `${AGENT}:recall:s1:similarity`,
+        },
+        {
+          _tag: "CueRehydrated",
+          stepId: "s1",
+          entryId: "e1",
+          relevance: 0.9,
+          correlationId: "lease",
+          causationId: "s1",
+          eventId: `${AGENT}:cue:s1:e1`,
+        },
       )
   })
 
@@ -121,8 +172,20 @@ describe("cue deciders", () => {
 
   it("rehydrates a long-term entry named in the open step", () => {
     given(registered(), ...longTermEntry, stepStarted("s1", 3))
-      .when((view) => decideExplicitRehydration(view!, "s1", "e1", recalledText("The lease ends."), "lease", { at: 4, causationId: "ref-1" }))
-      .then({ _tag: "CueRehydrated", trigger: "explicit-reference", relevance: 1, entryId: "e1", causationId: "ref-1", correlationId: "lease" })
+      .when((view) =>
+        decideExplicitRehydration(view!, "s1", "e1", recalledText("The lease ends."), "lease", {
+          at: 4,
+          causationId: "ref-1",
+        }),
+      )
+      .then({
+        _tag: "CueRehydrated",
+        trigger: "explicit-reference",
+        relevance: 1,
+        entryId: "e1",
+        causationId: "ref-1",
+        correlationId: "lease",
+      })
   })
 
   it("refuses to rehydrate an entry that is not in long-term memory", () => {
@@ -133,7 +196,13 @@ describe("cue deciders", () => {
 
   it("promotes once per occasion", () => {
     given(registered(), ...longTermEntry, stepStarted("s1", 3), rehydrated("s1", "e1", 4))
-      .when((view) => decidePromotion(view!, { stepId: "s1", entryId: "e1", trigger: "similarity", recalled: recalledText("The lease ends."), key: "s1" }, { at: 5 }))
+      .when((view) =>
+        decidePromotion(
+          view!,
+          { stepId: "s1", entryId: "e1", trigger: "similarity", recalled: recalledText("The lease ends."), key: "s1" },
+          { at: 5 },
+        ),
+      )
       .then({ _tag: "CuePromoted", stepId: "s1", entryId: "e1", eventId: `${AGENT}:promote:s1:e1`, causationId: "s1" })
   })
 })

@@ -3,7 +3,13 @@ import { decideBeginStep, decideEndStep, decideReference, type Stamp } from "../
 import { given } from "../support/decider-spec.ts"
 import { AGENT, recorded, registered, stepEnded, stepStarted } from "../support/events.ts"
 
-const stamp = (eventId: string, at = 10): Stamp => ({ eventId, agentId: AGENT, at, causationId: eventId, correlationId: null })
+const stamp = (eventId: string, at = 10): Stamp => ({
+  eventId,
+  agentId: AGENT,
+  at,
+  causationId: eventId,
+  correlationId: null,
+})
 
 describe("step deciders", () => {
   it("begins a step when none is open", () => {

@@ -1,10 +1,19 @@
 import { HashMap, Option } from "effect"
 import { describe, expect, it } from "vitest"
 import type { MemoryEvent } from "../../contracts/events.ts"
-import { evolve, type AgentView } from "../../domain/agent-view.ts"
-import { planFade, type FadeMove } from "../../domain/fade-plan.ts"
+import { type AgentView, evolve } from "../../domain/agent-view.ts"
+import { type FadeMove, planFade } from "../../domain/fade-plan.ts"
 import { DEFAULT_FADE_CONFIG } from "../../domain/fade-score.ts"
-import { demoted, faded, focusChanged, recorded, referenced, registered, stepEnded, stepStarted } from "../support/events.ts"
+import {
+  demoted,
+  faded,
+  focusChanged,
+  recorded,
+  referenced,
+  registered,
+  stepEnded,
+  stepStarted,
+} from "../support/events.ts"
 
 const MINUTE = 60_000
 const T0 = Date.UTC(2024, 0, 1)
@@ -54,7 +63,10 @@ class Simulation {
 
 describe("fade plan", () => {
   it("moves an entry 0 → 1 → 2 → out of working as newer entries age it, each move carrying its score", () => {
-    const sim = new Simulation(registered({ budget: 100_000 }), recorded("old", "The first thing that happened today.", T0))
+    const sim = new Simulation(
+      registered({ budget: 100_000 }),
+      recorded("old", "The first thing that happened today.", T0),
+    )
     for (let i = 1; i <= 150 && sim.rungOf("old") < 3; i++) sim.record(`n${i}`, `newer entry number ${i}.`, i * 5)
     const moves = sim.movesOf("old")
     expect(moves.map((m) => m.to)).toEqual([1, 2, 3])
@@ -86,7 +98,8 @@ describe("fade plan", () => {
     const demotedAt: Record<string, number> = {}
     for (let i = 1; i <= 400; i++) {
       sim.record(`n${i}`, `newer entry ${i}.`, i * 5)
-      for (const id of ["plain", "moving", "cited"]) if (sim.rungOf(id) === 3 && demotedAt[id] === undefined) demotedAt[id] = i
+      for (const id of ["plain", "moving", "cited"])
+        if (sim.rungOf(id) === 3 && demotedAt[id] === undefined) demotedAt[id] = i
     }
     expect(demotedAt.plain).toBeDefined()
     expect(demotedAt.moving ?? Infinity).toBeGreaterThan(demotedAt.plain!)
@@ -99,7 +112,10 @@ describe("fade plan", () => {
   it("under pressure, the entries least relevant to the focus fade first, and a task transition turns that around", () => {
     const hotel = (i: number) => `Hotel booking note ${i}: the Paris hotel room rate and check-in date for the trip.`
     const code = (i: number) => `Python bug note ${i}: the parser raises a KeyError in the config loader module.`
-    const events: MemoryEvent[] = [registered({ role: "custom", budget: 250 }), focusChanged("fix the python parser bug", T0)]
+    const events: MemoryEvent[] = [
+      registered({ role: "custom", budget: 250 }),
+      focusChanged("fix the python parser bug", T0),
+    ]
     for (let i = 0; i < 6; i++) {
       events.push(recorded(`hotel${i}`, hotel(i), T0 + i * MINUTE))
       events.push(recorded(`code${i}`, code(i), T0 + i * MINUTE))
@@ -112,7 +128,9 @@ describe("fade plan", () => {
     expect(sum(rungs("hotel"))).toBeGreaterThan(sum(rungs("code")))
 
     // The same entries under the other task: now the code notes give way first.
-    const other = new Simulation(...events.map((e) => (e._tag === "FocusChanged" ? focusChanged("book the paris hotel room", T0) : e)))
+    const other = new Simulation(
+      ...events.map((e) => (e._tag === "FocusChanged" ? focusChanged("book the paris hotel room", T0) : e)),
+    )
     other.settle()
     const otherRungs = (prefix: string) => Array.from({ length: 6 }, (_, i) => other.rungOf(`${prefix}${i}`))
     expect(sum(otherRungs("code"))).toBeGreaterThan(sum(otherRungs("hotel")))
@@ -120,7 +138,8 @@ describe("fade plan", () => {
 
   it("pressure alone brings working back under τ, and every pressure move says so", () => {
     const events: MemoryEvent[] = [registered({ role: "custom", budget: 150, fade: { tau: 0.5 } })]
-    for (let i = 0; i < 30; i++) events.push(recorded(`e${i}`, `Entry ${i}. It has two sentences of some length to fade.`, T0 + i * 1_000))
+    for (let i = 0; i < 30; i++)
+      events.push(recorded(`e${i}`, `Entry ${i}. It has two sentences of some length to fade.`, T0 + i * 1_000))
     const sim = new Simulation(...events)
     sim.settle()
     expect(sim.view.usage).toBeLessThanOrEqual(0.5 * 150)
@@ -131,7 +150,8 @@ describe("fade plan", () => {
 
   it("never fades a transient cue or an entry cited in the open step", () => {
     const events: MemoryEvent[] = [registered({ role: "custom", budget: 100 })]
-    for (let i = 0; i < 10; i++) events.push(recorded(`e${i}`, `Entry number ${i} with several words in it.`, T0 + i * 1_000))
+    for (let i = 0; i < 10; i++)
+      events.push(recorded(`e${i}`, `Entry number ${i} with several words in it.`, T0 + i * 1_000))
     events.push(stepStarted("s", T0 + 20_000), referenced("s", ["e0"], T0 + 20_000))
     const moves = planFade(new Simulation(...events).view, config)
     expect(moves.length).toBeGreaterThan(0)

@@ -1,16 +1,24 @@
 import { describe, expect, it } from "vitest"
 import type { EventOf } from "../../contracts/events.ts"
-import { coversSubject, decideForget, erasedSequences } from "../../domain/forget.ts"
 import type { Stamp } from "../../domain/decide.ts"
+import { coversSubject, decideForget, erasedSequences } from "../../domain/forget.ts"
 import { given } from "../support/decider-spec.ts"
 import { AGENT, demoted, recorded, registered } from "../support/events.ts"
 
-const stamp = (eventId: string, at = 10): Stamp => ({ eventId, agentId: AGENT, at, causationId: "operator:forget", correlationId: null })
+const stamp = (eventId: string, at = 10): Stamp => ({
+  eventId,
+  agentId: AGENT,
+  at,
+  causationId: "operator:forget",
+  correlationId: null,
+})
 const SECRET = "The safe combination is 31-04-77."
 
 describe("forget decider", () => {
   it("forgets an entry held in working with a tombstone that names it and carries none of its content", () => {
-    const spec = given(registered(), recorded("e1", SECRET, 1)).when((view) => decideForget(view, { entryId: "e1" }, stamp("f1")))
+    const spec = given(registered(), recorded("e1", SECRET, 1)).when((view) =>
+      decideForget(view, { entryId: "e1" }, stamp("f1")),
+    )
     spec.then({ _tag: "EntryForgotten", entryId: "e1", agentId: AGENT, eventId: "f1", causationId: "operator:forget" })
   })
 
@@ -27,13 +35,25 @@ describe("forget decider", () => {
   })
 
   it("refuses to forget an agent that was never registered", () => {
-    const error = given().when((view) => decideForget(view, {}, stamp("f1"))).thenFails("AgentNotFound")
+    const error = given()
+      .when((view) => decideForget(view, {}, stamp("f1")))
+      .thenFails("AgentNotFound")
     expect(error).toMatchObject({ agentId: AGENT })
   })
 
   it("refuses to forget an agent already forgotten", () => {
-    const forgotten: EventOf<"AgentForgotten"> = { _tag: "AgentForgotten", v: 1, eventId: "f0", agentId: AGENT, at: 5, causationId: null, correlationId: null }
-    given(registered(), forgotten).when((view) => decideForget(view, {}, stamp("f1"))).thenFails("AgentNotFound")
+    const forgotten: EventOf<"AgentForgotten"> = {
+      _tag: "AgentForgotten",
+      v: 1,
+      eventId: "f0",
+      agentId: AGENT,
+      at: 5,
+      causationId: null,
+      correlationId: null,
+    }
+    given(registered(), forgotten)
+      .when((view) => decideForget(view, {}, stamp("f1")))
+      .thenFails("AgentNotFound")
   })
 
   it("refuses to forget an entry the agent does not hold", () => {
@@ -44,18 +64,39 @@ describe("forget decider", () => {
   })
 
   it("refuses an entry of an agent that was never registered", () => {
-    given().when((view) => decideForget(view, { entryId: "e1" }, stamp("f1"))).thenFails("AgentNotFound")
+    given()
+      .when((view) => decideForget(view, { entryId: "e1" }, stamp("f1")))
+      .thenFails("AgentNotFound")
   })
 
   it("refuses an entry id that cannot be a subject token, naming the field", () => {
-    const error = given(registered()).when((view) => decideForget(view, { entryId: "a.b" }, stamp("f1"))).thenFails("ValidationError")
+    const error = given(registered())
+      .when((view) => decideForget(view, { entryId: "a.b" }, stamp("f1")))
+      .thenFails("ValidationError")
     expect(error).toMatchObject({ field: "entryId" })
   })
 })
 
 describe("what a tombstone erases", () => {
-  const entryTombstone: EventOf<"EntryForgotten"> = { _tag: "EntryForgotten", v: 1, eventId: "f", agentId: "a", at: 1, causationId: null, correlationId: null, entryId: "e1" }
-  const agentTombstone: EventOf<"AgentForgotten"> = { _tag: "AgentForgotten", v: 1, eventId: "f", agentId: "a", at: 1, causationId: null, correlationId: null }
+  const entryTombstone: EventOf<"EntryForgotten"> = {
+    _tag: "EntryForgotten",
+    v: 1,
+    eventId: "f",
+    agentId: "a",
+    at: 1,
+    causationId: null,
+    correlationId: null,
+    entryId: "e1",
+  }
+  const agentTombstone: EventOf<"AgentForgotten"> = {
+    _tag: "AgentForgotten",
+    v: 1,
+    eventId: "f",
+    agentId: "a",
+    at: 1,
+    causationId: null,
+    correlationId: null,
+  }
 
   it("an entry's tombstone erases every record on the entry's subject but itself, before or after it", () => {
     const records = [

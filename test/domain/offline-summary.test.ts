@@ -54,7 +54,9 @@ describe("key points", () => {
   it.each(SOURCES)("never cost more than the text they stand for: %s", (source) => {
     const entry = { timestamp: 0, origin: "USER" as const }
     const keyPoints = extractKeyPoints(source, 0.5, "o200k_base")
-    expect(blockTokens(entry, "keyPoints", keyPoints, "o200k_base")).toBeLessThanOrEqual(blockTokens(entry, "raw", source, "o200k_base"))
+    expect(blockTokens(entry, "keyPoints", keyPoints, "o200k_base")).toBeLessThanOrEqual(
+      blockTokens(entry, "raw", source, "o200k_base"),
+    )
   })
 
   it("mark what they leave out and keep the speaker", () => {

@@ -8,8 +8,8 @@
 import { HashMap, Option } from "effect"
 import { describe, expect, it } from "vitest"
 import type { MemoryEvent } from "../../contracts/events.ts"
-import { rungCost, type AgentView } from "../../domain/agent-view.ts"
-import { planFade, type FadeMove } from "../../domain/fade-plan.ts"
+import { type AgentView, rungCost } from "../../domain/agent-view.ts"
+import { type FadeMove, planFade } from "../../domain/fade-plan.ts"
 import { DEFAULT_FADE_CONFIG } from "../../domain/fade-score.ts"
 import { given } from "../support/decider-spec.ts"
 import { demoted, faded, recorded, referenced, registered, stepStarted } from "../support/events.ts"
@@ -17,11 +17,22 @@ import { demoted, faded, recorded, referenced, registered, stepStarted } from ".
 const MINUTE = 60_000
 const T0 = Date.UTC(2024, 4, 8, 13)
 const config = DEFAULT_FADE_CONFIG
-const WORDS = ["budget", "meeting", "supplier", "invoice", "delivery", "Porto", "Tuesday", "pallet", "contract", "review"]
+const WORDS = [
+  "budget",
+  "meeting",
+  "supplier",
+  "invoice",
+  "delivery",
+  "Porto",
+  "Tuesday",
+  "pallet",
+  "contract",
+  "review",
+]
 
 /** A note of about `tokens` tokens (one per word). */
 const note = (tokens: number, seed = 0) =>
-  Array.from({ length: tokens }, (_, i) => WORDS[(i * 7 + seed) % WORDS.length]).join(" ") + "."
+  `${Array.from({ length: tokens }, (_, i) => WORDS[(i * 7 + seed) % WORDS.length]).join(" ")}.`
 /** A tool output of one line per record, about `tokens` tokens in all. */
 const toolOutput = (tokens: number) =>
   Array.from({ length: Math.ceil(tokens / 8) }, (_, i) => `row ${i}: status ok, latency fine.`).join("\n")
@@ -40,10 +51,17 @@ const settled = (events: MemoryEvent[]): { view: AgentView; moves: FadeMove[]; l
     for (const m of plan) {
       moves.push(m)
       const entry = entryOf(view, m.entryId)!
-      const original = log.find((e): e is Extract<MemoryEvent, { _tag: "EntryRecorded" }> => e._tag === "EntryRecorded" && e.entryId === m.entryId)!
+      const original = log.find(
+        (e): e is Extract<MemoryEvent, { _tag: "EntryRecorded" }> =>
+          e._tag === "EntryRecorded" && e.entryId === m.entryId,
+      )!
       const words = (entry.content ?? original.content).split(" ")
       // Key points: half of the words; summary: a quarter (what the fade service aims for).
-      log.push(m.to === 3 ? demoted(m.entryId, T0) : faded(original, m.to, words.slice(0, Math.ceil(words.length * (m.to === 1 ? 0.5 : 0.25))).join(" ")))
+      log.push(
+        m.to === 3
+          ? demoted(m.entryId, T0)
+          : faded(original, m.to, words.slice(0, Math.ceil(words.length * (m.to === 1 ? 0.5 : 0.25))).join(" ")),
+      )
     }
   }
   throw new Error("the plan never settled")
@@ -126,7 +144,13 @@ describe("an oversized entry", () => {
 
   it("given an oversized entry the agent cited in the open step, when the plan is made, then it stays (cited entries never fade)", () => {
     const big = recorded("cited", toolOutput(3_000), T0 + MINUTE)
-    const spec = given(registered({ role: "custom", budget: 500 }), recorded("note", note(50), T0), big, stepStarted("s1", T0 + 2 * MINUTE), referenced("s1", ["cited"], T0 + 2 * MINUTE))
+    const spec = given(
+      registered({ role: "custom", budget: 500 }),
+      recorded("note", note(50), T0),
+      big,
+      stepStarted("s1", T0 + 2 * MINUTE),
+      referenced("s1", ["cited"], T0 + 2 * MINUTE),
+    )
 
     const plan = planFade(spec.view!, config)
 

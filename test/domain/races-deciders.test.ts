@@ -1,14 +1,27 @@
 import { HashMap } from "effect"
 import { describe, expect, it } from "vitest"
 import type { EventOf } from "../../contracts/events.ts"
-import { evolve, expectedSeqOf, SEEN_GENERATION, SEEN_IDS, seenIdCount, type AgentView } from "../../domain/agent-view.ts"
+import {
+  type AgentView,
+  evolve,
+  expectedSeqOf,
+  SEEN_GENERATION,
+  SEEN_IDS,
+  seenIdCount,
+} from "../../domain/agent-view.ts"
 import { decideBeginStep, decideRead, recordConflict, type Stamp } from "../../domain/decide.ts"
 import { accept } from "../../domain/decision.ts"
 import { replayedContext, requestBody, storedContext } from "../../domain/requests.ts"
 import { given } from "../support/decider-spec.ts"
 import { AGENT, demoted, faded, recorded, registered, stepEnded, stepStarted } from "../support/events.ts"
 
-const stamp = (eventId: string, at = 10): Stamp => ({ eventId, agentId: AGENT, at, causationId: eventId, correlationId: null })
+const stamp = (eventId: string, at = 10): Stamp => ({
+  eventId,
+  agentId: AGENT,
+  at,
+  causationId: eventId,
+  correlationId: null,
+})
 const T0 = Date.UTC(2024, 4, 8, 13, 0)
 
 /** decideRead's event, in the shape the spec helper compares. */
@@ -21,7 +34,13 @@ describe("the read decider", () => {
   it("records what the build served, in the open step", () => {
     given(registered(), recorded("e1", "The lease ends in May.", T0), stepStarted("s1", T0 + 1))
       .when((view) => readEvent(view, { stepId: "s1" }))
-      .then({ _tag: "EntriesRead", eventId: "read-1", stepId: "s1", budget: 8_000, served: [{ entryId: "e1", form: "raw", cue: false }] })
+      .then({
+        _tag: "EntriesRead",
+        eventId: "read-1",
+        stepId: "s1",
+        budget: 8_000,
+        served: [{ entryId: "e1", form: "raw", cue: false }],
+      })
   })
 
   it("records a read outside any step with no step id, at a per-call limit", () => {
@@ -31,13 +50,22 @@ describe("the read decider", () => {
   })
 
   it("refuses a build for a step that has ended", () => {
-    given(registered(), recorded("e1", "The lease ends in May.", T0), stepStarted("s1", T0 + 1), stepEnded("s1", T0 + 2))
+    given(
+      registered(),
+      recorded("e1", "The lease ends in May.", T0),
+      stepStarted("s1", T0 + 1),
+      stepEnded("s1", T0 + 2),
+    )
       .when((view) => readEvent(view, { stepId: "s1" }))
       .thenFails("InvalidState")
   })
 
   it("serves the same context its event records", () => {
-    const { view } = given(registered(), recorded("e1", "The lease ends in May.", T0), recorded("e2", "Viewing on Tuesday.", T0 + 60_000))
+    const { view } = given(
+      registered(),
+      recorded("e1", "The lease ends in May.", T0),
+      recorded("e2", "Viewing on Tuesday.", T0 + 60_000),
+    )
     const decision = decideRead(view!, {}, stamp("read-2"))
     if (!decision.ok) throw new Error("refused")
     expect(decision.event.event.tokens).toBe(decision.event.built.tokens)
@@ -55,7 +83,15 @@ describe("a retried step begin", () => {
 
 describe("the sequence each write is guarded by", () => {
   const entry = recorded("e1", "The lease ends in May.", T0)
-  const events = [registered(), entry, stepStarted("s1", T0 + 1), faded(entry, 1, "Lease ends May."), stepEnded("s1", T0 + 2), recorded("e2", "Viewing on Tuesday.", T0 + 3), demoted("e2", T0 + 4)]
+  const events = [
+    registered(),
+    entry,
+    stepStarted("s1", T0 + 1),
+    faded(entry, 1, "Lease ends May."),
+    stepEnded("s1", T0 + 2),
+    recorded("e2", "Viewing on Tuesday.", T0 + 3),
+    demoted("e2", T0 + 4),
+  ]
   const { view } = given(...events)
   const step = (e: EventOf<"StepStarted">) => expectedSeqOf(view!, e)
 
@@ -65,7 +101,15 @@ describe("the sequence each write is guarded by", () => {
   })
 
   it("is the configuration subject's last event for budgets", () => {
-    expect(expectedSeqOf(view!, { ...registered(), _tag: "BudgetChanged", reason: "retune", baseBudget: 9_000, budget: 9_000 } as never)).toBe(1)
+    expect(
+      expectedSeqOf(view!, {
+        ...registered(),
+        _tag: "BudgetChanged",
+        reason: "retune",
+        baseBudget: 9_000,
+        budget: 9_000,
+      } as never),
+    ).toBe(1)
   })
 
   it("is the entry's own last event, native or not", () => {
@@ -82,13 +126,21 @@ describe("a record retried with the same request id", () => {
 
   it("with the same body is the same request, whether or not it repeats the timestamp", () => {
     expect(recordConflict({ origin: "USER", content: "The lease ends in May.", tags: ["home"] }, stored)).toBeNull()
-    expect(recordConflict({ origin: "USER", content: "The lease ends in May.", tags: ["home"], timestamp: T0 }, stored)).toBeNull()
+    expect(
+      recordConflict({ origin: "USER", content: "The lease ends in May.", tags: ["home"], timestamp: T0 }, stored),
+    ).toBeNull()
   })
 
   it("with another body names the first field that differs", () => {
-    expect(recordConflict({ origin: "USER", content: "The lease ends in June.", tags: ["home"] }, stored)).toBe("content")
-    expect(recordConflict({ origin: "ADVISOR", content: "The lease ends in May.", tags: ["home"] }, stored)).toBe("origin")
-    expect(recordConflict({ origin: "USER", content: "The lease ends in May.", tags: ["home"], timestamp: T0 + 1 }, stored)).toBe("timestamp")
+    expect(recordConflict({ origin: "USER", content: "The lease ends in June.", tags: ["home"] }, stored)).toBe(
+      "content",
+    )
+    expect(recordConflict({ origin: "ADVISOR", content: "The lease ends in May.", tags: ["home"] }, stored)).toBe(
+      "origin",
+    )
+    expect(
+      recordConflict({ origin: "USER", content: "The lease ends in May.", tags: ["home"], timestamp: T0 + 1 }, stored),
+    ).toBe("timestamp")
     expect(recordConflict({ origin: "USER", content: "The lease ends in May." }, stored)).toBe("tags")
   })
 })
@@ -102,7 +154,11 @@ describe("the request ledger's records", () => {
   })
 
   it("keep no text of a build, and serve it again from what working holds", () => {
-    const { view } = given(registered(), recorded("e1", "The lease ends in May.", T0), recorded("e2", "Viewing on Tuesday.", T0 + 86_400_000))
+    const { view } = given(
+      registered(),
+      recorded("e1", "The lease ends in May.", T0),
+      recorded("e2", "Viewing on Tuesday.", T0 + 86_400_000),
+    )
     const decision = decideRead(view!, {}, stamp("read-3"))
     if (!decision.ok) throw new Error("refused")
     const reply = { ...decision.event.built, seq: 9 }
@@ -114,7 +170,15 @@ describe("the request ledger's records", () => {
 
 describe("the views' memory of applied event ids", () => {
   it("skips a copy of an applied event stored again under another sequence", () => {
-    const read = { ...registered(), _tag: "EntriesRead", eventId: "read-x", stepId: null, budget: 100, tokens: 10, served: [{ entryId: "e1", form: "raw", cue: false }] } as EventOf<"EntriesRead">
+    const read = {
+      ...registered(),
+      _tag: "EntriesRead",
+      eventId: "read-x",
+      stepId: null,
+      budget: 100,
+      tokens: 10,
+      served: [{ entryId: "e1", form: "raw", cue: false }],
+    } as EventOf<"EntriesRead">
     const { view } = given(registered(), recorded("e1", "The lease ends in May.", T0), read)
     const again = evolve(view, read, { seq: 10 })
     expect(HashMap.get(again!.entries, "e1").pipe((o) => (o._tag === "Some" ? o.value.referenceCount : -1))).toBe(1)

@@ -4,8 +4,9 @@
  * an untouched gpt-tokenizer instance, in every supported encoding, and the
  * worst case of the old merge is now fast enough to count at all.
  */
-import fc from "fast-check"
+
 import { createRequire } from "node:module"
+import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { Encoding } from "../../contracts/agent.ts"
 import { MAX_CONTENT_BYTES } from "../../contracts/api.ts"
@@ -13,7 +14,9 @@ import { countTokens, encodeTokens, LONG_PIECE_BYTES } from "../../domain/tokens
 
 const require = createRequire(import.meta.url)
 const { GptEncoding } = require("gpt-tokenizer/cjs/GptEncoding") as {
-  GptEncoding: { getEncodingApi(name: string, ranks: () => unknown): { encode(text: string, options: object): number[] } }
+  GptEncoding: {
+    getEncodingApi(name: string, ranks: () => unknown): { encode(text: string, options: object): number[] }
+  }
 }
 /** A separate instance of the library with its own, unmodified merge. */
 const reference = (encoding: Encoding) => {
@@ -31,7 +34,10 @@ const longRuns = fc.oneof(
   fc.string({ unit: fc.constantFrom("😀", "👍🏽", "a"), minLength: 40, maxLength: 400 }),
   fc.string({ unit: "binary", minLength: LONG_PIECE_BYTES, maxLength: 600 }),
   fc
-    .tuple(fc.lorem({ maxCount: 20 }), fc.string({ unit: fc.constantFrom("q", "u", "x"), minLength: 200, maxLength: 900 }))
+    .tuple(
+      fc.lorem({ maxCount: 20 }),
+      fc.string({ unit: fc.constantFrom("q", "u", "x"), minLength: 200, maxLength: 900 }),
+    )
     .map(([words, run]) => `${words} ${run} ${words}`),
 )
 
@@ -62,7 +68,9 @@ describe("token counting", () => {
 
 describe("the merge cache", () => {
   it("keeps only a few long pieces: distinct 64 KiB runs do not accumulate in memory", () => {
-    const { default: api } = require("gpt-tokenizer/cjs/encoding/o200k_base") as { default: { bytePairEncodingCoreProcessor: { mergeCache: Map<string, unknown> } } }
+    const { default: api } = require("gpt-tokenizer/cjs/encoding/o200k_base") as {
+      default: { bytePairEncodingCoreProcessor: { mergeCache: Map<string, unknown> } }
+    }
     countTokens("warm", "o200k_base")
     const cache = api.bytePairEncodingCoreProcessor.mergeCache
     for (let i = 0; i < 100; i++) countTokens(`${i} ${"xy".repeat(2_000 + i)}`, "o200k_base")

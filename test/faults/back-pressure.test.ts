@@ -21,7 +21,7 @@ import { Layer } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { MAX_CONTENT_BYTES } from "../../contracts/api.ts"
 import { DEAD_LETTER_STREAM, EVENTS_STREAM } from "../../contracts/subjects.ts"
-import { startNatsServer, type NatsServerProcess } from "../../infra/nats-server.ts"
+import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { EmbeddingProvider } from "../../services/embedding/embedding-provider.ts"
 import { hashedEmbedder } from "../../services/embedding/offline-embedder.ts"
@@ -29,7 +29,16 @@ import { Summarizer } from "../../services/fade/summarizer.ts"
 import { entryRecordCounts, eventually, readRecords, sleep, streamLastSeq, teardown } from "./support/audit.ts"
 import { callUntilAnswered, contentFor, newStats, percentile, pool } from "./support/driver.ts"
 import { REPO_ROOT, recordFigures, round } from "./support/figures.ts"
-import { fadeLayer, gatewayLayer, startInProcess, startNodeProcess, startServiceProcess, workingLayer, type InProcess, type ServiceProcess } from "./support/services.ts"
+import {
+  fadeLayer,
+  gatewayLayer,
+  type InProcess,
+  type ServiceProcess,
+  startInProcess,
+  startNodeProcess,
+  startServiceProcess,
+  workingLayer,
+} from "./support/services.ts"
 
 const PHASE_RECORDS = 1_500
 const IN_FLIGHT = 16
@@ -90,20 +99,34 @@ interface Phase {
 
 let phaseNo = 0
 /** `count` records through the SDK with `inFlight` outstanding; every one must be acknowledged. */
-const ingest = async (count: number, inFlight = IN_FLIGHT, content: (i: number) => string = contentFor): Promise<Phase & { keys: string[] }> => {
+const ingest = async (
+  count: number,
+  inFlight = IN_FLIGHT,
+  content: (i: number) => string = contentFor,
+): Promise<Phase & { keys: string[] }> => {
   const phase = phaseNo++
   const stats = newStats()
   const latencies: number[] = []
   const keys: string[] = []
   const started = performance.now()
-  await pool(Array.from({ length: count }, (_, i) => i), inFlight, async (i) => {
-    const agentId = AGENTS[i % AGENTS.length]!
-    const requestId = `bp${phase}-${i}`
-    const t = performance.now()
-    const r = await callUntilAnswered(client, agentId, "recordEntry", { requestId, origin: "USER", content: content(i) }, stats)
-    latencies.push(performance.now() - t)
-    if (r !== undefined) keys.push(`${agentId}/${requestId}`)
-  })
+  await pool(
+    Array.from({ length: count }, (_, i) => i),
+    inFlight,
+    async (i) => {
+      const agentId = AGENTS[i % AGENTS.length]!
+      const requestId = `bp${phase}-${i}`
+      const t = performance.now()
+      const r = await callUntilAnswered(
+        client,
+        agentId,
+        "recordEntry",
+        { requestId, origin: "USER", content: content(i) },
+        stats,
+      )
+      latencies.push(performance.now() - t)
+      if (r !== undefined) keys.push(`${agentId}/${requestId}`)
+    },
+  )
   const seconds = (performance.now() - started) / 1000
   expect(stats.failures).toEqual([])
   return {
@@ -130,7 +153,12 @@ it("slow consumers do not make the gateway lose or block accepted writes; the li
 
   // 2. The fade worker's remote summariser never answers: every evaluation that needs a summary waits.
   const models = Layer.merge(
-    Summarizer.remote({ baseUrl: `http://127.0.0.1:${(summariser.address() as { port: number }).port}/v1`, model: "stalled", timeout: "120 seconds", retries: 0 }),
+    Summarizer.remote({
+      baseUrl: `http://127.0.0.1:${(summariser.address() as { port: number }).port}/v1`,
+      model: "stalled",
+      timeout: "120 seconds",
+      retries: 0,
+    }),
     EmbeddingProvider.offlineOnly(hashedEmbedder()),
   )
   fade = await startInProcess(fadeLayer(server.url, { name: "fade" }, models))
@@ -149,13 +177,27 @@ it("slow consumers do not make the gateway lose or block accepted writes; the li
   const holdDir = mkdtempSync(join(tmpdir(), "wm-hold-"))
   const holdFile = join(holdDir, "hold")
   writeFileSync(holdFile, "")
-  slow = startNodeProcess("slow-projection", `${REPO_ROOT}test/faults/support/slow-projection.ts`, { NATS_URL: server.url, SLOW_APPLY_MS: "2", HOLD_FILE: holdFile })
+  slow = startNodeProcess("slow-projection", `${REPO_ROOT}test/faults/support/slow-projection.ts`, {
+    NATS_URL: server.url,
+    SLOW_APPLY_MS: "2",
+    HOLD_FILE: holdFile,
+  })
   const slowLines = () => slow!.output().trim().split("\n")
-  const slowApplied = () => Number(slowLines().filter((l) => l.startsWith("applied ")).at(-1)?.split(" ")[1] ?? 0)
-  const heldAt = await eventually("the slow projection to be held", () => {
-    const held = slowLines().find((l) => l.startsWith("held "))
-    return held === undefined ? undefined : Number(held.split(" ")[1])
-  }, 60_000)
+  const slowApplied = () =>
+    Number(
+      slowLines()
+        .filter((l) => l.startsWith("applied "))
+        .at(-1)
+        ?.split(" ")[1] ?? 0,
+    )
+  const heldAt = await eventually(
+    "the slow projection to be held",
+    () => {
+      const held = slowLines().find((l) => l.startsWith("held "))
+      return held === undefined ? undefined : Number(held.split(" ")[1])
+    },
+    60_000,
+  )
   const phaseFrom = await streamLastSeq(server.url)
   const withSlowProjection = await ingest(PHASE_RECORDS)
   const endOfPhase = await streamLastSeq(server.url)
@@ -168,16 +210,26 @@ it("slow consumers do not make the gateway lose or block accepted writes; the li
   const slowLagAtEnd = endOfPhase - appliedDuringPhase
   rmSync(holdDir, { recursive: true, force: true })
   const drainStarted = Date.now()
-  await eventually("the slow projection to catch up", () => (slowApplied() >= endOfPhase ? true : undefined), 120_000, 100)
+  await eventually(
+    "the slow projection to catch up",
+    () => (slowApplied() >= endOfPhase ? true : undefined),
+    120_000,
+    100,
+  )
   const slowDrainMs = Date.now() - drainStarted
 
   // The stalled summariser gives up: fading falls back and catches up.
   summariserStalled = false
   for (const res of hanging.splice(0)) res.writeHead(500).end("gave up")
-  const summaryAfterRelease = await eventually("a summary after the summariser answers", async () => {
-    const log = await readRecords(server.url)
-    return log.find((r) => r.seq > stalledFrom && r.event?._tag === "RungChanged" && r.event.to === 2)?.seq
-  }, 60_000, 250)
+  const summaryAfterRelease = await eventually(
+    "a summary after the summariser answers",
+    async () => {
+      const log = await readRecords(server.url)
+      return log.find((r) => r.seq > stalledFrom && r.event?._tag === "RungChanged" && r.event.to === 2)?.seq
+    },
+    60_000,
+    250,
+  )
 
   // Nothing accepted was lost or stored twice, in any phase.
   const log = await readRecords(server.url)
@@ -197,7 +249,8 @@ it("slow consumers do not make the gateway lose or block accepted writes; the li
 
   // 4. The client's in-flight window: throughput as the number of outstanding records grows.
   const window: Record<string, Phase> = {}
-  for (const inFlight of [1, 4, 16, 64, 256]) window[String(inFlight)] = withoutKeys(await ingest(inFlight === 1 ? 300 : 1_000, inFlight))
+  for (const inFlight of [1, 4, 16, 64, 256])
+    window[String(inFlight)] = withoutKeys(await ingest(inFlight === 1 ? 300 : 1_000, inFlight))
 
   // 5. A worst-case entry: 64 KiB of one unbroken word costs seconds of tokenisation in the gateway,
   //    during which the records that reach that gateway wait; none is lost. Measured against the
@@ -205,10 +258,19 @@ it("slow consumers do not make the gateway lose or block accepted writes; the li
   await core.stop()
   gatewayProcess = startServiceProcess("gateway", { NATS_URL: server.url })
   workingProcess = startServiceProcess("working", { NATS_URL: server.url })
-  await eventually("the gateway process to answer", async () => {
-    const reply = await nc.request(`wm.api.${AGENTS[0]}.agent.register`, JSON.stringify({ role: "custom", budget: 400 }), { timeout: 1_000 })
-    return (JSON.parse(new TextDecoder().decode(reply.data)) as { ok: boolean }).ok ? true : undefined
-  }, 60_000, 100)
+  await eventually(
+    "the gateway process to answer",
+    async () => {
+      const reply = await nc.request(
+        `wm.api.${AGENTS[0]}.agent.register`,
+        JSON.stringify({ role: "custom", budget: 400 }),
+        { timeout: 1_000 },
+      )
+      return (JSON.parse(new TextDecoder().decode(reply.data)) as { ok: boolean }).ok ? true : undefined
+    },
+    60_000,
+    100,
+  )
   const worst = "x".repeat(MAX_CONTENT_BYTES)
   const ongoing = ingest(1_200, 8)
   await sleep(300)
@@ -216,7 +278,12 @@ it("slow consumers do not make the gateway lose or block accepted writes; the li
   // Sent the way a careful client sends an entry it knows is costly: with a per-attempt timeout above its cost. With
   // the default 5 s, on a loaded machine each attempt timed out before its reply and every resend queued one more
   // tokenisation behind the first, so no reply ever came in time.
-  const worstReply = await client.call(AGENTS[0]!, "recordEntry", { requestId: "bp-worst-case", origin: "USER", content: worst }, { timeoutMs: 120_000 })
+  const worstReply = await client.call(
+    AGENTS[0]!,
+    "recordEntry",
+    { requestId: "bp-worst-case", origin: "USER", content: worst },
+    { timeoutMs: 120_000 },
+  )
   const worstMs = performance.now() - worstStarted
   const around = await ongoing
   expect(worstReply.entryId).toBe("bp-worst-case")
@@ -242,7 +309,11 @@ it("slow consumers do not make the gateway lose or block accepted writes; the li
       replicas: events.config.num_replicas,
       duplicateWindowMs: events.config.duplicate_window / 1e6,
     },
-    deadLetterStream: { maxAgeDays: letters.config.max_age / 1e9 / 86_400, maxMsgs: letters.config.max_msgs, maxBytes: letters.config.max_bytes },
+    deadLetterStream: {
+      maxAgeDays: letters.config.max_age / 1e9 / 86_400,
+      maxMsgs: letters.config.max_msgs,
+      maxBytes: letters.config.max_bytes,
+    },
     sdk: { timeoutPerAttemptMs: 5_000, attempts: 4, inFlightWindow: "none: every call is its own request" },
   }
   expect(limits.eventStream.maxMsgSizeBytes).toBe(1024 * 1024)
@@ -252,11 +323,27 @@ it("slow consumers do not make the gateway lose or block accepted writes; the li
     recordsPerPhase: PHASE_RECORDS,
     inFlight: IN_FLIGHT,
     baseline: withoutKeys(baseline),
-    fadeSummariserStalled: { ...withoutKeys(stalled), pendingSummaries, summariesDuringStall, firstSummaryAfterReleaseSeq: summaryAfterRelease, summariserRequestsDuringStall },
-    slowProjectionHeldThen2msPerEvent: { ...withoutKeys(withSlowProjection), heldAtSeq: heldAt, lagAtEndOfPhaseEvents: slowLagAtEnd, drainAfterReleaseMs: slowDrainMs },
+    fadeSummariserStalled: {
+      ...withoutKeys(stalled),
+      pendingSummaries,
+      summariesDuringStall,
+      firstSummaryAfterReleaseSeq: summaryAfterRelease,
+      summariserRequestsDuringStall,
+    },
+    slowProjectionHeldThen2msPerEvent: {
+      ...withoutKeys(withSlowProjection),
+      heldAtSeq: heldAt,
+      lagAtEndOfPhaseEvents: slowLagAtEnd,
+      drainAfterReleaseMs: slowDrainMs,
+    },
     lostOrDuplicated: 0,
     inFlightWindow: window,
-    worstCaseEntry: { bytes: MAX_CONTENT_BYTES, shape: "one unbroken 64 KiB word", recordMs: round(worstMs), recordsMeanwhileFromOtherClients: withoutKeys(around) },
+    worstCaseEntry: {
+      bytes: MAX_CONTENT_BYTES,
+      shape: "one unbroken 64 KiB word",
+      recordMs: round(worstMs),
+      recordsMeanwhileFromOtherClients: withoutKeys(around),
+    },
     limits,
   })
 })

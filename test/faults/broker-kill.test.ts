@@ -10,10 +10,20 @@ import type { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { FadeWorkerShape } from "../../services/fade/fade-worker.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
 import type { WorkingShape } from "../../services/working/working.ts"
-import { duplicateEvents, entryRecordCounts, eventually, readRecords, rebuildViews, repeatedFadeMoves, sleep, snapshotOf, waitQuiet } from "./support/audit.ts"
+import {
+  duplicateEvents,
+  entryRecordCounts,
+  eventually,
+  readRecords,
+  rebuildViews,
+  repeatedFadeMoves,
+  sleep,
+  snapshotOf,
+  waitQuiet,
+} from "./support/audit.ts"
 import { callUntilAnswered, contentFor, newStats, pool } from "./support/driver.ts"
 import { recordFigures, round } from "./support/figures.ts"
-import { startCoreSystem, type CoreSystem } from "./support/services.ts"
+import { type CoreSystem, startCoreSystem } from "./support/services.ts"
 
 const AGENTS = Array.from({ length: 6 }, (_, i) => `bk-${i}`)
 const RECORDS = 3_000
@@ -59,8 +69,15 @@ it("a broker killed mid-ingest loses nothing acknowledged, stores nothing twice,
     // How long until a client reads its own fresh write again: the write, then a read waiting for it.
     const probe = client.agent(AGENTS[0]!)
     for (let n = 0; Date.now() - restartedAt < 120_000; n++) {
-      const wrote = await callUntilAnswered(client, probe.agentId, "recordEntry", { requestId: `bk-probe-${n}`, origin: "SYSTEM", content: `probe ${n}` }, probeStats)
-      const read = wrote && (await client.call(probe.agentId, "getView", { afterSeq: wrote.seq }).catch(() => undefined))
+      const wrote = await callUntilAnswered(
+        client,
+        probe.agentId,
+        "recordEntry",
+        { requestId: `bk-probe-${n}`, origin: "SYSTEM", content: `probe ${n}` },
+        probeStats,
+      )
+      const read =
+        wrote && (await client.call(probe.agentId, "getView", { afterSeq: wrote.seq }).catch(() => undefined))
       if (read !== undefined && read.appliedSeq >= (wrote?.seq ?? Infinity)) {
         readYourWritesResumed = true
         break
@@ -77,7 +94,13 @@ it("a broker killed mid-ingest loses nothing acknowledged, stores nothing twice,
     async (i) => {
       const agentId = AGENTS[i % AGENTS.length]!
       const requestId = `bk-${i}`
-      const reply = await callUntilAnswered(client, agentId, "recordEntry", { requestId, origin: i % 4 === 0 ? "INTERNAL" : "USER", content: contentFor(i) }, stats)
+      const reply = await callUntilAnswered(
+        client,
+        agentId,
+        "recordEntry",
+        { requestId, origin: i % 4 === 0 ? "INTERNAL" : "USER", content: contentFor(i) },
+        stats,
+      )
       if (reply === undefined) return
       expect(reply.entryId).toBe(requestId)
       acked.add(`${agentId}/${requestId}`)
@@ -85,7 +108,13 @@ it("a broker killed mid-ingest loses nothing acknowledged, stores nothing twice,
       if (reply.duplicate) duplicateReplies++
       if (i % 100 === 50) {
         // Reads that write (EntriesRead) go on through the outage too, with their own request ids.
-        const built = await callUntilAnswered(client, agentId, "buildContext", { requestId: `bk-build-${i}`, afterSeq: reply.seq }, stats)
+        const built = await callUntilAnswered(
+          client,
+          agentId,
+          "buildContext",
+          { requestId: `bk-build-${i}`, afterSeq: reply.seq },
+          stats,
+        )
         if (built !== undefined) builds++
       }
     },
@@ -95,7 +124,11 @@ it("a broker killed mid-ingest loses nothing acknowledged, stores nothing twice,
 
   // Every projection converges to the log.
   const settleStarted = Date.now()
-  const last = await waitQuiet(server.url, () => [working.views.projection.appliedSeq(), gateway.views.projection.appliedSeq()], { quietMs: 2_000, timeoutMs: 90_000 })
+  const last = await waitQuiet(
+    server.url,
+    () => [working.views.projection.appliedSeq(), gateway.views.projection.appliedSeq()],
+    { quietMs: 2_000, timeoutMs: 90_000 },
+  )
   const log = await readRecords(server.url)
   const rebuilt = rebuildViews(log, last)
   const counts = entryRecordCounts(log)

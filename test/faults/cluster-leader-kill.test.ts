@@ -6,19 +6,29 @@
  * and catches up: it ends up leading the stream and serving the whole log
  * from its own store.
  */
-import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream"
+import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Layer } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { EVENTS_STREAM } from "../../contracts/subjects.ts"
-import { startNatsCluster, type NatsCluster, type NatsServerProcess } from "../../infra/nats-server.ts"
+import { type NatsCluster, type NatsServerProcess, startNatsCluster } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
 import type { WorkingShape } from "../../services/working/working.ts"
-import { duplicateEvents, entryRecordCounts, eventually, readRecords, rebuildViews, sleep, snapshotOf, waitQuiet, teardown } from "./support/audit.ts"
+import {
+  duplicateEvents,
+  entryRecordCounts,
+  eventually,
+  readRecords,
+  rebuildViews,
+  sleep,
+  snapshotOf,
+  teardown,
+  waitQuiet,
+} from "./support/audit.ts"
 import { callUntilAnswered, contentFor, newStats, pool } from "./support/driver.ts"
 import { recordFigures } from "./support/figures.ts"
-import { gatewayLayer, gatewayOf, startInProcess, workingLayer, workingOf, type InProcess } from "./support/services.ts"
+import { gatewayLayer, gatewayOf, type InProcess, startInProcess, workingLayer, workingOf } from "./support/services.ts"
 
 const AGENTS = ["cl-0", "cl-1", "cl-2", "cl-3"]
 const RECORDS = 2_000
@@ -37,7 +47,9 @@ let gateway: GatewayShape
 beforeAll(async () => {
   cluster = await startNatsCluster(3)
   const settings = { replicas: 3 }
-  services = await startInProcess(Layer.mergeAll(workingLayer(cluster.servers, settings), gatewayLayer(cluster.servers, settings)))
+  services = await startInProcess(
+    Layer.mergeAll(workingLayer(cluster.servers, settings), gatewayLayer(cluster.servers, settings)),
+  )
   working = await workingOf(services)
   gateway = await gatewayOf(services)
   client = await WorkingMemoryClient.connect({ servers: cluster.servers, timeoutMs: 3_000 })
@@ -54,7 +66,8 @@ afterAll(() =>
 )
 
 const streamInfo = () => eventually("stream info", () => jsm.streams.info(EVENTS_STREAM), 60_000, 250)
-const nodeNamed = (name: string | undefined): NatsServerProcess | undefined => cluster.nodes.find((n) => n.name === name)
+const nodeNamed = (name: string | undefined): NatsServerProcess | undefined =>
+  cluster.nodes.find((n) => n.name === name)
 
 it("the stream leader killed mid-ingest: no acknowledged loss, no duplicates, and the node rejoins and catches up", async () => {
   for (const id of AGENTS) await client.agent(id).register({ role: "custom", budget: 50_000 })
@@ -78,41 +91,70 @@ it("the stream leader killed mid-ingest: no acknowledged loss, no duplicates, an
     expect(victim, `leader ${leader} is one of the nodes`).toBeDefined()
     killAt = Date.now()
     await victim!.kill()
-    const info = await eventually("a new stream leader", async () => {
-      const i = await jsm.streams.info(EVENTS_STREAM)
-      return i.cluster?.leader !== undefined && i.cluster.leader !== victim!.name ? i : undefined
-    }, 60_000, 100)
+    const info = await eventually(
+      "a new stream leader",
+      async () => {
+        const i = await jsm.streams.info(EVENTS_STREAM)
+        return i.cluster?.leader !== undefined && i.cluster.leader !== victim!.name ? i : undefined
+      },
+      60_000,
+      100,
+    )
     newLeaderAt = Date.now()
     newLeader = info.cluster!.leader!
   })()
 
   const record = (i: number) => async () => {
     const agentId = AGENTS[i % AGENTS.length]!
-    const r = await callUntilAnswered(client, agentId, "recordEntry", { requestId: `cl-r${i}`, origin: "USER", content: contentFor(i) }, stats)
+    const r = await callUntilAnswered(
+      client,
+      agentId,
+      "recordEntry",
+      { requestId: `cl-r${i}`, origin: "USER", content: contentFor(i) },
+      stats,
+    )
     if (r === undefined) return
     acked++
     ackedAt.push(Date.now())
     if (r.duplicate) duplicateReplies++
   }
   const started = Date.now()
-  await pool(Array.from({ length: RECORDS }, (_, i) => i), IN_FLIGHT, (i) => record(i)())
+  await pool(
+    Array.from({ length: RECORDS }, (_, i) => i),
+    IN_FLIGHT,
+    (i) => record(i)(),
+  )
   const ingestMillis = Date.now() - started
   await killer
 
   // The killed node comes back on its port and store while writes go on; it must catch up.
   const restartAt = Date.now()
   await victim!.restart()
-  await pool(Array.from({ length: AFTER_REJOIN }, (_, i) => RECORDS + i), IN_FLIGHT, (i) => record(i)())
-  await eventually(`${victim!.name} current in the stream's replica set`, async () => {
-    const info = await jsm.streams.info(EVENTS_STREAM)
-    const peer = [...(info.cluster?.replicas ?? []), ...(info.cluster?.leader === victim!.name ? [{ name: victim!.name, current: true, lag: 0 }] : [])].find(
-      (p) => p.name === victim!.name,
-    )
-    return peer?.current === true && (peer.lag ?? 0) === 0 ? info : undefined
-  }, 90_000, 250)
+  await pool(
+    Array.from({ length: AFTER_REJOIN }, (_, i) => RECORDS + i),
+    IN_FLIGHT,
+    (i) => record(i)(),
+  )
+  await eventually(
+    `${victim!.name} current in the stream's replica set`,
+    async () => {
+      const info = await jsm.streams.info(EVENTS_STREAM)
+      const peer = [
+        ...(info.cluster?.replicas ?? []),
+        ...(info.cluster?.leader === victim!.name ? [{ name: victim!.name, current: true, lag: 0 }] : []),
+      ].find((p) => p.name === victim!.name)
+      return peer?.current === true && (peer.lag ?? 0) === 0 ? info : undefined
+    },
+    90_000,
+    250,
+  )
   const caughtUpMs = Date.now() - restartAt
 
-  const last = await waitQuiet(cluster.servers, () => [working.views.projection.appliedSeq(), gateway.views.projection.appliedSeq()], { quietMs: 1_500, timeoutMs: 90_000 })
+  const last = await waitQuiet(
+    cluster.servers,
+    () => [working.views.projection.appliedSeq(), gateway.views.projection.appliedSeq()],
+    { quietMs: 1_500, timeoutMs: 90_000 },
+  )
   const expectedState = (await jsm.streams.info(EVENTS_STREAM)).state
   expect(expectedState.last_seq).toBe(last)
 
@@ -122,7 +164,12 @@ it("the stream leader killed mid-ingest: no acknowledged loss, no duplicates, an
     expect(stepdowns, "leadership reached the restarted node").toBeLessThan(12)
     stepdowns++
     await nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${EVENTS_STREAM}`, "", { timeout: 5_000 }).catch(() => undefined)
-    await eventually("a stream leader after the step-down", async () => ((await jsm.streams.info(EVENTS_STREAM)).cluster?.leader ? true : undefined), 30_000, 200)
+    await eventually(
+      "a stream leader after the step-down",
+      async () => ((await jsm.streams.info(EVENTS_STREAM)).cluster?.leader ? true : undefined),
+      30_000,
+      200,
+    )
   }
   const ownState = (await jsm.streams.info(EVENTS_STREAM)).state
   expect(ownState.messages).toBe(expectedState.messages)
@@ -152,7 +199,8 @@ it("the stream leader killed mid-ingest: no acknowledged loss, no duplicates, an
 
   const sorted = [...ackedAt].sort((a, b) => a - b)
   let longestGap = 0
-  for (let i = 1; i < sorted.length; i++) if (sorted[i - 1]! < restartAt) longestGap = Math.max(longestGap, sorted[i]! - sorted[i - 1]!)
+  for (let i = 1; i < sorted.length; i++)
+    if (sorted[i - 1]! < restartAt) longestGap = Math.max(longestGap, sorted[i]! - sorted[i - 1]!)
   const firstAckAfterKill = sorted.find((t) => t > killAt) ?? Number.NaN
 
   recordFigures("cluster-leader-kill", {

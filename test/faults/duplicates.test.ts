@@ -15,9 +15,17 @@ import type { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { FadeWorkerShape } from "../../services/fade/fade-worker.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
 import type { WorkingShape } from "../../services/working/working.ts"
-import { entryRecordCounts, eventually, readRecords, rebuildViews, snapshotOf, streamLastSeq, waitQuiet } from "./support/audit.ts"
+import {
+  entryRecordCounts,
+  eventually,
+  readRecords,
+  rebuildViews,
+  snapshotOf,
+  streamLastSeq,
+  waitQuiet,
+} from "./support/audit.ts"
 import { recordFigures } from "./support/figures.ts"
-import { startCoreSystem, type CoreSystem, type InProcess } from "./support/services.ts"
+import { type CoreSystem, type InProcess, startCoreSystem } from "./support/services.ts"
 
 const MINUTE = 60_000
 const T0 = Date.UTC(2024, 6, 1, 9)
@@ -72,7 +80,9 @@ const settledAndRebuilt = async () => {
   for (const id of AGENTS) {
     const expected = rebuilt.get(id)!
     // The fade worker has no global position: wait until it folded this agent's last event.
-    await eventually(`fade view of ${id} at ${expected.lastSeq}`, () => (fade.view(id)?.lastSeq === expected.lastSeq ? true : undefined))
+    await eventually(`fade view of ${id} at ${expected.lastSeq}`, () =>
+      fade.view(id)?.lastSeq === expected.lastSeq ? true : undefined,
+    )
     for (const [name, get] of Object.entries(views())) {
       expect(snapshotOf(get(id)), `${name} view of ${id} equals the rebuild at ${last}`).toEqual(snapshotOf(expected))
     }
@@ -96,7 +106,11 @@ const activity = async (agentId: string) => {
     ids.push(r.entryId)
     if (i % 10 === 9) {
       const { stepId } = await agent.beginStep({ requestId: `${agentId}-s${i}`, focus: { task: `batch ${i}` } })
-      const built = await client.call(agentId, "buildContext", { stepId, requestId: `${agentId}-b${i}`, afterSeq: agent.lastSeq })
+      const built = await client.call(agentId, "buildContext", {
+        stepId,
+        requestId: `${agentId}-b${i}`,
+        afterSeq: agent.lastSeq,
+      })
       const used = built.items.slice(-2).map((item) => item.entryId)
       if (used.length > 0) await agent.reference(stepId, used)
       await agent.endStep(stepId)
@@ -164,7 +178,10 @@ describe("duplicates", () => {
     for (const id of AGENTS) {
       const entriesInLog = [...counts].filter(([k]) => k.startsWith(`${id}/`))
       expect(entriesInLog.length).toBe(30)
-      expect(entriesInLog.every(([, n]) => n === 2), "each entry's record is in the log twice now").toBe(true)
+      expect(
+        entriesInLog.every(([, n]) => n === 2),
+        "each entry's record is in the log twice now",
+      ).toBe(true)
       for (const [name, get] of Object.entries(views())) {
         const view = get(id)!
         expect(view.entryCount, `${name} ${id} entry count`).toBe(30)
@@ -179,7 +196,13 @@ describe("duplicates", () => {
     const fresh: string[] = []
     for (let i = 0; i < 12; i++) {
       fresh.push(
-        (await agent.record({ origin: "USER", content: `Fresh remark ${i} about the quarterly close and its many details.`, timestamp: T0 + (400 + i) * 10 * MINUTE })).entryId,
+        (
+          await agent.record({
+            origin: "USER",
+            content: `Fresh remark ${i} about the quarterly close and its many details.`,
+            timestamp: T0 + (400 + i) * 10 * MINUTE,
+          })
+        ).entryId,
       )
     }
     const { stepId } = await agent.beginStep()
@@ -189,7 +212,9 @@ describe("duplicates", () => {
     const conflictsBefore = fade.stats().conflicts
     await settle("dup-a")
     const final = await settledAndRebuilt()
-    const fadeMovesAfter = final.records.filter((r) => r.seq > after.last && (r.event?._tag === "RungChanged" || r.event?._tag === "EntryDemoted")).length
+    const fadeMovesAfter = final.records.filter(
+      (r) => r.seq > after.last && (r.event?._tag === "RungChanged" || r.event?._tag === "EntryDemoted"),
+    ).length
     expect(fadeMovesAfter, "fading still moves entries after the duplicates").toBeGreaterThan(0)
     expect(fade.stats().conflicts - conflictsBefore, "no fade decision refused for a stale position").toBe(0)
     expect(final.rebuilt.get("dup-a")!.entryCount).toBe(42)

@@ -11,15 +11,15 @@ import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Exit, Schema } from "effect"
 import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { MAX_CONTENT_BYTES, operations, type OperationName } from "../../contracts/api.ts"
+import { MAX_CONTENT_BYTES, type OperationName, operations } from "../../contracts/api.ts"
 import { ApiError, ValidationError } from "../../contracts/errors.ts"
 import { apiSubject } from "../../contracts/subjects.ts"
-import { startNatsServer, type NatsServerProcess } from "../../infra/nats-server.ts"
+import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { systemLayer } from "../../services/system.ts"
 import { streamLastSeq, teardown } from "./support/audit.ts"
 import { recordFigures } from "./support/figures.ts"
-import { settingsFor, startInProcess, type InProcess } from "./support/services.ts"
+import { type InProcess, settingsFor, startInProcess } from "./support/services.ts"
 
 const AGENT = "hostile-target"
 
@@ -56,10 +56,13 @@ const textEncoder = new TextEncoder()
 /** The request schema accepts this body as is: not a malformed request, so not sent. */
 const isWellFormed = (name: OperationName, body: unknown): boolean =>
   Exit.isSuccess(
-    Schema.decodeUnknownExit(operations[name].request as unknown as Schema.Codec<unknown, unknown>)(body, { onExcessProperty: "error" }),
+    Schema.decodeUnknownExit(operations[name].request as unknown as Schema.Codec<unknown, unknown>)(body, {
+      onExcessProperty: "error",
+    }),
   )
 
-const fieldsOf = (name: OperationName): string[] => Object.keys((operations[name].request as unknown as { fields: object }).fields)
+const fieldsOf = (name: OperationName): string[] =>
+  Object.keys((operations[name].request as unknown as { fields: object }).fields)
 
 interface Reply {
   readonly ok: boolean
@@ -75,29 +78,41 @@ interface Tally {
 const tallies = new Map<string, Tally>()
 const tallyOf = (name: string) => {
   let t = tallies.get(name)
-  if (t === undefined) tallies.set(name, (t = { sent: 0, validationErrors: 0, otherTypedErrors: {}, maxReplyBytes: 0 }))
+  if (t === undefined) {
+    t = { sent: 0, validationErrors: 0, otherTypedErrors: {}, maxReplyBytes: 0 }
+    tallies.set(name, t)
+  }
   return t
 }
 
 /** Sends raw bytes on a subject and checks the reply is a typed error; returns it. */
-const refused = async (name: string, subject: string, body: Uint8Array | string, expectField?: string): Promise<Record<string, unknown>> => {
+const refused = async (
+  name: string,
+  subject: string,
+  body: Uint8Array | string,
+  expectField?: string,
+): Promise<Record<string, unknown>> => {
   const tally = tallyOf(name)
   tally.sent++
   const msg = await nc.request(subject, body, { timeout: 10_000 })
   tally.maxReplyBytes = Math.max(tally.maxReplyBytes, msg.data.length)
   const reply = JSON.parse(textDecoder.decode(msg.data)) as Reply
-  if (reply.ok !== false || reply.error === undefined) throw new Error(`${subject} accepted ${String(body).slice(0, 200)}`)
+  if (reply.ok !== false || reply.error === undefined)
+    throw new Error(`${subject} accepted ${String(body).slice(0, 200)}`)
   const decoded = decodeApiError(reply.error)
-  if (!Exit.isSuccess(decoded)) throw new Error(`${subject}: not a typed error: ${JSON.stringify(reply.error).slice(0, 300)}`)
+  if (!Exit.isSuccess(decoded))
+    throw new Error(`${subject}: not a typed error: ${JSON.stringify(reply.error).slice(0, 300)}`)
   const error = reply.error
   if (error._tag !== "ValidationError") {
     tally.otherTypedErrors[String(error._tag)] = (tally.otherTypedErrors[String(error._tag)] ?? 0) + 1
     throw new Error(`${subject}: expected a ValidationError, got ${JSON.stringify(error).slice(0, 300)}`)
   }
   tally.validationErrors++
-  if (typeof error.field !== "string" || error.field.length === 0) throw new Error(`${subject}: ValidationError without a field`)
+  if (typeof error.field !== "string" || error.field.length === 0)
+    throw new Error(`${subject}: ValidationError without a field`)
   if (typeof error.message !== "string") throw new Error(`${subject}: ValidationError without a message`)
-  if (expectField !== undefined && error.field !== expectField) throw new Error(`${subject}: field ${String(error.field)}, expected ${expectField}`)
+  if (expectField !== undefined && error.field !== expectField)
+    throw new Error(`${subject}: field ${String(error.field)}, expected ${expectField}`)
   return error
 }
 
@@ -119,7 +134,24 @@ const isNotJson = (bytes: Uint8Array) => {
   }
 }
 
-const SAFE_SUBJECT_CHARS = [..."abcXYZ019_-", "$", "%", "#", "~", "!", "@", "+", "=", ",", "é", "ü", "ß", "🙂", "中", "\u0301"]
+const SAFE_SUBJECT_CHARS = [
+  ..."abcXYZ019_-",
+  "$",
+  "%",
+  "#",
+  "~",
+  "!",
+  "@",
+  "+",
+  "=",
+  ",",
+  "é",
+  "ü",
+  "ß",
+  "🙂",
+  "中",
+  "\u0301",
+]
 const badAgentId = fc
   .string({ unit: fc.constantFrom(...SAFE_SUBJECT_CHARS), minLength: 1, maxLength: 90 })
   .filter((id) => !/^[A-Za-z0-9_-]{1,64}$/.test(id))
@@ -136,10 +168,11 @@ const anyValue = fc.oneof(
 )
 
 const nested = (depth: number, kind: "array" | "object"): string =>
-  kind === "array" ? "[".repeat(depth) + "]".repeat(depth) : '{"a":'.repeat(depth) + "1" + "}".repeat(depth)
+  kind === "array" ? "[".repeat(depth) + "]".repeat(depth) : `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`
 
 /** Ordinary text of exactly `bytes` UTF-8 bytes. */
-const prose = (bytes: number) => "The quick brown fox jumps over the lazy dog. ".repeat(Math.ceil(bytes / 45)).slice(0, bytes)
+const prose = (bytes: number) =>
+  "The quick brown fox jumps over the lazy dog. ".repeat(Math.ceil(bytes / 45)).slice(0, bytes)
 
 const RUNS = { json: 25, wrongType: 30, unknownField: 15, nonJson: 15, badAgent: 15, unicode: 15 }
 
@@ -242,10 +275,14 @@ describe("hostile requests on every API subject", () => {
     expect(maxPayload).toBe(1024 * 1024)
 
     // Above the content limit, below the max payload: the gateway refuses it, naming the limit.
-    const tooLong = await agent.record({ origin: "USER", content: "é".repeat(MAX_CONTENT_BYTES / 2 + 1) }).catch((e: unknown) => e)
+    const tooLong = await agent
+      .record({ origin: "USER", content: "é".repeat(MAX_CONTENT_BYTES / 2 + 1) })
+      .catch((e: unknown) => e)
     expect(tooLong).toBeInstanceOf(ValidationError)
     expect((tooLong as ValidationError).field).toBe("content")
-    expect((tooLong as ValidationError).reason).toBe(`is ${MAX_CONTENT_BYTES + 2} bytes; the limit is ${MAX_CONTENT_BYTES} bytes`)
+    expect((tooLong as ValidationError).reason).toBe(
+      `is ${MAX_CONTENT_BYTES + 2} bytes; the limit is ${MAX_CONTENT_BYTES} bytes`,
+    )
     // Exactly at the limit it is accepted.
     const atLimit = await agent.record({ requestId: "at-the-limit", origin: "USER", content: prose(MAX_CONTENT_BYTES) })
     expect(atLimit.entryId).toBe("at-the-limit")
@@ -254,7 +291,9 @@ describe("hostile requests on every API subject", () => {
     const huge = await agent.record({ origin: "USER", content: "z".repeat(2 * maxPayload) }).catch((e: unknown) => e)
     expect(huge).toBeInstanceOf(ValidationError)
     expect((huge as ValidationError).field).toBe("(body)")
-    expect((huge as ValidationError).reason).toMatch(new RegExp(`above the server's max_payload of ${maxPayload} bytes`))
+    expect((huge as ValidationError).reason).toMatch(
+      new RegExp(`above the server's max_payload of ${maxPayload} bytes`),
+    )
 
     // Above the max payload from a client that does not check: the server closes that connection
     // with "Maximum Payload Violation"; nobody else notices.
@@ -265,7 +304,9 @@ describe("hostile requests on every API subject", () => {
         said += chunk.toString()
         if (said.includes("INFO ") && !socket.writableEnded && socket.bytesWritten === 0) {
           // The announced size alone is refused: the payload never needs to follow.
-          socket.write(`CONNECT {"verbose":false,"pedantic":false}\r\nPUB ${apiSubject(AGENT, "entry.record")} ${2 * maxPayload}\r\n`)
+          socket.write(
+            `CONNECT {"verbose":false,"pedantic":false}\r\nPUB ${apiSubject(AGENT, "entry.record")} ${2 * maxPayload}\r\n`,
+          )
         }
       })
       socket.on("close", () => resolve(said))

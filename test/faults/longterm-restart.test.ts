@@ -19,7 +19,7 @@ import { QdrantClient } from "@qdrant/js-client-rest"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll, expect, it } from "vitest"
 import type { LongTermPayload } from "../../contracts/longterm.ts"
-import { startNatsServer, type NatsServerProcess } from "../../infra/nats-server.ts"
+import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { makeDurableStore } from "../../services/longterm/durable-store.ts"
 import { embeddedStoreLayer } from "../../services/longterm/embedded-store.ts"
@@ -29,8 +29,16 @@ import { LongTermStore, type LongTermStoreShape } from "../../services/longterm/
 import { foundation } from "../../services/system.ts"
 import { eventually, readRecords, sleep, streamLastSeq, teardown } from "./support/audit.ts"
 import { callUntilAnswered, contentFor, newStats, pool } from "./support/driver.ts"
-import { recordFigures, REPO_ROOT } from "./support/figures.ts"
-import { fadeLayer, gatewayLayer, settingsFor, startInProcess, startNodeProcess, workingLayer, type ServiceProcess } from "./support/services.ts"
+import { REPO_ROOT, recordFigures } from "./support/figures.ts"
+import {
+  fadeLayer,
+  gatewayLayer,
+  type ServiceProcess,
+  settingsFor,
+  startInProcess,
+  startNodeProcess,
+  workingLayer,
+} from "./support/services.ts"
 
 const AGENTS = ["lt-0", "lt-1", "lt-2"]
 const RECORDS = 360
@@ -69,11 +77,17 @@ const qdrantTarget = (url: string): Target => {
   const prefix = `wmrestart_${Date.now().toString(36)}${randomBytes(3).toString("hex")}_`
   return {
     name: "qdrant",
-    env: { QDRANT_URL: url, WM_QDRANT_COLLECTION_PREFIX: prefix, WM_LONGTERM_DIR: "", ...(apiKey ? { QDRANT_API_KEY: apiKey } : {}) },
+    env: {
+      QDRANT_URL: url,
+      WM_QDRANT_COLLECTION_PREFIX: prefix,
+      WM_LONGTERM_DIR: "",
+      ...(apiKey ? { QDRANT_API_KEY: apiKey } : {}),
+    },
     records: () => Effect.runPromise(makeQdrantStore({ url, apiKey, collectionPrefix: prefix }).list({})),
     cleanUp: async () => {
       const client = new QdrantClient({ url, ...(apiKey ? { apiKey } : {}), checkCompatibility: false })
-      for (const { name } of (await client.getCollections()).collections) if (name.startsWith(prefix)) await client.deleteCollection(name)
+      for (const { name } of (await client.getCollections()).collections)
+        if (name.startsWith(prefix)) await client.deleteCollection(name)
     },
   }
 }
@@ -82,10 +96,12 @@ const qdrantTarget = (url: string): Target => {
 const rebuildFromLog = async (url: string, upTo: number): Promise<ReadonlyArray<LongTermPayload>> => {
   const store = embeddedStoreLayer
   const runtime = ManagedRuntime.make(
-    Layer.merge(LongTerm.layer({ durable: false }).pipe(Layer.provide(Layer.merge(store, foundation(settingsFor(url)("wm-rebuild"))))), store) as Layer.Layer<
-      LongTerm | LongTermStore,
-      unknown
-    >,
+    Layer.merge(
+      LongTerm.layer({ durable: false }).pipe(
+        Layer.provide(Layer.merge(store, foundation(settingsFor(url)("wm-rebuild")))),
+      ),
+      store,
+    ) as Layer.Layer<LongTerm | LongTermStore, unknown>,
   )
   try {
     const longTerm = await runtime.runPromise(LongTerm as unknown as Effect.Effect<LongTermShape>)
@@ -98,7 +114,8 @@ const rebuildFromLog = async (url: string, upTo: number): Promise<ReadonlyArray<
 }
 
 const targets: Array<() => Target> = [durableTarget, ...(qdrantUrl ? [() => qdrantTarget(qdrantUrl)] : [])]
-if (!qdrantUrl) console.log("[longterm-restart] QDRANT_URL is not set: the scenario runs against the durable embedded store only")
+if (!qdrantUrl)
+  console.log("[longterm-restart] QDRANT_URL is not set: the scenario runs against the durable embedded store only")
 
 const cleanUps: Array<() => Promise<unknown> | undefined> = []
 afterAll(() => teardown(...cleanUps))
@@ -126,7 +143,11 @@ for (const makeTarget of targets) {
     const memoryAnswers = (afterSeq: number) =>
       eventually(
         `the memory service to answer after seq ${afterSeq}`,
-        async () => (await client!.call(AGENTS[0]!, "query", { query: "anything", afterSeq }).then(() => true, () => undefined)),
+        async () =>
+          await client!.call(AGENTS[0]!, "query", { query: "anything", afterSeq }).then(
+            () => true,
+            () => undefined,
+          ),
         120_000,
         200,
       ).catch((error: unknown) => {
@@ -142,7 +163,12 @@ for (const makeTarget of targets) {
     const demotedSoFar = async () => (await readRecords(url)).filter((r) => r.event?._tag === "EntryDemoted").length
     const fault = (async () => {
       while (acked < RECORDS / 3) await sleep(10)
-      await eventually("demotions before the kill", async () => ((await demotedSoFar()) >= 10 ? true : undefined), 60_000, 100)
+      await eventually(
+        "demotions before the kill",
+        async () => ((await demotedSoFar()) >= 10 ? true : undefined),
+        60_000,
+        100,
+      )
       const killedAtSeq = await streamLastSeq(url)
       const demotedBeforeKill = await demotedSoFar()
       await memory!.kill()
@@ -154,7 +180,18 @@ for (const makeTarget of targets) {
       IN_FLIGHT,
       async (i) => {
         const agentId = AGENTS[i % AGENTS.length]!
-        const r = await callUntilAnswered(client!, agentId, "recordEntry", { requestId: `lt-${i}`, origin: i % 4 === 0 ? "INTERNAL" : "USER", content: contentFor(i), tags: [`t${i % 5}`] }, stats)
+        const r = await callUntilAnswered(
+          client!,
+          agentId,
+          "recordEntry",
+          {
+            requestId: `lt-${i}`,
+            origin: i % 4 === 0 ? "INTERNAL" : "USER",
+            content: contentFor(i),
+            tags: [`t${i % 5}`],
+          },
+          stats,
+        )
         if (r !== undefined) acked++
       },
     )
@@ -177,14 +214,25 @@ for (const makeTarget of targets) {
     const rebuilt = [...(await rebuildFromLog(url, last))]
     const byKey = (a: LongTermPayload, b: LongTermPayload) => (a.agentId + a.entryId < b.agentId + b.entryId ? -1 : 1)
     // Demoted after the kill, recorded before it: what a projection that needed earlier events loses.
-    const recordedAt = new Map(log.flatMap((r) => (r.event?._tag === "EntryRecorded" ? [[`${r.event.agentId}/${r.event.entryId}`, r.seq] as const] : [])))
-    const spanningTheKill = demotions.filter((r) => r.seq > killed.killedAtSeq && (recordedAt.get(`${r.event!.agentId}/${"entryId" in r.event! ? r.event.entryId : ""}`) ?? 0) <= killed.killedAtSeq)
+    const recordedAt = new Map(
+      log.flatMap((r) =>
+        r.event?._tag === "EntryRecorded" ? [[`${r.event.agentId}/${r.event.entryId}`, r.seq] as const] : [],
+      ),
+    )
+    const spanningTheKill = demotions.filter(
+      (r) =>
+        r.seq > killed.killedAtSeq &&
+        (recordedAt.get(`${r.event!.agentId}/${"entryId" in r.event! ? r.event.entryId : ""}`) ?? 0) <=
+          killed.killedAtSeq,
+    )
 
     expect(stats.failures).toEqual([])
     expect(acked).toBe(RECORDS)
     expect(spanningTheKill.length).toBeGreaterThan(0)
     expect(rebuilt).toHaveLength(demotions.length)
-    const missing = rebuilt.filter((r) => !stored.some((s) => s.agentId === r.agentId && s.entryId === r.entryId)).length
+    const missing = rebuilt.filter(
+      (r) => !stored.some((s) => s.agentId === r.agentId && s.entryId === r.entryId),
+    ).length
     expect(missing, `records missing from the ${target.name} store after the restart`).toBe(0)
     expect(stored.sort(byKey)).toEqual(rebuilt.sort(byKey))
 

@@ -14,18 +14,26 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import type { NatsConnection } from "@nats-io/transport-node"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import { NotCaughtUp } from "../../contracts/errors.ts"
 import { DEAD_LETTER_STREAM, deadLetterSubject } from "../../contracts/subjects.ts"
 import type { NatsServerProcess } from "../../infra/nats-server.ts"
 import type { WorkingMemoryClient } from "../../sdk/client.ts"
-import type { DeadLetter } from "../../services/log/projection.ts"
 import type { FadeWorkerShape } from "../../services/fade/fade-worker.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
+import type { DeadLetter } from "../../services/log/projection.ts"
 import type { WorkingShape } from "../../services/working/working.ts"
-import { entryRecordCounts, eventually, readRecords, rebuildViews, sleep, snapshotOf, waitQuiet } from "./support/audit.ts"
+import {
+  entryRecordCounts,
+  eventually,
+  readRecords,
+  rebuildViews,
+  sleep,
+  snapshotOf,
+  waitQuiet,
+} from "./support/audit.ts"
 import { callUntilAnswered, contentFor, newStats, pool } from "./support/driver.ts"
 import { recordFigures } from "./support/figures.ts"
-import { NotCaughtUp } from "../../contracts/errors.ts"
-import { startCoreSystem, startInProcess, workingLayer, type CoreSystem } from "./support/services.ts"
+import { type CoreSystem, startCoreSystem, startInProcess, workingLayer } from "./support/services.ts"
 
 const AGENTS = ["px-0", "px-1", "px-2", "px-3"]
 const RECORDS = 400
@@ -53,7 +61,14 @@ interface Poison {
 }
 
 const text = (s: string) => new TextEncoder().encode(s)
-const envelope = (agentId: string, n: number) => ({ v: 1, eventId: `poison-${n}`, agentId, at: 1, causationId: null, correlationId: null })
+const envelope = (agentId: string, n: number) => ({
+  v: 1,
+  eventId: `poison-${n}`,
+  agentId,
+  at: 1,
+  causationId: null,
+  correlationId: null,
+})
 
 /** The n-th poison record, cycling through every kind, on the subjects of live agents. */
 const poisonFor = (n: number): Poison => {
@@ -62,7 +77,12 @@ const poisonFor = (n: number): Poison => {
   const entry = `wm.evt.${agentId}.entry.poison-${n}`
   switch (n % 8) {
     case 0:
-      return { kind: "garbage bytes", subject: step, data: Uint8Array.from({ length: 64 }, (_, i) => (i * 37 + n) % 256), reason: /^not JSON/ }
+      return {
+        kind: "garbage bytes",
+        subject: step,
+        data: Uint8Array.from({ length: 64 }, (_, i) => (i * 37 + n) % 256),
+        reason: /^not JSON/,
+      }
     case 1:
       return {
         kind: "invalid version",
@@ -74,24 +94,54 @@ const poisonFor = (n: number): Poison => {
       return {
         kind: "field of the wrong type",
         subject: entry,
-        data: text(JSON.stringify({ _tag: "EntryRecorded", ...envelope(agentId, n), entryId: `poison-${n}`, timestamp: "yesterday", origin: "USER", content: "c", tags: [], moodSnapshot: null, emotionalWeight: 0, tokens: 3 })),
+        data: text(
+          JSON.stringify({
+            _tag: "EntryRecorded",
+            ...envelope(agentId, n),
+            entryId: `poison-${n}`,
+            timestamp: "yesterday",
+            origin: "USER",
+            content: "c",
+            tags: [],
+            moodSnapshot: null,
+            emotionalWeight: 0,
+            tokens: 3,
+          }),
+        ),
         reason: /^timestamp: /,
       }
     case 3:
-      return { kind: "unknown _tag", subject: step, data: text(JSON.stringify({ _tag: "Teleported", ...envelope(agentId, n) })), reason: /^_tag: unknown event type "Teleported"/ }
+      return {
+        kind: "unknown _tag",
+        subject: step,
+        data: text(JSON.stringify({ _tag: "Teleported", ...envelope(agentId, n) })),
+        reason: /^_tag: unknown event type "Teleported"/,
+      }
     case 4:
       return { kind: "empty payload", subject: step, data: new Uint8Array(0), reason: /^not JSON/ }
     case 5:
-      return { kind: "JSON that is not an object", subject: step, data: text(`[1,2,${n}]`), reason: /^_tag: unknown event type undefined|^not a JSON object/ }
+      return {
+        kind: "JSON that is not an object",
+        subject: step,
+        data: text(`[1,2,${n}]`),
+        reason: /^_tag: unknown event type undefined|^not a JSON object/,
+      }
     case 6:
       return {
         kind: "missing field",
         subject: step,
-        data: text(JSON.stringify({ _tag: "EntriesRead", ...envelope(agentId, n), stepId: null, budget: 100, tokens: 1 })),
+        data: text(
+          JSON.stringify({ _tag: "EntriesRead", ...envelope(agentId, n), stepId: null, budget: 100, tokens: 1 }),
+        ),
         reason: /^served: /,
       }
     default:
-      return { kind: "truncated JSON", subject: step, data: text(`{"_tag":"StepEnded","v":1,"eventId":"poison-${n}","agentId":"${agentId}"`), reason: /^not JSON/ }
+      return {
+        kind: "truncated JSON",
+        subject: step,
+        data: text(`{"_tag":"StepEnded","v":1,"eventId":"poison-${n}","agentId":"${agentId}"`),
+        reason: /^not JSON/,
+      }
   }
 }
 
@@ -125,7 +175,13 @@ it("a burst of poison mixed into real traffic is dead-lettered by every projecti
     8,
     async (i) => {
       const agentId = AGENTS[i % AGENTS.length]!
-      const r = await callUntilAnswered(client, agentId, "recordEntry", { requestId: `px-${i}`, origin: "USER", content: contentFor(i) }, stats)
+      const r = await callUntilAnswered(
+        client,
+        agentId,
+        "recordEntry",
+        { requestId: `px-${i}`, origin: "USER", content: contentFor(i) },
+        stats,
+      )
       if (r !== undefined) acked++
     },
   )
@@ -140,7 +196,10 @@ it("a burst of poison mixed into real traffic is dead-lettered by every projecti
   const ingestMillis = Date.now() - started
 
   // Every projection reaches the end of the log: nothing stalled on a poison record.
-  const last = await waitQuiet(server.url, () => [working.views.projection.appliedSeq(), gateway.views.projection.appliedSeq()])
+  const last = await waitQuiet(server.url, () => [
+    working.views.projection.appliedSeq(),
+    gateway.views.projection.appliedSeq(),
+  ])
   const log = await readRecords(server.url)
   const undecodable = log.filter((r) => r.event === undefined).map((r) => r.seq)
   expect(undecodable.sort((a, b) => a - b)).toEqual([...poisonSeqs.keys()].sort((a, b) => a - b))
@@ -192,16 +251,29 @@ it("a burst of poison mixed into real traffic is dead-lettered by every projecti
   expect((await agent.view()).entries.find((e) => e.id === fresh.entryId)?.citationCount).toBe(1)
 
   // Garbage on the subject of an entry still in working: fading that entry is not blocked by it.
-  const victim = [...(await eventually("an entry of px-2 still in working", () => {
-    const view = fade.view("px-2")
-    return view === undefined ? undefined : view.entries
-  }))].map(([, e]) => e).sort((a, b) => a.ordinal - b.ordinal)[0]!
+  const victim = [
+    ...(await eventually("an entry of px-2 still in working", () => {
+      const view = fade.view("px-2")
+      return view === undefined ? undefined : view.entries
+    })),
+  ]
+    .map(([, e]) => e)
+    .sort((a, b) => a.ordinal - b.ordinal)[0]!
   const garbage = await js.publish(`wm.evt.px-2.entry.${victim.id}`, text("\u0000 not an event"))
   const conflictsBefore = fade.stats().conflicts
-  for (let i = 0; i < 40; i++) await client.agent("px-2").record({ origin: "USER", content: `Pressure ${i}: ${contentFor(i)}` })
-  const end = await waitQuiet(server.url, () => [working.views.projection.appliedSeq(), gateway.views.projection.appliedSeq()])
+  for (let i = 0; i < 40; i++)
+    await client.agent("px-2").record({ origin: "USER", content: `Pressure ${i}: ${contentFor(i)}` })
+  const end = await waitQuiet(server.url, () => [
+    working.views.projection.appliedSeq(),
+    gateway.views.projection.appliedSeq(),
+  ])
   const finalLog = await readRecords(server.url)
-  const victimMoved = finalLog.some((r) => r.seq > garbage.seq && (r.event?._tag === "RungChanged" || r.event?._tag === "EntryDemoted") && r.event.entryId === victim.id)
+  const victimMoved = finalLog.some(
+    (r) =>
+      r.seq > garbage.seq &&
+      (r.event?._tag === "RungChanged" || r.event?._tag === "EntryDemoted") &&
+      r.event.entryId === victim.id,
+  )
   expect(victimMoved, `the entry ${victim.id} kept fading after garbage on its subject`).toBe(true)
   expect(fade.stats().conflicts - conflictsBefore).toBe(0)
   const finalViews = rebuildViews(finalLog, end)
@@ -225,7 +297,11 @@ it("a burst of poison mixed into real traffic is dead-lettered by every projecti
     ingestMillis,
     viewsEqualRebuild: true,
     servingAfter: { retune: true, record: true, build: true, reference: true },
-    entrySubjectPoison: { entry: victim.id, fadedAfter: victimMoved, fadeConflicts: fade.stats().conflicts - conflictsBefore },
+    entrySubjectPoison: {
+      entry: victim.id,
+      fadedAfter: victimMoved,
+      fadeConflicts: fade.stats().conflicts - conflictsBefore,
+    },
   })
 })
 
@@ -239,7 +315,17 @@ it("a record of a newer schema version stops every projection just before it, lo
     // A replica of a newer release appended a BudgetChanged of version 2 (a rolling upgrade).
     const newer = await jetstream(future.nc).publish(
       "wm.evt.fv-0.agent",
-      text(JSON.stringify({ _tag: "BudgetChanged", ...envelope("fv-0", 1), v: 2, reason: "retune", baseBudget: 3_000, budget: 3_000, source: "v2" })),
+      text(
+        JSON.stringify({
+          _tag: "BudgetChanged",
+          ...envelope("fv-0", 1),
+          v: 2,
+          reason: "retune",
+          baseBudget: 3_000,
+          budget: 3_000,
+          source: "v2",
+        }),
+      ),
     )
     const projections = { gateway: future.gateway.views.projection, working: future.working.views.projection }
     for (const [name, projection] of Object.entries(projections)) {
@@ -249,9 +335,14 @@ it("a record of a newer schema version stops every projection just before it, lo
       expect(halt.error).toMatchObject({ eventType: "BudgetChanged", version: 2, understood: 1 })
       // Not applied, not skipped, not dead-lettered: the position stays just before it.
       expect(projection.appliedSeq(), name).toBe(newer.seq - 1)
-      expect(projection.deadLetters().some((l) => l.seq === newer.seq), name).toBe(false)
+      expect(
+        projection.deadLetters().some((l) => l.seq === newer.seq),
+        name,
+      ).toBe(false)
     }
-    await eventually("the fade worker to stop at the newer record", () => (future.fade.view("fv-0")?.lastSeq === newer.seq - 1 ? true : undefined))
+    await eventually("the fade worker to stop at the newer record", () =>
+      future.fade.view("fv-0")?.lastSeq === newer.seq - 1 ? true : undefined,
+    )
     expect(future.fade.view("fv-0")!.budget).toBe(before.budget)
     // The working service refuses a read that needs the newer record, at once, naming where it stopped.
     const refused = await future.client.call("fv-0", "getView", { afterSeq: newer.seq }).then(
@@ -262,7 +353,10 @@ it("a record of a newer schema version stops every projection just before it, lo
     expect(refused).toMatchObject({ afterSeq: newer.seq, appliedSeq: newer.seq - 1 })
     // A working service started on this log does not start: it cannot read the log to its end.
     const started = await startInProcess(workingLayer(future.server.url)).then(
-      async (p) => (await p.stop(), "started"),
+      async (p) => {
+        await p.stop()
+        return "started"
+      },
       (error: unknown) => String(error),
     )
     expect(started).toMatch(/FutureEventVersion|schema version 2 of BudgetChanged/)

@@ -7,14 +7,16 @@
  * view equals the rebuild from the log at the same sequence, and reference
  * counts equal the reads and citations stored in the log.
  */
-import { HashMap } from "effect"
+
 import { connect, type NatsConnection } from "@nats-io/transport-node"
+import { HashMap } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import type { ResponseOf } from "../../contracts/api.ts"
 import { apiSubject } from "../../contracts/subjects.ts"
 import { entriesByTime } from "../../domain/agent-view.ts"
-import { startNatsServer, type NatsServerProcess } from "../../infra/nats-server.ts"
+import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
+import { loadWordVectors } from "../../services/embedding/offline-embedder.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
 import {
   asJson,
@@ -28,11 +30,21 @@ import {
   sleep,
   snapshotOf,
   streamLastSeq,
-  waitQuiet, teardown } from "./support/audit.ts"
+  teardown,
+  waitQuiet,
+} from "./support/audit.ts"
 import { callUntilAnswered, contentFor, newStats, pool } from "./support/driver.ts"
 import { recordFigures } from "./support/figures.ts"
-import { loadWordVectors } from "../../services/embedding/offline-embedder.ts"
-import { fadeLayer, fadeOf, gatewayLayer, gatewayOf, startInProcess, startServiceProcess, type InProcess, type ServiceProcess } from "./support/services.ts"
+import {
+  fadeLayer,
+  fadeOf,
+  gatewayLayer,
+  gatewayOf,
+  type InProcess,
+  type ServiceProcess,
+  startInProcess,
+  startServiceProcess,
+} from "./support/services.ts"
 
 /** The fade worker's shard of an agent (the same hash as services/fade/fade-worker.ts). */
 const shardOf = (agentId: string, count: number) => {
@@ -76,17 +88,27 @@ const startFadeInProcess = async () => {
  * for without a guess of how long that takes on this machine (the test's own timeout bounds it).
  */
 const fadeReady = (child: ServiceProcess) =>
-  eventually("the fade process to be ready", () => {
-    if (!child.isRunning()) throw new Error(`the fade process exited:\n${child.output().slice(-3_000)}`)
-    return /fade worker ready/.test(child.output()) ? true : undefined
-  }, 170_000, 100)
+  eventually(
+    "the fade process to be ready",
+    () => {
+      if (!child.isRunning()) throw new Error(`the fade process exited:\n${child.output().slice(-3_000)}`)
+      return /fade worker ready/.test(child.output()) ? true : undefined
+    },
+    170_000,
+    100,
+  )
 
 /** Waits until the working service answers (it answers only once warmed up). */
 const workingAnswers = () =>
-  eventually("the working service to answer", async () => {
-    const reply = await nc.request(apiSubject(AGENTS[0]!, "view.get"), "{}", { timeout: 1_000 })
-    return reply.data.length > 0 ? true : undefined
-  }, 60_000, 50)
+  eventually(
+    "the working service to answer",
+    async () => {
+      const reply = await nc.request(apiSubject(AGENTS[0]!, "view.get"), "{}", { timeout: 1_000 })
+      return reply.data.length > 0 ? true : undefined
+    },
+    60_000,
+    50,
+  )
 
 beforeAll(async () => {
   // The offline embedder's word-vector file, derived once per machine (as a first `npm start` does), so the fade
@@ -155,15 +177,29 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
     // one of them make sure there is something to decide, however far the ingest has got.
     const pressed = AGENTS.find((a) => shardOf(a, 2) === 0)!
     for (let k = 0; k < EXTRA; k++) {
-      const r = await callUntilAnswered(client, pressed, "recordEntry", { requestId: `sk-x${k}`, origin: "USER", content: contentFor(RECORDS + k) }, stats)
+      const r = await callUntilAnswered(
+        client,
+        pressed,
+        "recordEntry",
+        { requestId: `sk-x${k}`, origin: "USER", content: contentFor(RECORDS + k) },
+        stats,
+      )
       if (r !== undefined) extraAcked++
     }
-    const firstMove = await eventually("a fade decision from the restarted worker", async () => {
-      const log = await readRecords(server.url)
-      return log.find(
-        (r) => r.seq > f0.killedAtSeq && (r.event?._tag === "RungChanged" || r.event?._tag === "EntryDemoted") && shardOf(r.event.agentId, 2) === 0,
-      )?.seq
-    }, 60_000, 250).catch((error: unknown) => {
+    const firstMove = await eventually(
+      "a fade decision from the restarted worker",
+      async () => {
+        const log = await readRecords(server.url)
+        return log.find(
+          (r) =>
+            r.seq > f0.killedAtSeq &&
+            (r.event?._tag === "RungChanged" || r.event?._tag === "EntryDemoted") &&
+            shardOf(r.event.agentId, 2) === 0,
+        )?.seq
+      },
+      60_000,
+      250,
+    ).catch((error: unknown) => {
       throw new Error(`${String(error)}\nfade process output:\n${fadeChild.output().slice(-3_000)}`)
     })
     faults.fadeProcess = { ...f0, recoveredMs: Date.now() - f0Start }
@@ -174,12 +210,40 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
     // One agent's reasoning loop: steps with a context build and references, between the records.
     for (let s = 0; s < STEPS_PER_AGENT; s++) {
       await sleep(150)
-      const begun = await callUntilAnswered(client, agentId, "beginStep", { requestId: `${agentId}-step-${s}`, stepId: `${agentId}-step-${s}` }, stats)
+      const begun = await callUntilAnswered(
+        client,
+        agentId,
+        "beginStep",
+        { requestId: `${agentId}-step-${s}`, stepId: `${agentId}-step-${s}` },
+        stats,
+      )
       if (begun === undefined) return
-      const built = await callUntilAnswered(client, agentId, "buildContext", { requestId: `${agentId}-build-${s}`, stepId: begun.stepId, afterSeq: begun.seq }, stats)
-      const used = (built?.items ?? []).filter((i) => !i.cue).slice(-2).map((i) => i.entryId)
-      if (used.length > 0) await callUntilAnswered(client, agentId, "referenceEntries", { requestId: `${agentId}-ref-${s}`, stepId: begun.stepId, entryIds: used }, stats)
-      const ended = await callUntilAnswered(client, agentId, "endStep", { requestId: `${agentId}-end-${s}`, stepId: begun.stepId }, stats)
+      const built = await callUntilAnswered(
+        client,
+        agentId,
+        "buildContext",
+        { requestId: `${agentId}-build-${s}`, stepId: begun.stepId, afterSeq: begun.seq },
+        stats,
+      )
+      const used = (built?.items ?? [])
+        .filter((i) => !i.cue)
+        .slice(-2)
+        .map((i) => i.entryId)
+      if (used.length > 0)
+        await callUntilAnswered(
+          client,
+          agentId,
+          "referenceEntries",
+          { requestId: `${agentId}-ref-${s}`, stepId: begun.stepId, entryIds: used },
+          stats,
+        )
+      const ended = await callUntilAnswered(
+        client,
+        agentId,
+        "endStep",
+        { requestId: `${agentId}-end-${s}`, stepId: begun.stepId },
+        stats,
+      )
       if (ended !== undefined) steps++
       if (ingestDone.value && s >= STEPS_PER_AGENT / 2) break
     }
@@ -190,7 +254,13 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
     IN_FLIGHT,
     async (i) => {
       const agentId = AGENTS[i % AGENTS.length]!
-      const r = await callUntilAnswered(client, agentId, "recordEntry", { requestId: `sk-r${i}`, origin: "USER", content: contentFor(i) }, stats)
+      const r = await callUntilAnswered(
+        client,
+        agentId,
+        "recordEntry",
+        { requestId: `sk-r${i}`, origin: "USER", content: contentFor(i) },
+        stats,
+      )
       if (r !== undefined) acked++
     },
   )
@@ -200,7 +270,10 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
   const firstMoveAfterRestart = await faultPlan
 
   const fade1 = await fadeOf(fadeInProcess)
-  const last = await waitQuiet(server.url, () => [gateway.views.projection.appliedSeq()], { quietMs: 2_500, timeoutMs: 90_000 })
+  const last = await waitQuiet(server.url, () => [gateway.views.projection.appliedSeq()], {
+    quietMs: 2_500,
+    timeoutMs: 90_000,
+  })
   const log = await readRecords(server.url)
   const rebuilt = rebuildViews(log, last)
   const counts = entryRecordCounts(log)
@@ -219,7 +292,9 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
   let citations = 0
   for (const id of AGENTS) {
     const expected = rebuilt.get(id)!
-    expect(expected.entryCount).toBe(RECORDS / AGENTS.length + (shardOf(id, 2) === 0 && id === AGENTS.find((a) => shardOf(a, 2) === 0) ? EXTRA : 0))
+    expect(expected.entryCount).toBe(
+      RECORDS / AGENTS.length + (shardOf(id, 2) === 0 && id === AGENTS.find((a) => shardOf(a, 2) === 0) ? EXTRA : 0),
+    )
     // The restarted working process, through the API, at the same sequence.
     const live = (await client.call(id, "getView", { afterSeq: last })) as ResponseOf<"getView">
     expect(live.appliedSeq).toBe(last)

@@ -91,7 +91,7 @@ const value = (raw: string, line: Line): Yaml => {
 const splitKey = (text: string, line: Line): [string, string] | undefined => {
   const quoted = /^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*')\s*:(\s|$)/.exec(text)
   if (quoted) return [scalar(quoted[1]!, line)!, text.slice(quoted[0].length)]
-  const plain = /^([^\s"'#\[\]{},&*!|>][^:#]*?)\s*:(\s|$)/.exec(text)
+  const plain = /^([^\s"'#[\]{},&*!|>][^:#]*?)\s*:(\s|$)/.exec(text)
   if (plain) {
     if (plain[1] === "<<") unsupported(line, "a merge key")
     return [plain[1]!, text.slice(plain[0].length)]
@@ -118,7 +118,8 @@ export const parseComposeYaml = (source: string): Yaml => {
       while (at < lines.length && lines[at]!.indent === indent && lines[at]!.text.startsWith("-")) {
         const line = lines[at]!
         const rest = line.text.slice(1).trim()
-        if (rest === "" || splitKey(rest, line) !== undefined) unsupported(line, "a sequence of mappings or nested sequences")
+        if (rest === "" || splitKey(rest, line) !== undefined)
+          unsupported(line, "a sequence of mappings or nested sequences")
         items.push(value(rest, line))
         at++
       }
@@ -134,7 +135,8 @@ export const parseComposeYaml = (source: string): Yaml => {
       at++
       if (rest.trim() !== "") map[key] = value(rest, line)
       else if (at < lines.length && lines[at]!.indent > indent) map[key] = block(lines[at]!.indent)
-      else if (at < lines.length && lines[at]!.indent === indent && lines[at]!.text.startsWith("-")) map[key] = block(indent)
+      else if (at < lines.length && lines[at]!.indent === indent && lines[at]!.text.startsWith("-"))
+        map[key] = block(indent)
       else map[key] = null
     }
     if (at < lines.length && lines[at]!.indent > indent) unsupported(lines[at]!, "an indentation that matches no key")
@@ -161,16 +163,19 @@ export const parseEnvFile = (text: string): Map<string, string> => {
 
 /** Compose's interpolation of one string; a missing required variable throws with its message. */
 export const interpolate = (text: string, env: ReadonlyMap<string, string>): string =>
-  text.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?)([-?])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (whole, name, colon, op, arg, bare) => {
-    if (whole === "$$") return "$"
-    if (bare !== undefined) return env.get(bare) ?? ""
-    const v = env.get(name as string)
-    const missing = v === undefined || (colon === ":" && v === "")
-    if (op === undefined) return v ?? ""
-    if (op === "-") return missing ? (arg as string) : v!
-    if (missing) throw new Error(`required variable ${name} is missing a value: ${arg}`)
-    return v!
-  })
+  text.replace(
+    /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?)([-?])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+    (whole, name, colon, op, arg, bare) => {
+      if (whole === "$$") return "$"
+      if (bare !== undefined) return env.get(bare) ?? ""
+      const v = env.get(name as string)
+      const missing = v === undefined || (colon === ":" && v === "")
+      if (op === undefined) return v ?? ""
+      if (op === "-") return missing ? (arg as string) : v!
+      if (missing) throw new Error(`required variable ${name} is missing a value: ${arg}`)
+      return v!
+    },
+  )
 
 /** Every string of the document, interpolated. */
 export const interpolateAll = (doc: Yaml, env: ReadonlyMap<string, string>): Yaml => {

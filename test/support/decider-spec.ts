@@ -11,7 +11,7 @@
  */
 import { expect } from "vitest"
 import type { MemoryEvent } from "../../contracts/events.ts"
-import { evolve, type AgentView } from "../../domain/agent-view.ts"
+import { type AgentView, evolve } from "../../domain/agent-view.ts"
 
 /** What a decider returns: the events to append, or the typed error that refuses the command. */
 type Outcome =
@@ -45,10 +45,15 @@ export const given = (...events: ReadonlyArray<MemoryEvent>): DeciderSpec => {
           if (!outcome.ok) throw new Error(`expected events, the decider refused with ${outcome.error._tag}`)
           const decided = eventsOf(outcome.event)
           expect(decided).toHaveLength(expected.length)
-          decided.forEach((event, i) => expect(event).toMatchObject(expected[i]!))
+          decided.forEach((event, i) => {
+            expect(event).toMatchObject(expected[i]!)
+          })
         },
         thenFails: (tag) => {
-          if (outcome.ok) throw new Error(`expected ${tag}, the decider accepted: ${JSON.stringify(eventsOf(outcome.event).map((e) => e._tag))}`)
+          if (outcome.ok)
+            throw new Error(
+              `expected ${tag}, the decider accepted: ${JSON.stringify(eventsOf(outcome.event).map((e) => e._tag))}`,
+            )
           expect(outcome.error._tag).toBe(tag)
           return outcome.error
         },

@@ -2,7 +2,7 @@
 import type { AgentConfig, Encoding } from "../../contracts/agent.ts"
 import type { Origin } from "../../contracts/entry.ts"
 import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
-import { evolve, type AgentView } from "../../domain/agent-view.ts"
+import { type AgentView, evolve } from "../../domain/agent-view.ts"
 import { blockTokens } from "../../domain/render.ts"
 
 export const AGENT = "agent-1"
@@ -43,7 +43,15 @@ export const recorded = (
   }
 }
 
-const noScore = { total: 1, parts: { age: 1, frequency: 0, emotion: 0, focus: 0, pressure: 0 }, trigger: "threshold" as const, threshold: 0.5, usage: 0.5, tau: 0.8, now: 0 }
+const noScore = {
+  total: 1,
+  parts: { age: 1, frequency: 0, emotion: 0, focus: 0, pressure: 0 },
+  trigger: "threshold" as const,
+  threshold: 0.5,
+  usage: 0.5,
+  tau: 0.8,
+  now: 0,
+}
 
 export const faded = (
   entry: EventOf<"EntryRecorded">,
@@ -72,14 +80,23 @@ export const given = (...events: MemoryEvent[]): AgentView => {
   return view
 }
 
-export const demoted = (entryId: string, at: number, entry: EventOf<"EntryDemoted">["entry"] = null): EventOf<"EntryDemoted"> => ({
+export const demoted = (
+  entryId: string,
+  at: number,
+  entry: EventOf<"EntryDemoted">["entry"] = null,
+): EventOf<"EntryDemoted"> => ({
   _tag: "EntryDemoted",
   ...envelope(at),
   v: 2,
   entryId,
   from: 2,
   score: noScore,
-  embedding: { model: "test", dims: 0, vector: "", producer: { kind: "offline", model: "test", fallbackReason: null, attempts: 1 } },
+  embedding: {
+    model: "test",
+    dims: 0,
+    vector: "",
+    producer: { kind: "offline", model: "test", fallbackReason: null, attempts: 1 },
+  },
   entry,
 })
 
@@ -90,14 +107,22 @@ export const referenced = (stepId: string, entryIds: string[], at: number): Even
   entryIds,
 })
 
-export const stepStarted = (stepId: string, at: number, focus: EventOf<"StepStarted">["focus"] = null): EventOf<"StepStarted"> => ({
+export const stepStarted = (
+  stepId: string,
+  at: number,
+  focus: EventOf<"StepStarted">["focus"] = null,
+): EventOf<"StepStarted"> => ({
   _tag: "StepStarted",
   ...envelope(at),
   stepId,
   focus,
 })
 
-export const stepEnded = (stepId: string, at: number): EventOf<"StepEnded"> => ({ _tag: "StepEnded", ...envelope(at), stepId })
+export const stepEnded = (stepId: string, at: number): EventOf<"StepEnded"> => ({
+  _tag: "StepEnded",
+  ...envelope(at),
+  stepId,
+})
 
 export const focusChanged = (task: string, at: number): EventOf<"FocusChanged"> => ({
   _tag: "FocusChanged",

@@ -61,7 +61,8 @@ export const appendEvents = async (url: string, events: ReadonlyArray<MemoryEven
   try {
     const js = jetstream(nc)
     let seq = 0
-    for (const event of events) seq = (await js.publish(eventSubject(event), JSON.stringify(event), { msgID: event.eventId })).seq
+    for (const event of events)
+      seq = (await js.publish(eventSubject(event), JSON.stringify(event), { msgID: event.eventId })).seq
     return seq
   } finally {
     await nc.close()

@@ -2,13 +2,13 @@
  * Test harness: a real nats-server on a free port with a temporary store,
  * the services composed in this process, and an SDK client.
  */
-import { Effect, Layer, ManagedRuntime } from "effect"
-import { startNatsServer, type NatsServerProcess } from "../../infra/nats-server.ts"
+import { Effect, type Layer, ManagedRuntime } from "effect"
+import type { AgentView } from "../../domain/agent-view.ts"
+import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { NatsSettings, type NatsSettingsShape } from "../../services/nats/settings.ts"
-import { systemLayer, type SystemOptions } from "../../services/system.ts"
+import { type SystemOptions, systemLayer } from "../../services/system.ts"
 import { Working } from "../../services/working/working.ts"
-import type { AgentView } from "../../domain/agent-view.ts"
 import { lastSeq } from "./log.ts"
 
 export const settingsFor =

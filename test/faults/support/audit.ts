@@ -5,12 +5,12 @@
  * event stored twice, and every live view equal to the view rebuilt from
  * the log at the same sequence.
  */
-import { DeliverPolicy, jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream"
+import { DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect, errors, type NatsConnection } from "@nats-io/transport-node"
 import { HashMap } from "effect"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import { ALL_EVENTS, EVENTS_STREAM } from "../../../contracts/subjects.ts"
-import { evolve, skipUndecodable, viewSnapshot, type AgentView } from "../../../domain/agent-view.ts"
+import { type AgentView, evolve, skipUndecodable, viewSnapshot } from "../../../domain/agent-view.ts"
 import { decodeEvent } from "../../../services/log/decode.ts"
 
 export interface RawRecord {
@@ -145,8 +145,10 @@ export const countsFromLog = (records: ReadonlyArray<RawRecord>, agentId: string
   const citations = new Map<string, number>()
   for (const { event } of records) {
     if (event === undefined || event.agentId !== agentId) continue
-    if (event._tag === "EntriesRead") for (const item of event.served) if (!item.cue) reads.set(item.entryId, (reads.get(item.entryId) ?? 0) + 1)
-    if (event._tag === "EntriesReferenced") for (const id of event.entryIds) citations.set(id, (citations.get(id) ?? 0) + 1)
+    if (event._tag === "EntriesRead")
+      for (const item of event.served) if (!item.cue) reads.set(item.entryId, (reads.get(item.entryId) ?? 0) + 1)
+    if (event._tag === "EntriesReferenced")
+      for (const id of event.entryIds) citations.set(id, (citations.get(id) ?? 0) + 1)
   }
   return { reads, citations }
 }
@@ -157,7 +159,12 @@ export const workingEntries = (view: AgentView) => new Map(HashMap.toEntries(vie
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 /** Polls `probe` until it returns a value that is not undefined, or fails after `timeoutMs`. */
-export const eventually = async <A>(what: string, probe: () => Promise<A | undefined> | A | undefined, timeoutMs = 30_000, everyMs = 100): Promise<A> => {
+export const eventually = async <A>(
+  what: string,
+  probe: () => Promise<A | undefined> | A | undefined,
+  timeoutMs = 30_000,
+  everyMs = 100,
+): Promise<A> => {
   const deadline = Date.now() + timeoutMs
   let lastError: unknown
   while (Date.now() < deadline) {
@@ -169,7 +176,9 @@ export const eventually = async <A>(what: string, probe: () => Promise<A | undef
     }
     await sleep(everyMs)
   }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError !== undefined ? `: ${String(lastError)}` : ""}`)
+  throw new Error(
+    `timed out after ${timeoutMs} ms waiting for ${what}${lastError !== undefined ? `: ${String(lastError)}` : ""}`,
+  )
 }
 
 /**

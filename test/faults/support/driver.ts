@@ -53,7 +53,11 @@ export const callUntilAnswered = async <O extends OperationName>(
 }
 
 /** Runs `work` over the items with at most `concurrency` in flight. */
-export const pool = async <A>(items: ReadonlyArray<A>, concurrency: number, work: (item: A, index: number) => Promise<void>): Promise<void> => {
+export const pool = async <A>(
+  items: ReadonlyArray<A>,
+  concurrency: number,
+  work: (item: A, index: number) => Promise<void>,
+): Promise<void> => {
   let next = 0
   const lanes = Array.from({ length: Math.min(concurrency, items.length) }, async () => {
     while (next < items.length) {

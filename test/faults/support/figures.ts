@@ -13,7 +13,7 @@ import { natsServerVersion } from "../../../infra/nats-server.ts"
 
 export const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url))
 export const RECORDED_FIGURES_DIR = join(REPO_ROOT, "bench", "results", "faults")
-export const FIGURES_DIR = process.env["WM_FAULT_FIGURES_DIR"] ?? join(tmpdir(), "working-memory-fault-figures")
+export const FIGURES_DIR = process.env.WM_FAULT_FIGURES_DIR ?? join(tmpdir(), "working-memory-fault-figures")
 
 export const machine = () => ({
   cpu: cpus()[0]?.model ?? "unknown",

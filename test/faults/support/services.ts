@@ -3,21 +3,26 @@
  * `runtime.dispose()`), or run as their own Node processes from
  * services/<name>/main.ts, exactly as deployed, so they can be SIGKILLed.
  */
-import { spawn, type ChildProcess } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync } from "node:fs"
 import { join } from "node:path"
+import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Effect, Layer, ManagedRuntime } from "effect"
+import { type NatsServerProcess, startNatsServer } from "../../../infra/nats-server.ts"
+import { WorkingMemoryClient } from "../../../sdk/client.ts"
 import { EmbeddingProvider } from "../../../services/embedding/embedding-provider.ts"
 import { hashedEmbedder } from "../../../services/embedding/offline-embedder.ts"
-import { FadeWorker, FadeWorkerSettings, type FadeWorkerSettingsShape, type FadeWorkerShape } from "../../../services/fade/fade-worker.ts"
+import {
+  FadeWorker,
+  FadeWorkerSettings,
+  type FadeWorkerSettingsShape,
+  type FadeWorkerShape,
+} from "../../../services/fade/fade-worker.ts"
 import { Summarizer } from "../../../services/fade/summarizer.ts"
 import { Gateway, type GatewayShape } from "../../../services/gateway/gateway.ts"
 import { NatsSettings, type NatsSettingsShape } from "../../../services/nats/settings.ts"
 import { fadeService, gatewayService, workingService } from "../../../services/system.ts"
 import { Working, type WorkingShape } from "../../../services/working/working.ts"
-import { connect, type NatsConnection } from "@nats-io/transport-node"
-import { startNatsServer, type NatsServerProcess } from "../../../infra/nats-server.ts"
-import { WorkingMemoryClient } from "../../../sdk/client.ts"
 import { teardown } from "./audit.ts"
 import { REPO_ROOT } from "./figures.ts"
 
@@ -56,9 +61,12 @@ export const fadeLayer = (
 ) => fadeService(settingsFor(servers, overrides)(`wm-${worker.name ?? "fade"}`), fadeSettings(worker), models)
 
 /** The running service's own interface, from a runtime that composes it. */
-export const gatewayOf = (p: InProcess<unknown>): Promise<GatewayShape> => p.runtime.runPromise(Gateway as unknown as Effect.Effect<GatewayShape>)
-export const workingOf = (p: InProcess<unknown>): Promise<WorkingShape> => p.runtime.runPromise(Working as unknown as Effect.Effect<WorkingShape>)
-export const fadeOf = (p: InProcess<unknown>): Promise<FadeWorkerShape> => p.runtime.runPromise(FadeWorker as unknown as Effect.Effect<FadeWorkerShape>)
+export const gatewayOf = (p: InProcess<unknown>): Promise<GatewayShape> =>
+  p.runtime.runPromise(Gateway as unknown as Effect.Effect<GatewayShape>)
+export const workingOf = (p: InProcess<unknown>): Promise<WorkingShape> =>
+  p.runtime.runPromise(Working as unknown as Effect.Effect<WorkingShape>)
+export const fadeOf = (p: InProcess<unknown>): Promise<FadeWorkerShape> =>
+  p.runtime.runPromise(FadeWorker as unknown as Effect.Effect<FadeWorkerShape>)
 
 /** Node 22 runs the services' TypeScript directly; npm scripts run on it, a bare `node` may not. */
 export const nodeBinary = (): string => {
@@ -86,8 +94,10 @@ const exited = (child: ChildProcess) =>
   })
 
 /** Starts `node services/<service>/main.ts` with the given environment. */
-export const startServiceProcess = (service: "gateway" | "working" | "fade", env: Record<string, string>): ServiceProcess =>
-  startNodeProcess(service, join(REPO_ROOT, "services", service, "main.ts"), env)
+export const startServiceProcess = (
+  service: "gateway" | "working" | "fade",
+  env: Record<string, string>,
+): ServiceProcess => startNodeProcess(service, join(REPO_ROOT, "services", service, "main.ts"), env)
 
 /** Starts a TypeScript file as its own Node process, keeping the tail of its output. */
 export const startNodeProcess = (name: string, file: string, env: Record<string, string>): ServiceProcess => {
@@ -136,8 +146,13 @@ export interface CoreSystem {
 
 export const startCoreSystem = async (options: { readonly timeoutMs?: number } = {}): Promise<CoreSystem> => {
   const server = await startNatsServer()
-  const services = await startInProcess(Layer.mergeAll(workingLayer(server.url), gatewayLayer(server.url), fadeLayer(server.url)))
-  const client = await WorkingMemoryClient.connect({ servers: server.url, ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}) })
+  const services = await startInProcess(
+    Layer.mergeAll(workingLayer(server.url), gatewayLayer(server.url), fadeLayer(server.url)),
+  )
+  const client = await WorkingMemoryClient.connect({
+    servers: server.url,
+    ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
+  })
   const nc = await connect({ servers: server.url })
   return {
     server,

@@ -8,9 +8,10 @@
  * `held <seq>` and applies nothing), so the scenario knows for certain that
  * a consumer is stuck for as long as it needs, whatever the machine's speed.
  */
+
+import { existsSync } from "node:fs"
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect } from "effect"
-import { existsSync } from "node:fs"
 import { runProjection } from "../../../services/log/projection.ts"
 import { NatsSettings } from "../../../services/nats/settings.ts"
 import { foundation } from "../../../services/system.ts"
