@@ -9,8 +9,8 @@
  * embedders never download anything; this is the only step that does.
  */
 import { parseArgs } from "node:util"
-import { setUpModel } from "../services/embedding/model-setup.ts"
-import { SENTENCE_MODELS, sentenceModel } from "../services/embedding/sentence-models.ts"
+import { setUpModel } from "../services/platform/embedding/model-setup.ts"
+import { SENTENCE_MODELS, sentenceModel } from "../services/platform/embedding/sentence-models.ts"
 
 const { positionals } = parseArgs({ allowPositionals: true })
 const unknown = positionals.filter((id) => sentenceModel(id) === undefined)

@@ -3,7 +3,7 @@
  *
  *   npm start [-- --no-demo] [--exit-after-demo] [--data-dir <dir>]
  *
- * Reads the same configuration as every service (services/nats/settings.ts:
+ * Reads the same configuration as every service (services/platform/nats/settings.ts:
  * NATS_URL, NATS_USER, NATS_PASS, WM_STREAM_REPLICAS, WM_DEDUPE_WINDOW_MS…).
  * Connects to NATS_URL (default nats://127.0.0.1:4222); when nothing answers
  * there, the URL is on this machine and nats-server is installed, starts one
@@ -26,8 +26,8 @@ import {
   startNatsServer,
 } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
-import { defaultCacheDir, wordVectorCacheFile } from "../services/embedding/offline-embedder.ts"
-import { NatsSettings, natsSettingsFromConfig } from "../services/nats/settings.ts"
+import { defaultCacheDir, wordVectorCacheFile } from "../services/platform/embedding/offline-embedder.ts"
+import { NatsSettings, natsSettingsFromConfig } from "../services/platform/nats/settings.ts"
 import { systemLayer } from "../services/system.ts"
 import { Working } from "../services/working/working.ts"
 

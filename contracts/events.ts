@@ -265,5 +265,5 @@ export const entryIdOf = (event: MemoryEvent): string | null => {
   }
 }
 
-/** Decodes an event of the current versions from its JSON text; stored events go through services/log/decode.ts, which upcasts. */
+/** Decodes an event of the current versions from its JSON text; stored events go through contracts/decode.ts, which upcasts. */
 export const MemoryEventFromJson = Schema.fromJsonString(MemoryEvent)

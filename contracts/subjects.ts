@@ -15,6 +15,9 @@
 import { entryIdOf, type MemoryEvent } from "./events.ts"
 
 export const EVENTS_STREAM = "WM_EVENTS"
+
+/** Where clients and services look for NATS when NATS_URL is not set. */
+export const DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 export const EVENTS_ROOT = "wm.evt"
 export const ALL_EVENTS = `${EVENTS_ROOT}.>`
 

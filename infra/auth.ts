@@ -23,6 +23,7 @@
  */
 import { randomBytes } from "node:crypto"
 import { operations } from "../contracts/api.ts"
+import { CHECKPOINT_BUCKET, REQUEST_BUCKET, SUBSTRATE_BUCKET } from "../contracts/buckets.ts"
 import { isSubjectToken } from "../contracts/ids.ts"
 import { agentInboxPrefix, tenantInboxPrefix } from "../contracts/inboxes.ts"
 import {
@@ -33,8 +34,7 @@ import {
   EVENTS_STREAM,
   UNKNOWN_OPERATIONS_QUEUE,
 } from "../contracts/subjects.ts"
-import { formatTenants } from "../services/access/sharing.ts"
-import { CHECKPOINT_BUCKET, REQUEST_BUCKET, SUBSTRATE_BUCKET } from "../services/nats/buckets.ts"
+import { formatTenants } from "../services/platform/access/sharing.ts"
 
 export interface SubjectRules {
   readonly allow: ReadonlyArray<string>
@@ -260,7 +260,7 @@ export const servicePermissions = (spec: ServiceSpec): Permissions => {
 // ---------------------------------------------------------------------------
 // Default service specs
 
-/** The operations of contracts/api.ts a service serves; services/api/serve.ts queues them in `wm-<service>`. */
+/** The operations of contracts/api.ts a service serves; services/platform/api/serve.ts queues them in `wm-<service>`. */
 const servedBy = (service: string) =>
   Object.values(operations)
     .filter((op) => op.servedBy === service)
@@ -302,7 +302,7 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       }
     case "fade":
       // Rung changes and demotions, each on its entry's subject.
-      // It also refuses requests for operations the API does not have (services/api/serve.ts).
+      // It also refuses requests for operations the API does not have (services/platform/api/serve.ts).
       return {
         ...base(name),
         serves: [{ subject: ">", queue: UNKNOWN_OPERATIONS_QUEUE }],

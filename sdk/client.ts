@@ -18,7 +18,7 @@ import { Schema } from "effect"
 import type { OperationName, RequestOf, ResponseOf } from "../contracts/api.ts"
 import { MAX_CONTENT_BYTES, operations } from "../contracts/api.ts"
 import { ApiError, ValidationError } from "../contracts/errors.ts"
-import { apiSubject } from "../contracts/subjects.ts"
+import { apiSubject, DEFAULT_NATS_URL } from "../contracts/subjects.ts"
 
 export interface ConnectOptions {
   /** Comma-separated or a list (default: `NATS_URL`, else `nats://127.0.0.1:4222`). */
@@ -38,7 +38,6 @@ export interface ConnectOptions {
   readonly attempts?: number
 }
 
-const DEFAULT_SERVER = "nats://127.0.0.1:4222"
 const decodeApiError = Schema.decodeUnknownSync(ApiError)
 const textEncoder = new TextEncoder()
 const textDecoder = new TextDecoder()
@@ -62,7 +61,7 @@ export class WorkingMemoryClient {
   }
 
   static async connect(options: ConnectOptions = {}): Promise<WorkingMemoryClient> {
-    const servers = options.servers ?? process.env.NATS_URL ?? DEFAULT_SERVER
+    const servers = options.servers ?? process.env.NATS_URL ?? DEFAULT_NATS_URL
     const nc = await connect({
       servers: typeof servers === "string" ? servers.split(",") : [...servers],
       name: options.name ?? "working-memory-sdk",

@@ -4,8 +4,8 @@
  */
 
 export type { OperationName, RequestOf, ResponseOf } from "../contracts/api.ts"
+export { FutureEventVersion } from "../contracts/decode.ts"
 export * from "../contracts/errors.ts"
 export type { MemoryEvent } from "../contracts/events.ts"
-export { FutureEventVersion } from "../services/log/decode.ts"
 export * from "./client.ts"
 export * from "./own-events.ts"

@@ -9,8 +9,9 @@
  *   const events = await readOwnEvents(wm, "planner")                  // everything stored before the call
  *   const follow = await followOwnEvents(wm, "planner", { onEvent })   // and live, e.g. for a local mirror
  */
+
+import { decodeEventJson, type FutureEventVersion } from "../contracts/decode.ts"
 import type { MemoryEvent } from "../contracts/events.ts"
-import { decodeEventJson, type FutureEventVersion } from "../services/log/decode.ts"
 import type { WorkingMemoryClient } from "./client.ts"
 
 export interface OwnEvent {

@@ -2,9 +2,9 @@ import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { Schema } from "effect"
 import { describe, expect, it } from "vitest"
+import { decodeEvent } from "../contracts/decode.ts"
 import { MemoryEvent } from "../contracts/events.ts"
 import { apiJsonSchema, eventsJsonSchema } from "../contracts/json-schema.ts"
-import { decodeEvent } from "../services/log/decode.ts"
 import { faded, recorded, registered } from "./support/events.ts"
 
 const committed = (name: string) =>

@@ -10,8 +10,8 @@ import { join } from "node:path"
 import { Effect } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import type { LongTermPayload } from "../contracts/longterm.ts"
-import { makeDurableStore } from "../services/longterm/durable-store.ts"
-import type { LongTermRecord } from "../services/longterm/store.ts"
+import { makeDurableStore } from "../services/memory/longterm/durable-store.ts"
+import type { LongTermRecord } from "../services/memory/longterm/store.ts"
 
 const dirs: string[] = []
 afterEach(() => {

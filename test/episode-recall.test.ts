@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest"
 import { DEFAULT_EPISODE_LIFT, liftByEpisode } from "../domain/relevance.ts"
-import { EpisodeIndex } from "../services/retrieval/episodes.ts"
+import { EpisodeIndex } from "../services/memory/retrieval/episodes.ts"
 
 const MINUTE = 60_000
 const HOUR = 60 * MINUTE

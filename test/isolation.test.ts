@@ -19,15 +19,15 @@ import { Kvm } from "@nats-io/kv"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { ConfigProvider, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { SUBSTRATE_BUCKET } from "../contracts/buckets.ts"
 import { EVENTS_STREAM } from "../contracts/subjects.ts"
 import { type NatsAuth, natsAuth } from "../infra/auth.ts"
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { followOwnEvents, type OwnEvent, readOwnEvents } from "../sdk/own-events.ts"
-import { AgentSharing } from "../services/access/sharing.ts"
 import { FadeWorkerSettings } from "../services/fade/fade-worker.ts"
-import { SUBSTRATE_BUCKET } from "../services/nats/buckets.ts"
-import { NatsSettings } from "../services/nats/settings.ts"
+import { AgentSharing } from "../services/platform/access/sharing.ts"
+import { NatsSettings } from "../services/platform/nats/settings.ts"
 import {
   defaultModels,
   fadeService,

@@ -11,7 +11,7 @@ import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import type { Origin } from "../contracts/entry.ts"
 import type { LongTermPayload, RecordFilter } from "../contracts/longterm.ts"
-import type { LongTermRecord, LongTermStoreShape } from "../services/longterm/store.ts"
+import type { LongTermRecord, LongTermStoreShape } from "../services/memory/longterm/store.ts"
 
 const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise(effect)
 

@@ -11,9 +11,9 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { QdrantClient } from "@qdrant/js-client-rest"
 import { afterAll } from "vitest"
-import { makeDurableStore } from "../services/longterm/durable-store.ts"
-import { makeEmbeddedStore } from "../services/longterm/embedded-store.ts"
-import { makeQdrantStore } from "../services/longterm/qdrant-store.ts"
+import { makeDurableStore } from "../services/memory/longterm/durable-store.ts"
+import { makeEmbeddedStore } from "../services/memory/longterm/embedded-store.ts"
+import { makeQdrantStore } from "../services/memory/longterm/qdrant-store.ts"
 import { describeLongTermStoreContract } from "./longterm-store.contract.ts"
 
 describeLongTermStoreContract("embedded", async () => makeEmbeddedStore())

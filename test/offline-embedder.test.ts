@@ -12,10 +12,10 @@ import {
   loadWordVectors,
   sentenceEmbedder,
   wordTokens,
-} from "../services/embedding/offline-embedder.ts"
+} from "../services/platform/embedding/offline-embedder.ts"
 
 const repo = resolve(fileURLToPath(new URL(".", import.meta.url)), "..")
-const moduleUrl = pathToFileURL(join(repo, "services", "embedding", "offline-embedder.ts")).href
+const moduleUrl = pathToFileURL(join(repo, "services", "platform", "embedding", "offline-embedder.ts")).href
 // children must strip types: use the repository's Node 22 when the runner is older
 const node = existsSync(join(repo, "node_modules", ".bin", "node"))
   ? join(repo, "node_modules", ".bin", "node")

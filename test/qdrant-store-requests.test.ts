@@ -22,15 +22,15 @@ import {
   longTermStoreFromEnv,
   qdrantConfigFromEnv,
   qdrantStoreFromEnv,
-} from "../services/longterm/qdrant-config.ts"
+} from "../services/memory/longterm/qdrant-config.ts"
 import {
   collectionName,
   makeQdrantStore,
   pointId,
   type QdrantStoreConfig,
   uuidV5,
-} from "../services/longterm/qdrant-store.ts"
-import { type LongTermRecord, LongTermStore } from "../services/longterm/store.ts"
+} from "../services/memory/longterm/qdrant-store.ts"
+import { type LongTermRecord, LongTermStore } from "../services/memory/longterm/store.ts"
 
 // ---------------------------------------------------------------------------
 // A recording stand-in for Qdrant's REST API

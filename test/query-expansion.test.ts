@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest"
 import { expansionTerms } from "../domain/query-expansion.ts"
 import { fuseRankings } from "../domain/relevance.ts"
 import { distinctiveWords, terms } from "../domain/terms.ts"
-import { LexicalIndex } from "../services/retrieval/lexical-index.ts"
+import { LexicalIndex } from "../services/memory/retrieval/lexical-index.ts"
 
 /** A small memory: the words of its best matches, and how rare each word is in it. */
 const memory = [

@@ -16,7 +16,7 @@ import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { MAX_CONTENT_BYTES, type OperationName, operations } from "../contracts/api.ts"
 import { isSubjectToken } from "../contracts/ids.ts"
-import { decodeRequest } from "../services/api/serve.ts"
+import { decodeRequest } from "../services/platform/api/serve.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
 
 type Json = Record<string, unknown>

@@ -16,12 +16,14 @@ import { beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
-import { type BertConfig, bertOnnxModel, type Tensor } from "../services/embedding/bert-onnx.ts"
-import type { Embedder } from "../services/embedding/embedder.ts"
-import { EmbeddingProvider, offlineProvider } from "../services/embedding/embedding-provider.ts"
-import { loadLocalEmbedder } from "../services/embedding/local-embedders.ts"
-import { loadOfflineEmbedder } from "../services/embedding/offline-embedder.ts"
-import { loadOnnxEmbedder } from "../services/embedding/onnx-embedder.ts"
+import { FadeWorker, FadeWorkerSettings, type FadeWorkerShape } from "../services/fade/fade-worker.ts"
+import { Summarizer } from "../services/fade/summarizer.ts"
+import { type BertConfig, bertOnnxModel, type Tensor } from "../services/platform/embedding/bert-onnx.ts"
+import type { Embedder } from "../services/platform/embedding/embedder.ts"
+import { EmbeddingProvider, offlineProvider } from "../services/platform/embedding/embedding-provider.ts"
+import { loadLocalEmbedder } from "../services/platform/embedding/local-embedders.ts"
+import { loadOfflineEmbedder } from "../services/platform/embedding/offline-embedder.ts"
+import { loadOnnxEmbedder } from "../services/platform/embedding/onnx-embedder.ts"
 import {
   defaultModelsDir,
   ModelFilesMissing,
@@ -29,9 +31,7 @@ import {
   missingFiles,
   modelDir,
   sentenceModel,
-} from "../services/embedding/sentence-models.ts"
-import { FadeWorker, FadeWorkerSettings, type FadeWorkerShape } from "../services/fade/fade-worker.ts"
-import { Summarizer } from "../services/fade/summarizer.ts"
+} from "../services/platform/embedding/sentence-models.ts"
 import { fadeService, gatewayService, workingService } from "../services/system.ts"
 import { readLog } from "./support/log.ts"
 import { settingsFor } from "./support/system.ts"

@@ -4,7 +4,7 @@
 import { ConfigProvider, Effect, Exit, Layer } from "effect"
 import { describe, expect, it } from "vitest"
 import { natsAuth } from "../infra/auth.ts"
-import { AgentSharing, type AgentSharingShape } from "../services/access/sharing.ts"
+import { AgentSharing, type AgentSharingShape } from "../services/platform/access/sharing.ts"
 
 const sharingFrom = (env: Record<string, string>) =>
   Effect.runPromiseExit(

@@ -33,9 +33,9 @@ import {
   loadWordVectors,
   sentenceEmbedder,
   wordTokens,
-} from "../../services/embedding/offline-embedder.ts"
-import { loadOnnxEmbedder } from "../../services/embedding/onnx-embedder.ts"
-import { defaultModelsDir, modelDir, sentenceModel } from "../../services/embedding/sentence-models.ts"
+} from "../../services/platform/embedding/offline-embedder.ts"
+import { loadOnnxEmbedder } from "../../services/platform/embedding/onnx-embedder.ts"
+import { defaultModelsDir, modelDir, sentenceModel } from "../../services/platform/embedding/sentence-models.ts"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const repo = resolve(here, "..", "..")

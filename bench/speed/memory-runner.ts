@@ -5,7 +5,7 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Layer } from "effect"
-import { NatsSettings } from "../../services/nats/settings.ts"
+import { NatsSettings } from "../../services/platform/nats/settings.ts"
 import { memoryService } from "../../services/system.ts"
 
 NodeRuntime.runMain(Layer.launch(memoryService(NatsSettings.fromEnv("wm-memory"))))

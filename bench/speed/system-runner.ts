@@ -5,7 +5,7 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Layer } from "effect"
-import { NatsSettings } from "../../services/nats/settings.ts"
+import { NatsSettings } from "../../services/platform/nats/settings.ts"
 import { systemLayer } from "../../services/system.ts"
 
 NodeRuntime.runMain(Layer.launch(systemLayer((name) => NatsSettings.fromEnv(name))))

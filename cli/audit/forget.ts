@@ -3,7 +3,7 @@
  * AgentForgotten, decided by `decideForget`) is stored before anything is
  * erased, so whatever fails afterwards, the forget is on record and the
  * eraser beside the substrate finishes it. Then the erasure, as the eraser
- * does it (services/forget/erase.ts): the log records are erased in place,
+ * does it (services/platform/log/erase.ts): the log records are erased in place,
  * every durable projection confirms it applied the tombstone (erasing what
  * its store held), and the dead letters of the forgotten records are erased.
  *
@@ -17,7 +17,7 @@ import { agentEvents, eventSubject } from "../../contracts/subjects.ts"
 import { type AgentView, evolve } from "../../domain/agent-view.ts"
 import type { DecisionError } from "../../domain/decision.ts"
 import { decideForget, type Tombstone } from "../../domain/forget.ts"
-import { completeErasure, type ErasureReport } from "../../services/forget/erase.ts"
+import { completeErasure, type ErasureReport } from "../../services/platform/log/erase.ts"
 import { scanLog } from "./log.ts"
 
 export interface Forgotten extends ErasureReport {

@@ -6,10 +6,10 @@
 import { DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Config, Effect, Option } from "effect"
+import { decodeEvent } from "../../contracts/decode.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { EVENTS_STREAM } from "../../contracts/subjects.ts"
-import { decodeEvent } from "../../services/log/decode.ts"
-import { natsSettingsFromConfig, serverList } from "../../services/nats/settings.ts"
+import { natsSettingsFromConfig, serverList } from "../../services/platform/nats/settings.ts"
 import { noProgress, type Progress } from "./progress.ts"
 
 export interface ConnectionOptions {
@@ -21,7 +21,7 @@ export interface ConnectionOptions {
 
 /**
  * `--server` or NATS_URL (default nats://127.0.0.1:4222); NATS_USER / NATS_PASS; NATS_INBOX_PREFIX — read
- * with the same Effect Config as the services (services/nats/settings.ts).
+ * with the same Effect Config as the services (services/platform/nats/settings.ts).
  */
 export const openConnection = async (options: ConnectionOptions = {}): Promise<NatsConnection> => {
   const configured = await Effect.runPromise(natsSettingsFromConfig("wm-audit"))

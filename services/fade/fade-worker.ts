@@ -21,10 +21,10 @@ import { decideFadeMove, type EntryHistory, type MadeRepresentation, NO_HISTORY 
 import { type FadeMove, planFade } from "../../domain/fade-plan.ts"
 import { DEFAULT_FADE_CONFIG, type FadeConfig } from "../../domain/fade-score.ts"
 import { extractKeyPoints } from "../../domain/key-points.ts"
-import { encodeVector } from "../embedding/embedder.ts"
-import { EmbeddingProvider } from "../embedding/embedding-provider.ts"
-import { EventLog } from "../log/event-log.ts"
-import { runProjection, type WarmUp } from "../log/projection.ts"
+import { encodeVector } from "../platform/embedding/embedder.ts"
+import { EmbeddingProvider } from "../platform/embedding/embedding-provider.ts"
+import { EventLog } from "../platform/log/event-log.ts"
+import { runProjection, type WarmUp } from "../platform/log/projection.ts"
 import { Summarizer } from "./summarizer.ts"
 
 export interface FadeWorkerSettingsShape {

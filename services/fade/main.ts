@@ -5,7 +5,7 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
-import { NatsSettings } from "../nats/settings.ts"
+import { NatsSettings } from "../platform/nats/settings.ts"
 import { fadeService } from "../system.ts"
 import { FadeWorker } from "./fade-worker.ts"
 

@@ -11,6 +11,7 @@ import { nuid } from "@nats-io/nuid"
 import { Context, Effect, HashMap, Layer } from "effect"
 import type { AgentConfig } from "../../contracts/agent.ts"
 import { type OperationName, operations, type RequestOf, type ResponseOf } from "../../contracts/api.ts"
+import { decodeEvent } from "../../contracts/decode.ts"
 import {
   AgentNotFound,
   IdempotencyConflict,
@@ -43,13 +44,12 @@ import {
 } from "../../domain/decide.ts"
 import { replyOfEvent } from "../../domain/requests.ts"
 import { preloadEncoding } from "../../domain/tokens.ts"
-import { serveOperation } from "../api/serve.ts"
-import { makeCommandHandler, type Outcome } from "../log/command-handler.ts"
-import { decodeEvent } from "../log/decode.ts"
-import { EventLog } from "../log/event-log.ts"
-import type { WarmUp } from "../log/projection.ts"
-import { Nats } from "../nats/connection.ts"
-import { type AgentViews, projectAgentViews } from "../views/agent-views.ts"
+import { serveOperation } from "../platform/api/serve.ts"
+import { makeCommandHandler, type Outcome } from "../platform/log/command-handler.ts"
+import { EventLog } from "../platform/log/event-log.ts"
+import type { WarmUp } from "../platform/log/projection.ts"
+import { Nats } from "../platform/nats/connection.ts"
+import { type AgentViews, projectAgentViews } from "../platform/views/agent-views.ts"
 
 export interface GatewayShape {
   readonly views: AgentViews

@@ -1,7 +1,7 @@
 /** Runs the substrate alone: `node services/substrate/main.ts` (NATS_URL, NATS_USER, NATS_PASS). */
 import { NodeRuntime } from "@effect/platform-node"
 import { Layer } from "effect"
-import { NatsSettings } from "../nats/settings.ts"
+import { NatsSettings } from "../platform/nats/settings.ts"
 import { substrateService } from "../system.ts"
 
 NodeRuntime.runMain(Layer.launch(substrateService(NatsSettings.fromEnv("wm-substrate"))))

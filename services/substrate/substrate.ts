@@ -16,16 +16,15 @@
  */
 import type { KV } from "@nats-io/kv"
 import { Context, Effect, FiberSet, Layer, Schedule } from "effect"
-import type { ResponseOf } from "../../contracts/api.ts"
+import { CHECKPOINT_BUCKET, checkpointKey, SUBSTRATE_BUCKET, substrateKey } from "../../contracts/buckets.ts"
 import { NotCaughtUp, UnknownEntries } from "../../contracts/errors.ts"
 import type { Tombstone } from "../../domain/forget.ts"
-import { serveOperation } from "../api/serve.ts"
-import { eraseMessages, storedRecords } from "../forget/erase.ts"
-import { READ_WAIT, runProjection } from "../log/projection.ts"
-import { CHECKPOINT_BUCKET, checkpointKey, openBucket, SUBSTRATE_BUCKET } from "../nats/buckets.ts"
-import { Nats, type NatsShape } from "../nats/connection.ts"
-
-export type SubstrateRecord = ResponseOf<"getRaw">
+import { serveOperation } from "../platform/api/serve.ts"
+import { eraseMessages, storedRecords } from "../platform/log/erase.ts"
+import { READ_WAIT, runProjection } from "../platform/log/projection.ts"
+import { openBucket } from "../platform/nats/buckets.ts"
+import { Nats, type NatsShape } from "../platform/nats/connection.ts"
+import { readSubstrate, type SubstrateRecord } from "../platform/substrate-reader.ts"
 
 export interface SubstrateShape {
   readonly get: (agentId: string, entryId: string) => Effect.Effect<SubstrateRecord | null>
@@ -35,7 +34,6 @@ export interface SubstrateShape {
 }
 
 const textEncoder = new TextEncoder()
-const substrateKey = (agentId: string, entryId: string) => `${agentId}.${entryId}`
 const SUBSTRATE_STREAM = `KV_${SUBSTRATE_BUCKET}`
 
 /** Writes a record once; a record already stored (a replay after a restart) is left as it is. */
@@ -67,12 +65,6 @@ const eraseForgotten = (nats: NatsShape, tombstone: Tombstone) =>
     ),
     Effect.retry(Schedule.min([Schedule.exponential("100 millis", 2), Schedule.spaced("10 seconds")])),
   )
-
-export const readSubstrate = (kv: KV, agentId: string, entryId: string) =>
-  Effect.promise(async () => {
-    const entry = await kv.get(substrateKey(agentId, entryId))
-    return entry && entry.operation === "PUT" && entry.value.length > 0 ? (entry.json() as SubstrateRecord) : null
-  })
 
 export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/Substrate") {
   static readonly layer = Layer.effect(

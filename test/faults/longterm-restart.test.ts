@@ -1,6 +1,6 @@
 /**
  * The memory service (long-term projection and retrieval,
- * `node services/retrieval/main.ts`) killed mid-stream with a store that
+ * `node services/memory/main.ts`) killed mid-stream with a store that
  * outlives it: SIGKILLed while agents record and entries demote, started
  * again, it resumes from the store's checkpoint — and the store then holds
  * exactly what a rebuild from the whole log holds. Entries recorded before
@@ -21,11 +21,11 @@ import { afterAll, expect, it } from "vitest"
 import type { LongTermPayload } from "../../contracts/longterm.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
-import { makeDurableStore } from "../../services/longterm/durable-store.ts"
-import { embeddedStoreLayer } from "../../services/longterm/embedded-store.ts"
-import { LongTerm, type LongTermShape } from "../../services/longterm/longterm.ts"
-import { makeQdrantStore } from "../../services/longterm/qdrant-store.ts"
-import { LongTermStore, type LongTermStoreShape } from "../../services/longterm/store.ts"
+import { makeDurableStore } from "../../services/memory/longterm/durable-store.ts"
+import { embeddedStoreLayer } from "../../services/memory/longterm/embedded-store.ts"
+import { LongTerm, type LongTermShape } from "../../services/memory/longterm/longterm.ts"
+import { makeQdrantStore } from "../../services/memory/longterm/qdrant-store.ts"
+import { LongTermStore, type LongTermStoreShape } from "../../services/memory/longterm/store.ts"
 import { foundation } from "../../services/system.ts"
 import { eventually, readRecords, sleep, streamLastSeq, teardown } from "./support/audit.ts"
 import { callUntilAnswered, contentFor, newStats, pool } from "./support/driver.ts"
@@ -139,7 +139,7 @@ for (const makeTarget of targets) {
     core = await startInProcess(Layer.mergeAll(gatewayLayer(url), workingLayer(url), fadeLayer(url)))
     client = await WorkingMemoryClient.connect({ servers: url, timeoutMs: 3_000 })
     const memoryEnv = { NATS_URL: url, ...target.env }
-    const startMemory = () => startNodeProcess("memory", join(REPO_ROOT, "services", "retrieval", "main.ts"), memoryEnv)
+    const startMemory = () => startNodeProcess("memory", join(REPO_ROOT, "services", "memory", "main.ts"), memoryEnv)
     const memoryAnswers = (afterSeq: number) =>
       eventually(
         `the memory service to answer after seq ${afterSeq}`,

@@ -20,7 +20,7 @@ import type { NatsServerProcess } from "../../infra/nats-server.ts"
 import type { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { FadeWorkerShape } from "../../services/fade/fade-worker.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
-import type { DeadLetter } from "../../services/log/projection.ts"
+import type { DeadLetter } from "../../services/platform/log/projection.ts"
 import type { WorkingShape } from "../../services/working/working.ts"
 import {
   entryRecordCounts,

@@ -16,8 +16,8 @@ import { apiSubject } from "../../contracts/subjects.ts"
 import { entriesByTime } from "../../domain/agent-view.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
-import { loadWordVectors } from "../../services/embedding/offline-embedder.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
+import { loadWordVectors } from "../../services/platform/embedding/offline-embedder.ts"
 import {
   asJson,
   countsFromLog,

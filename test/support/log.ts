@@ -1,9 +1,9 @@
 /** Reads the event log directly, as an auditor would, with a plain NATS client. */
 import { DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
+import { decodeEvent } from "../../contracts/decode.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { ALL_EVENTS, EVENTS_STREAM } from "../../contracts/subjects.ts"
-import { decodeEvent } from "../../services/log/decode.ts"
 
 export interface StoredEvent {
   readonly seq: number

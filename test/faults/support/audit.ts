@@ -8,10 +8,10 @@
 import { DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect, errors, type NatsConnection } from "@nats-io/transport-node"
 import { HashMap } from "effect"
+import { decodeEvent } from "../../../contracts/decode.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import { ALL_EVENTS, EVENTS_STREAM } from "../../../contracts/subjects.ts"
 import { type AgentView, evolve, skipUndecodable, viewSnapshot } from "../../../domain/agent-view.ts"
-import { decodeEvent } from "../../../services/log/decode.ts"
 
 export interface RawRecord {
   readonly seq: number

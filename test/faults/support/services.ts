@@ -10,8 +10,6 @@ import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { type NatsServerProcess, startNatsServer } from "../../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../../sdk/client.ts"
-import { EmbeddingProvider } from "../../../services/embedding/embedding-provider.ts"
-import { hashedEmbedder } from "../../../services/embedding/offline-embedder.ts"
 import {
   FadeWorker,
   FadeWorkerSettings,
@@ -20,7 +18,9 @@ import {
 } from "../../../services/fade/fade-worker.ts"
 import { Summarizer } from "../../../services/fade/summarizer.ts"
 import { Gateway, type GatewayShape } from "../../../services/gateway/gateway.ts"
-import { NatsSettings, type NatsSettingsShape } from "../../../services/nats/settings.ts"
+import { EmbeddingProvider } from "../../../services/platform/embedding/embedding-provider.ts"
+import { hashedEmbedder } from "../../../services/platform/embedding/offline-embedder.ts"
+import { NatsSettings, type NatsSettingsShape } from "../../../services/platform/nats/settings.ts"
 import { fadeService, gatewayService, workingService } from "../../../services/system.ts"
 import { Working, type WorkingShape } from "../../../services/working/working.ts"
 import { teardown } from "./audit.ts"

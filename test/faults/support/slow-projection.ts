@@ -12,8 +12,8 @@
 import { existsSync } from "node:fs"
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect } from "effect"
-import { runProjection } from "../../../services/log/projection.ts"
-import { NatsSettings } from "../../../services/nats/settings.ts"
+import { runProjection } from "../../../services/platform/log/projection.ts"
+import { NatsSettings } from "../../../services/platform/nats/settings.ts"
 import { foundation } from "../../../services/system.ts"
 
 const delayMs = Number(process.env.SLOW_APPLY_MS ?? 2)

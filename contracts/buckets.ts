@@ -1,0 +1,16 @@
+/**
+ * The KV buckets services share by name, and their key layouts. A bucket
+ * is one service's read model or bookkeeping; others read it by these names.
+ */
+
+/** The raw text and metadata of every entry ever recorded, written by the substrate. */
+export const SUBSTRATE_BUCKET = "wm_substrate"
+/** The last stream sequence each durable projection applied. */
+export const CHECKPOINT_BUCKET = "wm_checkpoints"
+/** What every write with a request id was answered (see domain/requests.ts). */
+export const REQUEST_BUCKET = "wm_requests"
+
+/** An entry's key in the substrate bucket. */
+export const substrateKey = (agentId: string, entryId: string) => `${agentId}.${entryId}`
+/** A projection's key in the checkpoint bucket. */
+export const checkpointKey = (projection: string) => `projection.${projection}`

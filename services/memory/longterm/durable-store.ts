@@ -1,0 +1,165 @@
+/**
+ * The durable embedded long-term store: the embedded store's exact search
+ * in memory, over records kept on disk in one SQLite file
+ * (`<dir>/longterm.sqlite`, Node's built-in `node:sqlite`). The records and
+ * the long-term projection's checkpoint are written in one transaction, so
+ * after any crash the file holds exactly the records of the log up to its
+ * checkpoint, and the projection resumes from there — the same path a
+ * Qdrant store takes.
+ *
+ * Removal erases: `secure_delete` overwrites a deleted record's bytes in
+ * the file, and the rollback journal (`longterm.sqlite-journal`, present
+ * only while a transaction runs; not WAL, which would keep old page images
+ * after the commit) is deleted at each commit. A forgotten entry's text is
+ * then in no file this store writes.
+ *
+ * The checkpoint names the log it belongs to (the event stream's creation
+ * time): opened against another log, or one shorter than the checkpoint,
+ * the store empties itself and the projection rebuilds it from the start.
+ */
+import { mkdirSync } from "node:fs"
+import { join } from "node:path"
+import { DatabaseSync } from "node:sqlite"
+import { Effect, Layer, Schema } from "effect"
+import { LongTermPayload } from "../../../contracts/longterm.ts"
+import { makeEmbeddedStore } from "./embedded-store.ts"
+import {
+  type CheckpointedStore,
+  type LongTermRecord,
+  LongTermStore,
+  LongTermStoreError,
+  type LongTermStoreShape,
+  type StoreWrite,
+} from "./store.ts"
+
+export const DURABLE_STORE_FILE = "longterm.sqlite"
+
+const decodePayload = Schema.decodeUnknownSync(Schema.fromJsonString(LongTermPayload))
+
+const vectorBytes = (v: Float32Array) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength)
+const vectorOf = (bytes: Uint8Array) =>
+  new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength))
+
+export const makeDurableStore = (
+  dir: string,
+): LongTermStoreShape & { readonly checkpointed: CheckpointedStore; readonly close: () => void } => {
+  mkdirSync(dir, { recursive: true })
+  const db = new DatabaseSync(join(dir, DURABLE_STORE_FILE))
+  db.exec(`
+    PRAGMA secure_delete = ON;
+    PRAGMA journal_mode = DELETE;
+    PRAGMA synchronous = FULL;
+    CREATE TABLE IF NOT EXISTS records (
+      agent_id TEXT NOT NULL,
+      entry_id TEXT NOT NULL,
+      payload TEXT NOT NULL,
+      vector BLOB NOT NULL,
+      PRIMARY KEY (agent_id, entry_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS checkpoint (
+      id INTEGER PRIMARY KEY CHECK (id = 1),
+      log TEXT NOT NULL,
+      seq INTEGER NOT NULL
+    );
+  `)
+  const putRecord = db.prepare(
+    "INSERT OR REPLACE INTO records (agent_id, entry_id, payload, vector) VALUES (?, ?, ?, ?)",
+  )
+  const deleteRecord = db.prepare("DELETE FROM records WHERE agent_id = ? AND entry_id = ?")
+  const deleteAgent = db.prepare("DELETE FROM records WHERE agent_id = ?")
+  const readCheckpoint = db.prepare("SELECT log, seq FROM checkpoint WHERE id = 1")
+  const putCheckpoint = db.prepare("INSERT OR REPLACE INTO checkpoint (id, log, seq) VALUES (1, ?, ?)")
+
+  // The search index: every stored record, loaded once.
+  const memory = makeEmbeddedStore()
+  const loaded: LongTermRecord[] = []
+  for (const row of db.prepare("SELECT payload, vector FROM records").iterate()) {
+    loaded.push({ payload: decodePayload(row.payload as string), vector: vectorOf(row.vector as Uint8Array) })
+  }
+  Effect.runSync(memory.upsert(loaded))
+
+  /** Runs `body` in one transaction: all of it is on disk, or none. */
+  const transaction = (what: string, body: () => void) =>
+    Effect.try({
+      try: () => {
+        db.exec("BEGIN IMMEDIATE")
+        try {
+          body()
+          db.exec("COMMIT")
+        } catch (error) {
+          db.exec("ROLLBACK")
+          throw error
+        }
+      },
+      catch: (error) =>
+        new LongTermStoreError({ reason: `${what}: ${error instanceof Error ? error.message : String(error)}` }),
+    })
+
+  const writeOnDisk = (write: StoreWrite) => {
+    if ("upsert" in write)
+      for (const r of write.upsert)
+        putRecord.run(r.payload.agentId, r.payload.entryId, JSON.stringify(r.payload), vectorBytes(r.vector))
+    else if ("remove" in write) for (const id of write.remove.entryIds) deleteRecord.run(write.remove.agentId, id)
+    else deleteAgent.run(write.removeAgent)
+  }
+  const writeInMemory = (write: StoreWrite) =>
+    "upsert" in write
+      ? memory.upsert(write.upsert)
+      : "remove" in write
+        ? memory.remove(write.remove.agentId, write.remove.entryIds)
+        : Effect.flatMap(memory.list({ agentId: write.removeAgent }), (records) =>
+            memory.remove(
+              write.removeAgent,
+              records.map((r) => r.entryId),
+            ),
+          )
+
+  const apply = (
+    what: string,
+    writes: ReadonlyArray<StoreWrite>,
+    checkpoint?: { readonly log: string; readonly seq: number },
+  ) =>
+    Effect.andThen(
+      transaction(what, () => {
+        for (const w of writes) writeOnDisk(w)
+        if (checkpoint) putCheckpoint.run(checkpoint.log, checkpoint.seq)
+      }),
+      Effect.forEach(writes, writeInMemory, { discard: true }),
+    )
+
+  const checkpointed: CheckpointedStore = {
+    resume: (log, lastSeq) =>
+      Effect.gen(function* () {
+        const row = readCheckpoint.get() as { log: string; seq: number } | undefined
+        if (row !== undefined && row.log === log && row.seq <= lastSeq) return row.seq
+        // Another log, or one shorter than the checkpoint: start again from nothing.
+        yield* transaction("reset", () => {
+          db.exec("DELETE FROM records")
+          putCheckpoint.run(log, 0)
+        })
+        const agents = new Set((yield* memory.list({})).map((p) => p.agentId))
+        for (const removeAgent of agents) yield* writeInMemory({ removeAgent })
+        return 0
+      }),
+    commit: (writes, log, seq) => apply(`commit through seq ${seq}`, writes, { log, seq }),
+  }
+
+  return {
+    ...memory,
+    name: "durable",
+    upsert: (records) => apply("upsert", [{ upsert: records }]),
+    remove: (agentId, entryIds) => apply("remove", [{ remove: { agentId, entryIds } }]),
+    checkpointed,
+    close: () => db.close(),
+  }
+}
+
+/** The durable store under `dir`, closed with its scope. */
+export const durableStoreLayer = (dir: string): Layer.Layer<LongTermStore> =>
+  Layer.effect(
+    LongTermStore,
+    Effect.acquireRelease(
+      Effect.sync(() => makeDurableStore(dir)),
+      (store) => Effect.sync(() => store.close()),
+    ),
+  )

@@ -1,0 +1,523 @@
+/**
+ * The Qdrant long-term store: the durable adapter of `LongTermStore`, over
+ * the official REST client.
+ *
+ * Layout — payload partitioning, not a collection per agent:
+ *
+ * - One collection per embedding model (the vectors of one model share one
+ *   dimension), named `<prefix><model slug>_<8 hex of sha1(model)>`, e.g.
+ *   `wm_longterm_text_embedding_3_small_1a2b3c4d` (default prefix
+ *   `wm_longterm_`). The hash keeps two models whose slugs collide apart.
+ *   Cosine distance.
+ * - Every agent's records live in that one collection, told apart by the
+ *   `agentId` payload field, indexed as a keyword with `is_tenant: true`
+ *   (Qdrant >= 1.11): storage is laid out by tenant, so one agent's points
+ *   sit together on disk and a filtered query reads only them. The HNSW
+ *   graph is built per tenant (`payload_m: 16`) and not globally (`m: 0`),
+ *   as every dense search here names its agent.
+ * - Keyword indexes on `origin`, `tags` and `correlationId`, and an integer
+ *   range index on `timestamp`, serve the record filter.
+ *
+ * A fleet is many small agents: a collection each would mean thousands of
+ * collections, each with its own segments, WAL, optimiser and index build,
+ * and a cold start per new agent. One collection per model is one index
+ * build, one set of segments, and tenant-aware storage that keeps per-agent
+ * reads local. A collection of its own pays only for a very large tenant
+ * (millions of points, its own resources or retention); that is a
+ * deployment choice on top of this layout, not its default.
+ *
+ * Collections and indexes are created when a model is first written
+ * (created if missing; "already exists" from a concurrent creator is fine).
+ * Point ids are UUIDs derived from (agentId, entryId), so a retried or
+ * replayed upsert overwrites the same point. Transient failures (network
+ * errors, timeouts, 429, 5xx) are retried with a bounded exponential
+ * schedule; anything else is a `LongTermStoreError`.
+ *
+ * The store is durable: the long-term projection keeps a checkpoint for it
+ * (see longterm.ts), keyed by `name`, which names the target (URL and
+ * prefix) so a different target never resumes from another's checkpoint.
+ */
+import { createHash } from "node:crypto"
+import {
+  QdrantClient,
+  QdrantClientResourceExhaustedError,
+  QdrantClientTimeoutError,
+  type Schemas,
+} from "@qdrant/js-client-rest"
+import { Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { LongTermPayload, type RecordFilter } from "../../../contracts/longterm.ts"
+import { type Hit, type LongTermRecord, LongTermStore, LongTermStoreError, type LongTermStoreShape } from "./store.ts"
+
+export interface QdrantStoreConfig {
+  /** e.g. `http://localhost:6333` or `https://xyz.cloud.qdrant.io:6333`. */
+  readonly url: string
+  /** Sent as the `api-key` header when set. */
+  readonly apiKey?: string | undefined
+  /** Prefix of the collection names; default `wm_longterm_`. */
+  readonly collectionPrefix?: string | undefined
+  /** Points per upsert request and per scroll page; default 256. */
+  readonly batchSize?: number | undefined
+  /** Retries of a transient failure; default 6. */
+  readonly retries?: number | undefined
+  /** First retry delay, doubling, with jitter; default 100 ms. */
+  readonly retryBase?: Duration.Input | undefined
+  /** Longest retry delay; default 5 s. */
+  readonly retryCap?: Duration.Input | undefined
+  /** Per-request timeout in ms; default 30 000. */
+  readonly timeoutMs?: number | undefined
+  /** How long the list of collections and each agent's models are cached, in ms; default 5 000. */
+  readonly cacheTtlMs?: number | undefined
+}
+
+export const DEFAULT_COLLECTION_PREFIX = "wm_longterm_"
+const PREFIX_PATTERN = /^[A-Za-z0-9_-]{0,64}$/
+
+// ---------------------------------------------------------------------------
+// Names and ids
+
+/** The collection holding the records of one embedding model. */
+export const collectionName = (prefix: string, model: string): string => {
+  const slug =
+    model
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, "_")
+      .replace(/^_+|_+$/g, "")
+      .slice(0, 48) || "model"
+  return `${prefix}${slug}_${createHash("sha1").update(model, "utf8").digest("hex").slice(0, 8)}`
+}
+
+/** RFC 4122 name-based UUID, version 5 (SHA-1). */
+export const uuidV5 = (namespace: string, name: string): string => {
+  const digest = createHash("sha1")
+    .update(Buffer.from(namespace.replace(/-/g, ""), "hex"))
+    .update(name, "utf8")
+    .digest()
+  digest[6] = (digest[6]! & 0x0f) | 0x50
+  digest[8] = (digest[8]! & 0x3f) | 0x80
+  const hex = digest.subarray(0, 16).toString("hex")
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`
+}
+
+const URL_NAMESPACE = "6ba7b811-9dad-11d1-80b4-00c04fd430c8"
+/** The namespace of point ids. Stored ids derive from it: never change it. */
+export const POINT_NAMESPACE = uuidV5(URL_NAMESPACE, "urn:working-memory:longterm-point")
+
+/** The point id of an agent's entry: the same pair always gives the same id. */
+export const pointId = (agentId: string, entryId: string): string => uuidV5(POINT_NAMESPACE, `${agentId}/${entryId}`)
+
+// ---------------------------------------------------------------------------
+// Request bodies
+
+/** The payload indexes every collection carries; the tenant index first, before any data. */
+export const PAYLOAD_INDEXES: ReadonlyArray<Schemas["CreateFieldIndex"] & { readonly field_name: string }> = [
+  { field_name: "agentId", field_schema: { type: "keyword", is_tenant: true } },
+  { field_name: "origin", field_schema: { type: "keyword" } },
+  { field_name: "tags", field_schema: { type: "keyword" } },
+  { field_name: "correlationId", field_schema: { type: "keyword" } },
+  { field_name: "timestamp", field_schema: { type: "integer", lookup: false, range: true } },
+]
+
+const collectionBody = (dims: number): Schemas["CreateCollection"] => ({
+  vectors: { size: dims, distance: "Cosine" },
+  hnsw_config: { m: 0, payload_m: 16 },
+})
+
+/**
+ * The conditions selecting an agent's records (all agents' when `agentId` is
+ * omitted) that match the filter, with `matchesFilter`'s semantics; `null`
+ * when nothing can match (an empty any-of list).
+ */
+export const filterConditions = (
+  agentId: string | undefined,
+  filter: RecordFilter | undefined,
+): Array<Schemas["Condition"]> | null => {
+  const must: Array<Schemas["Condition"]> = []
+  if (agentId !== undefined) must.push({ key: "agentId", match: { value: agentId } })
+  if (filter === undefined) return must
+  if (filter.origins !== undefined) {
+    if (filter.origins.length === 0) return null
+    must.push({ key: "origin", match: { any: [...filter.origins] } })
+  }
+  if (filter.tags !== undefined) {
+    if (filter.tags.length === 0) return null
+    must.push({ key: "tags", match: { any: [...filter.tags] } })
+  }
+  if (filter.correlationId !== undefined) must.push({ key: "correlationId", match: { value: filter.correlationId } })
+  if (filter.from !== undefined || filter.to !== undefined) {
+    const range: Schemas["Range"] = {}
+    if (filter.from !== undefined) range.gte = filter.from
+    if (filter.to !== undefined) range.lt = filter.to
+    must.push({ key: "timestamp", range })
+  }
+  return must
+}
+
+const asFilter = (must: Array<Schemas["Condition"]>): { filter?: Schemas["Filter"] } =>
+  must.length > 0 ? { filter: { must } } : {}
+
+// ---------------------------------------------------------------------------
+// Failures
+
+interface Failure {
+  readonly what: string
+  readonly status: number | null
+  readonly message: string
+  readonly transient: boolean
+}
+
+const NETWORK_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "UND_ERR_SOCKET",
+  "UND_ERR_CLOSED",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_HEADERS_TIMEOUT",
+  "UND_ERR_BODY_TIMEOUT",
+])
+
+const field = (value: unknown, key: string): unknown =>
+  typeof value === "object" && value !== null && key in value ? (value as Record<string, unknown>)[key] : undefined
+
+const isNetworkError = (cause: unknown): boolean => {
+  for (let e: unknown = cause, depth = 0; e !== undefined && depth < 4; e = field(e, "cause"), depth++) {
+    const code = field(e, "code")
+    if (typeof code === "string" && NETWORK_CODES.has(code)) return true
+    if (e instanceof TypeError && e.message === "fetch failed") return true
+  }
+  return false
+}
+
+const failure = (what: string, cause: unknown): Failure => {
+  const status = field(cause, "status")
+  if (typeof status === "number") {
+    // Qdrant's error body: { status: { error: "..." }, time }
+    const detail = field(field(field(cause, "data"), "status"), "error")
+    const message = typeof detail === "string" ? detail : cause instanceof Error ? cause.message : String(cause)
+    return { what, status, message, transient: status === 408 || status === 429 || status >= 500 }
+  }
+  const message = cause instanceof Error ? cause.message : String(cause)
+  const transient =
+    cause instanceof QdrantClientTimeoutError ||
+    cause instanceof QdrantClientResourceExhaustedError ||
+    isNetworkError(cause)
+  return { what, status: null, message, transient }
+}
+
+const permanent = (what: string, message: string): Failure => ({ what, status: null, message, transient: false })
+
+const toStoreError = (f: Failure) =>
+  new LongTermStoreError({
+    reason: `qdrant: ${f.what} failed${f.status !== null ? ` (HTTP ${f.status})` : ""}: ${f.message}`,
+  })
+
+const isMissingCollection = (f: Failure) => f.status === 404 && /collection/i.test(f.message)
+const isAlreadyExists = (f: Failure) => f.status === 409 || (f.status === 400 && /already exists/i.test(f.message))
+
+const decodePayload = Schema.decodeUnknownEffect(LongTermPayload)
+
+const byTimeThenEntry = (a: LongTermPayload, b: LongTermPayload) =>
+  a.timestamp - b.timestamp || (a.entryId < b.entryId ? -1 : 1)
+const byScoreThenEntry = (a: Hit, b: Hit) => b.score - a.score || (a.payload.entryId < b.payload.entryId ? -1 : 1)
+
+const chunks = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
+  const out: Array<ReadonlyArray<A>> = []
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
+  return out
+}
+
+// ---------------------------------------------------------------------------
+// The store
+
+interface Collection {
+  readonly name: string
+  readonly model: string
+}
+
+export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape => {
+  const prefix = config.collectionPrefix ?? DEFAULT_COLLECTION_PREFIX
+  if (!PREFIX_PATTERN.test(prefix))
+    throw new Error(
+      `Qdrant collection prefix ${JSON.stringify(prefix)}: up to 64 characters of A-Z, a-z, 0-9, '_' or '-'`,
+    )
+  const batchSize = Math.max(1, config.batchSize ?? 256)
+  const ttl = config.cacheTtlMs ?? 5_000
+  const client = new QdrantClient({
+    url: config.url,
+    ...(config.apiKey !== undefined && config.apiKey !== "" ? { apiKey: config.apiKey } : {}),
+    timeout: config.timeoutMs ?? 30_000,
+    checkCompatibility: false,
+  })
+  const retry = Schedule.jittered(
+    Schedule.min([
+      Schedule.exponential(config.retryBase ?? Duration.millis(100), 2),
+      Schedule.spaced(config.retryCap ?? Duration.seconds(5)),
+    ]),
+  )
+  const retries = config.retries ?? 6
+  const nameOf = (model: string) => collectionName(prefix, model)
+
+  /** One request, retried while its failure is transient. */
+  const call = <A>(what: string, run: () => Promise<A>): Effect.Effect<A, Failure> =>
+    Effect.tryPromise({ try: () => run(), catch: (cause) => failure(what, cause) }).pipe(
+      Effect.retry({ schedule: retry, times: retries, while: (f) => f.transient }),
+    )
+  /** A missing collection reads as `fallback` (nothing was ever written with that model). */
+  const orIfMissing =
+    <B>(fallback: B) =>
+    <A>(self: Effect.Effect<A, Failure>): Effect.Effect<A | B, Failure> =>
+      Effect.catch(self, (f) => (isMissingCollection(f) ? Effect.succeed(fallback) : Effect.fail(f)))
+  const orIfExists = <A>(self: Effect.Effect<A, Failure>): Effect.Effect<A | undefined, Failure> =>
+    Effect.catch(self, (f) => (isAlreadyExists(f) ? Effect.succeed(undefined) : Effect.fail(f)))
+
+  const decode = (where: string, id: Schemas["ExtendedPointId"], payload: unknown) =>
+    decodePayload(payload).pipe(
+      Effect.mapError((error) => permanent(`decode of point ${id} in ${where}`, String(error))),
+    )
+
+  // Collections this process created or checked, by name.
+  const ensured = new Map<string, { readonly model: string; readonly dims: number }>()
+  // Collection name -> model, learned from a stored point (names carry a hash, not the model).
+  const modelOf = new Map<string, string>()
+  let catalog: { readonly at: number; readonly collections: ReadonlyArray<Collection> } | null = null
+  const modelsCache = new Map<string, { readonly at: number; readonly models: ReadonlyArray<string> }>()
+
+  const ensure = (model: string, dims: number): Effect.Effect<string, Failure> =>
+    Effect.gen(function* () {
+      const name = nameOf(model)
+      const known = ensured.get(name)
+      if (known !== undefined) {
+        if (known.dims !== dims)
+          return yield* Effect.fail(
+            permanent(`upsert into ${name}`, `model ${model} has ${known.dims} dimensions, got ${dims}`),
+          )
+        return name
+      }
+      const info = yield* call(`read collection ${name}`, () => client.getCollection(name)).pipe(orIfMissing(null))
+      let indexed: ReadonlySet<string>
+      if (info === null) {
+        yield* call(`create collection ${name}`, () => client.createCollection(name, collectionBody(dims))).pipe(
+          orIfExists,
+        )
+        indexed = new Set()
+      } else {
+        const vectors = info.config.params.vectors
+        const size =
+          vectors !== undefined && "size" in vectors && typeof vectors.size === "number" ? vectors.size : null
+        if (size !== dims)
+          return yield* Effect.fail(
+            permanent(`upsert into ${name}`, `collection has vectors of size ${size}, model ${model} has ${dims}`),
+          )
+        indexed = new Set(Object.keys(info.payload_schema))
+      }
+      for (const index of PAYLOAD_INDEXES) {
+        if (indexed.has(index.field_name)) continue
+        yield* call(`index ${index.field_name} of ${name}`, () =>
+          client.createPayloadIndex(name, { ...index, wait: true }),
+        ).pipe(orIfExists)
+      }
+      ensured.set(name, { model, dims })
+      modelOf.set(name, model)
+      return name
+    })
+
+  /** The collections of this prefix and the model each holds. */
+  const collections: Effect.Effect<ReadonlyArray<Collection>, Failure> = Effect.gen(function* () {
+    const now = Date.now()
+    if (catalog === null || now - catalog.at >= ttl) {
+      const listed = yield* call("list collections", () => client.getCollections())
+      const found: Collection[] = []
+      for (const { name } of listed.collections) {
+        if (!name.startsWith(prefix)) continue
+        let model = modelOf.get(name)
+        if (model === undefined) {
+          const sample = yield* call(`sample ${name}`, () =>
+            client.scroll(name, { limit: 1, with_payload: ["model"], with_vector: false }),
+          ).pipe(orIfMissing(null))
+          const m = field(sample?.points[0]?.payload, "model")
+          // Another prefix may start with this one: a collection is ours only if its name is its model's.
+          if (typeof m === "string" && nameOf(m) === name) {
+            model = m
+            modelOf.set(name, m)
+          }
+        }
+        if (model !== undefined) found.push({ name, model })
+      }
+      catalog = { at: now, collections: found }
+    }
+    const out = [...catalog.collections]
+    for (const [name, { model }] of ensured) if (!out.some((c) => c.name === name)) out.push({ name, model })
+    return out
+  })
+
+  const scrollAll = (name: string, must: Array<Schemas["Condition"]>) =>
+    Effect.gen(function* () {
+      const points: Array<Schemas["Record"]> = []
+      let offset: Schemas["ExtendedPointId"] | null = null
+      do {
+        const from: Schemas["ExtendedPointId"] | null = offset
+        const page: Schemas["ScrollResult"] | null = yield* call(
+          `scroll ${name}`,
+          (): Promise<Schemas["ScrollResult"]> =>
+            client.scroll(name, {
+              ...asFilter(must),
+              limit: batchSize,
+              with_payload: true,
+              with_vector: false,
+              ...(from !== null ? { offset: from } : {}),
+            }),
+        ).pipe(orIfMissing(null))
+        if (page === null) break
+        points.push(...page.points)
+        const next: unknown = page.next_page_offset
+        offset = typeof next === "string" || typeof next === "number" ? next : null
+      } while (offset !== null)
+      return points
+    })
+
+  const forget = (agentIds: Iterable<string>) => {
+    for (const agentId of agentIds) modelsCache.delete(agentId)
+  }
+
+  const upsert = (records: ReadonlyArray<LongTermRecord>): Effect.Effect<void, Failure> =>
+    Effect.gen(function* () {
+      // Last write wins within a batch, as it would across batches.
+      const latest = new Map<string, LongTermRecord>()
+      for (const r of records) {
+        const id = pointId(r.payload.agentId, r.payload.entryId)
+        latest.delete(id)
+        latest.set(id, r)
+      }
+      const byModel = new Map<string, Array<Schemas["PointStruct"]>>()
+      const dimsOf = new Map<string, number>()
+      for (const [id, r] of latest) {
+        let points = byModel.get(r.payload.model)
+        if (points === undefined) {
+          points = []
+          byModel.set(r.payload.model, points)
+          dimsOf.set(r.payload.model, r.vector.length)
+        }
+        points.push({ id, vector: Array.from(r.vector), payload: { ...r.payload, tags: [...r.payload.tags] } })
+      }
+      for (const [model, points] of byModel) {
+        const name = yield* ensure(model, dimsOf.get(model)!)
+        for (const batch of chunks(points, batchSize))
+          yield* call(`upsert into ${name}`, () => client.upsert(name, { wait: true, points: [...batch] }))
+      }
+      // An entry re-embedded with another model leaves no copy under the previous one.
+      for (const other of yield* collections) {
+        const stale = [...latest].filter(([, r]) => nameOf(r.payload.model) !== other.name).map(([id]) => id)
+        if (stale.length === 0) continue
+        for (const ids of chunks(stale, batchSize))
+          yield* call(`delete from ${other.name}`, () =>
+            client.delete(other.name, { wait: true, points: [...ids] }),
+          ).pipe(orIfMissing(null))
+      }
+      forget(new Set(records.map((r) => r.payload.agentId)))
+    })
+
+  return {
+    name: `qdrant-${createHash("sha1")
+      .update(`${new URL(config.url).href}\n${prefix}`)
+      .digest("hex")
+      .slice(0, 8)}`,
+
+    upsert: (records) => (records.length === 0 ? Effect.void : upsert(records).pipe(Effect.mapError(toStoreError))),
+
+    remove: (agentId, entryIds) =>
+      entryIds.length === 0
+        ? Effect.void
+        : Effect.gen(function* () {
+            const ids = entryIds.map((entryId) => pointId(agentId, entryId))
+            for (const { name } of yield* collections)
+              for (const batch of chunks(ids, batchSize))
+                yield* call(`delete from ${name}`, () => client.delete(name, { wait: true, points: [...batch] })).pipe(
+                  orIfMissing(null),
+                )
+            forget([agentId])
+          }).pipe(Effect.mapError(toStoreError)),
+
+    searchDense: (agentId, model, vector, limit, filter) => {
+      const must = filterConditions(agentId, filter)
+      if (must === null || limit <= 0) return Effect.succeed([])
+      const name = nameOf(model)
+      return Effect.gen(function* () {
+        const response = yield* call(`query ${name}`, () =>
+          client.query(name, {
+            query: Array.from(vector),
+            filter: { must },
+            limit,
+            with_payload: true,
+            with_vector: false,
+          }),
+        ).pipe(orIfMissing(null))
+        if (response === null) return []
+        const hits: Hit[] = []
+        for (const point of response.points)
+          hits.push({ payload: yield* decode(name, point.id, point.payload), score: point.score })
+        return hits.sort(byScoreThenEntry)
+      }).pipe(Effect.mapError(toStoreError))
+    },
+
+    list: (query) => {
+      const must = filterConditions(query.agentId, query)
+      if (must === null) return Effect.succeed([])
+      return Effect.gen(function* () {
+        const out: LongTermPayload[] = []
+        for (const { name } of yield* collections)
+          for (const point of yield* scrollAll(name, must)) out.push(yield* decode(name, point.id, point.payload))
+        return out.sort(byTimeThenEntry)
+      }).pipe(Effect.mapError(toStoreError))
+    },
+
+    get: (agentId, entryIds) =>
+      entryIds.length === 0
+        ? Effect.succeed([])
+        : Effect.gen(function* () {
+            const ids = entryIds.map((entryId) => pointId(agentId, entryId))
+            const out: LongTermPayload[] = []
+            for (const { name } of yield* collections) {
+              const points = yield* call(`retrieve from ${name}`, () =>
+                client.retrieve(name, { ids, with_payload: true, with_vector: false }),
+              ).pipe(orIfMissing([]))
+              for (const point of points) out.push(yield* decode(name, point.id, point.payload))
+            }
+            return out
+          }).pipe(Effect.mapError(toStoreError)),
+
+    models: (agentId) =>
+      Effect.gen(function* () {
+        const cached = modelsCache.get(agentId)
+        if (cached !== undefined && Date.now() - cached.at < ttl) return cached.models
+        const at = Date.now()
+        const present = yield* Effect.forEach(
+          yield* collections,
+          ({ name, model }) =>
+            call(`scroll ${name}`, () =>
+              client.scroll(name, {
+                filter: { must: [{ key: "agentId", match: { value: agentId } }] },
+                limit: 1,
+                with_payload: false,
+                with_vector: false,
+              }),
+            ).pipe(
+              orIfMissing(null),
+              Effect.map((page) => (page !== null && page.points.length > 0 ? [model] : [])),
+            ),
+          { concurrency: 4 },
+        )
+        const models = present.flat().sort()
+        modelsCache.set(agentId, { at, models })
+        return models
+      }).pipe(Effect.mapError(toStoreError)),
+  }
+}
+
+export const qdrantStoreLayer = (config: QdrantStoreConfig): Layer.Layer<LongTermStore> =>
+  Layer.sync(LongTermStore, () => makeQdrantStore(config))

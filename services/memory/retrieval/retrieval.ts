@@ -1,0 +1,556 @@
+/**
+ * The retrieval service: merged queries over working and long-term, threads
+ * by correlation id, and the reverse lifecycle — transient cues.
+ *
+ * Reload triggers:
+ * - similarity: the first build of a focused step asks `step.recall`; the
+ *   hits whose similarity clears the threshold come back as cues, best
+ *   first, with the best representation that fits (the raw text from the
+ *   substrate while there is room, else key points, else the summary);
+ * - task transition: a new task during an open step recalls for it;
+ * - explicit reference: referencing a long-term entry by id (or quoting it)
+ *   rehydrates it.
+ * A cue the agent references in its step is promoted to a native working
+ * entry with fresh fade tracking; the others are dropped at step end. Both
+ * are events; the long-term record is never changed by a cue.
+ */
+import { Context, Effect, FiberSet, HashMap, HashSet, Layer, Option } from "effect"
+import type { ResponseOf } from "../../../contracts/api.ts"
+import type { WorkingEntry } from "../../../contracts/entry.ts"
+import { AgentNotFound, InvalidState, NotCaughtUp } from "../../../contracts/errors.ts"
+import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
+import { focusText } from "../../../contracts/focus.ts"
+import { type AgentView, currentFocus, evolve } from "../../../domain/agent-view.ts"
+import {
+  decideCueDrops,
+  decideExplicitRehydration,
+  decidePromotion,
+  decideRecall,
+  type Recalled,
+} from "../../../domain/cue-decide.ts"
+import type { Decision } from "../../../domain/decision.ts"
+import { accept } from "../../../domain/decision.ts"
+import { DEFAULT_RELEVANCE } from "../../../domain/relevance.ts"
+import { terms } from "../../../domain/terms.ts"
+import { AgentSharing } from "../../platform/access/sharing.ts"
+import { serveOperation } from "../../platform/api/serve.ts"
+import { EmbeddingProvider } from "../../platform/embedding/embedding-provider.ts"
+import { makeCommandHandler, type ViewSource } from "../../platform/log/command-handler.ts"
+import { type Projection, READ_WAIT, runProjection } from "../../platform/log/projection.ts"
+import { SubstrateReader } from "../../platform/substrate-reader.ts"
+import { LongTerm } from "../longterm/longterm.ts"
+import { LongTermStore } from "../longterm/store.ts"
+import { EpisodeIndex } from "./episodes.ts"
+import { LexicalIndex } from "./lexical-index.ts"
+import { hitText, type RankedHit, type RankingSources, rankBothTiers } from "./rank.ts"
+
+/** The metadata a recalled entry carries back, from whatever holds it (a working entry, a record, the substrate). */
+const recalledMeta = (m: {
+  readonly timestamp: number
+  readonly origin: Recalled["origin"]
+  readonly tags: ReadonlyArray<string>
+  readonly moodSnapshot: Recalled["moodSnapshot"]
+  readonly emotionalWeight: number
+}) => ({
+  timestamp: m.timestamp,
+  origin: m.origin,
+  tags: [...m.tags],
+  moodSnapshot: m.moodSnapshot,
+  emotionalWeight: m.emotionalWeight,
+})
+type CueTrigger = EventOf<"CueRehydrated">["trigger"]
+
+export interface RetrievalSettingsShape {
+  /**
+   * Hits come back as cues only when their dense cosine, or their lexical match scaled to the best, reaches this
+   * (0 by default: the `recallDepth` best hits qualify, and the builder ranks them).
+   */
+  readonly cueThreshold: number
+  /** How many hits a recall considers. */
+  readonly recallDepth: number
+  /** Cues of one step may carry at most this share of the agent's budget. */
+  readonly cueBudgetShare: number
+  readonly warmUpCount: number
+}
+
+export class RetrievalSettings extends Context.Service<RetrievalSettings, RetrievalSettingsShape>()(
+  "wm/RetrievalSettings",
+) {
+  static readonly make = (settings: Partial<RetrievalSettingsShape> = {}) =>
+    Layer.succeed(RetrievalSettings, {
+      cueThreshold: Number(process.env.WM_CUE_THRESHOLD ?? 0),
+      recallDepth: Number(process.env.WM_RECALL_DEPTH ?? 150),
+      cueBudgetShare: Number(process.env.WM_CUE_BUDGET_SHARE ?? 1),
+      warmUpCount: Number(process.env.WM_WARMUP_COUNT ?? 5),
+      ...settings,
+    })
+}
+
+export interface RetrievalShape {
+  readonly view: (agentId: string) => AgentView | undefined
+}
+
+export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/Retrieval") {
+  static readonly layer = Layer.effect(
+    Retrieval,
+    Effect.gen(function* () {
+      const settings = yield* RetrievalSettings
+      const store = yield* LongTermStore
+      const longTerm = yield* LongTerm
+      const embeddings = yield* EmbeddingProvider
+      const substrate = yield* SubstrateReader
+      const sharing = yield* AgentSharing
+      const runFork = yield* FiberSet.makeRuntime<never>()
+
+      const views = new Map<string, AgentView>()
+      const lexical = new LexicalIndex()
+      const episodes = new EpisodeIndex()
+      const vectors = new Map<string, { text: string; vector: Float32Array }>()
+      const sources: RankingSources = {
+        store,
+        embeddings,
+        lexical,
+        episodes,
+        workingVectors: (agentId, entries) => {
+          const textOf = (entry: WorkingEntry) => entry.content ?? entry.keyPoints ?? entry.summary ?? ""
+          const missing = entries.filter((e) => vectors.get(`${agentId}/${e.id}`)?.text !== textOf(e))
+          const known = () => entries.map((e) => vectors.get(`${agentId}/${e.id}`)!.vector)
+          if (missing.length === 0) return Effect.succeed(known())
+          // One call for every entry without a vector: a sentence model pays its per-call cost once.
+          return Effect.map(
+            Effect.promise(() => embeddings.offline.embed(missing.map(textOf))),
+            (embedded) => {
+              missing.forEach((e, i) => {
+                vectors.set(`${agentId}/${e.id}`, { text: textOf(e), vector: embedded[i]! })
+              })
+              return known()
+            },
+          )
+        },
+      }
+      const recalledSteps = new Map<string, { cues: number; seq: number }>()
+      let live = false
+      // Cue writes are decided on this service's views and guarded on their subject, like every write.
+      const source: ViewSource = {
+        get: (agentId) => views.get(agentId),
+        waitFor: (seq, timeout) => projection.waitFor(seq, timeout),
+      }
+      const commands = yield* makeCommandHandler(source)
+      /** Appends `event` unless, on the view as it stands, `holds` no longer does; retaken after a lost race. */
+      const appendWhile = (agentId: string, event: MemoryEvent, holds: (view: AgentView) => boolean) =>
+        commands.handle({
+          agentId,
+          operation: event._tag,
+          decide: (view) => accept(holds(view) ? event : null),
+          reply: (outcome) => ({ seq: outcome.seq }),
+        })
+      const stepOpen = (stepId: string) => (view: AgentView) => view.step?.stepId === stepId
+      /** A cue brings back what working does not hold in full: not a native entry below rung 2. */
+      const notHeldInFull = (entryId: string) => (view: AgentView) => {
+        const native = Option.getOrUndefined(HashMap.get(view.entries, entryId))
+        return native === undefined || native.rung >= 2
+      }
+
+      /** The events a cue decider accepted; a refusal here is a defect (the caller checked the step). */
+      const decided = <E>(decision: Decision<E>): Effect.Effect<E> =>
+        decision.ok ? Effect.succeed(decision.event) : Effect.die(decision.error)
+
+      /**
+       * Chooses each hit's representation while `room` lasts: the raw text
+       * (from the substrate) while it fits, else key points, else the summary.
+       * Sizes are known without reading anything; raw texts are then fetched
+       * together.
+       */
+      const planCues = (view: AgentView, hits: ReadonlyArray<RankedHit>, room: number) => {
+        const planned: Array<{
+          hit: RankedHit
+          form: "raw" | "keyPoints" | "summary"
+          keyPoints?: { text: string; tokens: number }
+        }> = []
+        for (const hit of hits) {
+          if (room <= 0) break
+          const keyPoints =
+            hit.working?.keyPoints != null && hit.working.tokens.keyPoints !== undefined
+              ? { text: hit.working.keyPoints, tokens: hit.working.tokens.keyPoints }
+              : hit.record?.keyPoints != null && hit.record.keyPointsTokens !== null
+                ? { text: hit.record.keyPoints, tokens: hit.record.keyPointsTokens }
+                : undefined
+          const rawTokens = hit.working?.tokens.raw ?? hit.record?.rawTokens ?? Infinity
+          // A raw cue with key points costs the builder only its key points if room runs short.
+          const rawCost = keyPoints ? keyPoints.tokens : rawTokens
+          if (rawCost <= room) {
+            planned.push({ hit, form: "raw", ...(keyPoints ? { keyPoints } : {}) })
+            room -= rawCost
+          } else if (keyPoints && keyPoints.tokens <= room) {
+            planned.push({ hit, form: "keyPoints", keyPoints })
+            room -= keyPoints.tokens
+          } else {
+            const tokens = hit.working?.tokens.summary ?? hit.record?.summaryTokens ?? Infinity
+            if (tokens <= room) {
+              planned.push({ hit, form: "summary" })
+              room -= tokens
+            }
+          }
+        }
+        return Effect.forEach(
+          planned,
+          ({ hit, form, keyPoints }) =>
+            Effect.gen(function* () {
+              const meta = hit.working ?? hit.record!
+              const base = recalledMeta(meta)
+              if (form === "raw") {
+                const raw = yield* substrate.get(view.config.id, hit.entryId)
+                if (raw !== null)
+                  return {
+                    hit,
+                    recalled: {
+                      ...base,
+                      form,
+                      text: raw.content,
+                      tokens: raw.tokens,
+                      ...(keyPoints ? { keyPoints } : {}),
+                    } as Recalled,
+                  }
+              }
+              if (keyPoints && form !== "summary")
+                return { hit, recalled: { ...base, form: "keyPoints", ...keyPoints } as Recalled }
+              const summary = hitText(hit)
+              const tokens = hit.working?.tokens.summary ?? hit.record?.summaryTokens ?? 0
+              return summary.text.length > 0
+                ? { hit, recalled: { ...base, form: summary.form, text: summary.text, tokens } as Recalled }
+                : null
+            }),
+          { concurrency: 16 },
+        ).pipe(Effect.map((xs) => xs.filter((x) => x !== null)))
+      }
+
+      /** Recalls for the open step's focus and records each cue as an event. */
+      const recall = (view: AgentView, trigger: CueTrigger) =>
+        Effect.gen(function* () {
+          const step = view.step!
+          const query = focusText(currentFocus(view))
+          const hits = yield* rankBothTiers(view, query, { limit: settings.recallDepth }, sources)
+          // Cues bring back what working does not hold in full: long-term records and summarised entries.
+          const eligible = hits.filter(
+            (hit) =>
+              !(hit.tier === "working" && hit.working!.rung < 2) &&
+              !HashMap.has(view.cues, hit.entryId) &&
+              (hit.dense >= settings.cueThreshold || hit.lexical >= settings.cueThreshold),
+          )
+          const cues = yield* planCues(view, eligible, Math.floor(view.budget * settings.cueBudgetShare))
+          const [ranked, ...rehydrated] = yield* decided(
+            decideRecall(
+              view,
+              step.stepId,
+              {
+                trigger,
+                similarities: hits
+                  .filter((h) => h.tier === "working")
+                  .map((h) => ({ entryId: h.entryId, similarity: h.similarity })),
+                cues: cues.map(({ hit, recalled }) => ({
+                  entryId: hit.entryId,
+                  relevance: hit.similarity,
+                  correlationId: (hit.working ?? hit.record!).correlationId,
+                  recalled,
+                })),
+              },
+              { at: Date.now() },
+            ),
+          )
+          const first = yield* appendWhile(view.config.id, ranked!, stepOpen(step.stepId)).pipe(Effect.orDie)
+          const seqs = yield* Effect.forEach(
+            rehydrated as ReadonlyArray<EventOf<"CueRehydrated">>,
+            (event) =>
+              appendWhile(
+                view.config.id,
+                event,
+                (current) =>
+                  stepOpen(step.stepId)(current) &&
+                  notHeldInFull(event.entryId)(current) &&
+                  !HashMap.has(current.cues, event.entryId),
+              ).pipe(Effect.map((a) => a.seq)),
+            { concurrency: 64 },
+          ).pipe(Effect.orDie)
+          return { cues: rehydrated.length, seq: Math.max(first.seq, ...seqs) }
+        })
+
+      const promote = (
+        view: AgentView,
+        stepId: string | null,
+        entryId: string,
+        trigger: CueTrigger,
+        recalled: Recalled,
+        key: string,
+      ) =>
+        decided(decidePromotion(view, { stepId, entryId, trigger, recalled, key }, { at: Date.now() })).pipe(
+          Effect.flatMap((event) => appendWhile(view.config.id, event, notHeldInFull(entryId))),
+          Effect.orDie,
+        )
+
+      const recalledOf = (cue: NonNullable<ReturnType<typeof cueOf>>): Recalled => {
+        const base = recalledMeta(cue)
+        if (cue.content !== null) {
+          const kp =
+            cue.keyPoints !== null && cue.tokens.keyPoints !== undefined
+              ? { keyPoints: { text: cue.keyPoints, tokens: cue.tokens.keyPoints } }
+              : {}
+          return { ...base, form: "raw", text: cue.content, tokens: cue.tokens.raw, ...kp }
+        }
+        if (cue.keyPoints !== null)
+          return { ...base, form: "keyPoints", text: cue.keyPoints, tokens: cue.tokens.keyPoints ?? 0 }
+        return { ...base, form: "summary", text: cue.summary ?? "", tokens: cue.tokens.summary ?? 0 }
+      }
+      const cueOf = (view: AgentView, id: string) => Option.getOrUndefined(HashMap.get(view.cues, id))
+
+      /** What the log asks of retrieval once live: promotions, explicit references, drops, task transitions. */
+      const react = (before: AgentView | undefined, after: AgentView, event: MemoryEvent): Effect.Effect<void> => {
+        switch (event._tag) {
+          case "EntriesReferenced":
+            return Effect.forEach(
+              event.entryIds,
+              (id) =>
+                Effect.gen(function* () {
+                  const cue = cueOf(after, id)
+                  if (cue) return yield* promote(after, event.stepId, id, "similarity", recalledOf(cue), event.stepId)
+                  if (!HashSet.has(after.longTerm, id)) return
+                  // Explicit reference to a long-term entry: rehydrate it, and since it is used, make it native.
+                  const raw = yield* substrate.get(after.config.id, id)
+                  if (raw === null) return
+                  const recalled: Recalled = {
+                    ...recalledMeta(raw),
+                    form: "raw",
+                    text: raw.content,
+                    tokens: raw.tokens,
+                  }
+                  const rehydration = decideExplicitRehydration(after, event.stepId, id, recalled, raw.correlationId, {
+                    at: Date.now(),
+                    causationId: event.eventId,
+                  })
+                  // The step may have ended meanwhile: then there is nothing to rehydrate into.
+                  if (!rehydration.ok) return
+                  yield* appendWhile(
+                    after.config.id,
+                    rehydration.event,
+                    (current) =>
+                      stepOpen(event.stepId)(current) && notHeldInFull(id)(current) && !HashMap.has(current.cues, id),
+                  ).pipe(Effect.orDie)
+                  yield* promote(after, event.stepId, id, "explicit-reference", recalled, event.stepId)
+                }),
+              { discard: true },
+            )
+          case "StepEnded": {
+            if (before === undefined) return Effect.void
+            return decided(decideCueDrops(before, event.stepId, { at: Date.now(), causationId: event.eventId })).pipe(
+              // A cue promoted meanwhile is native now: nothing to drop.
+              Effect.flatMap((drops) =>
+                Effect.forEach(drops, (drop) => appendWhile(before.config.id, drop, notHeldInFull(drop.entryId)), {
+                  discard: true,
+                }),
+              ),
+              Effect.orDie,
+            )
+          }
+          case "FocusChanged":
+            if (!event.transition || after.step === null) return Effect.void
+            return recall(after, "task-transition").pipe(
+              Effect.tap((r) => Effect.sync(() => recalledSteps.set(`${after.config.id}/${after.step!.stepId}`, r))),
+              Effect.asVoid,
+              Effect.orDie,
+            )
+          default:
+            return Effect.void
+        }
+      }
+
+      const projection: Projection = yield* runProjection({
+        name: "retrieval",
+        apply: (event, record) => {
+          const before = views.get(event.agentId)
+          const after = evolve(before, event, record)
+          if (after === undefined) {
+            views.delete(event.agentId)
+            if (event._tag === "AgentForgotten") {
+              lexical.dropAgent(event.agentId)
+              episodes.dropAgent(event.agentId)
+              for (const key of vectors.keys()) if (key.startsWith(`${event.agentId}/`)) vectors.delete(key)
+            }
+            return
+          }
+          views.set(event.agentId, after)
+          if (event._tag === "EntryRecorded") {
+            lexical.add(event.agentId, event.entryId, terms(event.content))
+            episodes.add(event.agentId, event.entryId, event.timestamp, event.correlationId)
+          } else if (event._tag === "EntryDemoted") vectors.delete(`${event.agentId}/${event.entryId}`)
+          else if (event._tag === "EntryForgotten") {
+            lexical.remove(event.agentId, event.entryId)
+            episodes.remove(event.agentId, event.entryId)
+            vectors.delete(`${event.agentId}/${event.entryId}`)
+          }
+          if (live)
+            runFork(
+              react(before, after, event).pipe(
+                Effect.catchCause((c) => Effect.sync(() => console.error("[retrieval]", c))),
+              ),
+            )
+        },
+      })
+      yield* projection.warmedUp
+      live = true
+
+      // Both tiers have applied `afterSeq`, or the read is told NotCaughtUp within READ_WAIT (inside one SDK attempt).
+      const caughtUpTo = (afterSeq: number) =>
+        Effect.all([projection.waitFor(afterSeq), longTerm.waitFor(afterSeq)], { concurrency: 2, discard: true }).pipe(
+          Effect.timeoutOrElse({
+            duration: READ_WAIT,
+            orElse: () =>
+              Effect.fail(
+                new NotCaughtUp({ afterSeq, appliedSeq: Math.min(projection.appliedSeq(), longTerm.storedSeq()) }),
+              ),
+          }),
+        )
+
+      const viewAfter = (agentId: string, afterSeq?: number) =>
+        Effect.gen(function* () {
+          if (afterSeq !== undefined) yield* caughtUpTo(afterSeq)
+          const view = views.get(agentId)
+          if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
+          return view
+        })
+
+      yield* serveOperation("query", (agentId, request) =>
+        Effect.gen(function* () {
+          const view = yield* viewAfter(agentId, request.afterSeq)
+          const hits = yield* rankBothTiers(
+            view,
+            request.query,
+            { limit: request.limit ?? 10, filter: request.filter },
+            sources,
+          ).pipe(Effect.orDie)
+          const weights = view.config.relevance ?? DEFAULT_RELEVANCE
+          return {
+            results: hits.map((h) => {
+              const meta = h.working ?? h.record!
+              return {
+                entryId: h.entryId,
+                tier: h.tier,
+                origin: meta.origin,
+                timestamp: meta.timestamp,
+                tags: [...meta.tags],
+                correlationId: meta.correlationId,
+                ...hitText(h),
+                relevance: h.relevance,
+                ...(request.explain
+                  ? {
+                      explain: {
+                        similarity: h.similarity,
+                        dense: h.dense,
+                        lexical: h.lexical,
+                        recency: h.recency,
+                        frequency: h.frequency,
+                        weights,
+                      },
+                    }
+                  : {}),
+              }
+            }),
+          } satisfies ResponseOf<"query">
+        }),
+      )
+
+      // A thread spans the caller and the agents that share a tenant with it (AgentSharing), never anyone else.
+      yield* serveOperation("thread", (agentId, request) =>
+        Effect.gen(function* () {
+          if (request.afterSeq !== undefined) yield* caughtUpTo(request.afterSeq)
+          const visible = sharing.visibleTo(agentId)
+          const entries: Array<ResponseOf<"thread">["entries"][number]> = []
+          for (const view of views.values()) {
+            if (!visible.has(view.config.id)) continue
+            for (const e of HashMap.values(view.entries)) {
+              if (e.correlationId !== request.correlationId) continue
+              const t =
+                e.content !== null
+                  ? { form: "raw" as const, text: e.content }
+                  : e.keyPoints !== null
+                    ? { form: "keyPoints" as const, text: e.keyPoints }
+                    : { form: "summary" as const, text: e.summary ?? "" }
+              entries.push({
+                agentId: view.config.id,
+                entryId: e.id,
+                tier: "working",
+                timestamp: e.timestamp,
+                origin: e.origin,
+                ...t,
+              })
+            }
+          }
+          for (const r of yield* store.list({ correlationId: request.correlationId }).pipe(Effect.orDie)) {
+            if (!visible.has(r.agentId)) continue
+            if (entries.some((e) => e.agentId === r.agentId && e.entryId === r.entryId)) continue
+            entries.push({
+              agentId: r.agentId,
+              entryId: r.entryId,
+              tier: "long-term",
+              timestamp: r.timestamp,
+              origin: r.origin,
+              form: r.summaryForm,
+              text: r.summary,
+            })
+          }
+          return { entries: entries.sort((a, b) => a.timestamp - b.timestamp || (a.entryId < b.entryId ? -1 : 1)) }
+        }),
+      )
+
+      yield* serveOperation("recall", (agentId, request) =>
+        Effect.gen(function* () {
+          const view = yield* viewAfter(agentId, request.afterSeq)
+          if (view.step?.stepId !== request.stepId) {
+            return yield* Effect.fail(
+              new InvalidState({ field: "stepId", reason: `step '${request.stepId}' is not the open step` }),
+            )
+          }
+          const key = `${agentId}/${request.stepId}`
+          const done = recalledSteps.get(key)
+          if (done) return done
+          const result = yield* recall(view, "similarity").pipe(Effect.orDie)
+          recalledSteps.set(key, result)
+          return result
+        }),
+      )
+
+      const warmUp = (agentId: string, request: { readonly count?: number; readonly requestId?: string }) =>
+        Effect.gen(function* () {
+          const view = yield* viewAfter(agentId)
+          const count = request.count ?? settings.warmUpCount
+          const records = (yield* store.list({ agentId }).pipe(Effect.orDie))
+            .filter((r) => !HashMap.has(view.entries, r.entryId))
+            .sort((a, b) => b.demotedAt - a.demotedAt || b.timestamp - a.timestamp)
+            .slice(0, count)
+          const key = `warmup-${request.requestId ?? Date.now().toString(36)}`
+          let seq = 0
+          for (const r of records) {
+            const recalled: Recalled =
+              r.keyPoints !== null && r.keyPointsTokens !== null
+                ? { ...recalledMeta(r), form: "keyPoints", text: r.keyPoints, tokens: r.keyPointsTokens }
+                : { ...recalledMeta(r), form: r.summaryForm, text: r.summary, tokens: r.summaryTokens }
+            seq = (yield* promote(view, null, r.entryId, "warm-up", recalled, key)).seq
+          }
+          return { entryIds: records.map((r) => r.entryId), seq: seq || view.lastSeq }
+        })
+      // A warm-up promotes records chosen when it runs: with a request id, it runs once, and a retry is answered as it was.
+      yield* serveOperation("warmUp", (agentId, request) =>
+        request.requestId === undefined
+          ? warmUp(agentId, request)
+          : commands.once(
+              { agentId, operation: "warmUp", requestId: request.requestId, request },
+              Effect.map(warmUp(agentId, request), (reply) => ({
+                reply,
+                recorded: reply.entryIds.length > 0,
+                seq: reply.seq,
+              })),
+            ),
+      )
+
+      return { view: (agentId) => views.get(agentId) }
+    }),
+  )
+}

@@ -1,0 +1,78 @@
+/**
+ * Which agents' memory a caller may see through the operations that answer
+ * across agents (`memory.thread`): its own, and that of the agents it shares
+ * a tenant with — nobody else's. The tenants are the ones the broker
+ * permissions are generated from (`npm run wm -- auth-config --tenant
+ * acme=planner,critic` writes them to the env file as WM_TENANTS), so the
+ * broker and the services agree on who belongs together.
+ *
+ *   WM_TENANTS="acme=planner,critic; beta=scout"     unset: every agent sees only its own memory
+ */
+import { Config, ConfigProvider, Context, Effect, Layer } from "effect"
+import { isSubjectToken } from "../../../contracts/ids.ts"
+
+export interface Tenant {
+  readonly name: string
+  readonly agents: ReadonlyArray<string>
+}
+
+export interface AgentSharingShape {
+  readonly tenants: ReadonlyArray<Tenant>
+  /** The agents whose entries `agentId` may see: itself and its tenants' agents. */
+  readonly visibleTo: (agentId: string) => ReadonlySet<string>
+}
+
+/** Parses `name=agent,agent` lists separated by `;` or whitespace; throws naming the bad part. */
+export const parseTenants = (text: string): Tenant[] =>
+  text
+    .split(/[;\s]+/)
+    .filter((part) => part.length > 0)
+    .map((part) => {
+      const [name, list, ...rest] = part.split("=")
+      if (!name || list === undefined || rest.length > 0) throw new Error(`'${part}' is not <tenant>=<agent>,<agent>…`)
+      if (!isSubjectToken(name))
+        throw new Error(`tenant name '${name}' must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'`)
+      const agents = list.split(",").filter((a) => a.length > 0)
+      if (agents.length === 0) throw new Error(`tenant '${name}' names no agent`)
+      for (const a of agents)
+        if (!isSubjectToken(a))
+          throw new Error(`agent id '${a}' of tenant '${name}' must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'`)
+      return { name, agents }
+    })
+
+/** The WM_TENANTS value for these tenants. */
+export const formatTenants = (tenants: ReadonlyArray<Tenant>): string =>
+  tenants.map((t) => `${t.name}=${t.agents.join(",")}`).join(";")
+
+const sharingOf = (tenants: ReadonlyArray<Tenant>): AgentSharingShape => {
+  const visible = new Map<string, Set<string>>()
+  for (const t of tenants) {
+    for (const a of t.agents) {
+      const set = visible.get(a) ?? new Set([a])
+      for (const b of t.agents) set.add(b)
+      visible.set(a, set)
+    }
+  }
+  return { tenants, visibleTo: (agentId) => visible.get(agentId) ?? new Set([agentId]) }
+}
+
+/** WM_TENANTS, read with Effect Config like every other setting; a malformed value fails naming the variable. */
+export const tenantsConfig: Config.Config<Tenant[]> = Config.String("WM_TENANTS").pipe(
+  Config.withDefault(""),
+  Config.mapEffect((text) =>
+    Effect.try({
+      try: () => parseTenants(text),
+      catch: (error) =>
+        new Config.ConfigError(
+          new ConfigProvider.SourceError({
+            message: `WM_TENANTS: ${error instanceof Error ? error.message : String(error)}`,
+          }),
+        ),
+    }),
+  ),
+)
+
+export class AgentSharing extends Context.Service<AgentSharing, AgentSharingShape>()("wm/AgentSharing") {
+  static readonly make = (tenants: ReadonlyArray<Tenant> = []) => Layer.succeed(AgentSharing, sharingOf(tenants))
+  static readonly fromEnv = Layer.effect(AgentSharing, Effect.map(tenantsConfig, sharingOf)).pipe(Layer.orDie)
+}

@@ -1,0 +1,311 @@
+/**
+ * One way every service writes an event that depends on an agent's state:
+ *
+ *   1. a request with a request id is first looked up in the request ledger:
+ *      a retry of any age is answered as the first attempt was, and writes
+ *      nothing;
+ *   2. the decider runs on the service's view of the agent;
+ *   3. the event is appended with Nats-Expected-Last-Subject-Sequence on its
+ *      subject (configuration, step or entry) at the position the view had;
+ *   4. when another write reached that subject first, the view catches up
+ *      with it and the decider runs again (bounded): of two racing writes one
+ *      wins, and the other is decided again on the winner's outcome — a
+ *      typed refusal or a decision that still holds, never an overwrite;
+ *   5. the answer is settled in the ledger before the reply leaves.
+ *
+ * Modelled on the decide/evolve command handlers of event-sourcing libraries
+ * (emmett's handleCommand), with the agent's view as the state.
+ */
+import { type Duration, Effect, Semaphore } from "effect"
+import {
+  AgentNotFound,
+  type ApiError,
+  IdempotencyConflict,
+  type NotCaughtUp,
+  Unavailable,
+} from "../../../contracts/errors.ts"
+import type { MemoryEvent } from "../../../contracts/events.ts"
+import { agentEvents } from "../../../contracts/subjects.ts"
+import { type AgentView, expectedSeqOf } from "../../../domain/agent-view.ts"
+import type { Decision } from "../../../domain/decision.ts"
+import { ledgerKey, type PendingRequest, requestBody } from "../../../domain/requests.ts"
+import { EventLog, type SequenceConflict } from "./event-log.ts"
+import { openRequestLedger } from "./request-ledger.ts"
+
+/** Where the handler reads the agent's state: a projection of the log that can be waited for. */
+export interface ViewSource {
+  readonly get: (agentId: string) => AgentView | undefined
+  readonly waitFor: (seq: number, timeout?: Duration.Input) => Effect.Effect<void, NotCaughtUp>
+}
+
+export interface Outcome<D> {
+  readonly view: AgentView
+  readonly decided: D
+  /** The stored event's sequence (the view's position when nothing was recorded). */
+  readonly seq: number
+  /** True when nothing new was stored: the decision recorded nothing, or the log already had this event. */
+  readonly duplicate: boolean
+  /** True when the decision recorded an event (now or, for a duplicate, earlier). */
+  readonly recorded: boolean
+}
+
+/** How a request is kept in the request ledger. */
+export interface LedgerRequest<A> {
+  readonly agentId: string
+  /** The operation's name: with the request id, the ledger key. */
+  readonly operation: string
+  readonly requestId: string
+  /** The request as received: a retry must repeat it. */
+  readonly request?: object
+  /** The id of the event the request produces (derived from its request id). */
+  readonly eventId?: string
+  /** The subject that event goes to: where a lost attempt's event is looked for. */
+  readonly subject?: string
+  /** What the ledger keeps of the reply (default: all of it). It must hold no entry content. */
+  readonly stored?: (reply: A) => unknown
+  /** The reply of a retry, from what the ledger kept (default: the kept reply, `duplicate: true` where the reply has it). */
+  readonly replay?: (stored: unknown, view: AgentView) => A
+  /** The reply of a retry whose first attempt stored its event and died before settling it. */
+  readonly fromEvent?: (event: MemoryEvent, seq: number, view: AgentView) => A
+}
+
+export interface Command<D, A> extends Omit<LedgerRequest<A>, "requestId"> {
+  /** A write without a request id cannot be retried, and is not kept in the ledger. */
+  readonly requestId?: string | undefined
+  readonly decide: (view: AgentView) => Decision<D>
+  /** The event a decision records, if any (default: the decision itself). */
+  readonly eventOf?: (decided: D) => MemoryEvent | null
+  readonly reply: (outcome: Outcome<D>) => A
+}
+
+/** Decisions retaken after losing a race; beyond, the request is Unavailable (nothing stored, safe to retry). */
+export const MAX_DECISION_ATTEMPTS = 8
+/**
+ * A reservation older than this whose event is not in the log is taken over
+ * (its attempt died before storing anything). Should that attempt still be
+ * appending, both carry the same event id, and JetStream stores it once as
+ * long as the dedupe window is longer than an append's retries.
+ */
+export const TAKE_OVER_AFTER_MS = 5_000
+
+const markDuplicate = (reply: unknown): unknown =>
+  reply !== null && typeof reply === "object" && "duplicate" in reply ? { ...reply, duplicate: true } : reply
+
+export const makeCommandHandler = (views: ViewSource) =>
+  Effect.gen(function* () {
+    const log = yield* EventLog
+    const ledger = yield* openRequestLedger
+
+    const catchUpTo = (seq: number | null) =>
+      (seq === null
+        ? Effect.flatMap(log.lastSeq, (last) => views.waitFor(last, "5 seconds"))
+        : views.waitFor(seq, "5 seconds")
+      ).pipe(Effect.catch(() => Effect.void))
+
+    const viewOf = (agentId: string) =>
+      Effect.gen(function* () {
+        const view = views.get(agentId)
+        if (view !== undefined) return view
+        yield* catchUpTo(null)
+        const caughtUp = views.get(agentId)
+        if (caughtUp === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
+        return caughtUp
+      })
+
+    /**
+     * Writes to one subject from this process take turns, so they do not lose
+     * races to each other (one round trip each instead of a conflict storm);
+     * writes from other processes are still ordered by the expected sequence.
+     */
+    const turns = new Map<string, { readonly lock: Semaphore.Semaphore; waiting: number }>()
+    const inTurn = <X, E>(subject: string | undefined, effect: Effect.Effect<X, E>): Effect.Effect<X, E> => {
+      if (subject === undefined) return effect
+      return Effect.suspend(() => {
+        let turn = turns.get(subject)
+        if (turn === undefined) {
+          turn = { lock: Semaphore.makeUnsafe(1), waiting: 0 }
+          turns.set(subject, turn)
+        }
+        turn.waiting++
+        const current = turn
+        return current.lock
+          .withPermits(1)(effect)
+          .pipe(
+            Effect.ensuring(
+              Effect.sync(() => {
+                if (--current.waiting === 0) turns.delete(subject)
+              }),
+            ),
+          )
+      })
+    }
+
+    /** Steps 2–4: decide, append with the expected sequence, re-decide after a lost race. */
+    const decideAndAppend = <D, A>(command: Command<D, A>): Effect.Effect<Outcome<D>, ApiError> =>
+      inTurn(command.subject, decideAndAppendNow(command))
+
+    const decideAndAppendNow = <D, A>(command: Command<D, A>): Effect.Effect<Outcome<D>, ApiError> =>
+      Effect.gen(function* () {
+        const eventOf = command.eventOf ?? ((d: D) => d as unknown as MemoryEvent | null)
+        let caughtUpAfterRefusal = false
+        for (let attempt = 1; attempt <= MAX_DECISION_ATTEMPTS; attempt++) {
+          const view = yield* viewOf(command.agentId)
+          const decision = command.decide(view)
+          if (!decision.ok) {
+            // A refusal a lagging view could explain is retaken once, on the log's end.
+            if (decision.error._tag === "ValidationError" || caughtUpAfterRefusal)
+              return yield* Effect.fail(decision.error)
+            caughtUpAfterRefusal = true
+            yield* catchUpTo(null)
+            continue
+          }
+          const event = eventOf(decision.event)
+          if (event === null)
+            return { view, decided: decision.event, seq: view.lastSeq, duplicate: true, recorded: false }
+          const appended = yield* log
+            .append(event, { expectLastSubjectSeq: expectedSeqOf(view, event) })
+            .pipe(
+              Effect.catchTag("SequenceConflict", (conflict: SequenceConflict) =>
+                Effect.as(catchUpTo(conflict.actual), null),
+              ),
+            )
+          if (appended !== null) {
+            // The next write in turn decides on a view that has this one.
+            if (command.subject !== undefined)
+              yield* views.waitFor(appended.seq, "1 second").pipe(Effect.catch(() => Effect.void))
+            return { view, decided: decision.event, seq: appended.seq, duplicate: appended.duplicate, recorded: true }
+          }
+        }
+        return yield* Effect.fail(
+          new Unavailable({
+            reason: `other writes to agent '${command.agentId}' kept winning the race; nothing was stored, retry with the same requestId`,
+          }),
+        )
+      })
+
+    /**
+     * Runs a request once per request id: a retry of any age is answered
+     * from the ledger (or, when the first attempt died after storing its
+     * event, from that event), and `run` is not run again.
+     */
+    const once = <A>(
+      request: LedgerRequest<A>,
+      run: Effect.Effect<{ readonly reply: A; readonly recorded: boolean; readonly seq: number }, ApiError>,
+    ): Effect.Effect<A, ApiError> =>
+      Effect.gen(function* () {
+        const first = yield* viewOf(request.agentId)
+        const key = ledgerKey(request.agentId, first.registeredSeq, request.operation, request.requestId)
+        const body = requestBody(request.request ?? {})
+        const pending: PendingRequest = {
+          state: "pending",
+          operation: request.operation,
+          body,
+          eventId: request.eventId ?? "",
+          subject: request.subject ?? agentEvents(request.agentId),
+          afterSeq: first.lastSeq,
+          at: Date.now(),
+        }
+        const settle = (seq: number, reply: A) =>
+          ledger.settle(key, {
+            state: "done",
+            operation: request.operation,
+            body,
+            seq,
+            reply: request.stored ? request.stored(reply) : reply,
+          })
+        const reservation = yield* ledger.reserve(key, pending)
+        if (reservation._tag !== "Reserved") {
+          if (reservation.record.body !== body) {
+            return yield* Effect.fail(
+              new IdempotencyConflict({
+                field: "requestId",
+                reason: `'${request.requestId}' was already used for a different ${request.operation} request`,
+              }),
+            )
+          }
+          if (reservation._tag === "Settled") {
+            const stored = reservation.record.reply
+            return request.replay
+              ? request.replay(stored, yield* viewOf(request.agentId))
+              : (markDuplicate(stored) as A)
+          }
+          // An earlier attempt reserved the request and has not answered: still in flight, or dead.
+          const lost = reservation.record
+          const found = lost.eventId === "" ? null : yield* ledger.findEvent(lost.subject, lost.afterSeq, lost.eventId)
+          if (found !== null) {
+            if (request.fromEvent === undefined) {
+              return yield* Effect.fail(
+                new Unavailable({ reason: `request '${request.requestId}' was stored but its answer was lost` }),
+              )
+            }
+            yield* views.waitFor(found.seq, "5 seconds").pipe(Effect.catch(() => Effect.void))
+            const reply = request.fromEvent(found.event, found.seq, yield* viewOf(request.agentId))
+            yield* settle(found.seq, reply)
+            return reply
+          }
+          if (Date.now() - lost.at < TAKE_OVER_AFTER_MS) {
+            return yield* Effect.fail(
+              new Unavailable({
+                reason: `request '${request.requestId}' is still being processed; retry with the same requestId`,
+              }),
+            )
+          }
+          yield* ledger.takeOver(key, pending, reservation.revision)
+        }
+        const outcome = yield* run.pipe(Effect.tapError(() => ledger.release(key)))
+        // Nothing recorded: a later retry decides again.
+        yield* outcome.recorded ? settle(outcome.seq, outcome.reply) : ledger.release(key)
+        return outcome.reply
+      })
+
+    /** The whole command: through the ledger when the request can be retried. */
+    const handle = <D, A>(command: Command<D, A>): Effect.Effect<A, ApiError> => {
+      const run = Effect.map(decideAndAppend(command), (outcome) => ({
+        reply: command.reply(outcome),
+        recorded: outcome.recorded,
+        seq: outcome.seq,
+      }))
+      return command.requestId === undefined
+        ? Effect.map(run, (r) => r.reply)
+        : once({ ...command, requestId: command.requestId }, run)
+    }
+
+    /**
+     * For writes that are exactly-once by their subject (a registration): the
+     * answer a request id was first given, and recording it.
+     */
+    const answered = (agentId: string, registeredSeq: number, operation: string, requestId: string, request: object) =>
+      Effect.gen(function* () {
+        const record = yield* ledger.settled(ledgerKey(agentId, registeredSeq, operation, requestId))
+        if (record === null) return null
+        if (record.body !== requestBody(request)) {
+          return yield* Effect.fail(
+            new IdempotencyConflict({
+              field: "requestId",
+              reason: `'${requestId}' was already used for a different ${operation} request`,
+            }),
+          )
+        }
+        return { reply: record.reply }
+      })
+    const answer = (
+      agentId: string,
+      registeredSeq: number,
+      operation: string,
+      requestId: string,
+      request: object,
+      seq: number,
+      reply: unknown,
+    ) =>
+      ledger.settle(ledgerKey(agentId, registeredSeq, operation, requestId), {
+        state: "done",
+        operation,
+        body: requestBody(request),
+        seq,
+        reply,
+      })
+
+    return { handle, once, decideAndAppend, answered, answer }
+  })
+
+export type CommandHandler = Effect.Success<ReturnType<typeof makeCommandHandler>>

@@ -1,0 +1,216 @@
+/**
+ * The event log: appends events to the WM_EVENTS stream and reads them back.
+ *
+ * Appends carry the event id as Nats-Msg-Id, so a retried append is stored
+ * once, and may carry Nats-Expected-Last-Subject-Sequence, so a decision
+ * about one entry is refused when another event touched the entry first.
+ * Transient failures (timeouts, a broker restart, a cluster election) are
+ * retried with the same id until the deadline.
+ */
+import {
+  type ConsumerMessages,
+  DeliverPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JsMsg,
+} from "@nats-io/jetstream"
+import { errors } from "@nats-io/transport-node"
+import { Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { StorageFull, Unavailable } from "../../../contracts/errors.ts"
+import type { MemoryEvent } from "../../../contracts/events.ts"
+import { ALL_EVENTS, EVENTS_STREAM, eventSubject } from "../../../contracts/subjects.ts"
+import { Nats } from "../nats/connection.ts"
+import { NatsSettings } from "../nats/settings.ts"
+import { ensureTopology } from "../nats/topology.ts"
+
+/** Another event reached the subject first: re-read and re-decide. */
+export class SequenceConflict extends Schema.TaggedError<SequenceConflict>()("SequenceConflict", {
+  subject: Schema.String,
+  expected: Schema.Int,
+  /** The subject's actual last sequence, as the server reported it (null when it did not say). */
+  actual: Schema.NullOr(Schema.Int),
+  reason: Schema.String,
+}) {}
+
+/** The server says "wrong last sequence: <n>". */
+const actualLastSequence = (message: string): number | null => {
+  const match = /wrong last sequence:?\s*(\d+)/i.exec(message)
+  return match ? Number(match[1]) : null
+}
+
+export interface Appended {
+  readonly seq: number
+  readonly duplicate: boolean
+}
+
+export interface AppendOptions {
+  /** The stream sequence of the last event on the event's subject (0: the subject must be empty). */
+  readonly expectLastSubjectSeq?: number
+}
+
+/** One stored message, not yet decoded. */
+export interface LogRecord {
+  readonly seq: number
+  readonly subject: string
+  readonly data: Uint8Array
+  /** Messages still to be delivered after this one, when the server says. */
+  readonly pending: number
+}
+
+export interface Subscription {
+  readonly stop: () => Promise<void>
+}
+
+export interface FollowOptions {
+  readonly filter?: string
+  readonly fromSeq?: number
+  /** Called synchronously for each record, in stream order. */
+  readonly onRecord: (record: LogRecord) => void
+}
+
+export interface EventLogShape {
+  readonly append: (
+    event: MemoryEvent,
+    options?: AppendOptions,
+  ) => Effect.Effect<Appended, Unavailable | SequenceConflict | StorageFull>
+  /** Reads from `fromSeq` (default 1) in order, then keeps following live appends until stopped. */
+  readonly follow: (options: FollowOptions) => Effect.Effect<Subscription, Unavailable>
+  /** The sequence of the last stored event (0 when empty). */
+  readonly lastSeq: Effect.Effect<number, Unavailable>
+}
+
+/**
+ * JetStream error codes @nats-io/jetstream does not name, by the server's names for them
+ * (nats-server's errors.json).
+ */
+const ServerErrorCodes = {
+  /** JSClusterNotAvailErr: no JetStream leader for the stream yet (an election). */
+  ClusterNotAvailable: 10008,
+  /** JSInsufficientResourcesErr: the server's JetStream store (max_file_store, the disk) is full. */
+  InsufficientResources: 10023,
+  /** JSStreamStoreFailedF: the stream refused to store; with discard "new", its max_bytes or max_msgs is reached. */
+  StreamStoreFailed: 10077,
+} as const
+
+/** A storage limit the write ran into, or null: permanent for this write, whatever the retries. */
+const storageLimitOf = (error: unknown): string | null => {
+  if (!(error instanceof JetStreamApiError)) return null
+  if (error.code === ServerErrorCodes.InsufficientResources)
+    return `the server's JetStream store is full (${error.message})`
+  // The same code also reports other store failures; only the limits are storage exhaustion.
+  if (error.code === ServerErrorCodes.StreamStoreFailed && /^maximum .* exceeded$/.test(error.message)) {
+    return `the event stream's limit is reached (${error.message})`
+  }
+  return null
+}
+
+const textEncoder = new TextEncoder()
+
+/** A failed publish attempt, before the retries are exhausted. */
+class PublishFailed {
+  readonly _tag = "PublishFailed"
+  readonly reason: string
+  readonly transient: boolean
+  constructor(reason: string, transient: boolean) {
+    this.reason = reason
+    this.transient = transient
+  }
+}
+
+const isTransient = (error: unknown): boolean => {
+  // Refused by the broker's permissions: retrying cannot help.
+  if (error instanceof errors.PermissionViolationError) return false
+  if (error instanceof JetStreamApiError) {
+    // 503 (no JetStream leader yet), 408 (timeout): an election or a restart; anything else is final.
+    return error.status === 503 || error.status === 408 || error.code === ServerErrorCodes.ClusterNotAvailable
+  }
+  return true
+}
+
+export const appendRetryDeadline = Duration.seconds(30)
+
+export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/EventLog") {
+  static readonly layer = Layer.effect(
+    EventLog,
+    Effect.gen(function* () {
+      const { js, jsm } = yield* Nats
+      const settings = yield* NatsSettings
+      yield* ensureTopology(jsm, settings).pipe(Effect.orDie)
+
+      const append = (
+        event: MemoryEvent,
+        options?: AppendOptions,
+      ): Effect.Effect<Appended, Unavailable | SequenceConflict | StorageFull> => {
+        const subject = eventSubject(event)
+        const payload = textEncoder.encode(JSON.stringify(event))
+        return Effect.tryPromise({
+          try: () =>
+            js.publish(subject, payload, {
+              msgID: event.eventId,
+              timeout: 5_000,
+              ...(options?.expectLastSubjectSeq !== undefined
+                ? { expect: { lastSubjectSequence: options.expectLastSubjectSeq } }
+                : {}),
+            }),
+          catch: (error) => {
+            if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence) {
+              return new SequenceConflict({
+                subject,
+                expected: options?.expectLastSubjectSeq ?? -1,
+                actual: actualLastSequence(error.message),
+                reason: error.message,
+              })
+            }
+            // Reported with status 503 like an election, but no retry frees space: refuse at once.
+            const limit = storageLimitOf(error)
+            if (limit !== null) return new StorageFull({ limit })
+            return new PublishFailed(error instanceof Error ? error.message : String(error), isTransient(error))
+          },
+        }).pipe(
+          Effect.retry({
+            // Back off from 50 ms to at most 1 s between attempts, for up to 30 s.
+            schedule: Schedule.min([Schedule.exponential("50 millis", 1.5), Schedule.spaced("1 second")]).pipe(
+              Schedule.upTo({ duration: appendRetryDeadline }),
+            ),
+            while: (error: PublishFailed | SequenceConflict | StorageFull) =>
+              error instanceof PublishFailed && error.transient,
+          }),
+          Effect.mapError((error) =>
+            error instanceof PublishFailed ? new Unavailable({ reason: error.reason }) : error,
+          ),
+          Effect.map((ack): Appended => ({ seq: ack.seq, duplicate: ack.duplicate })),
+        )
+      }
+
+      const follow = (options: FollowOptions) =>
+        Effect.tryPromise({
+          try: async (): Promise<Subscription> => {
+            const consumer = await js.consumers.get(EVENTS_STREAM, {
+              filter_subjects: options.filter ?? ALL_EVENTS,
+              deliver_policy: DeliverPolicy.StartSequence,
+              opt_start_seq: Math.max(1, options.fromSeq ?? 1),
+            })
+            const messages: ConsumerMessages = await consumer.consume({
+              // After a broker restart the client re-checks the consumer, and on failure waits up to
+              // `expires` (30 s by default) before trying again: keep that wait, and heartbeats, short.
+              expires: 2_000,
+              callback: (m: JsMsg) =>
+                options.onRecord({ seq: m.seq, subject: m.subject, data: m.data, pending: m.info.pending }),
+            })
+            return { stop: async () => void (await messages.close().catch(() => undefined)) }
+          },
+          catch: (error) => new Unavailable({ reason: `cannot read the event log: ${String(error)}` }),
+        }).pipe(
+          // Creating a consumer right after a failover can time out: try again.
+          Effect.retry(Schedule.spaced("500 millis").pipe(Schedule.upTo({ duration: "60 seconds" }))),
+        )
+
+      const lastSeq = Effect.tryPromise({
+        try: async () => (await jsm.streams.info(EVENTS_STREAM)).state.last_seq,
+        catch: (error) => new Unavailable({ reason: String(error) }),
+      }).pipe(Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))))
+
+      return { append, follow, lastSeq }
+    }),
+  )
+}

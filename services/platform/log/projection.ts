@@ -1,0 +1,177 @@
+/**
+ * Runs a projection: follows the event log from a position, decodes each
+ * record, hands decoded events to `apply` in stream order, and sends records
+ * it cannot decode to the dead-letter subject `wm.dlq.<name>` with the
+ * reason, then keeps going.
+ *
+ * A record of a schema version newer than this code reads is not skipped:
+ * the projection stops just before it (`FutureEventVersion`, logged), its
+ * position (and so any checkpoint taken from it) never passes the record,
+ * and every read that needs a later position is refused with NotCaughtUp.
+ * Met during warm-up, the service does not start. An upgraded replica
+ * reads on from the same position.
+ *
+ * `apply` is synchronous and deterministic; the runner tracks the last
+ * applied sequence so readers can wait to see their own writes.
+ */
+import { Deferred, type Duration, Effect } from "effect"
+import { decodeEvent, type FutureEventVersion } from "../../../contracts/decode.ts"
+import { NotCaughtUp } from "../../../contracts/errors.ts"
+import type { MemoryEvent } from "../../../contracts/events.ts"
+import { deadLetterSubject } from "../../../contracts/subjects.ts"
+import { Nats } from "../nats/connection.ts"
+import { EventLog, type LogRecord } from "./event-log.ts"
+
+export interface DeadLetter {
+  readonly projection: string
+  readonly seq: number
+  readonly subject: string
+  readonly reason: string
+  readonly payload: string
+}
+
+export interface WarmUp {
+  /** Events in the log when the projection started. */
+  readonly events: number
+  readonly millis: number
+}
+
+/**
+ * How long a read waits for its `afterSeq` before answering NotCaughtUp. Shorter than one
+ * attempt of the SDK (5 s by default), so the caller gets the typed answer, not a timeout.
+ */
+export const READ_WAIT: Duration.Input = "3 seconds"
+
+export interface ProjectionOptions {
+  readonly name: string
+  /** Must cover every sequence a reader may wait for; the whole log by default. */
+  readonly filter?: string
+  readonly fromSeq?: number
+  readonly apply: (event: MemoryEvent, record: LogRecord) => void
+  /** Called after a record is dead-lettered (the sequence still counts as applied). */
+  readonly onDeadLetter?: (letter: DeadLetter) => void
+}
+
+export interface Projection {
+  readonly appliedSeq: () => number
+  /** Waits until `seq` has been applied; fails with NotCaughtUp after the timeout (READ_WAIT by default). */
+  readonly waitFor: (seq: number, timeout?: Duration.Input) => Effect.Effect<void, NotCaughtUp>
+  /** Completes once the log as it stood at start has been applied. */
+  readonly warmedUp: Effect.Effect<WarmUp>
+  readonly deadLetters: () => ReadonlyArray<DeadLetter>
+  /** Why the projection stopped, when it met an event newer than it reads. */
+  readonly halted: () => Halt | null
+}
+
+export interface Halt {
+  readonly seq: number
+  readonly subject: string
+  readonly error: FutureEventVersion
+}
+
+const textEncoder = new TextEncoder()
+const textDecoder = new TextDecoder("utf-8", { fatal: false })
+
+export const runProjection = (options: ProjectionOptions) =>
+  Effect.gen(function* () {
+    const log = yield* EventLog
+    const { js } = yield* Nats
+    const startedAt = Date.now()
+    const target = yield* log.lastSeq
+    const warm = yield* Deferred.make<WarmUp>()
+    let halt: Halt | null = null
+    let applied = Math.max(0, (options.fromSeq ?? 1) - 1)
+    const waiters: Array<{ seq: number; resolve: () => void; refuse: () => void }> = []
+    const letters: DeadLetter[] = []
+
+    const markWarm = () => Deferred.doneUnsafe(warm, Effect.succeed({ events: target, millis: Date.now() - startedAt }))
+    if (applied >= target) markWarm()
+
+    const deadLetter = (record: LogRecord, reason: string) => {
+      const letter: DeadLetter = {
+        projection: options.name,
+        seq: record.seq,
+        subject: record.subject,
+        reason,
+        payload: textDecoder.decode(record.data),
+      }
+      letters.push(letter)
+      js.publish(deadLetterSubject(options.name), textEncoder.encode(JSON.stringify(letter)), {
+        msgID: `${options.name}:${record.seq}`,
+      }).catch((error: unknown) => console.error(`[${options.name}] dead letter ${record.seq} not stored:`, error))
+      options.onDeadLetter?.(letter)
+    }
+
+    const notCaughtUp = (seq: number) => new NotCaughtUp({ afterSeq: seq, appliedSeq: applied })
+    const stopAt = (record: LogRecord, error: FutureEventVersion) => {
+      halt = { seq: record.seq, subject: record.subject, error }
+      console.error(`[${options.name}] stopped before seq ${record.seq} (${record.subject}): ${error.message}`)
+      for (const w of waiters.splice(0)) w.refuse()
+      // Met during warm-up: the service must not start on a log it cannot read to the end.
+      Deferred.doneUnsafe(warm, Effect.die(error))
+    }
+
+    const onRecord = (record: LogRecord) => {
+      if (halt !== null || record.seq <= applied) return
+      const decoded = decodeEvent(record.data)
+      if (!decoded.ok && decoded.future !== undefined) return stopAt(record, decoded.future)
+      if (decoded.ok) {
+        try {
+          options.apply(decoded.event, record)
+        } catch (error) {
+          deadLetter(record, `apply failed: ${error instanceof Error ? error.message : String(error)}`)
+        }
+      } else {
+        deadLetter(record, decoded.reason)
+      }
+      applied = record.seq
+      if (applied >= target) markWarm()
+      if (waiters.length > 0) {
+        for (let i = waiters.length - 1; i >= 0; i--) {
+          const w = waiters[i]!
+          if (w.seq <= applied) {
+            waiters.splice(i, 1)
+            w.resolve()
+          }
+        }
+      }
+    }
+
+    const subscription = yield* log.follow({
+      ...(options.filter !== undefined ? { filter: options.filter } : {}),
+      fromSeq: applied + 1,
+      onRecord,
+    })
+    yield* Effect.addFinalizer(() => Effect.promise(() => subscription.stop()))
+
+    const waitFor = (seq: number, timeout: Duration.Input = READ_WAIT): Effect.Effect<void, NotCaughtUp> =>
+      seq <= applied
+        ? Effect.void
+        : halt !== null
+          ? Effect.fail(notCaughtUp(seq))
+          : Effect.callback<void, NotCaughtUp>((resume) => {
+              const waiter = {
+                seq,
+                resolve: () => resume(Effect.void),
+                refuse: () => resume(Effect.fail(notCaughtUp(seq))),
+              }
+              waiters.push(waiter)
+              return Effect.sync(() => {
+                const i = waiters.indexOf(waiter)
+                if (i >= 0) waiters.splice(i, 1)
+              })
+            }).pipe(
+              Effect.timeoutOrElse({
+                duration: timeout,
+                orElse: () => Effect.fail(notCaughtUp(seq)),
+              }),
+            )
+
+    return {
+      appliedSeq: () => applied,
+      waitFor,
+      warmedUp: Deferred.await(warm),
+      deadLetters: () => letters,
+      halted: () => halt,
+    } satisfies Projection
+  })

@@ -1,0 +1,165 @@
+/**
+ * The forget eraser: finishes every forget whose tombstone is in the log,
+ * whoever started it and whatever crashed in between. It follows the log
+ * from its own checkpoint, and for each tombstone erases the log records,
+ * waits for every durable projection to confirm (its checkpoint past the
+ * tombstone), erases the dead letters, and retries until all of it is done;
+ * only then does its checkpoint move past the tombstone, so a restart
+ * resumes the forgets that were not finished.
+ *
+ * It also guards the dead letters: a letter stored after a forget's sweep
+ * (a projection that was still catching up) is erased as it arrives when
+ * its record is gone from the log. It runs beside the substrate
+ * (`substrateService`), whose user may erase messages (infra/auth.ts).
+ */
+import { type ConsumerMessages, DeliverPolicy } from "@nats-io/jetstream"
+import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import { CHECKPOINT_BUCKET } from "../../contracts/buckets.ts"
+import { decodeEvent } from "../../contracts/decode.ts"
+import { DEAD_LETTER_STREAM } from "../../contracts/subjects.ts"
+import type { Tombstone } from "../../domain/forget.ts"
+import {
+  completeErasure,
+  type ErasureReport,
+  eraseDeadLetterIfOrphaned,
+  sweepDeadLetters,
+} from "../platform/log/erase.ts"
+import { EventLog } from "../platform/log/event-log.ts"
+import { openBucket } from "../platform/nats/buckets.ts"
+import { Nats } from "../platform/nats/connection.ts"
+
+/** Not under `projection.`: the eraser is not one of the projections a forget waits for. */
+export const ERASER_CHECKPOINT = "eraser.forget"
+
+export interface ForgetEraserShape {
+  /** Forgets finished since the service started, in log order. */
+  readonly completed: () => ReadonlyArray<ErasureReport>
+  /** Tombstones whose erasure is not finished yet. */
+  readonly unfinished: () => number
+}
+
+interface Job {
+  readonly tombstone: Tombstone
+  readonly seq: number
+}
+
+/** How long one attempt waits for the projections before the eraser tries again. */
+const ATTEMPT_WAIT_MS = 10_000
+const MARKER = Buffer.from('Forgotten"')
+
+export class ForgetEraser extends Context.Service<ForgetEraser, ForgetEraserShape>()("wm/ForgetEraser") {
+  static readonly layer = Layer.effect(
+    ForgetEraser,
+    Effect.gen(function* () {
+      const { nc, js, jsm } = yield* Nats
+      const log = yield* EventLog
+      const checkpoints = yield* openBucket(CHECKPOINT_BUCKET)
+      const stored = yield* Effect.promise(() => checkpoints.get(ERASER_CHECKPOINT))
+      const fromSeq = stored && stored.operation === "PUT" ? Number(stored.string()) + 1 : 1
+
+      const queue: Job[] = []
+      const completed: ErasureReport[] = []
+      let seen = fromSeq - 1
+      let saved = seen
+      let wake: (() => void) | null = null
+
+      const subscription = yield* log.follow({
+        fromSeq,
+        onRecord: (record) => {
+          seen = record.seq
+          // Only a tombstone is decoded; the rest of the log is passed over.
+          if (Buffer.from(record.data.buffer, record.data.byteOffset, record.data.byteLength).indexOf(MARKER) >= 0) {
+            const decoded = decodeEvent(record.data)
+            if (decoded.ok && (decoded.event._tag === "EntryForgotten" || decoded.event._tag === "AgentForgotten")) {
+              queue.push({ tombstone: decoded.event, seq: record.seq })
+            }
+          }
+          wake?.()
+        },
+      })
+      yield* Effect.addFinalizer(() => Effect.promise(() => subscription.stop()))
+
+      const save = (seq: number) =>
+        seq <= saved
+          ? Effect.void
+          : Effect.tryPromise(() => checkpoints.put(ERASER_CHECKPOINT, String(seq))).pipe(
+              Effect.tap(() =>
+                Effect.sync(() => {
+                  saved = Math.max(saved, seq)
+                }),
+              ),
+              Effect.ignore,
+            )
+
+      const attempt = (job: Job) =>
+        Effect.tryPromise({
+          try: () => completeErasure(nc, job.tombstone, job.seq, { waitMs: ATTEMPT_WAIT_MS }),
+          catch: (cause) => (cause instanceof Error ? cause : new Error(String(cause))),
+        }).pipe(
+          Effect.flatMap((report) =>
+            report.complete
+              ? Effect.succeed(report)
+              : Effect.fail(new Error(`waiting for ${report.pending.join(", ") || "the log"} to confirm`)),
+          ),
+          Effect.tapError((error) =>
+            Effect.sync(() =>
+              console.error(
+                `[forget] erasure for the tombstone at ${job.seq} (${job.tombstone.agentId}) not finished: ${String(error)}`,
+              ),
+            ),
+          ),
+          Effect.retry(Schedule.min([Schedule.exponential("1 second", 2), Schedule.spaced("30 seconds")])),
+        )
+
+      const worker = Effect.gen(function* () {
+        while (true) {
+          const job = queue[0]
+          if (job === undefined) {
+            yield* save(seen)
+            yield* Effect.callback<void>((resume) => {
+              wake = () => {
+                wake = null
+                resume(Effect.void)
+              }
+            })
+            // Under steady traffic the checkpoint is written about once a second, not once per record.
+            yield* Effect.sleep(Duration.seconds(1))
+            continue
+          }
+          const report = yield* attempt(job)
+          completed.push(report)
+          queue.shift()
+          yield* save(queue[0] !== undefined ? queue[0].seq - 1 : seen)
+        }
+      })
+      yield* Effect.forkScoped(worker)
+
+      // Letters stored after a forget's sweep, and any left by a forget that ran before this guard.
+      const guard: ConsumerMessages = yield* Effect.tryPromise(async () => {
+        const consumer = await js.consumers.get(DEAD_LETTER_STREAM, { deliver_policy: DeliverPolicy.New })
+        return consumer.consume({
+          callback: (m) =>
+            void eraseDeadLetterIfOrphaned(jsm, m.seq, m.data).catch((error: unknown) =>
+              console.error(`[forget] dead letter ${m.seq} not checked`, error),
+            ),
+        })
+      }).pipe(Effect.retry(Schedule.spaced("500 millis").pipe(Schedule.upTo({ duration: "60 seconds" }))), Effect.orDie)
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(() =>
+          guard.close().then(
+            () => undefined,
+            () => undefined,
+          ),
+        ),
+      )
+      yield* Effect.forkScoped(
+        Effect.tryPromise(() => sweepDeadLetters(nc)).pipe(
+          Effect.retry(Schedule.spaced("5 seconds").pipe(Schedule.upTo({ duration: "5 minutes" }))),
+          Effect.catch((error) => Effect.sync(() => console.error("[forget] sweep of the dead letters failed", error))),
+        ),
+      )
+
+      return { completed: () => completed, unfinished: () => queue.length }
+    }),
+  )
+}
