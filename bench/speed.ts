@@ -7,12 +7,17 @@
  *
  *   npm run bench:speed [-- --out bench/results/speed.json] [--quick] [--rounds 3]
  *                       [--services processes|embedded|in-process]
+ *                       [--only context,server,retrieval,load] [--records 100000] [--profile DIR]
+ *
+ * --only, --records and --profile are for iterating: the committed figures
+ * come from one full run. --profile writes a CPU profile of the memory
+ * services during the retrieval phase into DIR.
  */
 import { writeFileSync } from "node:fs"
 import { parseArgs } from "node:util"
 import { SERVICES_MODES, type ServicesMode } from "./speed/ingest.ts"
 import { formatReport } from "./speed/report.ts"
-import { runSpeedBench } from "./speed/run.ts"
+import { runSpeedBench, SPEED_PHASES, type SpeedPhase } from "./speed/run.ts"
 
 const { values } = parseArgs({
   options: {
@@ -20,6 +25,9 @@ const { values } = parseArgs({
     quick: { type: "boolean", default: false },
     rounds: { type: "string" },
     services: { type: "string", default: "processes" },
+    only: { type: "string" },
+    records: { type: "string" },
+    profile: { type: "string" },
   },
 })
 
@@ -29,8 +37,18 @@ const rounds = values.rounds === undefined ? undefined : Number(values.rounds)
 if (rounds !== undefined && !(Number.isInteger(rounds) && rounds > 0))
   throw new Error("--rounds must be a positive integer")
 
+const phases = values.only?.split(",").map((p) => p.trim()) as SpeedPhase[] | undefined
+for (const p of phases ?? [])
+  if (!SPEED_PHASES.includes(p)) throw new Error(`--only takes some of ${SPEED_PHASES.join(", ")}`)
+const records = values.records === undefined ? undefined : Number(values.records)
+if (records !== undefined && !(Number.isInteger(records) && records > 0))
+  throw new Error("--records must be a positive integer")
+
 const report = await runSpeedBench({
   quick: values.quick ?? false,
+  ...(phases !== undefined ? { phases } : {}),
+  ...(records !== undefined ? { records } : {}),
+  ...(values.profile !== undefined ? { profileDir: values.profile } : {}),
   services,
   ...(rounds !== undefined ? { rounds } : {}),
   log: (line) => console.log(line),

@@ -7,33 +7,51 @@ const pct = (x: number) => `${(x * 100).toFixed(1)}%`
 const verdict = (ok: boolean) => (ok ? "pass" : "MISS")
 
 export const formatReport = ({ figures: f, details: d }: SpeedReport): string => {
-  const ingestRatio = f.ingestPerSec / f.rawPublishPerSec
-  const replayRatio = f.replayPerSec / f.rawConsumePerSec
-  const rows: string[][] = [
-    ["figure", "system", "raw JetStream", "ratio", "target", ""],
-    [
+  const rows: string[][] = [["figure", "system", "raw JetStream", "ratio", "target", ""]]
+  if (f.ingestPerSec !== undefined && f.rawPublishPerSec !== undefined) {
+    const ratio = f.ingestPerSec / f.rawPublishPerSec
+    rows.push([
       "ingest (entries/s)",
       thousands(f.ingestPerSec),
       thousands(f.rawPublishPerSec),
-      pct(ingestRatio),
+      pct(ratio),
       "≥ 70% of raw",
-      verdict(ingestRatio >= 0.7),
-    ],
-    [
+      verdict(ratio >= 0.7),
+    ])
+  }
+  if (f.replayPerSec !== undefined && f.rawConsumePerSec !== undefined) {
+    const ratio = f.replayPerSec / f.rawConsumePerSec
+    rows.push([
       "replay (events/s)",
       thousands(f.replayPerSec),
       thousands(f.rawConsumePerSec),
-      pct(replayRatio),
+      pct(ratio),
       "≥ 50% of raw",
-      verdict(replayRatio >= 0.5),
-    ],
-    ["context build p50", ms(f.contextBuildP50Ms), "", "", "", ""],
-    ["context build p99", ms(f.contextBuildP99Ms), "", "", "< 1 ms", verdict(f.contextBuildP99Ms < 1)],
-    f.retrievalP99Ms === undefined
-      ? ["retrieval p99", "not yet built", "", "", "< 20 ms", ""]
-      : ["retrieval p99", ms(f.retrievalP99Ms), "", "", "< 20 ms", verdict(f.retrievalP99Ms < 20)],
-    ["peak RSS (working)", `${f.peakRssMb.toFixed(1)} MB`, "", "", "", ""],
-  ]
+      verdict(ratio >= 0.5),
+    ])
+  }
+  if (f.contextBuildP50Ms !== undefined && f.contextBuildP99Ms !== undefined)
+    rows.push(
+      ["context build p50", ms(f.contextBuildP50Ms), "", "", "", ""],
+      ["context build p99", ms(f.contextBuildP99Ms), "", "", "< 1 ms", verdict(f.contextBuildP99Ms < 1)],
+    )
+  if (f.retrievalP99Ms !== undefined && f.retrievalP50Ms !== undefined && f.retrievalMB !== undefined)
+    rows.push(
+      ["retrieval p50", ms(f.retrievalP50Ms), "", "", "", ""],
+      ["retrieval p99", ms(f.retrievalP99Ms), "", "", "< 20 ms", verdict(f.retrievalP99Ms < 20)],
+      ["retrieval indexes", `${f.retrievalMB.toFixed(1)} MB`, "", "", "", ""],
+    )
+  if (f.recordP99Ms !== undefined && f.recordP50Ms !== undefined)
+    rows.push(
+      ["record until visible p50", ms(f.recordP50Ms), "", "", "", ""],
+      ["record until visible p99", ms(f.recordP99Ms), "", "", "", ""],
+    )
+  if (f.queryP99MsUnderLoad !== undefined && f.queryP50MsUnderLoad !== undefined)
+    rows.push(
+      ["memory.query p50 under load", ms(f.queryP50MsUnderLoad), "", "", "", ""],
+      ["memory.query p99 under load", ms(f.queryP99MsUnderLoad), "", "", "", ""],
+    )
+  if (f.peakRssMb !== undefined) rows.push(["peak RSS (working)", `${f.peakRssMb.toFixed(1)} MB`, "", "", "", ""])
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)))
   const line = (r: string[]) =>
     r
@@ -44,26 +62,45 @@ export const formatReport = ({ figures: f, details: d }: SpeedReport): string =>
   const notes = [
     `medians of ${s.rounds} interleaved round(s); services: ${d.services}; ${d.machine} at start, ` +
       `${d.loadAtEnd.map((l) => l.toFixed(2)).join(" ")} at end`,
-    `ingest: ${s.ingestEntries} entries over ${s.ingestAgents} agents, ${s.window} in flight, ${Math.round(d.ingest.payloadBytes)}-byte events; ` +
-      `system ${d.ingest.systemMs.map((x) => x.toFixed(0)).join("/")} ms, raw ${d.ingest.rawMs.map((x) => x.toFixed(0)).join("/")} ms`,
-    `replay: ${d.replay.events} events; working ${d.replay.systemMs.map((x) => x.toFixed(0)).join("/")} ms, ` +
-      `raw ${d.replay.rawMs.map((x) => x.toFixed(0)).join("/")} ms; working process peak RSS ${d.workingProcess.map((w) => w.peakRssMb.toFixed(1)).join("/")} MB`,
-    `context build: ${d.contextBuild.rounds.length} × ${d.contextBuild.iterations} builds of a ${d.contextBuild.entries}-entry view ` +
-      `(${d.contextBuild.usage} tokens held, step focus set), ${d.contextBuild.served.items} entries / ${d.contextBuild.served.tokens} tokens served; ` +
-      `p99 per round ${d.contextBuild.rounds.map((r) => r.p99Ms.toFixed(3)).join("/")} ms`,
   ]
-  if (typeof d.retrieval === "object") {
+  if (d.ingest)
+    notes.push(
+      `ingest: ${s.ingestEntries} entries over ${s.ingestAgents} agents, ${s.window} in flight, ${Math.round(d.ingest.payloadBytes)}-byte events; ` +
+        `system ${d.ingest.systemMs.map((x) => x.toFixed(0)).join("/")} ms, raw ${d.ingest.rawMs.map((x) => x.toFixed(0)).join("/")} ms`,
+    )
+  if (d.replay)
+    notes.push(
+      `replay: ${d.replay.events} events; working ${d.replay.systemMs.map((x) => x.toFixed(0)).join("/")} ms, ` +
+        `raw ${d.replay.rawMs.map((x) => x.toFixed(0)).join("/")} ms; working process peak RSS ${(d.workingProcess ?? []).map((w) => w.peakRssMb.toFixed(1)).join("/")} MB`,
+    )
+  if (d.contextBuild)
+    notes.push(
+      `context build: ${d.contextBuild.rounds.length} × ${d.contextBuild.iterations} builds of a ${d.contextBuild.entries}-entry view ` +
+        `(${d.contextBuild.usage} tokens held, step focus set), ${d.contextBuild.served.items} entries / ${d.contextBuild.served.tokens} tokens served; ` +
+        `p99 per round ${d.contextBuild.rounds.map((r) => r.p99Ms.toFixed(3)).join("/")} ms`,
+    )
+  if (d.retrieval) {
     const r = d.retrieval
+    const m = r.memory
     notes.push(
       `retrieval: ${r.queries} memory.query requests (working + long-term, top 10) over ${r.records} long-term records ` +
-        `(${r.model}; the memory services rebuilt them from the log in ${(r.warmUpMs / 1000).toFixed(1)} s); p50 ${ms(r.p50Ms)}`,
+        `(${r.model}; the memory services rebuilt them from the log in ${(r.warmUpMs / 1000).toFixed(1)} s); ` +
+        `indexes ${m.retrievalMb.toFixed(1)} MB = lexical ${m.lexicalMb.toFixed(1)} MB + dense ${m.denseMb.toFixed(1)} MB ` +
+        `(raw vectors ${m.rawVectorMb.toFixed(1)} MB); memory services' RSS ${m.processRssMb.toFixed(0)} MB`,
+    )
+  }
+  if (d.load) {
+    const l = d.load
+    notes.push(
+      `under load: ${l.agents} agents recording at once (${l.records} entries, each timed until the working view holds it), ` +
+        `${l.queries} memory.query requests one at a time meanwhile; every service in one process`,
     )
   }
   const cpu = (c: Readonly<Record<string, number>>) =>
     Object.entries(c)
       .map(([name, us]) => `${name} ${us}`)
       .join(", ")
-  if (Object.keys(d.ingest.systemCpuUs).length > 0) {
+  if (d.ingest && d.replay && Object.keys(d.ingest.systemCpuUs).length > 0) {
     notes.push(
       `CPU µs per entry, system ingest: ${cpu(d.ingest.systemCpuUs)}; raw publish: ${cpu(d.ingest.rawCpuUs)}`,
       `CPU µs per event, working replay (in the bench process): ${cpu(d.replay.systemCpuUs)}; raw consume: ${cpu(d.replay.rawCpuUs)}`,

@@ -12,7 +12,6 @@
  * It runs on its own nats-server so that its 300k events do not change the
  * log the replay and ingest figures are measured on.
  *
- * The runner reports `retrievalP99Ms` when `measureRetrieval` is defined.
  */
 import { jetstreamManager } from "@nats-io/jetstream"
 import type { NatsConnection } from "@nats-io/transport-node"
@@ -28,11 +27,16 @@ import { FULL_VIEW_T0, fadeScore, fullViewEvents } from "../support/full-view.ts
 import { memoryQuestion, memoryText } from "../support/realistic-entries.ts"
 import { publishWindowed } from "../support/synthetic-log.ts"
 import { READINESS_PROBE, waitUntilServed } from "./replay.ts"
+import { processRssMb, type RetrievalMemory, retrievalMemoryProbe } from "./retrieval-memory.ts"
 import { spawnService, stopChild } from "./services.ts"
 import { percentile } from "./stats.ts"
 
 export interface RetrievalContext {
   readonly quick: boolean
+  /** Long-term records (default 100k, 2k when quick). */
+  readonly records?: number
+  /** Where the memory services write a CPU profile (`node --cpu-prof`), if anywhere. */
+  readonly profileDir?: string
   readonly log: (line: string) => void
 }
 
@@ -44,6 +48,7 @@ export interface RetrievalFigures {
   readonly model: string
   /** From starting the memory services until they answer (rebuilding the store from the log). */
   readonly warmUpMs: number
+  readonly memory: RetrievalMemory
 }
 
 export type RetrievalMeasure = (context: RetrievalContext) => Promise<RetrievalFigures>
@@ -124,7 +129,11 @@ const memoryEvents = (
 }
 
 /** Appends the agent's registration, `count` demoted memories, then the rest of a full working view. */
-const fillMemories = async (nc: NatsConnection, count: number): Promise<string> => {
+const fillMemories = async (
+  nc: NatsConnection,
+  count: number,
+  probe: ReturnType<typeof retrievalMemoryProbe>,
+): Promise<string> => {
   const provider = await Effect.runPromise(
     Effect.gen(function* () {
       return yield* EmbeddingProvider
@@ -143,6 +152,9 @@ const fillMemories = async (nc: NatsConnection, count: number): Promise<string> 
   for (let start = 0; start < count; start += BATCH) {
     const indices = Array.from({ length: Math.min(BATCH, count - start) }, (_, k) => start + k)
     const vectors = await embedder.embed(indices.map(memoryText))
+    indices.forEach((i, k) => {
+      probe.add(`memory-${i}`, memoryText(i), vectors[k]!)
+    })
     await publishWindowed(
       nc,
       indices.flatMap((i, k) =>
@@ -156,8 +168,8 @@ const fillMemories = async (nc: NatsConnection, count: number): Promise<string> 
   return embedder.model
 }
 
-export const measureRetrieval: RetrievalMeasure | undefined = async ({ quick, log }) => {
-  const records = quick ? 2_000 : 100_000
+export const measureRetrieval: RetrievalMeasure = async ({ quick, records: requested, profileDir, log }) => {
+  const records = requested ?? (quick ? 2_000 : 100_000)
   const queries = quick ? 50 : 300
   const warmup = quick ? 10 : 30
   const server = await startNatsServer()
@@ -174,10 +186,15 @@ export const measureRetrieval: RetrievalMeasure | undefined = async ({ quick, lo
       }),
     )
     log(`retrieval: appending ${records} demoted memories and a full working view of one agent...`)
-    const model = await fillMemories(client.nc, records)
+    const probe = retrievalMemoryProbe()
+    const model = await fillMemories(client.nc, records, probe)
     log(`retrieval: starting the memory services (long-term, retrieval) on that log...`)
     const started = performance.now()
-    memory = spawnService("bench/speed/memory-runner.ts", server.url)
+    memory = spawnService(
+      "bench/speed/memory-runner.ts",
+      server.url,
+      profileDir !== undefined ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : [],
+    )
     await Promise.race([
       waitUntilServed(client.nc, apiSubject(READINESS_PROBE, "memory.query"), 900_000),
       memory.exited(),
@@ -195,7 +212,16 @@ export const measureRetrieval: RetrievalMeasure | undefined = async ({ quick, lo
       found += results.length
     }
     if (found === 0) throw new Error("retrieval found nothing for any query")
-    return { p50Ms: percentile(samples, 50), p99Ms: percentile(samples, 99), records, queries, model, warmUpMs }
+    const memoryFigures = probe.figures(AGENT, await processRssMb(memory.child.pid))
+    return {
+      p50Ms: percentile(samples, 50),
+      p99Ms: percentile(samples, 99),
+      records,
+      queries,
+      model,
+      warmUpMs,
+      memory: memoryFigures,
+    }
   } finally {
     await client?.close()
     if (memory) await stopChild(memory.child)

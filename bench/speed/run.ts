@@ -25,19 +25,28 @@ import {
   storedEntries,
   systemIngest,
 } from "./ingest.ts"
+import { type LoadFigures, type LoadSizes, measureLoad } from "./load.ts"
 import { rawConsumeMillis, type ServiceProcessFigures, serviceReplayMillis, workingProcessFigures } from "./replay.ts"
 import { measureRetrieval, type RetrievalFigures } from "./retrieval.ts"
 import { median, perSecond } from "./stats.ts"
 
+/** The figures of the phases that ran (every one in a full run). */
 export interface SpeedFigures {
-  readonly ingestPerSec: number
-  readonly rawPublishPerSec: number
-  readonly replayPerSec: number
-  readonly rawConsumePerSec: number
-  readonly contextBuildP50Ms: number
-  readonly contextBuildP99Ms: number
-  readonly peakRssMb: number
+  readonly ingestPerSec?: number
+  readonly rawPublishPerSec?: number
+  readonly replayPerSec?: number
+  readonly rawConsumePerSec?: number
+  readonly contextBuildP50Ms?: number
+  readonly contextBuildP99Ms?: number
+  readonly peakRssMb?: number
+  readonly retrievalP50Ms?: number
   readonly retrievalP99Ms?: number
+  /** Memory of the lexical and dense indexes at the retrieval phase's record count (100k in a full run). */
+  readonly retrievalMB?: number
+  readonly recordP50Ms?: number
+  readonly recordP99Ms?: number
+  readonly queryP50MsUnderLoad?: number
+  readonly queryP99MsUnderLoad?: number
 }
 
 export interface SpeedSizes {
@@ -49,6 +58,7 @@ export interface SpeedSizes {
   readonly contextWarmup: number
   /** Builds timed per round. */
   readonly contextIterations: number
+  readonly load: LoadSizes
 }
 
 export const FULL_SIZES: SpeedSizes = {
@@ -59,6 +69,7 @@ export const FULL_SIZES: SpeedSizes = {
   replayEvents: 100_000,
   contextWarmup: 1_000,
   contextIterations: 5_000,
+  load: { agents: 100, entriesPerAgent: 20 },
 }
 
 export const QUICK_SIZES: SpeedSizes = {
@@ -69,10 +80,21 @@ export const QUICK_SIZES: SpeedSizes = {
   replayEvents: 2_000,
   contextWarmup: 50,
   contextIterations: 300,
+  load: { agents: 100, entriesPerAgent: 2 },
 }
+
+/** The parts of the benchmark; a run of only some of them is for iterating, not for the committed figures. */
+export type SpeedPhase = "context" | "server" | "retrieval" | "load"
+export const SPEED_PHASES: ReadonlyArray<SpeedPhase> = ["context", "server", "retrieval", "load"]
 
 export interface SpeedOptions {
   readonly quick?: boolean
+  /** The phases to run (default all). */
+  readonly phases?: ReadonlyArray<SpeedPhase>
+  /** Long-term records for the retrieval phase (default 100k, 2k when quick). */
+  readonly records?: number
+  /** Where the memory services of the retrieval phase write a CPU profile. */
+  readonly profileDir?: string
   readonly services?: ServicesMode
   /** Overrides the number of interleaved rounds. */
   readonly rounds?: number
@@ -88,23 +110,24 @@ export interface SpeedDetails {
   readonly loadAtEnd: ReadonlyArray<number>
   readonly sizes: SpeedSizes
   readonly services: ServicesMode
-  readonly ingest: {
+  readonly ingest?: {
     readonly systemMs: number[]
     readonly rawMs: number[]
     readonly payloadBytes: number
     readonly systemCpuUs: CpuPerOperation
     readonly rawCpuUs: CpuPerOperation
   }
-  readonly replay: {
+  readonly replay?: {
     readonly systemMs: number[]
     readonly rawMs: number[]
     readonly events: number
     readonly systemCpuUs: CpuPerOperation
     readonly rawCpuUs: CpuPerOperation
   }
-  readonly workingProcess: ServiceProcessFigures[]
-  readonly contextBuild: ContextBuildFigures
-  readonly retrieval: RetrievalFigures | "not yet built"
+  readonly workingProcess?: ServiceProcessFigures[]
+  readonly contextBuild?: ContextBuildFigures
+  readonly retrieval?: RetrievalFigures
+  readonly load?: LoadFigures
 }
 
 export interface SpeedReport {
@@ -268,38 +291,66 @@ export const runSpeedBench = async (options: SpeedOptions = {}): Promise<SpeedRe
   const base = options.quick ? QUICK_SIZES : FULL_SIZES
   const sizes: SpeedSizes = { ...base, rounds: options.rounds ?? base.rounds }
   const mode = options.services ?? "processes"
+  const phases = new Set(options.phases ?? SPEED_PHASES)
   const machine = describeMachine()
   log(`machine: ${machine}`)
 
   // The context build is pure CPU. Its rounds are spread over the run (one
   // now, the others between replay rounds) so that a burst of load from other
   // processes does not decide the figure.
-  const contextBench = contextBuildBench({ warmup: sizes.contextWarmup, iterations: sizes.contextIterations })
+  const contextBench = phases.has("context")
+    ? contextBuildBench({ warmup: sizes.contextWarmup, iterations: sizes.contextIterations })
+    : undefined
   const contextRound = () => {
+    if (contextBench === undefined) return
     const r = contextBench.round()
     log(
       `  context build: ${sizes.contextIterations} builds, p50 ${r.p50Ms.toFixed(3)} ms, p99 ${r.p99Ms.toFixed(3)} ms`,
     )
   }
-  log(`context build of a full 12k-token supervisor view, ${sizes.rounds} round(s):`)
+  if (contextBench !== undefined) log(`context build of a full 12k-token supervisor view, ${sizes.rounds} round(s):`)
   contextRound()
 
-  const { replay, ingest } = await serverPhases(sizes, mode, log, contextRound)
+  const server = phases.has("server") ? await serverPhases(sizes, mode, log, contextRound) : undefined
+  const retrieval = phases.has("retrieval")
+    ? await measureRetrieval({
+        quick: options.quick ?? false,
+        log,
+        ...(options.records !== undefined ? { records: options.records } : {}),
+        ...(options.profileDir !== undefined ? { profileDir: options.profileDir } : {}),
+      })
+    : undefined
+  const load = phases.has("load") ? await measureLoad(sizes.load, log) : undefined
 
-  let retrieval: SpeedDetails["retrieval"] = "not yet built"
-  if (measureRetrieval === undefined) log("retrieval: not yet built")
-  else retrieval = await measureRetrieval({ quick: options.quick ?? false, log })
-
-  const contextBuild = contextBench.figures()
+  const contextBuild = contextBench?.figures()
   const figures: SpeedFigures = {
-    ingestPerSec: Math.round(perSecond(sizes.ingestEntries, median(ingest.systemMs))),
-    rawPublishPerSec: Math.round(perSecond(sizes.ingestEntries, median(ingest.rawMs))),
-    replayPerSec: Math.round(perSecond(replay.events, median(replay.systemMs))),
-    rawConsumePerSec: Math.round(perSecond(replay.events, median(replay.rawMs))),
-    contextBuildP50Ms: round(contextBuild.p50Ms, 4),
-    contextBuildP99Ms: round(contextBuild.p99Ms, 4),
-    peakRssMb: round(median(replay.workingProcess.map((w) => w.peakRssMb)), 1),
-    ...(typeof retrieval === "object" ? { retrievalP99Ms: round(retrieval.p99Ms, 3) } : {}),
+    ...(server
+      ? {
+          ingestPerSec: Math.round(perSecond(sizes.ingestEntries, median(server.ingest.systemMs))),
+          rawPublishPerSec: Math.round(perSecond(sizes.ingestEntries, median(server.ingest.rawMs))),
+          replayPerSec: Math.round(perSecond(server.replay.events, median(server.replay.systemMs))),
+          rawConsumePerSec: Math.round(perSecond(server.replay.events, median(server.replay.rawMs))),
+          peakRssMb: round(median(server.replay.workingProcess.map((w) => w.peakRssMb)), 1),
+        }
+      : {}),
+    ...(contextBuild
+      ? { contextBuildP50Ms: round(contextBuild.p50Ms, 4), contextBuildP99Ms: round(contextBuild.p99Ms, 4) }
+      : {}),
+    ...(retrieval
+      ? {
+          retrievalP50Ms: round(retrieval.p50Ms, 3),
+          retrievalP99Ms: round(retrieval.p99Ms, 3),
+          retrievalMB: round(retrieval.memory.retrievalMb, 1),
+        }
+      : {}),
+    ...(load
+      ? {
+          recordP50Ms: round(load.recordP50Ms, 3),
+          recordP99Ms: round(load.recordP99Ms, 3),
+          queryP50MsUnderLoad: round(load.queryP50Ms, 3),
+          queryP99MsUnderLoad: round(load.queryP99Ms, 3),
+        }
+      : {}),
   }
   return {
     figures,
@@ -308,23 +359,28 @@ export const runSpeedBench = async (options: SpeedOptions = {}): Promise<SpeedRe
       loadAtEnd: loadavg(),
       sizes,
       services: mode,
-      ingest: {
-        systemMs: ingest.systemMs,
-        rawMs: ingest.rawMs,
-        payloadBytes: ingest.payloadBytes,
-        systemCpuUs: medianCpu(ingest.systemCpu),
-        rawCpuUs: medianCpu(ingest.rawCpu),
-      },
-      replay: {
-        systemMs: replay.systemMs,
-        rawMs: replay.rawMs,
-        events: replay.events,
-        systemCpuUs: medianCpu(replay.systemCpu),
-        rawCpuUs: medianCpu(replay.rawCpu),
-      },
-      workingProcess: replay.workingProcess,
-      contextBuild,
-      retrieval,
+      ...(server
+        ? {
+            ingest: {
+              systemMs: server.ingest.systemMs,
+              rawMs: server.ingest.rawMs,
+              payloadBytes: server.ingest.payloadBytes,
+              systemCpuUs: medianCpu(server.ingest.systemCpu),
+              rawCpuUs: medianCpu(server.ingest.rawCpu),
+            },
+            replay: {
+              systemMs: server.replay.systemMs,
+              rawMs: server.replay.rawMs,
+              events: server.replay.events,
+              systemCpuUs: medianCpu(server.replay.systemCpu),
+              rawCpuUs: medianCpu(server.replay.rawCpu),
+            },
+            workingProcess: server.replay.workingProcess,
+          }
+        : {}),
+      ...(contextBuild ? { contextBuild } : {}),
+      ...(retrieval ? { retrieval } : {}),
+      ...(load ? { load } : {}),
     },
   }
 }

@@ -1,30 +1,218 @@
 /**
  * One lexical index per agent over every entry it ever recorded, working or
- * long-term (BM25+ with MiniSearch, over the raw text's terms). One index
- * for both tiers keeps their lexical scores on one scale. It is an in-memory
- * projection, rebuilt from the log at start.
+ * long-term (BM25+ over the raw text's terms). One index for both tiers keeps
+ * their lexical scores on one scale. It is an in-memory projection, rebuilt
+ * from the log at start.
+ *
+ * Scoring is MiniSearch's BM25+ (k 1.2, b 0.7, δ 0.5; a document's length is
+ * its number of distinct terms; the sum over query terms is multiplied by how
+ * many distinct query terms the document holds), which ranking was tuned on.
+ * A search returns the top k without scoring every match: document-at-a-time
+ * MaxScore over posting lists in insertion order. Each term has an upper bound
+ * on what it can add to a score; once k documents are held, the terms whose
+ * bounds together cannot lift a document past the k-th score are no longer
+ * walked, only probed for the documents the other terms bring.
  */
-import MiniSearch from "minisearch"
 
 export interface LexicalHit {
   readonly entryId: string
   readonly score: number
 }
 
-const newIndex = () =>
-  new MiniSearch<{ id: string; terms: string }>({
-    fields: ["terms"],
-    idField: "id",
-    // Terms arrive already normalised (domain/terms.ts).
-    tokenize: (text) => text.split(" ").filter((t) => t.length > 0),
-    processTerm: (term) => term,
-  })
+const K1 = 1.2
+const B = 0.7
+const DELTA = 0.5
+/** Bounds are compared with room for floating-point rounding, so pruning never drops a document that ties or wins. */
+const BOUND_SLACK = 1 + 1e-9
+
+/** The documents holding one term, by slot ascending, with the term's count in each. */
+class Postings {
+  slots = new Int32Array(4)
+  counts = new Int32Array(4)
+  length = 0
+  /** Upper bounds over the postings (not lowered by removals: they stay bounds). */
+  maxCount = 0
+  minLength = Number.POSITIVE_INFINITY
+
+  push(slot: number, count: number, documentLength: number): void {
+    if (this.length === this.slots.length) {
+      const slots = new Int32Array(this.length * 2)
+      slots.set(this.slots)
+      this.slots = slots
+      const counts = new Int32Array(this.length * 2)
+      counts.set(this.counts)
+      this.counts = counts
+    }
+    this.slots[this.length] = slot
+    this.counts[this.length] = count
+    this.length++
+    if (count > this.maxCount) this.maxCount = count
+    if (documentLength < this.minLength) this.minLength = documentLength
+  }
+}
 
 /** One agent's index, with each entry's terms and each term's document frequency (for query expansion). */
-interface AgentIndex {
-  readonly search: ReturnType<typeof newIndex>
-  readonly termsOf: Map<string, ReadonlyArray<string>>
-  readonly documentFrequency: Map<string, number>
+class AgentIndex {
+  readonly postings = new Map<string, Postings>()
+  readonly termsOf = new Map<string, ReadonlyArray<string>>()
+  readonly documentFrequency = new Map<string, number>()
+  readonly slotOf = new Map<string, number>()
+  /** Entry id by slot; undefined once removed (its postings are skipped until the next compaction). */
+  ids: Array<string | undefined> = []
+  lengths = new Int32Array(1024)
+  totalLength = 0
+
+  add(entryId: string, terms: ReadonlyArray<string>): void {
+    const slot = this.ids.length
+    const counts = new Map<string, number>()
+    for (const t of terms) counts.set(t, (counts.get(t) ?? 0) + 1)
+    this.ids.push(entryId)
+    if (slot === this.lengths.length) {
+      const grown = new Int32Array(slot * 2)
+      grown.set(this.lengths)
+      this.lengths = grown
+    }
+    this.lengths[slot] = counts.size
+    this.totalLength += counts.size
+    this.slotOf.set(entryId, slot)
+    this.termsOf.set(entryId, terms)
+    for (const [t, count] of counts) {
+      let list = this.postings.get(t)
+      if (list === undefined) {
+        list = new Postings()
+        this.postings.set(t, list)
+      }
+      list.push(slot, count, counts.size)
+      this.documentFrequency.set(t, (this.documentFrequency.get(t) ?? 0) + 1)
+    }
+  }
+
+  remove(entryId: string): void {
+    const slot = this.slotOf.get(entryId)
+    if (slot === undefined) return
+    for (const t of new Set(this.termsOf.get(entryId) ?? [])) {
+      const df = (this.documentFrequency.get(t) ?? 1) - 1
+      if (df > 0) this.documentFrequency.set(t, df)
+      else {
+        this.documentFrequency.delete(t)
+        this.postings.delete(t)
+      }
+    }
+    this.ids[slot] = undefined
+    this.totalLength -= this.lengths[slot]!
+    this.slotOf.delete(entryId)
+    this.termsOf.delete(entryId)
+    const dead = this.ids.length - this.slotOf.size
+    if (dead > 1024 && dead > this.slotOf.size) this.compact()
+  }
+
+  /** Renumbers the live entries in their order, dropping the postings of removed ones. */
+  compact(): void {
+    const live = this.ids.flatMap((id) => (id === undefined ? [] : [[id, this.termsOf.get(id)!] as const]))
+    this.postings.clear()
+    this.termsOf.clear()
+    this.documentFrequency.clear()
+    this.slotOf.clear()
+    this.ids = []
+    this.totalLength = 0
+    for (const [id, terms] of live) this.add(id, terms)
+  }
+}
+
+/** A bounded min-heap of (score, slot): the worst held hit is on top; a later slot loses a tie. */
+class TopK {
+  readonly scores: Float64Array
+  readonly slots: Int32Array
+  size = 0
+  readonly k: number
+  constructor(k: number) {
+    this.k = k
+    this.scores = new Float64Array(k)
+    this.slots = new Int32Array(k)
+  }
+  /** Whether (a, as) ranks below (b, bs). */
+  static #worse(a: number, as: number, b: number, bs: number): boolean {
+    return a < b || (a === b && as > bs)
+  }
+  get full(): boolean {
+    return this.size === this.k
+  }
+  get threshold(): number {
+    return this.full ? this.scores[0]! : 0
+  }
+  offer(score: number, slot: number): void {
+    const { scores, slots } = this
+    if (this.size < this.k) {
+      let i = this.size++
+      while (i > 0) {
+        const parent = (i - 1) >> 1
+        if (!TopK.#worse(score, slot, scores[parent]!, slots[parent]!)) break
+        scores[i] = scores[parent]!
+        slots[i] = slots[parent]!
+        i = parent
+      }
+      scores[i] = score
+      slots[i] = slot
+      return
+    }
+    if (!TopK.#worse(scores[0]!, slots[0]!, score, slot)) return
+    let i = 0
+    const n = this.size
+    for (;;) {
+      const l = 2 * i + 1
+      if (l >= n) break
+      const r = l + 1
+      const c = r < n && TopK.#worse(scores[r]!, slots[r]!, scores[l]!, slots[l]!) ? r : l
+      if (!TopK.#worse(scores[c]!, slots[c]!, score, slot)) break
+      scores[i] = scores[c]!
+      slots[i] = slots[c]!
+      i = c
+    }
+    scores[i] = score
+    slots[i] = slot
+  }
+  /** Held hits, best first. */
+  sorted(): Array<{ score: number; slot: number }> {
+    const out: Array<{ score: number; slot: number }> = []
+    for (let i = 0; i < this.size; i++) out.push({ score: this.scores[i]!, slot: this.slots[i]! })
+    return out.sort((a, b) => b.score - a.score || a.slot - b.slot)
+  }
+}
+
+/** The first index at or after `from` whose slot is ≥ `slot` (galloping, then binary search). */
+const seek = (list: Postings, from: number, slot: number): number => {
+  const slots = list.slots
+  const n = list.length
+  if (from >= n || slots[from]! >= slot) return from
+  let step = 1
+  let lo = from
+  let hi = from + 1
+  while (hi < n && slots[hi]! < slot) {
+    lo = hi
+    step *= 2
+    hi = from + step
+  }
+  if (hi > n) hi = n
+  // slots[lo] < slot; slots[hi] ≥ slot or hi = n
+  while (lo + 1 < hi) {
+    const mid = (lo + hi) >> 1
+    if (slots[mid]! < slot) lo = mid
+    else hi = mid
+  }
+  return hi
+}
+
+/** One query term's posting list, weight and bound, and where the walk is in it. */
+interface Cursor {
+  readonly list: Postings
+  readonly idf: number
+  readonly boost: number
+  /** What one occurrence of the term in the query can add to a document's sum, at most. */
+  readonly single: number
+  occurrences: number
+  /** The same for all its occurrences. */
+  bound: number
+  position: number
 }
 
 export class LexicalIndex {
@@ -33,25 +221,15 @@ export class LexicalIndex {
   add(agentId: string, entryId: string, terms: ReadonlyArray<string>): void {
     let index = this.#indexes.get(agentId)
     if (index === undefined) {
-      index = { search: newIndex(), termsOf: new Map(), documentFrequency: new Map() }
+      index = new AgentIndex()
       this.#indexes.set(agentId, index)
     }
-    this.remove(agentId, entryId)
-    index.search.add({ id: entryId, terms: terms.join(" ") })
-    index.termsOf.set(entryId, terms)
-    for (const t of new Set(terms)) index.documentFrequency.set(t, (index.documentFrequency.get(t) ?? 0) + 1)
+    index.remove(entryId)
+    index.add(entryId, terms)
   }
 
   remove(agentId: string, entryId: string): void {
-    const index = this.#indexes.get(agentId)
-    if (!index?.search.has(entryId)) return
-    index.search.discard(entryId)
-    for (const t of new Set(index.termsOf.get(entryId) ?? [])) {
-      const df = (index.documentFrequency.get(t) ?? 1) - 1
-      if (df > 0) index.documentFrequency.set(t, df)
-      else index.documentFrequency.delete(t)
-    }
-    index.termsOf.delete(entryId)
+    this.#indexes.get(agentId)?.remove(entryId)
   }
 
   dropAgent(agentId: string): void {
@@ -72,7 +250,11 @@ export class LexicalIndex {
     return this.#indexes.get(agentId)?.termsOf.size ?? 0
   }
 
-  /** BM25+ over `terms`; a term in `boosts` counts that much (default 1). */
+  /**
+   * The `limit` best entries by BM25+ over `terms` (best first, ties by
+   * insertion order); a term in `boosts` counts that much (default 1), a term
+   * given twice counts twice.
+   */
   search(
     agentId: string,
     terms: ReadonlyArray<string>,
@@ -80,13 +262,111 @@ export class LexicalIndex {
     accept?: (entryId: string) => boolean,
     boosts?: ReadonlyMap<string, number>,
   ): LexicalHit[] {
-    const index = this.#indexes.get(agentId)?.search
-    if (index === undefined || terms.length === 0) return []
-    const results = index.search(terms.join(" "), {
-      combineWith: "OR",
-      ...(boosts ? { boostTerm: (term: string) => boosts.get(term) ?? 1 } : {}),
-      ...(accept ? { filter: (r: { id: unknown }) => accept(String(r.id)) } : {}),
-    })
-    return results.slice(0, limit).map((r) => ({ entryId: String(r.id), score: r.score }))
+    const index = this.#indexes.get(agentId)
+    const documents = index?.slotOf.size ?? 0
+    if (index === undefined || terms.length === 0 || limit <= 0 || documents === 0) return []
+    const averageLength = index.totalLength / documents
+
+    // One cursor per distinct term; the sum runs over the query's terms in order, as exhaustive scoring does.
+    const cursorOf = new Map<string, number>()
+    const cursors: Cursor[] = []
+    const order: number[] = []
+    let prunable = true
+    for (const t of terms) {
+      let c = cursorOf.get(t)
+      if (c === undefined) {
+        const list = index.postings.get(t)
+        if (list === undefined) continue
+        const df = index.documentFrequency.get(t)!
+        const idf = Math.log(1 + (documents - df + 0.5) / (df + 0.5))
+        const boost = boosts?.get(t) ?? 1
+        if (!(boost >= 0)) prunable = false
+        const best =
+          DELTA + (list.maxCount * (K1 + 1)) / (list.maxCount + K1 * (1 - B + (B * list.minLength) / averageLength))
+        c = cursors.length
+        cursorOf.set(t, c)
+        cursors.push({ list, idf, boost, single: boost * idf * best, occurrences: 0, bound: 0, position: 0 })
+      }
+      cursors[c]!.occurrences++
+      cursors[c]!.bound += cursors[c]!.single
+      order.push(c)
+    }
+    if (cursors.length === 0) return []
+
+    // Terms by bound ascending; `essential` is where the walked terms start.
+    const byBound = cursors.map((_, i) => i).sort((a, b) => cursors[a]!.bound - cursors[b]!.bound)
+    const prefixBound = new Float64Array(byBound.length + 1)
+    for (let i = 0; i < byBound.length; i++) prefixBound[i + 1] = prefixBound[i]! + cursors[byBound[i]!]!.bound
+    let essential = 0
+    const top = new TopK(limit)
+    const contribution = new Float64Array(cursors.length)
+    const held = new Uint8Array(cursors.length)
+    const ids = index.ids
+    const lengths = index.lengths
+
+    const termScore = (c: Cursor, count: number, slot: number) =>
+      c.boost * (c.idf * (DELTA + (count * (K1 + 1)) / (count + K1 * (1 - B + (B * lengths[slot]!) / averageLength))))
+
+    for (;;) {
+      // The next document any walked term holds.
+      let slot = Number.MAX_SAFE_INTEGER
+      for (let e = essential; e < byBound.length; e++) {
+        const c = cursors[byBound[e]!]!
+        if (c.position < c.list.length) {
+          const s = c.list.slots[c.position]!
+          if (s < slot) slot = s
+        }
+      }
+      if (slot === Number.MAX_SAFE_INTEGER) break
+      held.fill(0)
+      let matched = 0
+      let partial = 0
+      for (let e = essential; e < byBound.length; e++) {
+        const i = byBound[e]!
+        const c = cursors[i]!
+        if (c.position < c.list.length && c.list.slots[c.position] === slot) {
+          if (ids[slot] !== undefined) {
+            contribution[i] = termScore(c, c.list.counts[c.position]!, slot)
+            held[i] = 1
+            matched++
+            partial += contribution[i]! * c.occurrences
+          }
+          c.position++
+        }
+      }
+      if (ids[slot] === undefined || matched === 0) continue
+      // Probe the other terms, the strongest first, while the document can still make the top k.
+      let pruned = false
+      for (let e = essential - 1; e >= 0; e--) {
+        const threshold = top.threshold
+        if (prunable && top.full && (matched + e + 1) * (partial + prefixBound[e + 1]!) * BOUND_SLACK <= threshold) {
+          pruned = true
+          break
+        }
+        const i = byBound[e]!
+        const c = cursors[i]!
+        c.position = seek(c.list, c.position, slot)
+        if (c.position < c.list.length && c.list.slots[c.position] === slot) {
+          contribution[i] = termScore(c, c.list.counts[c.position]!, slot)
+          held[i] = 1
+          matched++
+          partial += contribution[i]! * c.occurrences
+        }
+      }
+      if (pruned) continue
+      let sum = 0
+      for (const i of order) if (held[i] === 1) sum += contribution[i]!
+      const score = sum * matched
+      if (top.full && score < top.threshold) continue
+      if (accept !== undefined && !accept(ids[slot]!)) continue
+      top.offer(score, slot)
+      // A higher k-th score may let more of the weakest terms go unwalked.
+      if (prunable && top.full) {
+        const threshold = top.threshold
+        while (essential < byBound.length && (essential + 1) * prefixBound[essential + 1]! * BOUND_SLACK <= threshold)
+          essential++
+      }
+    }
+    return top.sorted().map((h) => ({ entryId: ids[h.slot]!, score: h.score }))
   }
 }
