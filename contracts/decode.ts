@@ -15,6 +15,7 @@
  */
 import { Exit, Schema, SchemaIssue } from "effect"
 import { EVENT_TAGS, EVENT_VERSIONS, MemoryEvent, type MemoryEventTag } from "./events.ts"
+import { decodeCommonShape } from "./fast-decode.ts"
 import { type StoredJson, UPCASTERS } from "./upcasters.ts"
 
 /** A stored event of a schema version newer than this code understands. */
@@ -55,7 +56,7 @@ export const upcast = (
   const current = EVENT_VERSIONS[tag]
   let json = event
   const stored = json.v
-  if (typeof stored !== "number" || !Number.isInteger(stored) || stored < 1)
+  if (typeof stored !== "number" || !Number.isSafeInteger(stored) || stored < 1)
     return { ok: false, reason: `v: unsupported schema version ${JSON.stringify(stored)} of ${tag}` }
   let v: number = stored
   if (v > current) {
@@ -92,6 +93,8 @@ export const decodeEventJson = (json: unknown): Decoded => {
     return { ok: false, reason: `_tag: unknown event type ${JSON.stringify(tag)}` }
   const current = upcast(tag as MemoryEventTag, json as StoredJson)
   if (!current.ok) return current
+  const common = decodeCommonShape(current.json)
+  if (common !== undefined) return { ok: true, event: common }
   const exit = decodeMemoryEvent(current.json)
   if (Exit.isSuccess(exit)) return { ok: true, event: exit.value }
   const failure = exit.cause.reasons.find((r) => r._tag === "Fail")
