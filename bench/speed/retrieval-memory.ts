@@ -3,7 +3,7 @@
  * over its records' terms and the dense index over their vectors, built in
  * this process from the same records the memory services rebuild, measured
  * as the growth of the heap and of array buffers (after a full collection)
- * while they are kept alive.
+ * while they are kept alive, plus the dense matrix's WebAssembly memory.
  */
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
@@ -60,7 +60,8 @@ export const retrievalMemoryProbe = () => {
       }
       const afterDense = used()
       const lexicalMb = (afterLexical - start) / MB
-      const denseMb = (afterDense - afterLexical) / MB
+      // The matrix lives in WebAssembly memory, which the heap figures do not count.
+      const denseMb = (afterDense - afterLexical + (dense?.vectorBytes ?? 0)) / MB
       const figures = {
         records,
         lexicalMb,

@@ -40,6 +40,7 @@ class Timeline {
       }
       this.points.splice(lo, 0, point)
       this.#stale = true
+      this.#sittingStarts.length = 0
     }
     if (point.correlationId !== null) {
       const ids = this.byCorrelation.get(point.correlationId) ?? []
@@ -53,6 +54,7 @@ class Timeline {
     if (at === undefined) return
     const [point] = this.points.splice(at, 1)
     this.#stale = true
+    this.#sittingStarts.length = 0
     if (point?.correlationId != null) {
       const ids = this.byCorrelation.get(point.correlationId)?.filter((id) => id !== entryId) ?? []
       if (ids.length > 0) this.byCorrelation.set(point.correlationId, ids)
@@ -64,6 +66,21 @@ class Timeline {
     if (this.#stale) this.#reindex()
     return this.#positions.get(entryId)
   }
+
+  /**
+   * Where the sitting of the point at `at` starts. Kept per point and
+   * extended as points are appended (the common case), recomputed after an
+   * insertion or removal: a sitting can span the whole timeline, and walking
+   * back to its start at every lookup made retrieval linear in its length.
+   */
+  sittingStart(at: number): number {
+    const starts = this.#sittingStarts
+    const points = this.points
+    for (let i = starts.length; i < points.length; i++)
+      starts.push(i > 0 && points[i]!.timestamp - points[i - 1]!.timestamp <= SITTING_GAP_MS ? starts[i - 1]! : i)
+    return starts[at]!
+  }
+  readonly #sittingStarts: number[] = []
 
   #reindex(): void {
     this.#positions.clear()
@@ -104,9 +121,7 @@ export class EpisodeIndex {
     if (timeline === undefined || at === undefined) return null
     const points = timeline.points
     if (points[at]!.correlationId !== null) return `c:${points[at]!.correlationId}`
-    let i = at
-    while (i > 0 && points[i]!.timestamp - points[i - 1]!.timestamp <= SITTING_GAP_MS) i--
-    return `s:${points[i]!.entryId}`
+    return `s:${points[timeline.sittingStart(at)]!.entryId}`
   }
 
   /** The entries within `radius` steps of `entryId` in its sitting, and up to `radius` nearest of its correlation id. */
