@@ -25,7 +25,8 @@ describe("an entry's episode", () => {
         ops.forEach((op, n) => {
           if (op.kind === "add") {
             // Mostly later than everything so far; sometimes in the past (imported history).
-            const timestamp = n % 5 === 4 ? Math.max(0, clock - op.at) : (clock += op.at)
+            if (n % 5 !== 4) clock += op.at
+            const timestamp = n % 5 === 4 ? Math.max(0, clock - op.at) : clock
             index.add("a", `e${n}`, timestamp, op.correlated)
             live.push({ id: `e${n}`, timestamp, correlationId: op.correlated })
           } else if (live.length > 0) {
