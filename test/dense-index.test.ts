@@ -1,6 +1,7 @@
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { DenseIndex } from "../services/memory/longterm/dense-index.ts"
+import { dotKernel, wasmMemory } from "../services/memory/longterm/dot-kernel.ts"
 
 /** Brute force: every live vector scored, best first, ties by id. */
 const bruteForce = (vectors: ReadonlyMap<string, Float32Array>, q: Float32Array, limit: number) =>
@@ -55,5 +56,16 @@ describe("exact dense search", () => {
       ),
       { numRuns: 60 },
     )
+  })
+
+  it("scans with the SIMD kernel on this runtime, which computes each row's inner product", () => {
+    const memory = wasmMemory(1)
+    const scores = dotKernel(memory)
+    expect(scores).toBeDefined()
+    const f = new Float32Array(memory.buffer)
+    f.set([1, 2, 3, 4, 5, 6, 7, 8, 0.5, -1, 0, 2, 0, 0, 0, 0], 0) // two rows of stride 8
+    f.set([1, 1, 1, 1, 1, 1, 1, 1], 16) // the query
+    scores!(0, 64, 128, 2, 32)
+    expect([f[32], f[33]]).toEqual([36, 1.5])
   })
 })

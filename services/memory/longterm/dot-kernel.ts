@@ -10,192 +10,43 @@
  * with `strideBytes` a multiple of 16 (rows padded with zeros).
  */
 
-// prettier-ignore
-const MODULE = new Uint8Array([
-  0x00,
-  0x61,
-  0x73,
-  0x6d,
-  0x01,
-  0x00,
-  0x00,
-  0x00,
-  // type: (i32 i32 i32 i32 i32) -> ()
-  0x01,
-  0x09,
-  0x01,
-  0x60,
-  0x05,
-  0x7f,
-  0x7f,
-  0x7f,
-  0x7f,
-  0x7f,
-  0x00,
-  // import env.memory, at least one page
-  0x02,
-  0x0f,
-  0x01,
-  0x03,
-  0x65,
-  0x6e,
-  0x76,
-  0x06,
-  0x6d,
-  0x65,
-  0x6d,
-  0x6f,
-  0x72,
-  0x79,
-  0x02,
-  0x00,
-  0x01,
-  // one function of type 0
-  0x03,
-  0x02,
-  0x01,
-  0x00,
-  // export "scores"
-  0x07,
-  0x0a,
-  0x01,
-  0x06,
-  0x73,
-  0x63,
-  0x6f,
-  0x72,
-  0x65,
-  0x73,
-  0x00,
-  0x00,
-  // code
-  0x0a,
-  0x00,
-  0x00 /* section size, patched */,
-  0x01,
-  0x00,
-  0x00 /* body size, patched */,
-  0x02,
-  0x01,
-  0x7f,
-  0x01,
-  0x7b, // locals: j i32 (5), acc v128 (6)
-  0x02,
-  0x40, // block $done
-  0x20,
-  0x03,
-  0x45,
-  0x0d,
-  0x00, // rows == 0 → done
-  0x03,
-  0x40, // loop $rows
-  0xfd,
-  0x0c,
-  ...new Array(16).fill(0),
-  0x21,
-  0x06, // acc = 0
-  0x41,
-  0x00,
-  0x21,
-  0x05, // j = 0
-  0x03,
-  0x40, // loop $cols
-  0x20,
-  0x06,
-  0x20,
-  0x00,
-  0x20,
-  0x05,
-  0x6a,
-  0xfd,
-  0x00,
-  0x00,
-  0x00, // v128.load matrix + j
-  0x20,
-  0x01,
-  0x20,
-  0x05,
-  0x6a,
-  0xfd,
-  0x00,
-  0x00,
-  0x00, // v128.load query + j
-  0xfd,
-  0xe6,
-  0x01, // f32x4.mul
-  0xfd,
-  0xe4,
-  0x01, // f32x4.add
-  0x21,
-  0x06,
-  0x20,
-  0x05,
-  0x41,
-  0x10,
-  0x6a,
-  0x22,
-  0x05, // j += 16
-  0x20,
-  0x04,
-  0x49,
-  0x0d,
-  0x00, // j < stride → cols
-  0x0b, // end $cols
-  0x20,
-  0x02, // out
-  0x20,
-  0x06,
-  0xfd,
-  0x1f,
-  0x00,
-  0x20,
-  0x06,
-  0xfd,
-  0x1f,
-  0x01,
-  0x92,
-  0x20,
-  0x06,
-  0xfd,
-  0x1f,
-  0x02,
-  0x92,
-  0x20,
-  0x06,
-  0xfd,
-  0x1f,
-  0x03,
-  0x92,
-  0x38,
-  0x02,
-  0x00, // f32.store
-  0x20,
-  0x00,
-  0x20,
-  0x04,
-  0x6a,
-  0x21,
-  0x00, // matrix += stride
-  0x20,
-  0x02,
-  0x41,
-  0x04,
-  0x6a,
-  0x21,
-  0x02, // out += 4
-  0x20,
-  0x03,
-  0x41,
-  0x01,
-  0x6b,
-  0x22,
-  0x03,
-  0x0d,
-  0x00, // --rows → rows
-  0x0b, // end $rows
-  0x0b, // end $done
-  0x0b, // end function
-])
+// Bytes in hex, one instruction or section field per line, `#` to the end of a line a comment.
+const SOURCE = `
+  00 61 73 6d 01 00 00 00                # magic, version 1
+  01 09 01 60 05 7f 7f 7f 7f 7f 00       # type 0: (i32 i32 i32 i32 i32) -> ()
+  02 0f 01 03 65 6e 76 06 6d 65 6d 6f 72 79 02 00 01   # import env.memory, at least one page
+  03 02 01 00                            # one function, of type 0
+  07 0a 01 06 73 63 6f 72 65 73 00 00    # export it as "scores"
+  0a 00 00 01 00 00                      # code section, one body (sizes patched below)
+  02 01 7f 01 7b                         # locals: j i32 (5), acc v128 (6)
+  02 40                                  # block $done
+  20 03 45 0d 00                         #   rows == 0 → done
+  03 40                                  #   loop $rows
+  fd 0c 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 21 06   # acc = 0
+  41 00 21 05                            #     j = 0
+  03 40                                  #     loop $cols
+  20 06                                  #       acc
+  20 00 20 05 6a fd 00 00 00             #       v128.load matrix + j
+  20 01 20 05 6a fd 00 00 00             #       v128.load query + j
+  fd e6 01                               #       f32x4.mul
+  fd e4 01 21 06                         #       acc = acc + product
+  20 05 41 10 6a 22 05                   #       j += 16
+  20 04 49 0d 00                         #       j < stride → cols
+  0b                                     #     end $cols
+  20 02                                  #     out
+  20 06 fd 1f 00                         #     lane 0
+  20 06 fd 1f 01 92                      #     + lane 1
+  20 06 fd 1f 02 92                      #     + lane 2
+  20 06 fd 1f 03 92                      #     + lane 3
+  38 02 00                               #     f32.store
+  20 00 20 04 6a 21 00                   #     matrix += stride
+  20 02 41 04 6a 21 02                   #     out += 4
+  20 03 41 01 6b 22 03 0d 00             #     --rows → rows
+  0b                                     #   end $rows
+  0b                                     # end $done
+  0b                                     # end function
+`
+const MODULE = Uint8Array.from(SOURCE.replace(/#.*$/gm, "").trim().split(/\s+/), (hex) => Number.parseInt(hex, 16))
 {
   // After the header and the type, import, function and export sections.
   const codeStart = 8 + 11 + 17 + 4 + 12
