@@ -61,15 +61,20 @@ export const bm25Scaled = (
     totalLength += d.terms.length
     for (const t of qTerms) if (d.frequencies.has(t)) df.set(t, (df.get(t) ?? 0) + 1)
   }
-  const idf = new Map<string, number>()
-  for (const [t, d] of df) idf.set(t, Math.log(1 + (n - d + 0.5) / (d + 0.5)))
+  // Weights in parallel arrays, in the order the terms were first found: no entry pairs made per document.
+  const idfTerms: string[] = []
+  const idfWeights: number[] = []
+  for (const [t, d] of df) {
+    idfTerms.push(t)
+    idfWeights.push(Math.log(1 + (n - d + 0.5) / (d + 0.5)))
+  }
   const avg = totalLength / n || 1
   let max = 0
   const scores = docs.map((d) => {
     let s = 0
-    for (const [t, w] of idf) {
-      const f = d.frequencies.get(t)
-      if (f) s += (w * f * (k1 + 1)) / (f + k1 * (1 - b + (b * d.terms.length) / avg))
+    for (let i = 0; i < idfTerms.length; i++) {
+      const f = d.frequencies.get(idfTerms[i]!)
+      if (f) s += (idfWeights[i]! * f * (k1 + 1)) / (f + k1 * (1 - b + (b * d.terms.length) / avg))
     }
     if (s > max) max = s
     return s
