@@ -18,6 +18,9 @@ import { Dashboard, DashboardSettings, dashboardService } from "../services/dash
 import type { AgentPage } from "../services/dashboard/read-model.ts"
 import { settingsFor, startTestSystem, type TestSystem } from "./support/system.ts"
 
+/** A first start on a machine builds the page and derives the embedder's cache, on a loaded machine slowly. */
+const SLOW_START = 180_000
+
 let system: TestSystem
 let browser: Browser
 let url: string
@@ -36,7 +39,7 @@ beforeAll(async () => {
   system = await startTestSystem()
   url = (await startDashboard()).url
   browser = await launchChromium()
-})
+}, SLOW_START)
 afterAll(async () => {
   await browser?.close()
   for (const r of runtimes) await r.dispose()

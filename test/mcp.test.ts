@@ -24,7 +24,8 @@ const clients: Client[] = []
 beforeAll(async () => {
   system = await startTestSystem()
   await system.client.agent("assistant").register({ role: "main" })
-})
+  // A first start on a machine also derives the offline embedder's cache, on a loaded machine slowly.
+}, 180_000)
 afterAll(async () => {
   for (const c of clients) await c.close().catch(() => undefined)
   await system?.stop()

@@ -207,7 +207,8 @@ const AgentDetail = (props: {
   const { agent, context } = page
   const last = page.instants.length - 1
   const position = props.instant ?? last
-  const asOf = props.instant === null ? "live" : iso(page.instants[props.instant]!.at)
+  const cutAt = props.instant === null ? null : page.instants[props.instant]!.at
+  const asOf = cutAt === null ? "live" : iso(cutAt)
   return (
     <div class="detail">
       <section class="summary">
@@ -285,7 +286,12 @@ const AgentDetail = (props: {
           <h3>Timeline</h3>
           <ol data-testid="timeline">
             {[...props.timeline].reverse().map((item) => (
-              <li key={item.seq} data-testid="timeline-item" data-type={item.type}>
+              <li
+                key={item.seq}
+                data-testid="timeline-item"
+                data-type={item.type}
+                class={cutAt !== null && item.at > cutAt ? "after-cut" : ""}
+              >
                 <span class="muted">
                   #{item.seq} {iso(item.at).slice(11)}
                 </span>{" "}
