@@ -11,10 +11,12 @@
  */
 import { parseArgs } from "node:util"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
+import { Config, Effect, Option } from "effect"
 import type { RequestOf } from "../contracts/api.ts"
 import { serveMcpOverHttp } from "../mcp/http.ts"
 import { createMcpServer } from "../mcp/server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
+import { natsSettingsFromConfig } from "../services/platform/nats/settings.ts"
 
 const { values: flags } = parseArgs({
   options: {
@@ -35,11 +37,15 @@ const main = async () => {
   const agentId = flags.agent ?? process.env.WM_AGENT
   if (agentId === undefined && flags.http === undefined)
     fail("name the agent: npm run mcp -- --agent <id> (or set WM_AGENT)")
+  // The same configuration as every entry point reads, with Effect Config.
+  const nats = await Effect.runPromise(natsSettingsFromConfig("wm-mcp"))
+  const inboxPrefix = Option.getOrUndefined(await Effect.runPromise(Config.option(Config.String("NATS_INBOX_PREFIX"))))
   const client = await WorkingMemoryClient.connect({
+    servers: nats.servers,
     name: `wm-mcp${agentId ? `-${agentId}` : ""}`,
-    ...(process.env.NATS_USER ? { user: process.env.NATS_USER } : {}),
-    ...(process.env.NATS_PASS ? { pass: process.env.NATS_PASS } : {}),
-    ...(process.env.NATS_INBOX_PREFIX ? { inboxPrefix: process.env.NATS_INBOX_PREFIX } : {}),
+    ...(nats.user !== undefined ? { user: nats.user } : {}),
+    ...(nats.pass !== undefined ? { pass: nats.pass } : {}),
+    ...(inboxPrefix !== undefined ? { inboxPrefix } : {}),
   })
   if (flags.role !== undefined) {
     if (agentId === undefined) fail("--role registers the --agent; name it")

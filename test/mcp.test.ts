@@ -13,6 +13,8 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { apiJsonSchema } from "../contracts/json-schema.ts"
+import { runDemo } from "../examples/demo.ts"
+import { readOwnEvents } from "../sdk/own-events.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
 
 const REPO = fileURLToPath(new URL("..", import.meta.url))
@@ -115,6 +117,26 @@ describe("the MCP server over stdio", () => {
     expect(history.events.map((e) => e.event._tag)).toEqual(["EntryRecorded", "EntriesRead", "EntriesReferenced"])
   })
 
+  it("gives a faded entry's history with each fade decision's score parts, and names the embedding's model without its bytes", async () => {
+    await runDemo(system.client.agent("faded"), { log: () => undefined })
+    const events = await readOwnEvents(system.client, "faded")
+    const demoted = events.find((e) => e.event._tag === "EntryDemoted")!.event
+    if (demoted._tag !== "EntryDemoted") throw new Error("no demotion in the demo")
+    const client = await overStdio("--agent", "faded")
+    const history = value<{
+      events: Array<{ event: { _tag: string; score?: unknown; embedding?: Record<string, unknown> } }>
+    }>(await call(client, "history", { entryId: demoted.entryId }))
+    const decisions = history.events.filter((e) => e.event._tag === "RungChanged" || e.event._tag === "EntryDemoted")
+    expect(decisions.length).toBeGreaterThan(0)
+    const demotion = history.events.find((e) => e.event._tag === "EntryDemoted")!.event
+    expect(demotion.score).toEqual(demoted.score)
+    expect(demotion.embedding).toEqual({
+      model: demoted.embedding.model,
+      dims: demoted.embedding.dims,
+      producer: demoted.embedding.producer,
+    })
+  })
+
   it("returns the API's typed errors as tool errors naming the field and the reason", async () => {
     const client = await overStdio("--agent", "assistant")
     const blank = await call(client, "remember", { origin: "USER", content: "   " })
@@ -134,7 +156,7 @@ describe("the MCP server over stdio", () => {
     expect(missing.structuredContent).toMatchObject({ error: { _tag: "AgentNotFound", agentId: "nobody-registered" } })
   })
 
-  it("serves the agent's working view as a resource, and registers the agent when given a role", async () => {
+  it("serves the agent's working view as a resource and a prompt with its context, and registers the agent when given a role", async () => {
     const client = await overStdio("--agent", "newcomer", "--role", "custom", "--budget", "300")
     value(await call(client, "remember", { origin: "ADVISOR", content: "The user sounds rushed today." }))
     const { resources } = await client.listResources()
@@ -146,6 +168,11 @@ describe("the MCP server over stdio", () => {
     }
     expect(view.budget).toBe(300)
     expect(view.entries.map((e) => e.content)).toEqual(["The user sounds rushed today."])
+
+    const prompt = await client.getPrompt({ name: "with-memory", arguments: { question: "How is the user?" } })
+    const message = prompt.messages[0]!.content as { type: string; text: string }
+    expect(message.text).toContain("advisor: The user sounds rushed today.")
+    expect(message.text.endsWith("How is the user?")).toBe(true)
   })
 })
 
