@@ -66,6 +66,16 @@ const slideTo = async (page: Page, index: number) =>
 const pageAt = async (agentId: string, at?: number): Promise<AgentPage> =>
   (await (await fetch(`${url}api/agents/${agentId}${at === undefined ? "" : `?at=${at}`}`)).json()) as AgentPage
 
+/** The agent's live page once the dashboard has followed the log to `seq`. */
+const caughtUp = async (agentId: string, seq: number): Promise<AgentPage> => {
+  for (let i = 0; ; i++) {
+    // Until the dashboard has seen the registration, the answer is a 404 without a range.
+    const page = await pageAt(agentId)
+    if ((page.range?.lastSeq ?? 0) >= seq || i >= 100) return page
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
 describe("the dashboard in a browser", () => {
   it("shows an agent recorded through the SDK: budget use against τ, entries by rung, the built context", async () => {
     const agent = system.client.agent("planner")
@@ -78,7 +88,11 @@ describe("the dashboard in a browser", () => {
     const row = page.locator('[data-testid="agent-row"][data-agent="planner"]')
     await row.waitFor()
     const usage = (await agent.view()).usage
-    expect(await row.getByTestId("agent-usage").textContent()).toBe(`${usage}/400 tok`)
+    // The page may load before the dashboard has followed the second entry: it catches up live.
+    await row
+      .getByTestId("agent-usage")
+      .filter({ hasText: `${usage}/400 tok` })
+      .waitFor()
     expect(await row.textContent()).toContain("τ 80%")
     await row.click()
     await rawColumnShows(page, "Book the venue for the offsite in March.")
@@ -150,8 +164,9 @@ describe("the dashboard in a browser", () => {
     const decision = events[index]!.event
     if (decision._tag !== "RungChanged") throw new Error("not a rung change")
 
+    // The dashboard follows the log on its own: let it reach the demo's last event before the page loads.
+    const live = await caughtUp("fader", events[events.length - 1]!.seq)
     const page = await open("fader")
-    const live = await pageAt("fader")
     await slideTo(
       page,
       live.instants.findIndex((i) => i.seq === events[index]!.seq),
