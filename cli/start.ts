@@ -18,7 +18,6 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { connect, errors } from "@nats-io/transport-node"
 import { Effect, ManagedRuntime } from "effect"
-import { ensureDashboardBundle } from "../dashboard/bundle.ts"
 import { runDemo } from "../examples/demo.ts"
 import {
   NATS_INSTALL_HINT,
@@ -88,6 +87,8 @@ const fail = (message: string): never => {
 /** The dashboard beside the services; a port in use or a failed build is said, and the rest runs on. */
 const startDashboard = async (servers: ReadonlyArray<string>) => {
   try {
+    // Loaded only here: an image without the page's sources or Vite (npm ci --omit=dev) still starts.
+    const { ensureDashboardBundle } = await import("../dashboard/bundle.ts")
     if (await ensureDashboardBundle()) console.log("Built the dashboard's page (dashboard/dist)")
   } catch (error) {
     console.log(`The dashboard's page could not be built (npm run build:dashboard says why): ${String(error)}`)
