@@ -1,7 +1,7 @@
 /**
  * One command to run the whole system on the embedded defaults:
  *
- *   npm start [-- --no-demo] [--exit-after-demo] [--data-dir <dir>]
+ *   npm start [-- --no-demo] [--exit-after-demo] [--no-dashboard] [--data-dir <dir>]
  *
  * Reads the same configuration as every service (services/platform/nats/settings.ts:
  * NATS_URL, NATS_USER, NATS_PASS, WM_STREAM_REPLICAS, WM_DEDUPE_WINDOW_MS…).
@@ -10,6 +10,7 @@
  * on that port with JetStream and its store in <data-dir>/nats. Then runs
  * every service in this process and a short demo.
  * Long-term records are kept in <data-dir>/longterm (WM_LONGTERM_DIR, unless set).
+ * The dashboard is served on WM_DASHBOARD_PORT (4380), its page built first when missing or stale.
  */
 
 import { existsSync } from "node:fs"
@@ -26,6 +27,7 @@ import {
   startNatsServer,
 } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
+import { Dashboard, dashboardService } from "../services/dashboard/dashboard.ts"
 import { defaultCacheDir, wordVectorCacheFile } from "../services/platform/embedding/offline-embedder.ts"
 import { NatsSettings, natsSettingsFromConfig } from "../services/platform/nats/settings.ts"
 import { systemLayer } from "../services/system.ts"
@@ -35,6 +37,7 @@ const { values: flags } = parseArgs({
   options: {
     "no-demo": { type: "boolean", default: false },
     "exit-after-demo": { type: "boolean", default: false },
+    "no-dashboard": { type: "boolean", default: false },
     "data-dir": { type: "string", default: join(process.cwd(), ".data") },
   },
 })
@@ -81,6 +84,27 @@ const fail = (message: string): never => {
   process.exit(1)
 }
 
+/** The dashboard beside the services; a port in use or a failed build is said, and the rest runs on. */
+const startDashboard = async (servers: ReadonlyArray<string>) => {
+  try {
+    // Loaded only here: an image without the page's sources or Vite (npm ci --omit=dev) still starts.
+    const { ensureDashboardBundle } = await import("../dashboard/bundle.ts")
+    if (await ensureDashboardBundle()) console.log("Built the dashboard's page (dashboard/dist)")
+  } catch (error) {
+    console.log(`The dashboard's page could not be built (npm run build:dashboard says why): ${String(error)}`)
+  }
+  const runtime = ManagedRuntime.make(dashboardService(NatsSettings.fromEnv("wm-dashboard", { servers })))
+  try {
+    const dashboard = await runtime.runPromise(Dashboard)
+    console.log(`Dashboard on ${dashboard.url}${dashboard.authenticated ? " (log in with NATS_USER / NATS_PASS)" : ""}`)
+    return runtime
+  } catch (error) {
+    console.log(`Dashboard not started: ${error instanceof Error ? error.message : String(error)}`)
+    await runtime.dispose().catch(() => undefined)
+    return undefined
+  }
+}
+
 const main = async () => {
   const configured = await Effect.runPromise(natsSettingsFromConfig("wm-start"))
   const where = configured.servers.join(", ")
@@ -115,7 +139,10 @@ const main = async () => {
   const working = await runtime.runPromise(Working)
   console.log(`Working service warmed up: replayed ${working.warmUp.events} events in ${working.warmUp.millis} ms`)
 
+  const dashboard = flags["no-dashboard"] ? undefined : await startDashboard(servers)
+
   const stop = async () => {
+    await dashboard?.dispose()
     await runtime.dispose()
     await server?.stop()
   }

@@ -1,0 +1,28 @@
+/** Debian's chromium (or CHROMIUM_BIN), headless, as the browser tests and the screenshot drive it. */
+import { execFileSync } from "node:child_process"
+import { existsSync } from "node:fs"
+import { type Browser, chromium } from "playwright-core"
+
+export const chromiumBinary = (): string => {
+  const configured = process.env.CHROMIUM_BIN
+  if (configured) return configured
+  if (existsSync("/usr/bin/chromium")) return "/usr/bin/chromium"
+  try {
+    return execFileSync("which", ["chromium"], { encoding: "utf8" }).trim()
+  } catch {
+    throw new Error("chromium is not installed: sudo apt-get install -y chromium (or set CHROMIUM_BIN)")
+  }
+}
+
+export const launchChromium = (): Promise<Browser> =>
+  chromium.launch({
+    executablePath: chromiumBinary(),
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--no-first-run",
+    ],
+  })

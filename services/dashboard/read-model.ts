@@ -1,0 +1,342 @@
+/**
+ * What the dashboard shows, folded from the event log with the shared pure functions: each agent's
+ * live view (`evolve`, as the working service folds it), its view and built context at any past
+ * instant (the fold and the builder call `wm replay` makes: cli/audit/replay.ts), its timeline and
+ * one entry's history with the fade score parts each decision recorded. No I/O here.
+ *
+ * Forget holds here too: an entry's tombstone drops the events held for it, an agent's drops all of
+ * the agent's, so the dashboard never shows what the log itself no longer holds.
+ */
+import { HashMap, HashSet } from "effect"
+import type { WorkingEntry } from "../../contracts/entry.ts"
+import { entryIdOf, type MemoryEvent } from "../../contracts/events.ts"
+import type { FadeScore } from "../../contracts/fade.ts"
+import { type AgentView, entriesByTime, evolve } from "../../domain/agent-view.ts"
+import {
+  type BuiltContext,
+  buildContext,
+  type ContextOrder,
+  candidatesOf,
+  effectiveBudget,
+  priorityFor,
+} from "../../domain/context-builder.ts"
+import { DEFAULT_FADE_CONFIG, type FadeConfig, tauFor } from "../../domain/fade-score.ts"
+
+export interface LoggedEvent {
+  readonly seq: number
+  readonly subject: string
+  readonly event: MemoryEvent
+}
+
+/** An instant to replay to: events stamped at or before `at` (epoch ms), and/or up to stream sequence `seq`. */
+export interface Cut {
+  readonly at?: number
+  readonly seq?: number
+}
+
+export interface AgentSummary {
+  readonly agentId: string
+  readonly role: string
+  readonly budget: number
+  readonly baseBudget: number
+  readonly hyperfocus: boolean
+  readonly usage: number
+  /** The usage threshold in force, as a share of the budget. */
+  readonly tau: number
+  readonly entriesByRung: { readonly "0": number; readonly "1": number; readonly "2": number }
+  readonly cues: number
+  readonly longTerm: number
+  readonly events: number
+  readonly lastSeq: number
+  readonly lastEventAt: number
+}
+
+/** One line of an agent's timeline. */
+export interface TimelineItem {
+  readonly seq: number
+  readonly at: number
+  readonly type: MemoryEvent["_tag"]
+  readonly entryId: string | null
+  readonly stepId: string | null
+  readonly detail: string
+}
+
+export interface HistoryItem extends TimelineItem {
+  /** The score and its parts, for a fade decision (a rung change or a demotion). */
+  readonly score: FadeScore | null
+  /** The text the event carries for the entry (recorded content, key points, summary, recalled text). */
+  readonly text: string | null
+}
+
+export interface EntryCard {
+  readonly id: string
+  readonly origin: string
+  readonly rung: number
+  readonly timestamp: number
+  /** The text working holds at the entry's rung: raw, key points or summary. */
+  readonly text: string
+  readonly tokens: number
+  readonly tags: ReadonlyArray<string>
+  readonly referenceCount: number
+  readonly citationCount: number
+  readonly cue: boolean
+}
+
+export interface AgentPage {
+  readonly agent: AgentSummary
+  readonly cut: Cut | null
+  /** Events of the agent admitted by the cut, of all the agent's events held. */
+  readonly applied: number
+  readonly range: {
+    readonly firstAt: number
+    readonly lastAt: number
+    readonly firstSeq: number
+    readonly lastSeq: number
+  }
+  /** Each event's stamp, in stream order: the positions of the time slider. */
+  readonly instants: ReadonlyArray<{ readonly seq: number; readonly at: number }>
+  readonly step: { readonly stepId: string; readonly focus: unknown } | null
+  readonly focus: unknown
+  readonly entries: { readonly raw: EntryCard[]; readonly keyPoints: EntryCard[]; readonly summary: EntryCard[] }
+  readonly cues: EntryCard[]
+  readonly context: BuiltContext
+}
+
+const clip = (text: string, width = 90) => {
+  const flat = text.replace(/\s+/g, " ").trim()
+  return flat.length > width ? `${flat.slice(0, width - 1)}…` : flat
+}
+
+const stepIdOf = (event: MemoryEvent): string | null =>
+  "stepId" in event && typeof event.stepId === "string" ? event.stepId : null
+
+/** A line saying what the event did. */
+export const describeEvent = (event: MemoryEvent): string => {
+  switch (event._tag) {
+    case "AgentRegistered":
+      return `registered as ${event.config.role}, budget ${event.config.budget}`
+    case "BudgetChanged":
+      return `budget ${event.budget} (${event.reason}; base ${event.baseBudget})`
+    case "EntryRecorded":
+      return `${event.origin} ${event.tokens} tok: ${clip(event.content)}`
+    case "EntriesRead":
+      return `context built: ${event.tokens}/${event.budget} tokens, ${event.served.length} served`
+    case "EntriesReferenced":
+      return `referenced ${event.entryIds.length}`
+    case "StepStarted":
+      return event.focus ? `step begun, focus ${clip(JSON.stringify(event.focus), 60)}` : "step begun"
+    case "StepEnded":
+      return "step ended"
+    case "FocusChanged":
+      return `focus ${clip(JSON.stringify(event.focus), 60)}${event.transition ? " (task transition)" : ""}`
+    case "RungChanged":
+      return `rung ${event.from} → ${event.to} (score ${event.score.total.toFixed(3)}, ${event.score.trigger})`
+    case "EntryDemoted":
+      return `rung ${event.from} → long-term (score ${event.score.total.toFixed(3)}, ${event.score.trigger})`
+    case "CueRehydrated":
+      return `cue (${event.trigger}, relevance ${event.relevance.toFixed(3)}): ${clip(event.recalled.text)}`
+    case "StepRecalled":
+      return `recalled for the step (${event.trigger}), ${event.similarities.length} similarities`
+    case "CuePromoted":
+      return `cue promoted (${event.trigger})`
+    case "CueDropped":
+      return "cue dropped"
+    case "EntryForgotten":
+      return "entry forgotten"
+    case "AgentForgotten":
+      return "agent forgotten"
+  }
+}
+
+export const timelineItem = ({ seq, event }: LoggedEvent): TimelineItem => ({
+  seq,
+  at: event.at,
+  type: event._tag,
+  entryId: entryIdOf(event),
+  stepId: stepIdOf(event),
+  detail: describeEvent(event),
+})
+
+/** Does a step event concern this entry (a read that served it, a reference to it)? */
+const mentions = (event: MemoryEvent, entryId: string): boolean =>
+  (event._tag === "EntriesRead" && event.served.some((s) => s.entryId === entryId)) ||
+  (event._tag === "EntriesReferenced" && event.entryIds.includes(entryId))
+
+const textOf = (event: MemoryEvent): string | null => {
+  switch (event._tag) {
+    case "EntryRecorded":
+      return event.content
+    case "RungChanged":
+      return event.text
+    case "CueRehydrated":
+    case "CuePromoted":
+      return event.recalled.text
+    default:
+      return null
+  }
+}
+
+const card = (entry: WorkingEntry, cue: boolean): EntryCard => ({
+  id: entry.id,
+  origin: entry.origin,
+  rung: entry.rung,
+  timestamp: entry.timestamp,
+  text:
+    (entry.rung === 2 ? entry.summary : entry.rung === 1 ? (entry.keyPoints ?? entry.content) : entry.content) ??
+    entry.keyPoints ??
+    entry.summary ??
+    "",
+  tokens:
+    entry.rung === 2
+      ? (entry.tokens.summary ?? 0)
+      : entry.rung === 1
+        ? (entry.tokens.keyPoints ?? entry.tokens.raw)
+        : entry.tokens.raw,
+  tags: entry.tags,
+  referenceCount: entry.referenceCount,
+  citationCount: entry.citationCount,
+  cue,
+})
+
+/** The fold `wm replay` makes: the agent's events in stream order, those inside the cut applied. */
+export const foldEvents = (
+  events: Iterable<LoggedEvent>,
+  cut: Cut | null,
+): { view: AgentView | undefined; applied: number } => {
+  let view: AgentView | undefined
+  let applied = 0
+  for (const { seq, event } of events) {
+    if (cut?.seq !== undefined && seq > cut.seq) break
+    if (cut?.at !== undefined && event.at > cut.at) continue
+    view = evolve(view, event, { seq })
+    applied++
+  }
+  return { view, applied }
+}
+
+export interface ContextOptions {
+  readonly limit?: number
+  readonly order?: ContextOrder
+}
+
+/** The context the working service builds from this view (and `wm replay` rebuilds). */
+export const contextOf = (view: AgentView, options: ContextOptions = {}): BuiltContext =>
+  buildContext(
+    candidatesOf(view, priorityFor(view)),
+    effectiveBudget(view, options.limit),
+    options.order ?? "timestamp",
+    view.config.encoding,
+  )
+
+interface AgentLog {
+  events: LoggedEvent[]
+  /** The live view: every held event folded. */
+  view: AgentView | undefined
+}
+
+/** Every agent's events as the log holds them, and their live views. */
+export class DashboardModel {
+  readonly #agents = new Map<string, AgentLog>()
+  readonly #fade: FadeConfig
+  #lastSeq = 0
+
+  constructor(fade: FadeConfig = DEFAULT_FADE_CONFIG) {
+    this.#fade = fade
+  }
+
+  get lastSeq(): number {
+    return this.#lastSeq
+  }
+
+  /** Adds the next event of the log (in stream order); returns the agent's timeline line. */
+  add(logged: LoggedEvent): TimelineItem {
+    const { event } = logged
+    this.#lastSeq = Math.max(this.#lastSeq, logged.seq)
+    let agent = this.#agents.get(event.agentId)
+    if (agent === undefined) {
+      agent = { events: [], view: undefined }
+      this.#agents.set(event.agentId, agent)
+    }
+    if (event._tag === "AgentForgotten") agent.events = []
+    if (event._tag === "EntryForgotten") agent.events = agent.events.filter((e) => entryIdOf(e.event) !== event.entryId)
+    agent.events.push(logged)
+    agent.view = evolve(agent.view, event, { seq: logged.seq })
+    return timelineItem(logged)
+  }
+
+  #summary(agentId: string, view: AgentView, events: number): AgentSummary {
+    const byRung = { "0": 0, "1": 0, "2": 0 }
+    for (const e of HashMap.values(view.entries)) byRung[e.rung] += 1
+    return {
+      agentId,
+      role: view.config.role,
+      budget: view.budget,
+      baseBudget: view.config.budget,
+      hyperfocus: view.hyperfocus,
+      usage: view.usage,
+      tau: tauFor(view, this.#fade),
+      entriesByRung: byRung,
+      cues: HashMap.size(view.cues),
+      longTerm: HashSet.size(view.longTerm),
+      events,
+      lastSeq: view.lastSeq,
+      lastEventAt: view.lastEventAt,
+    }
+  }
+
+  /** The registered agents, by id. */
+  agents(): AgentSummary[] {
+    return [...this.#agents.entries()]
+      .flatMap(([id, a]) => (a.view ? [this.#summary(id, a.view, a.events.length)] : []))
+      .sort((a, b) => a.agentId.localeCompare(b.agentId))
+  }
+
+  /** One agent's page: live, or replayed to `cut`. Undefined when the agent is not registered then. */
+  page(agentId: string, cut: Cut | null, options: ContextOptions = {}): AgentPage | undefined {
+    const agent = this.#agents.get(agentId)
+    if (agent === undefined || agent.view === undefined) return undefined
+    const { view, applied } =
+      cut === null ? { view: agent.view, applied: agent.events.length } : foldEvents(agent.events, cut)
+    if (view === undefined) return undefined
+    const entries = entriesByTime(HashMap.values(view.entries)).map((e) => card(e, false))
+    const first = agent.events[0]!
+    const last = agent.events[agent.events.length - 1]!
+    return {
+      agent: this.#summary(agentId, view, agent.events.length),
+      cut,
+      applied,
+      range: { firstAt: first.event.at, lastAt: last.event.at, firstSeq: first.seq, lastSeq: last.seq },
+      instants: agent.events.map((e) => ({ seq: e.seq, at: e.event.at })),
+      step: view.step && { stepId: view.step.stepId, focus: view.step.focus },
+      focus: view.focus,
+      entries: {
+        raw: entries.filter((e) => e.rung === 0),
+        keyPoints: entries.filter((e) => e.rung === 1),
+        summary: entries.filter((e) => e.rung === 2),
+      },
+      cues: entriesByTime(HashMap.values(view.cues)).map((e) => card(e, true)),
+      context: contextOf(view, options),
+    }
+  }
+
+  /** The agent's timeline after `afterSeq`, the newest `max` lines. */
+  timeline(agentId: string, afterSeq = 0, max = 200): TimelineItem[] {
+    const events = this.#agents.get(agentId)?.events ?? []
+    return events
+      .filter((e) => e.seq > afterSeq)
+      .slice(-max)
+      .map(timelineItem)
+  }
+
+  /** Every event of one entry, and the step events that mention it, in stream order. */
+  history(agentId: string, entryId: string): HistoryItem[] {
+    const events = this.#agents.get(agentId)?.events ?? []
+    return events
+      .filter((e) => entryIdOf(e.event) === entryId || mentions(e.event, entryId))
+      .map((e) => ({
+        ...timelineItem(e),
+        score: e.event._tag === "RungChanged" || e.event._tag === "EntryDemoted" ? e.event.score : null,
+        text: textOf(e.event),
+      }))
+  }
+}
