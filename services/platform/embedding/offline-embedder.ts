@@ -52,7 +52,8 @@ export interface WordVectors {
 }
 
 const here = dirname(fileURLToPath(import.meta.url))
-export const defaultCacheDir = (): string => process.env.WM_CACHE_DIR ?? resolve(here, "..", "..", ".data", "cache")
+export const defaultCacheDir = (): string =>
+  process.env.WM_CACHE_DIR ?? resolve(here, "..", "..", "..", ".data", "cache")
 
 const packageInfo = (): { readonly dir: string; readonly version: string; readonly json: string } => {
   const require = createRequire(import.meta.url)

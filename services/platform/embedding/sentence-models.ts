@@ -63,7 +63,9 @@ const here = dirname(fileURLToPath(import.meta.url))
 /** `WM_MODELS_DIR`, else `<WM_CACHE_DIR>/models`, else `<repo>/.data/models`. */
 export const defaultModelsDir = (): string =>
   process.env.WM_MODELS_DIR ??
-  (process.env.WM_CACHE_DIR ? join(process.env.WM_CACHE_DIR, "models") : resolve(here, "..", "..", ".data", "models"))
+  (process.env.WM_CACHE_DIR
+    ? join(process.env.WM_CACHE_DIR, "models")
+    : resolve(here, "..", "..", "..", ".data", "models"))
 
 export const modelDir = (model: SentenceModel, modelsDir = defaultModelsDir()): string => join(modelsDir, model.id)
 
