@@ -14,6 +14,7 @@
  * text costs.
  */
 import type { Encoding } from "../contracts/agent.ts"
+import { blockTokens, type Renderable } from "./render.ts"
 import { terms } from "./terms.ts"
 import { countTokens } from "./tokens.ts"
 
@@ -32,10 +33,12 @@ interface Unit {
   readonly text: string
   readonly index: number
   readonly tokens: number
+  /** Distinct terms of the focus the unit holds (0 without a focus). */
+  readonly focus: number
   readonly score: number
 }
 
-const scoreUnits = (parts: ReadonlyArray<string>, encoding: Encoding): Unit[] => {
+const scoreUnits = (parts: ReadonlyArray<string>, encoding: Encoding, focus: ReadonlySet<string>): Unit[] => {
   const frequency = new Map<string, number>()
   const termsOf = parts.map((p) => terms(p))
   for (const ts of termsOf) for (const t of new Set(ts)) frequency.set(t, (frequency.get(t) ?? 0) + 1)
@@ -44,7 +47,15 @@ const scoreUnits = (parts: ReadonlyArray<string>, encoding: Encoding): Unit[] =>
     let weight = 0
     for (const t of ts) weight += 1 + Math.log(frequency.get(t) ?? 1)
     const density = ts.size === 0 ? 0 : weight / Math.sqrt(ts.size + 1)
-    return { text, index, tokens: countTokens(text, encoding), score: density + (index === 0 ? 1.5 : 0) }
+    let matched = 0
+    for (const t of ts) if (focus.has(t)) matched++
+    return {
+      text,
+      index,
+      tokens: countTokens(text, encoding),
+      focus: matched,
+      score: density + (index === 0 ? 1.5 : 0),
+    }
   })
 }
 
@@ -59,20 +70,43 @@ export const speakerOf = (text: string): string => {
 
 const GAP = "…"
 
+const NO_FOCUS: ReadonlySet<string> = new Set()
+
 /** The key points of `text` within `share` of its tokens (at least one unit is always kept); the text itself when that is not smaller. */
-export const extractKeyPoints = (text: string, share: number, encoding: Encoding): string => {
+export const extractKeyPoints = (text: string, share: number, encoding: Encoding): string =>
+  keyPointsOf(text, share, encoding, NO_FOCUS)
+
+/**
+ * The key points of `text` for a focus given by its lexical terms
+ * (domain/terms.ts): the units holding more distinct focus terms come first,
+ * then the text's own key sentences; within `share` of its tokens, and the
+ * text itself when that is not smaller.
+ */
+export const focusedKeyPoints = (text: string, focus: ReadonlySet<string>, share: number, encoding: Encoding): string =>
+  keyPointsOf(text, share, encoding, focus)
+
+/**
+ * The share of its tokens a recalled entry's key points take: a third. They
+ * are cut for the step's focus, so they can be tighter than the half a fading
+ * entry keeps for whatever comes next (FadeSettings.keyPointsShare); the
+ * builder shows the best hits whole and this extract of the ones after them,
+ * so about a third more recalled entries fit a budget.
+ */
+export const RECALLED_KEY_POINTS_SHARE = 0.35
+
+const keyPointsOf = (text: string, share: number, encoding: Encoding, focus: ReadonlySet<string>): string => {
   const whole = text.trim()
   const speaker = speakerOf(whole)
   const body = whole.slice(speaker.length)
   let parts = sentences(body)
   if (parts.length <= 1) parts = clauses(body.trim())
   if (parts.length <= 1) return whole
-  const units = scoreUnits(parts, encoding)
+  const units = scoreUnits(parts, encoding, focus)
   const total = units.reduce((s, u) => s + u.tokens, 0)
   const target = Math.max(1, Math.floor(total * share))
   const chosen: Unit[] = []
   let used = 0
-  for (const unit of [...units].sort((a, b) => b.score - a.score || a.index - b.index)) {
+  for (const unit of [...units].sort((a, b) => b.focus - a.focus || b.score - a.score || a.index - b.index)) {
     if (chosen.length > 0 && used + unit.tokens > target) continue
     chosen.push(unit)
     used += unit.tokens
@@ -89,4 +123,19 @@ export const extractKeyPoints = (text: string, share: number, encoding: Encoding
   if (next < units.length) extract += ` ${GAP}`
   const keyPoints = `${speaker}${extract}`
   return countTokens(keyPoints, encoding) < countTokens(whole, encoding) ? keyPoints : whole
+}
+
+/**
+ * What a recalled entry carries besides its raw text: its key points for the
+ * step's focus (`focus`: the focus's lexical terms), with the token count of
+ * their block, or null when they would not be smaller than the raw text.
+ */
+export const recalledKeyPoints = (
+  entry: Renderable,
+  raw: string,
+  focus: ReadonlySet<string>,
+  encoding: Encoding,
+): { readonly text: string; readonly tokens: number } | null => {
+  const text = focusedKeyPoints(raw, focus, RECALLED_KEY_POINTS_SHARE, encoding)
+  return text === raw.trim() ? null : { text, tokens: blockTokens(entry, "keyPoints", text, encoding) }
 }

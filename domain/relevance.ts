@@ -128,14 +128,21 @@ export interface EpisodeLift {
  * In a dialogue the reply to what matched the query, or the question before
  * it, usually holds the answer; in a task, the steps around a matching one
  * belong with it. The neighbours of the best hits inherit share·decay^(d−1)
- * of the hit's similarity; the two entries right next to a strong hit then
- * rank beside the hit's weaker competitors rather than far below them.
+ * of the hit's similarity; the entries around a strong hit then rank beside
+ * the hit's weaker competitors rather than far below them.
+ *
+ * The radius is one exchange: the turn, the replies on either side, and the
+ * same party's turns before and after those (two away in a two-party
+ * dialogue; in a task, the call before a result and the step after it).
+ * Within it nothing decays: the speaker's own follow-up ("…so I started a
+ * dance studio") bears on a matching turn as much as the other party's reply
+ * in between.
  */
 export const DEFAULT_EPISODE_LIFT: EpisodeLift = {
   spreaders: 60,
   radius: 2,
   share: 0.8,
-  decay: 0.5,
+  decay: 1,
   episodeShare: 0.25,
 }
 

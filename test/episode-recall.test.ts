@@ -78,9 +78,26 @@ describe("relevance by episode", () => {
       (id) => index.episodeOf("a", id),
     )
     expect(lifted.get("s1-3")!).toBeGreaterThan(lifted.get("s2-4")!)
-    expect(lifted.get("s1-4")!).toBeLessThan(lifted.get("s1-3")!)
     // A hit keeps its own similarity when it is the best of its episode.
     expect(lifted.get("s1-2")).toBeCloseTo(1, 10)
+    expect(lifted.has("s1-5")).toBe(false)
+  })
+
+  it("lifts the same party's next turn, two away in a dialogue, as much as the reply between", () => {
+    const index = timeline()
+    // s1-2 asks, s1-3 replies, s1-4 is the asker's follow-up; s1-0 and s1-1 lead up to the question.
+    const lifted = liftByEpisode(
+      [
+        ["s1-2", 1],
+        ["s2-4", 0.6],
+      ],
+      (id) => index.neighbours("a", id, DEFAULT_EPISODE_LIFT.radius),
+      (id) => index.episodeOf("a", id),
+    )
+    expect(lifted.get("s1-4")).toBeCloseTo(lifted.get("s1-3")!, 10)
+    expect(lifted.get("s1-0")).toBeCloseTo(lifted.get("s1-1")!, 10)
+    expect(lifted.get("s1-4")!).toBeGreaterThan(lifted.get("s2-4")!)
+    // Beyond the exchange, nothing is inherited.
     expect(lifted.has("s1-5")).toBe(false)
   })
 

@@ -30,6 +30,7 @@ import {
 } from "../../../domain/cue-decide.ts"
 import type { Decision } from "../../../domain/decision.ts"
 import { accept } from "../../../domain/decision.ts"
+import { recalledKeyPoints } from "../../../domain/key-points.ts"
 import { DEFAULT_RELEVANCE } from "../../../domain/relevance.ts"
 import { terms } from "../../../domain/terms.ts"
 import { AgentSharing } from "../../platform/access/sharing.ts"
@@ -161,7 +162,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
        * Sizes are known without reading anything; raw texts are then fetched
        * together.
        */
-      const planCues = (view: AgentView, hits: ReadonlyArray<RankedHit>, room: number) => {
+      const planCues = (view: AgentView, hits: ReadonlyArray<RankedHit>, room: number, focus: ReadonlySet<string>) => {
         const planned: Array<{
           hit: RankedHit
           form: "raw" | "keyPoints" | "summary"
@@ -200,7 +201,10 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
               const base = recalledMeta(meta)
               if (form === "raw") {
                 const raw = yield* substrate.get(view.config.id, hit.entryId)
-                if (raw !== null)
+                if (raw !== null) {
+                  // Shown when not whole: the sentences that bear on the focus, else what was made at fading.
+                  const forFocus = recalledKeyPoints(meta, raw.content, focus, view.config.encoding)
+                  const shown = forFocus ?? keyPoints
                   return {
                     hit,
                     recalled: {
@@ -208,9 +212,10 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
                       form,
                       text: raw.content,
                       tokens: raw.tokens,
-                      ...(keyPoints ? { keyPoints } : {}),
+                      ...(shown ? { keyPoints: shown } : {}),
                     } as Recalled,
                   }
+                }
               }
               if (keyPoints && form !== "summary")
                 return { hit, recalled: { ...base, form: "keyPoints", ...keyPoints } as Recalled }
@@ -237,7 +242,12 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
               !HashMap.has(view.cues, hit.entryId) &&
               (hit.dense >= settings.cueThreshold || hit.lexical >= settings.cueThreshold),
           )
-          const cues = yield* planCues(view, eligible, Math.floor(view.budget * settings.cueBudgetShare))
+          const cues = yield* planCues(
+            view,
+            eligible,
+            Math.floor(view.budget * settings.cueBudgetShare),
+            new Set(terms(query)),
+          )
           const [ranked, ...rehydrated] = yield* decided(
             decideRecall(
               view,

@@ -1,0 +1,59 @@
+import { describe, expect, it } from "vitest"
+import {
+  extractKeyPoints,
+  focusedKeyPoints,
+  RECALLED_KEY_POINTS_SHARE,
+  recalledKeyPoints,
+} from "../../domain/key-points.ts"
+import { blockTokens } from "../../domain/render.ts"
+import { terms } from "../../domain/terms.ts"
+import { countTokens } from "../../domain/tokens.ts"
+
+const ENCODING = "o200k_base" as const
+const focusOf = (question: string) => new Set(terms(question))
+
+/** A long turn whose answer sits in a sentence that is not the turn's most "central" one. */
+const TURN =
+  "John: Yep, let's keep making great memories with our loved ones and cherishing the time we have together. " +
+  "Family is what keeps me going when work gets heavy and the days are long. " +
+  "I'm off to do some taekwondo at the gym tonight!"
+
+describe("key points for a focus", () => {
+  it("keep the sentence that bears on the focus, which the unfocused key points cut", () => {
+    const unfocused = extractKeyPoints(TURN, RECALLED_KEY_POINTS_SHARE, ENCODING)
+    const focused = focusedKeyPoints(
+      TURN,
+      focusOf("Where does John do taekwondo?"),
+      RECALLED_KEY_POINTS_SHARE,
+      ENCODING,
+    )
+    expect(unfocused).not.toContain("taekwondo")
+    expect(focused).toContain("I'm off to do some taekwondo at the gym tonight!")
+    // Still an extract: the speaker kept, the cut marked, and smaller than the text.
+    expect(focused.startsWith("John: …")).toBe(true)
+    expect(countTokens(focused, ENCODING)).toBeLessThan(countTokens(TURN, ENCODING))
+  })
+
+  it("are the text's own key points when the focus matches nothing in it", () => {
+    const share = RECALLED_KEY_POINTS_SHARE
+    expect(focusedKeyPoints(TURN, focusOf("What is the capital of Peru?"), share, ENCODING)).toBe(
+      extractKeyPoints(TURN, share, ENCODING),
+    )
+  })
+
+  it("prefer the sentence holding more of the focus's words", () => {
+    const text =
+      "Maria: The shelter needs volunteers this weekend. The fundraiser at the shelter will have a chili cook-off. Call me later."
+    const kept = focusedKeyPoints(text, focusOf("What events will the shelter fundraiser have?"), 0.4, ENCODING)
+    expect(kept).toContain("The fundraiser at the shelter will have a chili cook-off.")
+    expect(kept).not.toContain("needs volunteers")
+  })
+
+  it("a recalled entry carries them with the token count of their block, or nothing when they are not smaller", () => {
+    const entry = { timestamp: Date.UTC(2023, 4, 8), origin: "USER" as const }
+    const carried = recalledKeyPoints(entry, TURN, focusOf("taekwondo"), ENCODING)
+    expect(carried).not.toBeNull()
+    expect(carried!.tokens).toBe(blockTokens(entry, "keyPoints", carried!.text, ENCODING))
+    expect(recalledKeyPoints(entry, "Caroline: Thanks!", focusOf("taekwondo"), ENCODING)).toBeNull()
+  })
+})
