@@ -1,4 +1,14 @@
 # One image for every service; docker-compose.yml picks the entry point.
+
+# The dashboard's page is bundled at build time (Vite, a dev dependency); the image only serves it.
+FROM node:22-bookworm-slim AS dashboard-page
+WORKDIR /app
+COPY package.json package-lock.json .npmrc ./
+COPY packages/client/package.json ./packages/client/
+RUN npm ci --no-audit --no-fund
+COPY dashboard ./dashboard
+RUN node dashboard/bundle.ts
+
 FROM node:22-bookworm-slim
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
@@ -11,5 +21,7 @@ COPY sdk ./sdk
 COPY infra ./infra
 COPY cli ./cli
 COPY examples ./examples
+COPY dashboard ./dashboard
+COPY --from=dashboard-page /app/dashboard/dist ./dashboard/dist
 ENV NODE_ENV=production
 CMD ["node", "cli/start.ts", "--no-demo"]

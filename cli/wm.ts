@@ -23,13 +23,14 @@
 import { writeFileSync } from "node:fs"
 import { type ParseArgsConfig, parseArgs } from "node:util"
 import type { NatsConnection } from "@nats-io/transport-node"
+import { contextOfView } from "../domain/context-builder.ts"
 import { generatePassword, natsAuth, SERVICE_NAMES, type ServiceName, type TenantAccount } from "../infra/auth.ts"
 import { deploymentEnv } from "../infra/deployment-env.ts"
 import { ForgetRefused, type Forgotten, forget } from "./audit/forget.ts"
 import { collectHistory, formatHistory, HistoryError, historyJson } from "./audit/history.ts"
 import { openConnection } from "./audit/log.ts"
 import { progress } from "./audit/progress.ts"
-import { type Cut, contextOf, formatReplay, parseInstant, replayAgent, replayJson } from "./audit/replay.ts"
+import { type Cut, formatReplay, parseInstant, replayAgent, replayJson } from "./audit/replay.ts"
 import { type AuditContext, CHECKS, describeDifference, describeUnchecked } from "./audit/verify.ts"
 
 const USAGE = `wm — audit working memory from its event log
@@ -168,7 +169,7 @@ const replay = async (args: string[]): Promise<number> => {
   return withConnection(values, async (nc) => {
     const replayed = await replayAgent(nc, agentId, cut, progressFor(values)(`replay ${agentId}`))
     const context = replayed.view
-      ? contextOf(replayed.view, {
+      ? contextOfView(replayed.view, {
           ...(limit !== undefined ? { limit } : {}),
           ...(values.order !== undefined ? { order: values.order as "timestamp" | "priority" } : {}),
         })

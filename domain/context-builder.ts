@@ -268,3 +268,20 @@ export const priorityFor = (view: AgentView): ((entry: WorkingEntry, cue: boolea
 /** The lexical terms of the text working holds for an entry. */
 export const entryStats = (entry: WorkingEntry): TermStats =>
   termStats(entry.content ?? entry.keyPoints ?? entry.summary ?? "")
+
+export interface ContextOptions {
+  readonly limit?: number
+  readonly order?: ContextOrder
+}
+
+/**
+ * The context an agent's view yields: what the working service serves for a
+ * build, and what `wm replay` and the dashboard rebuild at a past instant.
+ */
+export const contextOfView = (view: AgentView, options: ContextOptions = {}): BuiltContext =>
+  buildContext(
+    candidatesOf(view, priorityFor(view)),
+    effectiveBudget(view, options.limit),
+    options.order ?? "timestamp",
+    view.config.encoding,
+  )

@@ -16,7 +16,7 @@ import { AgentAlreadyRegistered, InvalidState, UnknownEntries, ValidationError }
 import type { EventOf } from "../contracts/events.ts"
 import type { Focus } from "../contracts/focus.ts"
 import type { AgentView } from "./agent-view.ts"
-import { type BuiltContext, buildContext, candidatesOf, effectiveBudget, priorityFor } from "./context-builder.ts"
+import { type BuiltContext, contextOfView, effectiveBudget } from "./context-builder.ts"
 import { accept, type Decision, envelope, refuse, type Stamp } from "./decision.ts"
 import { blockTokens } from "./render.ts"
 
@@ -250,12 +250,10 @@ export const decideRead = (
     return refuse(new InvalidState({ field: "stepId", reason: `step '${request.stepId}' is not the open step` }))
   }
   const budget = effectiveBudget(view, request.limit)
-  const built = buildContext(
-    candidatesOf(view, priorityFor(view)),
-    budget,
-    request.order ?? "timestamp",
-    view.config.encoding,
-  )
+  const built = contextOfView(view, {
+    ...(request.limit !== undefined ? { limit: request.limit } : {}),
+    ...(request.order !== undefined ? { order: request.order } : {}),
+  })
   return accept({
     event: {
       _tag: "EntriesRead",

@@ -9,9 +9,10 @@ import { ManagedRuntime } from "effect"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { openConnection } from "../cli/audit/log.ts"
-import { contextOf, replayAgent } from "../cli/audit/replay.ts"
+import { replayAgent } from "../cli/audit/replay.ts"
 import { launchChromium } from "../dashboard/browser.ts"
 import { ensureDashboardBundle } from "../dashboard/bundle.ts"
+import { contextOfView } from "../domain/context-builder.ts"
 import { runDemo } from "../examples/demo.ts"
 import { readOwnEvents } from "../sdk/own-events.ts"
 import { Dashboard, DashboardSettings, dashboardService } from "../services/dashboard/dashboard.ts"
@@ -148,7 +149,7 @@ describe("the dashboard in a browser", () => {
     const nc = await openConnection({ servers: system.server.url })
     try {
       const audit = await replayAgent(nc, "replayer", { at })
-      expect(replayed.context).toEqual(contextOf(audit.view!))
+      expect(replayed.context).toEqual(contextOfView(audit.view!))
       expect(replayed.applied).toBe(audit.applied)
     } finally {
       await nc.close()

@@ -14,14 +14,7 @@ import { HashMap, HashSet } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { agentEvents } from "../../contracts/subjects.ts"
 import { type AgentView, entriesByTime, evolve, viewSnapshot } from "../../domain/agent-view.ts"
-import {
-  type BuiltContext,
-  buildContext,
-  type ContextOrder,
-  candidatesOf,
-  effectiveBudget,
-  priorityFor,
-} from "../../domain/context-builder.ts"
+import type { BuiltContext } from "../../domain/context-builder.ts"
 import { scanLog } from "./log.ts"
 import type { Progress } from "./progress.ts"
 
@@ -84,20 +77,6 @@ export const replayAgent = async (
   )
   return { ...foldAgent(agentId, events, cut), undecodable }
 }
-
-export interface ContextOptions {
-  readonly limit?: number
-  readonly order?: ContextOrder
-}
-
-/** The context the working service would have built from this view. */
-export const contextOf = (view: AgentView, options: ContextOptions = {}): BuiltContext =>
-  buildContext(
-    candidatesOf(view, priorityFor(view)),
-    effectiveBudget(view, options.limit),
-    options.order ?? "timestamp",
-    view.config.encoding,
-  )
 
 // ---------------------------------------------------------------------------
 // Formatting

@@ -12,14 +12,7 @@ import type { WorkingEntry } from "../../contracts/entry.ts"
 import { entryIdOf, type MemoryEvent } from "../../contracts/events.ts"
 import type { FadeScore } from "../../contracts/fade.ts"
 import { type AgentView, entriesByTime, evolve } from "../../domain/agent-view.ts"
-import {
-  type BuiltContext,
-  buildContext,
-  type ContextOrder,
-  candidatesOf,
-  effectiveBudget,
-  priorityFor,
-} from "../../domain/context-builder.ts"
+import { type BuiltContext, type ContextOptions, contextOfView } from "../../domain/context-builder.ts"
 import { DEFAULT_FADE_CONFIG, type FadeConfig, tauFor } from "../../domain/fade-score.ts"
 
 export interface LoggedEvent {
@@ -214,20 +207,6 @@ export const foldEvents = (
   return { view, applied }
 }
 
-export interface ContextOptions {
-  readonly limit?: number
-  readonly order?: ContextOrder
-}
-
-/** The context the working service builds from this view (and `wm replay` rebuilds). */
-export const contextOf = (view: AgentView, options: ContextOptions = {}): BuiltContext =>
-  buildContext(
-    candidatesOf(view, priorityFor(view)),
-    effectiveBudget(view, options.limit),
-    options.order ?? "timestamp",
-    view.config.encoding,
-  )
-
 interface AgentLog {
   events: LoggedEvent[]
   /** The live view: every held event folded. */
@@ -315,7 +294,7 @@ export class DashboardModel {
         summary: entries.filter((e) => e.rung === 2),
       },
       cues: entriesByTime(HashMap.values(view.cues)).map((e) => card(e, true)),
-      context: contextOf(view, options),
+      context: contextOfView(view, options),
     }
   }
 
