@@ -14,7 +14,7 @@
  * Summaries and embeddings are computed once, here, and travel in the
  * event; replaying the log applies them and calls nothing.
  */
-import { Config, ConfigProvider, Context, Effect, HashMap, Layer, Option, Semaphore } from "effect"
+import { Config, ConfigProvider, Context, Effect, HashMap, Layer, Option, Queue, Semaphore } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { type AgentView, evolve, skipUndecodable } from "../../domain/agent-view.ts"
 import { decideFadeMove, type EntryHistory, type MadeRepresentation, NO_HISTORY } from "../../domain/fade-decide.ts"
@@ -159,13 +159,13 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
           )
         }
       }
+      // Agents to evaluate, each queued once until its evaluation starts.
       const dirty = new Set<string>()
-      let warmedUp = false
-      let wake: (() => void) | null = null
+      const toEvaluate = yield* Queue.unbounded<string>()
       const markDirty = (agentId: string) => {
-        if (!owns(agentId)) return
+        if (!owns(agentId) || dirty.has(agentId)) return
         dirty.add(agentId)
-        if (warmedUp && wake) wake()
+        Queue.offerUnsafe(toEvaluate, agentId)
       }
       const stats = { applied: 0, conflicts: 0, evaluations: 0 }
 
@@ -196,7 +196,6 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         },
       })
       const warmUp = yield* projection.warmedUp
-      warmedUp = true
 
       const execute = (view: AgentView, move: FadeMove) =>
         Effect.gen(function* () {
@@ -281,9 +280,10 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         }).pipe(
           lockOf(agentId).withPermits(1),
           Effect.catchCause((cause) =>
-            Effect.sync(() => {
-              console.error(`[${settings.name}] evaluating ${agentId} failed`, cause)
-              return { passes: 0, applied: 0, conflicts: 0 }
+            Effect.as(Effect.logError(`[${settings.name}] evaluating ${agentId} failed`, cause), {
+              passes: 0,
+              applied: 0,
+              conflicts: 0,
             }),
           ),
         )
@@ -291,19 +291,8 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
       // The evaluation loop: drains the dirty set, one evaluation per agent at a time.
       const loop = Effect.gen(function* () {
         while (true) {
-          if (dirty.size === 0) {
-            yield* Effect.callback<void>((resume) => {
-              wake = () => {
-                wake = null
-                resume(Effect.void)
-              }
-              return Effect.sync(() => {
-                wake = null
-              })
-            })
-          }
-          const agents = [...dirty]
-          dirty.clear()
+          const agents = yield* Queue.takeAll(toEvaluate)
+          for (const agentId of agents) dirty.delete(agentId)
           yield* Effect.forEach(agents, evaluate, { concurrency: 4, discard: true })
         }
       })
