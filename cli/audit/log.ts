@@ -118,6 +118,3 @@ export const subjectsMatching = async (nc: NatsConnection, filter: string): Prom
   const info = await jsm.streams.info(EVENTS_STREAM, { subjects_filter: filter })
   return info.state.subjects ?? {}
 }
-
-/** The agent id in `wm.evt.<agent>...` (its third token). */
-export const agentOfSubject = (subject: string): string => subject.split(".")[2] ?? ""

@@ -19,9 +19,9 @@ import type { ResponseOf } from "../../contracts/api.ts"
 import { operations } from "../../contracts/api.ts"
 import { SUBSTRATE_BUCKET } from "../../contracts/buckets.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
-import { ALL_AGENT_CONFIG, ALL_EVENTS, apiSubject } from "../../contracts/subjects.ts"
+import { ALL_AGENT_CONFIG, ALL_EVENTS, agentIdOfEventSubject, apiSubject } from "../../contracts/subjects.ts"
 import { type AgentView, evolve, viewResponseOf as viewOf } from "../../domain/agent-view.ts"
-import { agentOfSubject, scanLog, subjectsMatching } from "./log.ts"
+import { scanLog, subjectsMatching } from "./log.ts"
 import type { Progress } from "./progress.ts"
 
 export interface Difference {
@@ -177,7 +177,7 @@ export const workingViewsCheck: VerifyCheck = {
     "each agent's working view, as the working service serves it, against the log folded to the same sequence",
   run: async ({ nc, timeoutMs, progress }) => {
     const agents = Object.keys(await subjectsMatching(nc, ALL_AGENT_CONFIG))
-      .map(agentOfSubject)
+      .map(agentIdOfEventSubject)
       .sort()
     if (agents.length === 0) return { summary: "no agents in the log", differences: [], unchecked: [] }
 

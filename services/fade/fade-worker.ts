@@ -16,7 +16,8 @@
  */
 import { Config, ConfigProvider, Context, Effect, HashMap, Layer, Option, Queue, Semaphore } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
-import { type AgentView, evolve, skipUndecodable } from "../../domain/agent-view.ts"
+import { agentIdOfEventSubject } from "../../contracts/subjects.ts"
+import { type AgentView, evolve, fullestText, skipUndecodable } from "../../domain/agent-view.ts"
 import { decideFadeMove, type EntryHistory, type MadeRepresentation, NO_HISTORY } from "../../domain/fade-decide.ts"
 import { type FadeMove, planFade } from "../../domain/fade-plan.ts"
 import { DEFAULT_FADE_CONFIG, type FadeConfig } from "../../domain/fade-score.ts"
@@ -190,7 +191,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
           if (isTrigger(event)) markDirty(event.agentId)
         },
         onDeadLetter: (letter) => {
-          const agentId = letter.subject.split(".")[2] ?? ""
+          const agentId = agentIdOfEventSubject(letter.subject)
           const view = views.get(agentId)
           if (view !== undefined) views.set(agentId, skipUndecodable(view, letter.subject, letter.seq))
         },
@@ -202,8 +203,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
           const entry = Option.getOrUndefined(HashMap.get(view.entries, move.entryId))
           if (entry === undefined) return null
           const key = `${view.config.id}/${entry.id}`
-          const raw = rawText.get(key) ?? entry.content
-          const source = raw ?? entry.keyPoints ?? entry.summary ?? ""
+          const source = rawText.get(key) ?? fullestText(entry)
           const made: MadeRepresentation =
             move.to === 1
               ? { to: 1, keyPoints: extractKeyPoints(source, config.keyPointsShare, view.config.encoding) }

@@ -143,7 +143,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
               const decision = decideRegister(current, request, s)
               if (!decision.ok) return yield* Effect.fail(decision.error)
               if (decision.event === null)
-                return { config: current!.config, budget: current!.budget, seq: current!.registeredSeq }
+                return { config: current!.config, budget: current!.budgetInForce, seq: current!.registeredSeq }
               preloadEncoding(decision.event.config.encoding)
               // Expecting the subject as it was makes registration happen once, whoever races.
               const appended = yield* log.append(decision.event, { expectLastSubjectSeq: base })

@@ -343,7 +343,7 @@ it("a record of a newer schema version stops every projection just before it, lo
     await eventually("the fade worker to stop at the newer record", () =>
       future.fade.view("fv-0")?.lastSeq === newer.seq - 1 ? true : undefined,
     )
-    expect(future.fade.view("fv-0")!.budget).toBe(before.budget)
+    expect(future.fade.view("fv-0")!.budgetInForce).toBe(before.budget)
     // The working service refuses a read that needs the newer record, at once, naming where it stopped.
     const refused = await future.client.call("fv-0", "getView", { afterSeq: newer.seq }).then(
       () => null,

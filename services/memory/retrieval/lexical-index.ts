@@ -77,7 +77,6 @@ export class LexicalIndex {
     agentId: string,
     terms: ReadonlyArray<string>,
     limit: number,
-    accept?: (entryId: string) => boolean,
     boosts?: ReadonlyMap<string, number>,
   ): LexicalHit[] {
     const index = this.#indexes.get(agentId)?.search
@@ -85,7 +84,6 @@ export class LexicalIndex {
     const results = index.search(terms.join(" "), {
       combineWith: "OR",
       ...(boosts ? { boostTerm: (term: string) => boosts.get(term) ?? 1 } : {}),
-      ...(accept ? { filter: (r: { id: unknown }) => accept(String(r.id)) } : {}),
     })
     return results.slice(0, limit).map((r) => ({ entryId: String(r.id), score: r.score }))
   }

@@ -16,11 +16,10 @@
  */
 import { Context, Effect, FiberSet, HashMap, HashSet, Layer, Option } from "effect"
 import type { ResponseOf } from "../../../contracts/api.ts"
-import type { WorkingEntry } from "../../../contracts/entry.ts"
 import { AgentNotFound, InvalidState, NotCaughtUp } from "../../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
 import { focusText } from "../../../contracts/focus.ts"
-import { type AgentView, currentFocus, evolve } from "../../../domain/agent-view.ts"
+import { type AgentView, currentFocus, evolve, fullestForm, fullestText } from "../../../domain/agent-view.ts"
 import {
   decideCueDrops,
   decideExplicitRehydration,
@@ -112,7 +111,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         lexical,
         episodes,
         workingVectors: (agentId, entries) => {
-          const textOf = (entry: WorkingEntry) => entry.content ?? entry.keyPoints ?? entry.summary ?? ""
+          const textOf = fullestText
           const missing = entries.filter((e) => vectors.get(`${agentId}/${e.id}`)?.text !== textOf(e))
           const known = () => entries.map((e) => vectors.get(`${agentId}/${e.id}`)!.vector)
           if (missing.length === 0) return Effect.succeed(known())
@@ -237,7 +236,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
               !HashMap.has(view.cues, hit.entryId) &&
               (hit.dense >= settings.cueThreshold || hit.lexical >= settings.cueThreshold),
           )
-          const cues = yield* planCues(view, eligible, Math.floor(view.budget * settings.cueBudgetShare))
+          const cues = yield* planCues(view, eligible, Math.floor(view.budgetInForce * settings.cueBudgetShare))
           const [ranked, ...rehydrated] = yield* decided(
             decideRecall(
               view,
@@ -387,11 +386,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             vectors.delete(`${event.agentId}/${event.entryId}`)
           }
           if (live)
-            runFork(
-              react(before, after, event).pipe(
-                Effect.catchCause((c) => Effect.sync(() => console.error("[retrieval]", c))),
-              ),
-            )
+            runFork(react(before, after, event).pipe(Effect.catchCause((c) => Effect.logError("[retrieval]", c))))
         },
       })
       yield* projection.warmedUp
@@ -467,12 +462,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             if (!visible.has(view.config.id)) continue
             for (const e of HashMap.values(view.entries)) {
               if (e.correlationId !== request.correlationId) continue
-              const t =
-                e.content !== null
-                  ? { form: "raw" as const, text: e.content }
-                  : e.keyPoints !== null
-                    ? { form: "keyPoints" as const, text: e.keyPoints }
-                    : { form: "summary" as const, text: e.summary ?? "" }
+              const t = fullestForm(e)
               entries.push({
                 agentId: view.config.id,
                 entryId: e.id,
