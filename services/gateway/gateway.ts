@@ -10,7 +10,7 @@
 import { nuid } from "@nats-io/nuid"
 import { Context, Effect, HashMap, Layer } from "effect"
 import type { AgentConfig } from "../../contracts/agent.ts"
-import { type OperationName, operations, type RequestOf, type ResponseOf } from "../../contracts/api.ts"
+import type { OperationName, RequestOf, ResponseOf } from "../../contracts/api.ts"
 import { decodeEvent } from "../../contracts/decode.ts"
 import {
   AgentNotFound,
@@ -20,13 +20,7 @@ import {
   ValidationError,
 } from "../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
-import {
-  agentConfigSubject,
-  agentStepSubject,
-  apiSubject,
-  EVENTS_STREAM,
-  entrySubject,
-} from "../../contracts/subjects.ts"
+import { agentConfigSubject, agentStepSubject, EVENTS_STREAM, entrySubject } from "../../contracts/subjects.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import {
   type Decision,
@@ -44,6 +38,7 @@ import {
 } from "../../domain/decide.ts"
 import { replyOfEvent } from "../../domain/requests.ts"
 import { preloadEncoding } from "../../domain/tokens.ts"
+import { callOperation } from "../platform/api/call.ts"
 import { serveOperation } from "../platform/api/serve.ts"
 import { makeCommandHandler, type Outcome } from "../platform/log/command-handler.ts"
 import { EventLog } from "../platform/log/event-log.ts"
@@ -321,14 +316,9 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
        * against their raw text in the substrate.
        */
       const normalise = (text: string) => text.toLowerCase().replace(/\s+/g, " ").trim()
-      const ask = <A>(agentId: string, subject: string, body: unknown) =>
-        Effect.tryPromise(() =>
-          nc.request(apiSubject(agentId, subject), JSON.stringify(body), { timeout: 5_000 }),
-        ).pipe(
-          Effect.map((reply) => reply.json<{ ok: boolean; value?: A }>()),
-          Effect.map((reply) => (reply.ok ? (reply.value ?? null) : null)),
-          Effect.orElseSucceed(() => null),
-        )
+      /** A call whose refusal (or silence) means the quote is not found there. */
+      const ask = <O extends OperationName>(agentId: string, operation: O, request: RequestOf<O>) =>
+        callOperation(nc, agentId, operation, request).pipe(Effect.orElseSucceed(() => null))
       const resolveQuotes = (agentId: string, quotes: ReadonlyArray<string>) =>
         Effect.forEach(quotes, (quote) =>
           Effect.gen(function* () {
@@ -341,11 +331,9 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
               )
               .map((e) => e.id)
             if (inWorking.length > 0) return inWorking
-            const found = yield* ask<ResponseOf<"query">>(agentId, operations.query.subject, { query: quote, limit: 5 })
+            const found = yield* ask(agentId, "query", { query: quote, limit: 5 })
             const candidates = (found?.results ?? []).filter((r) => r.tier === "long-term").map((r) => r.entryId)
-            const raws = yield* Effect.forEach(candidates, (entryId) =>
-              ask<ResponseOf<"getRaw">>(agentId, operations.getRaw.subject, { entryId }),
-            )
+            const raws = yield* Effect.forEach(candidates, (entryId) => ask(agentId, "getRaw", { entryId }))
             return raws.filter((r) => r !== null && normalise(r.content).includes(needle)).map((r) => r!.entryId)
           }),
         ).pipe(Effect.map((ids) => ids.flat()))

@@ -8,12 +8,12 @@
 import { nuid } from "@nats-io/nuid"
 import { Context, Effect, Layer } from "effect"
 import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
-import { operations } from "../../contracts/api.ts"
 import { AgentNotFound, type ApiError } from "../../contracts/errors.ts"
-import { agentStepSubject, apiSubject } from "../../contracts/subjects.ts"
+import { agentStepSubject } from "../../contracts/subjects.ts"
 import { type AgentView, currentFocus, viewResponseOf } from "../../domain/agent-view.ts"
 import { decideRead, type Stamp } from "../../domain/decide.ts"
 import { replayedContext, replyOfEvent, type StoredContext, storedContext } from "../../domain/requests.ts"
+import { callOperation } from "../platform/api/call.ts"
 import { serveOperation } from "../platform/api/serve.ts"
 import { readAgentEvents } from "../platform/log/agent-events.ts"
 import { makeCommandHandler } from "../platform/log/command-handler.ts"
@@ -48,15 +48,8 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
         if (step === null || currentFocus(view) === null || recalled.has(`${view.config.id}/${step.stepId}`))
           return Effect.void
         recalled.add(`${view.config.id}/${step.stepId}`)
-        return Effect.tryPromise(() =>
-          nc.request(apiSubject(view.config.id, operations.recall.subject), JSON.stringify({ stepId: step.stepId }), {
-            timeout: 5_000,
-          }),
-        ).pipe(
-          Effect.flatMap((reply) => {
-            const parsed = reply.json<{ ok: boolean; value?: { seq: number } }>()
-            return parsed.ok && parsed.value ? views.projection.waitFor(parsed.value.seq) : Effect.void
-          }),
+        return callOperation(nc, view.config.id, "recall", { stepId: step.stepId }).pipe(
+          Effect.flatMap((recalled) => views.projection.waitFor(recalled.seq)),
           Effect.ignore,
         )
       }
