@@ -14,8 +14,9 @@
  * Summaries and embeddings are computed once, here, and travel in the
  * event; replaying the log applies them and calls nothing.
  */
-import { Config, ConfigProvider, Context, Effect, HashMap, Layer, Option, Queue, Semaphore } from "effect"
+import { Config, Context, Effect, HashMap, Layer, Option, Queue, Semaphore } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
+import { invalidSetting, settings } from "../../contracts/settings.ts"
 import { agentIdOfEventSubject } from "../../contracts/subjects.ts"
 import { type AgentView, evolve, fullestText, skipUndecodable } from "../../domain/agent-view.ts"
 import { decideFadeMove, type EntryHistory, type MadeRepresentation, NO_HISTORY } from "../../domain/fade-decide.ts"
@@ -57,9 +58,8 @@ export class FadeWorkerSettings extends Context.Service<FadeWorkerSettings, Fade
   static readonly fromEnv = () =>
     Layer.unwrap(
       Effect.gen(function* () {
-        const intervalMs = yield* Config.Int("WM_FADE_INTERVAL_MS").pipe(Config.withDefault(30_000))
-        const shard = yield* Config.String("WM_FADE_SHARD").pipe(
-          Config.withDefault("0/1"),
+        const intervalMs = yield* settings.WM_FADE_INTERVAL_MS.config
+        const shard = yield* settings.WM_FADE_SHARD.config.pipe(
           Config.mapEffect((text) => {
             const match = /^(\d+)\/(\d+)$/.exec(text.trim())
             const index = Number(match?.[1])
@@ -67,15 +67,14 @@ export class FadeWorkerSettings extends Context.Service<FadeWorkerSettings, Fade
             return match && count >= 1 && index < count
               ? Effect.succeed({ index, count })
               : Effect.fail(
-                  new Config.ConfigError(
-                    new ConfigProvider.SourceError({
-                      message: `WM_FADE_SHARD: '${text}' is not <index>/<count> with 0 <= index < count`,
-                    }),
+                  invalidSetting(
+                    settings.WM_FADE_SHARD.name,
+                    `'${text}' is not <index>/<count> with 0 <= index < count`,
                   ),
                 )
           }),
         )
-        const tau = yield* Config.Number("WM_FADE_TAU").pipe(Config.withDefault(DEFAULT_FADE_CONFIG.tau))
+        const tau = yield* settings.WM_FADE_TAU.config
         return FadeWorkerSettings.make({
           intervalMs,
           shard,

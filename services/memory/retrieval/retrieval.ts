@@ -19,6 +19,7 @@ import type { ResponseOf } from "../../../contracts/api.ts"
 import { AgentNotFound, InvalidState, NotCaughtUp } from "../../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
 import { focusText } from "../../../contracts/focus.ts"
+import { settings as configured } from "../../../contracts/settings.ts"
 import { type AgentView, currentFocus, evolve, fullestForm, fullestText } from "../../../domain/agent-view.ts"
 import {
   decideCueDrops,
@@ -75,14 +76,19 @@ export interface RetrievalSettingsShape {
 export class RetrievalSettings extends Context.Service<RetrievalSettings, RetrievalSettingsShape>()(
   "wm/RetrievalSettings",
 ) {
+  /** WM_CUE_THRESHOLD, WM_RECALL_DEPTH, WM_CUE_BUDGET_SHARE, WM_WARMUP_COUNT, read with Effect Config; `settings` overrides them. */
   static readonly make = (settings: Partial<RetrievalSettingsShape> = {}) =>
-    Layer.succeed(RetrievalSettings, {
-      cueThreshold: Number(process.env.WM_CUE_THRESHOLD ?? 0),
-      recallDepth: Number(process.env.WM_RECALL_DEPTH ?? 150),
-      cueBudgetShare: Number(process.env.WM_CUE_BUDGET_SHARE ?? 1),
-      warmUpCount: Number(process.env.WM_WARMUP_COUNT ?? 5),
-      ...settings,
-    })
+    Layer.unwrap(
+      Effect.gen(function* () {
+        return Layer.succeed(RetrievalSettings, {
+          cueThreshold: yield* configured.WM_CUE_THRESHOLD.config,
+          recallDepth: yield* configured.WM_RECALL_DEPTH.config,
+          cueBudgetShare: yield* configured.WM_CUE_BUDGET_SHARE.config,
+          warmUpCount: yield* configured.WM_WARMUP_COUNT.config,
+          ...settings,
+        })
+      }).pipe(Effect.orDie),
+    )
 }
 
 export interface RetrievalShape {
