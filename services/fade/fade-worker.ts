@@ -197,52 +197,51 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
       })
       const warmUp = yield* projection.warmedUp
 
-      const execute = (view: AgentView, move: FadeMove) =>
-        Effect.gen(function* () {
-          const entry = Option.getOrUndefined(HashMap.get(view.entries, move.entryId))
-          if (entry === undefined) return null
-          const key = `${view.config.id}/${entry.id}`
-          const source = rawText.get(key) ?? fullestText(entry)
-          const made: MadeRepresentation =
-            move.to === 1
-              ? { to: 1, keyPoints: extractKeyPoints(source, config.keyPointsShare, view.config.encoding) }
-              : move.to === 2
-                ? yield* Effect.map(
-                    summarizer.summarize(source, { share: config.summaryShare, encoding: view.config.encoding }),
-                    (s) => ({
-                      to: 2 as const,
-                      summary: s.text,
-                      producer: s.producer,
-                    }),
-                  )
-                : yield* Effect.map(embeddings.embed(source), (e) => ({
-                    to: 3 as const,
-                    embedding: {
-                      model: e.model,
-                      dims: e.vector.length,
-                      vector: encodeVector(e.vector),
-                      producer: e.producer,
-                    },
-                  }))
-          const stamp = {
-            eventId: `${view.config.id}:fade:${entry.id}:${move.from}-${move.to}:${move.expectSeq}`,
-            agentId: view.config.id,
-            at: Date.now(),
-            causationId: `seq:${move.expectSeq}`,
-            correlationId: entry.correlationId,
-          }
-          const decision = decideFadeMove(view, move, made, stamp, histories.get(key))
-          if (!decision.ok) return null
-          return yield* log.append(decision.event, { expectLastSubjectSeq: move.expectSeq }).pipe(
-            Effect.map((appended) => appended.seq),
-            Effect.catchTag("SequenceConflict", () =>
-              Effect.sync(() => {
-                stats.conflicts++
-                return null
-              }),
-            ),
-          )
-        })
+      const execute = Effect.fn("FadeWorker.execute")(function* (view: AgentView, move: FadeMove) {
+        const entry = Option.getOrUndefined(HashMap.get(view.entries, move.entryId))
+        if (entry === undefined) return null
+        const key = `${view.config.id}/${entry.id}`
+        const source = rawText.get(key) ?? fullestText(entry)
+        const made: MadeRepresentation =
+          move.to === 1
+            ? { to: 1, keyPoints: extractKeyPoints(source, config.keyPointsShare, view.config.encoding) }
+            : move.to === 2
+              ? yield* Effect.map(
+                  summarizer.summarize(source, { share: config.summaryShare, encoding: view.config.encoding }),
+                  (s) => ({
+                    to: 2 as const,
+                    summary: s.text,
+                    producer: s.producer,
+                  }),
+                )
+              : yield* Effect.map(embeddings.embed(source), (e) => ({
+                  to: 3 as const,
+                  embedding: {
+                    model: e.model,
+                    dims: e.vector.length,
+                    vector: encodeVector(e.vector),
+                    producer: e.producer,
+                  },
+                }))
+        const stamp = {
+          eventId: `${view.config.id}:fade:${entry.id}:${move.from}-${move.to}:${move.expectSeq}`,
+          agentId: view.config.id,
+          at: Date.now(),
+          causationId: `seq:${move.expectSeq}`,
+          correlationId: entry.correlationId,
+        }
+        const decision = decideFadeMove(view, move, made, stamp, histories.get(key))
+        if (!decision.ok) return null
+        return yield* log.append(decision.event, { expectLastSubjectSeq: move.expectSeq }).pipe(
+          Effect.map((appended) => appended.seq),
+          Effect.catchTag("SequenceConflict", () =>
+            Effect.sync(() => {
+              stats.conflicts++
+              return null
+            }),
+          ),
+        )
+      })
 
       // One evaluation per agent at a time in this worker: a second would only redo the first's work.
       const locks = new Map<string, Semaphore.Semaphore>()
@@ -255,8 +254,8 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         return lock
       }
 
-      const evaluate = (agentId: string): Effect.Effect<FadeRun> =>
-        Effect.gen(function* () {
+      const evaluate: (agentId: string) => Effect.Effect<FadeRun> = Effect.fn("FadeWorker.evaluate")(
+        function* (agentId: string) {
           stats.evaluations++
           let applied = 0
           let conflicts = 0
@@ -276,16 +275,19 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
           }
           stats.applied += applied
           return { passes, applied, conflicts }
-        }).pipe(
-          lockOf(agentId).withPermits(1),
-          Effect.catchCause((cause) =>
-            Effect.as(Effect.logError(`[${settings.name}] evaluating ${agentId} failed`, cause), {
-              passes: 0,
-              applied: 0,
-              conflicts: 0,
-            }),
+        },
+        (evaluation, agentId) =>
+          evaluation.pipe(
+            lockOf(agentId).withPermits(1),
+            Effect.catchCause((cause) =>
+              Effect.as(Effect.logError(`[${settings.name}] evaluating ${agentId} failed`, cause), {
+                passes: 0,
+                applied: 0,
+                conflicts: 0,
+              }),
+            ),
           ),
-        )
+      )
 
       // The evaluation loop: drains the dirty set, one evaluation per agent at a time.
       const loop = Effect.gen(function* () {

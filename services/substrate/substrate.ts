@@ -16,6 +16,7 @@
  */
 import type { KV } from "@nats-io/kv"
 import { Context, Effect, FiberSet, Layer, Schedule } from "effect"
+import type { RequestOf } from "../../contracts/api.ts"
 import { CHECKPOINT_BUCKET, checkpointKey, SUBSTRATE_BUCKET, substrateKey } from "../../contracts/buckets.ts"
 import { NotCaughtUp, UnknownEntries } from "../../contracts/errors.ts"
 import type { Tombstone } from "../../domain/forget.ts"
@@ -160,7 +161,7 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
           }),
         )
 
-      yield* serveOperation("getRaw", (agentId, request) =>
+      const getRaw = Effect.fn("Substrate.getRaw")((agentId: string, request: RequestOf<"getRaw">) =>
         Effect.andThen(
           request.afterSeq !== undefined ? caughtUpTo(request.afterSeq) : Effect.void,
           readSubstrate(kv, agentId, request.entryId),
@@ -170,6 +171,8 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
           ),
         ),
       )
+
+      yield* serveOperation("getRaw", getRaw)
 
       return {
         get: (agentId, entryId) => readSubstrate(kv, agentId, entryId),
