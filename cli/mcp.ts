@@ -13,6 +13,7 @@ import { parseArgs } from "node:util"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { Config, Effect, Option } from "effect"
 import type { RequestOf } from "../contracts/api.ts"
+import { readSetting, settings } from "../contracts/settings.ts"
 import { serveMcpOverHttp } from "../mcp/http.ts"
 import { createMcpServer } from "../mcp/server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
@@ -34,7 +35,7 @@ const fail = (message: string): never => {
 }
 
 const main = async () => {
-  const agentId = flags.agent ?? process.env.WM_AGENT
+  const agentId = flags.agent ?? Option.getOrUndefined(readSetting(settings.WM_AGENT))
   if (agentId === undefined && flags.http === undefined)
     fail("name the agent: npm run mcp -- --agent <id> (or set WM_AGENT)")
   // The same configuration as every entry point reads, with Effect Config.

@@ -23,6 +23,8 @@
 import { writeFileSync } from "node:fs"
 import { type ParseArgsConfig, parseArgs } from "node:util"
 import type { NatsConnection } from "@nats-io/transport-node"
+import { Option } from "effect"
+import { readSetting, settings } from "../contracts/settings.ts"
 import { contextOfView } from "../domain/context-builder.ts"
 import { generatePassword, natsAuth, SERVICE_NAMES, type ServiceName, type TenantAccount } from "../infra/auth.ts"
 import { deploymentEnv } from "../infra/deployment-env.ts"
@@ -362,7 +364,11 @@ const main = async (argv: string[]): Promise<number> => {
       return 2
     }
     const detail =
-      error instanceof Error ? (process.env.WM_DEBUG ? (error.stack ?? error.message) : error.message) : String(error)
+      error instanceof Error
+        ? Option.isSome(readSetting(settings.WM_DEBUG))
+          ? (error.stack ?? error.message)
+          : error.message
+        : String(error)
     process.stderr.write(`wm ${command}: ${detail}\n`)
     return 2
   }

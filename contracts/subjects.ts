@@ -31,6 +31,8 @@ export const agentStepSubject = (agentId: string) => `${EVENTS_ROOT}.${agentId}.
 export const entrySubject = (agentId: string, entryId: string) => `${EVENTS_ROOT}.${agentId}.entry.${entryId}`
 /** Every agent's configuration events: the gateway's admission state needs only these. */
 export const ALL_AGENT_CONFIG = `${EVENTS_ROOT}.*.agent`
+/** The agent id in an event subject `wm.evt.<agent>...` (its third token). */
+export const agentIdOfEventSubject = (subject: string): string => subject.split(".")[2] ?? ""
 
 export const eventSubject = (event: MemoryEvent): string => {
   const entryId = entryIdOf(event)

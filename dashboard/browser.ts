@@ -1,10 +1,12 @@
 /** Debian's chromium (or CHROMIUM_BIN), headless, as the browser tests and the screenshot drive it. */
 import { execFileSync } from "node:child_process"
 import { existsSync } from "node:fs"
+import { Option } from "effect"
 import { type Browser, chromium } from "playwright-core"
+import { readSetting, settings } from "../contracts/settings.ts"
 
 export const chromiumBinary = (): string => {
-  const configured = process.env.CHROMIUM_BIN
+  const configured = Option.getOrUndefined(readSetting(settings.CHROMIUM_BIN))
   if (configured) return configured
   if (existsSync("/usr/bin/chromium")) return "/usr/bin/chromium"
   try {

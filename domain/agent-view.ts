@@ -25,9 +25,10 @@ export interface OpenStep {
 }
 
 export interface AgentView {
+  /** As registered, with the base budget (`baseBudget`) as last retuned. */
   readonly config: AgentConfig
-  /** The budget in force (expanded during hyperfocus). */
-  readonly budget: number
+  /** The budget in force: the base budget, expanded during hyperfocus. */
+  readonly budgetInForce: number
   readonly hyperfocus: boolean
   /** Native working entries, rungs 0-2. */
   readonly entries: HashMap.HashMap<string, WorkingEntry>
@@ -101,15 +102,28 @@ export const formText = (entry: WorkingEntry, form: RepresentationKind): string 
   }
 }
 
+/** The fullest text working holds for an entry, and its form: the raw text, else key points, else the summary. */
+export const fullestForm = (entry: WorkingEntry): { readonly form: RepresentationKind; readonly text: string } =>
+  entry.content !== null
+    ? { form: "raw", text: entry.content }
+    : entry.keyPoints !== null
+      ? { form: "keyPoints", text: entry.keyPoints }
+      : { form: "summary", text: entry.summary ?? "" }
+
+export const fullestText = (entry: WorkingEntry): string => fullestForm(entry).text
+
 export const formTokens = (entry: WorkingEntry, form: RepresentationKind): number =>
   (form === "raw" ? entry.tokens.raw : entry.tokens[form]) ?? entry.tokens.raw
+
+/** The agent's base budget: what it registered with or was retuned to, before any hyperfocus expansion. */
+export const baseBudget = (view: AgentView): number => view.config.budget
 
 /** The focus relevance is measured against: the open step's, else the agent's. */
 export const currentFocus = (view: AgentView): Focus | null => view.step?.focus ?? view.focus
 
 const registered = (event: EventOf<"AgentRegistered">, position: LogPosition): AgentView => ({
   config: event.config,
-  budget: event.config.budget,
+  budgetInForce: event.config.budget,
   hyperfocus: false,
   entries: HashMap.empty(),
   cues: HashMap.empty(),
@@ -300,7 +314,7 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
       return {
         ...view,
         config: { ...view.config, budget: event.baseBudget },
-        budget: event.budget,
+        budgetInForce: event.budget,
         configSeq: seq,
         hyperfocus:
           event.reason === "hyperfocus-enter" ? true : event.reason === "hyperfocus-exit" ? false : view.hyperfocus,
@@ -534,7 +548,7 @@ export const entriesByTime = (entries: Iterable<WorkingEntry>): WorkingEntry[] =
 /** A plain, ordered, JSON-ready form of a view: what "the same view" means when two are compared. */
 export const viewSnapshot = (view: AgentView) => ({
   config: view.config,
-  budget: view.budget,
+  budget: view.budgetInForce,
   hyperfocus: view.hyperfocus,
   usage: view.usage,
   step: view.step && {
@@ -559,7 +573,7 @@ export const viewResponseOf = (view: AgentView, appliedSeq: number) => {
   for (const e of entries) byRung[e.rung] += 1
   return {
     agent: view.config,
-    budget: view.budget,
+    budget: view.budgetInForce,
     hyperfocus: view.hyperfocus,
     usage: view.usage,
     entriesByRung: byRung,

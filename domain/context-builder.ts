@@ -24,9 +24,10 @@
  */
 import { HashMap, Option } from "effect"
 import { DEFAULT_ENCODING, type Encoding } from "../contracts/agent.ts"
-import type { RepresentationKind, WorkingEntry, WorkingRung } from "../contracts/entry.ts"
+import type { BuiltContext as BuiltContextSchema, ContextItem as ContextItemSchema } from "../contracts/api.ts"
+import type { RepresentationKind, WorkingEntry } from "../contracts/entry.ts"
 import { focusText } from "../contracts/focus.ts"
-import { type AgentView, availableForms, currentFocus, formText, formTokens } from "./agent-view.ts"
+import { type AgentView, availableForms, currentFocus, formText, formTokens, fullestText } from "./agent-view.ts"
 import { bm25Scaled, DEFAULT_RELEVANCE, frequencyOf, fuseRankings, recencyOf, relevance } from "./relevance.ts"
 import {
   dateLineTokens,
@@ -46,24 +47,10 @@ export interface Candidate {
   readonly cue: boolean
 }
 
-export interface ContextItem {
-  readonly entryId: string
-  readonly timestamp: number
-  readonly origin: WorkingEntry["origin"]
-  readonly rung: WorkingRung
-  readonly form: RepresentationKind
-  readonly cue: boolean
-  readonly tokens: number
-}
+export type ContextItem = typeof ContextItemSchema.Type
 
-export interface BuiltContext {
-  readonly text: string
-  readonly tokens: number
-  readonly budget: number
-  readonly items: ReadonlyArray<ContextItem>
-  /** Candidates that did not fit at all. */
-  readonly omitted: number
-}
+/** The API's built context before it is stamped with the log position it was built at (`omitted`: candidates that did not fit at all). */
+export type BuiltContext = Omit<typeof BuiltContextSchema.Type, "seq">
 
 export type ContextOrder = "timestamp" | "priority"
 
@@ -210,7 +197,7 @@ export const recencyPriority = (entry: WorkingEntry): number => entry.timestamp
 
 /** The budget a build may use: the agent's, or a lower per-call limit. */
 export const effectiveBudget = (view: AgentView, limit?: number): number =>
-  limit === undefined ? view.budget : Math.min(view.budget, limit)
+  limit === undefined ? view.budgetInForce : Math.min(view.budgetInForce, limit)
 
 /**
  * Native entries and the open step's cues, ranked by `priority`. A cue that
@@ -266,8 +253,7 @@ export const priorityFor = (view: AgentView): ((entry: WorkingEntry, cue: boolea
 }
 
 /** The lexical terms of the text working holds for an entry. */
-export const entryStats = (entry: WorkingEntry): TermStats =>
-  termStats(entry.content ?? entry.keyPoints ?? entry.summary ?? "")
+export const entryStats = (entry: WorkingEntry): TermStats => termStats(fullestText(entry))
 
 export interface ContextOptions {
   readonly limit?: number

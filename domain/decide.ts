@@ -15,7 +15,7 @@ import { MAX_CONTENT_BYTES, type RequestOf } from "../contracts/api.ts"
 import { AgentAlreadyRegistered, InvalidState, UnknownEntries, ValidationError } from "../contracts/errors.ts"
 import type { EventOf } from "../contracts/events.ts"
 import type { Focus } from "../contracts/focus.ts"
-import type { AgentView } from "./agent-view.ts"
+import { type AgentView, baseBudget } from "./agent-view.ts"
 import { type BuiltContext, contextOfView, effectiveBudget } from "./context-builder.ts"
 import { accept, type Decision, envelope, refuse, type Stamp } from "./decision.ts"
 import { blockTokens } from "./render.ts"
@@ -76,7 +76,7 @@ export const decideRetune = (
     reason: "retune",
     baseBudget: request.budget,
     // During hyperfocus the expanded budget stays unless the new base exceeds it.
-    budget: view.hyperfocus ? Math.max(view.budget, request.budget) : request.budget,
+    budget: view.hyperfocus ? Math.max(view.budgetInForce, request.budget) : request.budget,
   })
 
 export const decideEnterHyperfocus = (
@@ -86,7 +86,7 @@ export const decideEnterHyperfocus = (
 ): Decision<EventOf<"BudgetChanged">> => {
   if (view.hyperfocus)
     return refuse(new InvalidState({ field: "hyperfocus", reason: "the agent is already in hyperfocus" }))
-  const base = view.config.budget
+  const base = baseBudget(view)
   const budget = request.budget ?? Math.min(MAX_BUDGET, base * DEFAULT_HYPERFOCUS_FACTOR)
   if (budget <= base) return refuse(ValidationError.one("budget", `must exceed the base budget of ${base} tokens`))
   return accept({ _tag: "BudgetChanged", ...envelope(stamp), reason: "hyperfocus-enter", baseBudget: base, budget })
@@ -95,7 +95,7 @@ export const decideEnterHyperfocus = (
 export const decideExitHyperfocus = (view: AgentView, stamp: Stamp): Decision<EventOf<"BudgetChanged">> => {
   if (!view.hyperfocus)
     return refuse(new InvalidState({ field: "hyperfocus", reason: "the agent is not in hyperfocus" }))
-  const base = view.config.budget
+  const base = baseBudget(view)
   return accept({
     _tag: "BudgetChanged",
     ...envelope(stamp),

@@ -67,13 +67,16 @@ export const planFade = (view: AgentView, config: FadeConfig): FadeMove[] => {
     movable.push(entry)
   }
   const actual = scoringContext(view, config)
-  const limit = actual.tau * view.budget
+  const limit = actual.tau * view.budgetInForce
   const oversized = movable
     .filter((entry) => rungCost(entry) > limit)
     .map((entry) => ({ entry, to: fittingRung(entry, limit, config) }))
   // Everyone is scored against the usage working will have once the oversized entries are where they fit.
   let projected = projectedUsage(view, oversized, config)
-  const ctx = oversized.length === 0 ? actual : { ...actual, usageRatio: view.budget > 0 ? projected / view.budget : 0 }
+  const ctx =
+    oversized.length === 0
+      ? actual
+      : { ...actual, usageRatio: view.budgetInForce > 0 ? projected / view.budgetInForce : 0 }
 
   const candidates = movable.map((entry) => ({ entry, ...fadeScore(entry, ctx) }))
   // Highest totals first; ties go to the older entry, so plans are deterministic.

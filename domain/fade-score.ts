@@ -18,7 +18,7 @@
 import type { WorkingEntry } from "../contracts/entry.ts"
 import type { FadeScoreParts } from "../contracts/fade.ts"
 import { focusText } from "../contracts/focus.ts"
-import { type AgentView, currentFocus } from "./agent-view.ts"
+import { type AgentView, currentFocus, fullestText } from "./agent-view.ts"
 import { termStats, terms } from "./terms.ts"
 
 export interface FadeWeights {
@@ -80,15 +80,13 @@ export const scoringContext = (view: AgentView, config: FadeConfig): ScoringCont
   entryCount: view.entryCount,
   now: view.clock,
   focusTerms: new Set(terms(focusText(currentFocus(view)))),
-  usageRatio: view.budget > 0 ? view.usage / view.budget : 0,
+  usageRatio: view.budgetInForce > 0 ? view.usage / view.budgetInForce : 0,
   tau: tauFor(view, config),
 })
 
-const entryText = (entry: WorkingEntry): string => entry.content ?? entry.keyPoints ?? entry.summary ?? ""
-
 const coverage = (focusTerms: ReadonlySet<string>, entry: WorkingEntry): number => {
   if (focusTerms.size === 0) return 0
-  const own = termStats(entryText(entry)).frequencies
+  const own = termStats(fullestText(entry)).frequencies
   let hit = 0
   for (const t of focusTerms) if (own.has(t)) hit++
   return hit / focusTerms.size

@@ -11,13 +11,12 @@
  * offline one.
  */
 
-import { eng } from "stopword"
 import type { Encoding } from "../contracts/agent.ts"
 import { speakerOf } from "./key-points.ts"
+import { STOPWORDS } from "./terms.ts"
 import { countTokens } from "./tokens.ts"
 
 export const OFFLINE_SUMMARY_MODEL = "offline-facts-v2"
-const STOPWORDS = new Set(eng)
 
 interface Word {
   readonly text: string

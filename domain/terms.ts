@@ -6,7 +6,8 @@
 import { stemmer } from "stemmer"
 import { eng } from "stopword"
 
-const STOPWORDS = new Set(eng)
+/** English stopwords: words that carry no term of their own. */
+export const STOPWORDS: ReadonlySet<string> = new Set(eng)
 const WORD = /[\p{L}\p{N}]+(?:['’][\p{L}]+)?/gu
 
 export const terms = (text: string): string[] => {

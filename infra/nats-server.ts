@@ -8,6 +8,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { Option } from "effect"
+import { readSetting, settings } from "../contracts/settings.ts"
 
 export const NATS_INSTALL_HINT =
   "nats-server was not found. Install it (Debian/Ubuntu: `sudo apt-get install -y nats-server`, " +
@@ -15,7 +17,12 @@ export const NATS_INSTALL_HINT =
   "or point NATS_URL at a running JetStream-enabled server."
 
 export const natsServerBinary = (): string | undefined => {
-  const candidates = [process.env.NATS_SERVER_BIN, "nats-server", "/usr/bin/nats-server", "/usr/sbin/nats-server"]
+  const candidates = [
+    Option.getOrUndefined(readSetting(settings.NATS_SERVER_BIN)),
+    "nats-server",
+    "/usr/bin/nats-server",
+    "/usr/sbin/nats-server",
+  ]
   for (const candidate of candidates) {
     if (!candidate) continue
     const probe = spawnSync(candidate, ["--version"], { encoding: "utf8" })

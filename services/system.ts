@@ -5,12 +5,12 @@
  * meet only through the event log, the API subjects and the stores they
  * publish (the substrate's KV bucket, the long-term collections).
  */
-import { Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { FadeWorker, FadeWorkerSettings } from "./fade/fade-worker.ts"
 import { Summarizer } from "./fade/summarizer.ts"
 import { Gateway } from "./gateway/gateway.ts"
 import { LongTerm } from "./memory/longterm/longterm.ts"
-import { longTermStoreFromEnv } from "./memory/longterm/qdrant-config.ts"
+import { longTermStoreConfig } from "./memory/longterm/qdrant-config.ts"
 import type { LongTermStore } from "./memory/longterm/store.ts"
 import { Retrieval, RetrievalSettings } from "./memory/retrieval/retrieval.ts"
 import { AgentSharing } from "./platform/access/sharing.ts"
@@ -70,14 +70,16 @@ export const memoryService = (
   } = {},
 ) => {
   const base = foundation(settings)
-  const configured = options.store
-    ? { store: options.store, durable: options.durable ?? false }
-    : longTermStoreFromEnv()
-  const store = configured.store
-  const longTerm = LongTerm.layer({ durable: configured.durable }).pipe(Layer.provide(Layer.merge(store, base)))
+  // The projection and retrieval share one instance of the store.
+  const longTermOn = (store: Layer.Layer<LongTermStore, unknown>, durable: boolean) =>
+    Layer.merge(LongTerm.layer({ durable }).pipe(Layer.provide(Layer.merge(store, base))), store)
+  const longTerm = options.store
+    ? longTermOn(options.store, options.durable ?? false)
+    : Layer.unwrap(
+        Effect.map(longTermStoreConfig.pipe(Effect.orDie), ({ store, durable }) => longTermOn(store, durable)),
+      )
   const deps = Layer.mergeAll(
     longTerm,
-    store,
     options.models ?? EmbeddingProvider.fromEnv(),
     SubstrateReader.layer.pipe(Layer.provide(base)),
     options.retrieval ?? RetrievalSettings.make(),

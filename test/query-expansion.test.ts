@@ -69,7 +69,7 @@ describe("query expansion by the best matches", () => {
       4,
     )
     const boosts = new Map(added.map((t) => [t.term, 0.3 * t.weight]))
-    const after = index.search("a", [...query, ...boosts.keys()], 10, undefined, boosts).map((h) => h.entryId)
+    const after = index.search("a", [...query, ...boosts.keys()], 10, boosts).map((h) => h.entryId)
     expect(after.slice(0, 2).sort()).toEqual(["e0", "e1"])
     expect(after).toContain("e5")
   })

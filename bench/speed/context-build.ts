@@ -59,7 +59,7 @@ export const contextBuildBench = (options: {
   let sink = 0
   for (let i = 0; i < options.warmup; i++) sink += buildAsTheServiceDoes(view).tokens
   const built = buildAsTheServiceDoes(view)
-  if (sink + built.tokens <= 0 || built.tokens > view.budget)
+  if (sink + built.tokens <= 0 || built.tokens > view.budgetInForce)
     throw new Error("context build produced nothing, or went over budget")
   const rounds: ContextBuildRound[] = []
   const samples = new Float64Array(options.iterations)

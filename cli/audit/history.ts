@@ -7,8 +7,8 @@
 import type { NatsConnection } from "@nats-io/transport-node"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import type { FadeScore, Producer } from "../../contracts/fade.ts"
-import { agentStepSubject, EVENTS_ROOT, entrySubject } from "../../contracts/subjects.ts"
-import { agentOfSubject, scanLog, subjectsMatching } from "./log.ts"
+import { agentIdOfEventSubject, agentStepSubject, EVENTS_ROOT, entrySubject } from "../../contracts/subjects.ts"
+import { scanLog, subjectsMatching } from "./log.ts"
 import type { Progress } from "./progress.ts"
 
 export interface HistoryItem {
@@ -24,7 +24,7 @@ export class HistoryError extends Error {
 /** The agents that have events on this entry id's subject. */
 export const agentsOfEntry = async (nc: NatsConnection, entryId: string): Promise<string[]> => {
   const subjects = await subjectsMatching(nc, `${EVENTS_ROOT}.*.entry.${entryId}`)
-  return Object.keys(subjects).map(agentOfSubject).sort()
+  return Object.keys(subjects).map(agentIdOfEventSubject).sort()
 }
 
 /** Does a step event concern this entry? */

@@ -5,9 +5,10 @@
  */
 import { DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
-import { Config, Effect, Option } from "effect"
+import { Effect, Option } from "effect"
 import { decodeEvent } from "../../contracts/decode.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
+import { settings } from "../../contracts/settings.ts"
 import { EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { natsSettingsFromConfig, serverList } from "../../services/platform/nats/settings.ts"
 import { noProgress, type Progress } from "./progress.ts"
@@ -25,7 +26,7 @@ export interface ConnectionOptions {
  */
 export const openConnection = async (options: ConnectionOptions = {}): Promise<NatsConnection> => {
   const configured = await Effect.runPromise(natsSettingsFromConfig("wm-audit"))
-  const inbox = await Effect.runPromise(Config.option(Config.String("NATS_INBOX_PREFIX")))
+  const inbox = await Effect.runPromise(settings.NATS_INBOX_PREFIX.config)
   const servers = options.servers !== undefined ? serverList(options.servers) : configured.servers
   const user = options.user ?? configured.user
   const pass = options.pass ?? configured.pass
@@ -118,6 +119,3 @@ export const subjectsMatching = async (nc: NatsConnection, filter: string): Prom
   const info = await jsm.streams.info(EVENTS_STREAM, { subjects_filter: filter })
   return info.state.subjects ?? {}
 }
-
-/** The agent id in `wm.evt.<agent>...` (its third token). */
-export const agentOfSubject = (subject: string): string => subject.split(".")[2] ?? ""

@@ -3,6 +3,8 @@
  * a single line rewritten in place on a terminal; otherwise a plain line
  * every few seconds (none at all for a read that ends sooner).
  */
+import { Effect } from "effect"
+import { settings } from "../../contracts/settings.ts"
 
 export interface Progress {
   /** `done` records read; `position`/`end` the stream sequence reached and the last one to read. */
@@ -33,10 +35,14 @@ export const progress = (label: string, options: ProgressOptions = {}): Progress
   const stream = options.stream ?? process.stderr
   if (options.enabled === false) return noProgress
   const now = options.now ?? Date.now
-  const envInterval = Number(process.env.WM_PROGRESS_INTERVAL_MS)
+  // A malformed value reports at the default pace rather than failing the command.
   const interval =
     options.intervalMs ??
-    (Number.isFinite(envInterval) && process.env.WM_PROGRESS_INTERVAL_MS !== "" ? envInterval : 2_000)
+    Effect.runSync(
+      settings.WM_PROGRESS_INTERVAL_MS.config.pipe(
+        Effect.orElseSucceed(() => Number(settings.WM_PROGRESS_INTERVAL_MS.default)),
+      ),
+    )
   const tty = stream.isTTY === true
   const started = now()
   let last = started

@@ -13,7 +13,14 @@ import type { NatsConnection } from "@nats-io/transport-node"
 import { HashMap, HashSet } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { agentEvents } from "../../contracts/subjects.ts"
-import { type AgentView, entriesByTime, evolve, viewSnapshot } from "../../domain/agent-view.ts"
+import {
+  type AgentView,
+  baseBudget,
+  entriesByTime,
+  evolve,
+  fullestText,
+  viewSnapshot,
+} from "../../domain/agent-view.ts"
 import type { BuiltContext } from "../../domain/context-builder.ts"
 import { scanLog } from "./log.ts"
 import type { Progress } from "./progress.ts"
@@ -120,8 +127,8 @@ export const formatReplay = (
   const byRung = [0, 0, 0]
   for (const e of entries) byRung[e.rung]! += 1
   lines.push(
-    `Role ${view.config.role}, budget ${view.budget}${view.hyperfocus ? ` (hyperfocus; base ${view.config.budget})` : ""}, ` +
-      `usage ${view.usage}/${view.budget} tokens; entries by rung: r0 ${byRung[0]}, r1 ${byRung[1]}, r2 ${byRung[2]}; ` +
+    `Role ${view.config.role}, budget ${view.budgetInForce}${view.hyperfocus ? ` (hyperfocus; base ${baseBudget(view)})` : ""}, ` +
+      `usage ${view.usage}/${view.budgetInForce} tokens; entries by rung: r0 ${byRung[0]}, r1 ${byRung[1]}, r2 ${byRung[2]}; ` +
       `${HashSet.size(view.longTerm)} in long-term; last event seq ${view.lastSeq} at ${iso(view.lastEventAt)}`,
   )
   lines.push(
@@ -147,9 +154,7 @@ export const formatReplay = (
   if (cues.length > 0) {
     lines.push("", `Cues of the open step (${cues.length}):`)
     for (const c of cues)
-      lines.push(
-        `  ${c.id}  ${iso(c.timestamp)}  ${c.origin.padEnd(8)} "${preview(c.content ?? c.keyPoints ?? c.summary, 70)}"`,
-      )
+      lines.push(`  ${c.id}  ${iso(c.timestamp)}  ${c.origin.padEnd(8)} "${preview(fullestText(c), 70)}"`)
   }
   lines.push(
     "",

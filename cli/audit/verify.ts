@@ -14,14 +14,15 @@
  */
 
 import { Kvm } from "@nats-io/kv"
-import type { Msg, NatsConnection } from "@nats-io/transport-node"
+import type { NatsConnection } from "@nats-io/transport-node"
+import { Effect } from "effect"
 import type { ResponseOf } from "../../contracts/api.ts"
-import { operations } from "../../contracts/api.ts"
 import { SUBSTRATE_BUCKET } from "../../contracts/buckets.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
-import { ALL_AGENT_CONFIG, ALL_EVENTS, apiSubject } from "../../contracts/subjects.ts"
+import { ALL_AGENT_CONFIG, ALL_EVENTS, agentIdOfEventSubject } from "../../contracts/subjects.ts"
 import { type AgentView, evolve, viewResponseOf as viewOf } from "../../domain/agent-view.ts"
-import { agentOfSubject, scanLog, subjectsMatching } from "./log.ts"
+import { callOperation, type NoAnswer } from "../../services/platform/api/call.ts"
+import { scanLog, subjectsMatching } from "./log.ts"
 import type { Progress } from "./progress.ts"
 
 export interface Difference {
@@ -129,32 +130,24 @@ export const compareViews = (agent: string, live: ViewResponse, rebuilt: ViewRes
 // ---------------------------------------------------------------------------
 // The working-views check
 
-const textEncoder = new TextEncoder()
-const textDecoder = new TextDecoder()
-
 type LiveView =
   | { readonly ok: true; readonly view: ViewResponse }
   | { readonly ok: false; readonly tag: string; readonly message: string }
 
 const askView = async (nc: NatsConnection, agentId: string, timeoutMs: number): Promise<LiveView> => {
-  const subject = apiSubject(agentId, operations.getView.subject)
-  let reply: Msg
-  try {
-    reply = await nc.request(subject, textEncoder.encode("{}"), { timeout: timeoutMs })
-  } catch (error) {
-    throw new Error(
-      `the working service did not answer ${subject}: ${error instanceof Error ? error.message : String(error)}`,
-      {
-        cause: error,
-      },
-    )
-  }
-  const parsed = JSON.parse(textDecoder.decode(reply.data)) as
-    | { ok: true; value: ViewResponse }
-    | { ok: false; error: { _tag: string; message?: string } }
-  return parsed.ok
-    ? { ok: true, view: parsed.value }
-    : { ok: false, tag: parsed.error._tag, message: parsed.error.message ?? "" }
+  const answer = await Effect.runPromise(
+    callOperation(nc, agentId, "getView", {}, { timeout: timeoutMs }).pipe(
+      Effect.map((view): LiveView | NoAnswer => ({ ok: true, view })),
+      Effect.catch((error) =>
+        Effect.succeed<LiveView | NoAnswer>(
+          error._tag === "NoAnswer" ? error : { ok: false, tag: error._tag, message: error.message },
+        ),
+      ),
+    ),
+  )
+  if ("_tag" in answer)
+    throw new Error(`the working service did not answer ${answer.subject}: ${answer.reason}`, { cause: answer })
+  return answer
 }
 
 /** Runs `task` over `items`, at most `limit` at a time. */
@@ -177,7 +170,7 @@ export const workingViewsCheck: VerifyCheck = {
     "each agent's working view, as the working service serves it, against the log folded to the same sequence",
   run: async ({ nc, timeoutMs, progress }) => {
     const agents = Object.keys(await subjectsMatching(nc, ALL_AGENT_CONFIG))
-      .map(agentOfSubject)
+      .map(agentIdOfEventSubject)
       .sort()
     if (agents.length === 0) return { summary: "no agents in the log", differences: [], unchecked: [] }
 

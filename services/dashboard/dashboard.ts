@@ -6,8 +6,9 @@
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import { DeliverPolicy } from "@nats-io/jetstream"
-import { Config, Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { decodeEvent } from "../../contracts/decode.ts"
+import { settings as declared } from "../../contracts/settings.ts"
 import { ALL_EVENTS, EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { DEFAULT_FADE_CONFIG } from "../../domain/fade-score.ts"
 import { Nats } from "../platform/nats/connection.ts"
@@ -15,7 +16,7 @@ import { NatsSettings } from "../platform/nats/settings.ts"
 import { createDashboardServer } from "./http.ts"
 import { DashboardModel, type TimelineItem } from "./read-model.ts"
 
-export const DEFAULT_DASHBOARD_PORT = 4380
+export const DEFAULT_DASHBOARD_PORT = 4380 // as WM_DASHBOARD_PORT's default in contracts/settings.ts
 /** Where `npm run build:dashboard` writes the page. */
 export const DEFAULT_ASSETS_DIR = join(import.meta.dirname, "..", "..", "dashboard", "dist")
 
@@ -45,10 +46,10 @@ export class DashboardSettings extends Context.Service<DashboardSettings, Dashbo
     Layer.effect(
       DashboardSettings,
       Effect.gen(function* () {
-        const port = yield* Config.Int("WM_DASHBOARD_PORT").pipe(Config.withDefault(DEFAULT_DASHBOARD_PORT))
-        const host = yield* Config.String("WM_DASHBOARD_HOST").pipe(Config.withDefault("127.0.0.1"))
-        const dir = yield* Config.option(Config.String("WM_DASHBOARD_DIR"))
-        const tau = yield* Config.Number("WM_FADE_TAU").pipe(Config.withDefault(DEFAULT_FADE_CONFIG.tau))
+        const port = yield* declared.WM_DASHBOARD_PORT.config
+        const host = yield* declared.WM_DASHBOARD_HOST.config
+        const dir = yield* declared.WM_DASHBOARD_DIR.config
+        const tau = yield* declared.WM_FADE_TAU.config
         return { port, host, assetsDir: Option.getOrElse(dir, () => DEFAULT_ASSETS_DIR), tau, ...overrides }
       }).pipe(Effect.orDie),
     )

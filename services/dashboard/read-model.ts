@@ -11,7 +11,7 @@ import { HashMap, HashSet } from "effect"
 import type { WorkingEntry } from "../../contracts/entry.ts"
 import { entryIdOf, type MemoryEvent } from "../../contracts/events.ts"
 import type { FadeScore } from "../../contracts/fade.ts"
-import { type AgentView, entriesByTime, evolve } from "../../domain/agent-view.ts"
+import { type AgentView, baseBudget, entriesByTime, evolve } from "../../domain/agent-view.ts"
 import { type BuiltContext, type ContextOptions, contextOfView } from "../../domain/context-builder.ts"
 import { DEFAULT_FADE_CONFIG, type FadeConfig, tauFor } from "../../domain/fade-score.ts"
 
@@ -249,8 +249,8 @@ export class DashboardModel {
     return {
       agentId,
       role: view.config.role,
-      budget: view.budget,
-      baseBudget: view.config.budget,
+      budget: view.budgetInForce,
+      baseBudget: baseBudget(view),
       hyperfocus: view.hyperfocus,
       usage: view.usage,
       tau: tauFor(view, this.#fade),

@@ -14,9 +14,11 @@
  * Summaries and embeddings are computed once, here, and travel in the
  * event; replaying the log applies them and calls nothing.
  */
-import { Config, ConfigProvider, Context, Effect, HashMap, Layer, Option, Semaphore } from "effect"
+import { Config, Context, Effect, HashMap, Layer, Option, Queue, Semaphore } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
-import { type AgentView, evolve, skipUndecodable } from "../../domain/agent-view.ts"
+import { invalidSetting, settings } from "../../contracts/settings.ts"
+import { agentIdOfEventSubject } from "../../contracts/subjects.ts"
+import { type AgentView, evolve, fullestText, skipUndecodable } from "../../domain/agent-view.ts"
 import { decideFadeMove, type EntryHistory, type MadeRepresentation, NO_HISTORY } from "../../domain/fade-decide.ts"
 import { type FadeMove, planFade } from "../../domain/fade-plan.ts"
 import { DEFAULT_FADE_CONFIG, type FadeConfig } from "../../domain/fade-score.ts"
@@ -56,9 +58,8 @@ export class FadeWorkerSettings extends Context.Service<FadeWorkerSettings, Fade
   static readonly fromEnv = () =>
     Layer.unwrap(
       Effect.gen(function* () {
-        const intervalMs = yield* Config.Int("WM_FADE_INTERVAL_MS").pipe(Config.withDefault(30_000))
-        const shard = yield* Config.String("WM_FADE_SHARD").pipe(
-          Config.withDefault("0/1"),
+        const intervalMs = yield* settings.WM_FADE_INTERVAL_MS.config
+        const shard = yield* settings.WM_FADE_SHARD.config.pipe(
           Config.mapEffect((text) => {
             const match = /^(\d+)\/(\d+)$/.exec(text.trim())
             const index = Number(match?.[1])
@@ -66,15 +67,14 @@ export class FadeWorkerSettings extends Context.Service<FadeWorkerSettings, Fade
             return match && count >= 1 && index < count
               ? Effect.succeed({ index, count })
               : Effect.fail(
-                  new Config.ConfigError(
-                    new ConfigProvider.SourceError({
-                      message: `WM_FADE_SHARD: '${text}' is not <index>/<count> with 0 <= index < count`,
-                    }),
+                  invalidSetting(
+                    settings.WM_FADE_SHARD.name,
+                    `'${text}' is not <index>/<count> with 0 <= index < count`,
                   ),
                 )
           }),
         )
-        const tau = yield* Config.Number("WM_FADE_TAU").pipe(Config.withDefault(DEFAULT_FADE_CONFIG.tau))
+        const tau = yield* settings.WM_FADE_TAU.config
         return FadeWorkerSettings.make({
           intervalMs,
           shard,
@@ -159,13 +159,13 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
           )
         }
       }
+      // Agents to evaluate, each queued once until its evaluation starts.
       const dirty = new Set<string>()
-      let warmedUp = false
-      let wake: (() => void) | null = null
+      const toEvaluate = yield* Queue.unbounded<string>()
       const markDirty = (agentId: string) => {
-        if (!owns(agentId)) return
+        if (!owns(agentId) || dirty.has(agentId)) return
         dirty.add(agentId)
-        if (warmedUp && wake) wake()
+        Queue.offerUnsafe(toEvaluate, agentId)
       }
       const stats = { applied: 0, conflicts: 0, evaluations: 0 }
 
@@ -190,61 +190,58 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
           if (isTrigger(event)) markDirty(event.agentId)
         },
         onDeadLetter: (letter) => {
-          const agentId = letter.subject.split(".")[2] ?? ""
+          const agentId = agentIdOfEventSubject(letter.subject)
           const view = views.get(agentId)
           if (view !== undefined) views.set(agentId, skipUndecodable(view, letter.subject, letter.seq))
         },
       })
       const warmUp = yield* projection.warmedUp
-      warmedUp = true
 
-      const execute = (view: AgentView, move: FadeMove) =>
-        Effect.gen(function* () {
-          const entry = Option.getOrUndefined(HashMap.get(view.entries, move.entryId))
-          if (entry === undefined) return null
-          const key = `${view.config.id}/${entry.id}`
-          const raw = rawText.get(key) ?? entry.content
-          const source = raw ?? entry.keyPoints ?? entry.summary ?? ""
-          const made: MadeRepresentation =
-            move.to === 1
-              ? { to: 1, keyPoints: extractKeyPoints(source, config.keyPointsShare, view.config.encoding) }
-              : move.to === 2
-                ? yield* Effect.map(
-                    summarizer.summarize(source, { share: config.summaryShare, encoding: view.config.encoding }),
-                    (s) => ({
-                      to: 2 as const,
-                      summary: s.text,
-                      producer: s.producer,
-                    }),
-                  )
-                : yield* Effect.map(embeddings.embed(source), (e) => ({
-                    to: 3 as const,
-                    embedding: {
-                      model: e.model,
-                      dims: e.vector.length,
-                      vector: encodeVector(e.vector),
-                      producer: e.producer,
-                    },
-                  }))
-          const stamp = {
-            eventId: `${view.config.id}:fade:${entry.id}:${move.from}-${move.to}:${move.expectSeq}`,
-            agentId: view.config.id,
-            at: Date.now(),
-            causationId: `seq:${move.expectSeq}`,
-            correlationId: entry.correlationId,
-          }
-          const decision = decideFadeMove(view, move, made, stamp, histories.get(key))
-          if (!decision.ok) return null
-          return yield* log.append(decision.event, { expectLastSubjectSeq: move.expectSeq }).pipe(
-            Effect.map((appended) => appended.seq),
-            Effect.catchTag("SequenceConflict", () =>
-              Effect.sync(() => {
-                stats.conflicts++
-                return null
-              }),
-            ),
-          )
-        })
+      const execute = Effect.fn("FadeWorker.execute")(function* (view: AgentView, move: FadeMove) {
+        const entry = Option.getOrUndefined(HashMap.get(view.entries, move.entryId))
+        if (entry === undefined) return null
+        const key = `${view.config.id}/${entry.id}`
+        const source = rawText.get(key) ?? fullestText(entry)
+        const made: MadeRepresentation =
+          move.to === 1
+            ? { to: 1, keyPoints: extractKeyPoints(source, config.keyPointsShare, view.config.encoding) }
+            : move.to === 2
+              ? yield* Effect.map(
+                  summarizer.summarize(source, { share: config.summaryShare, encoding: view.config.encoding }),
+                  (s) => ({
+                    to: 2 as const,
+                    summary: s.text,
+                    producer: s.producer,
+                  }),
+                )
+              : yield* Effect.map(embeddings.embed(source), (e) => ({
+                  to: 3 as const,
+                  embedding: {
+                    model: e.model,
+                    dims: e.vector.length,
+                    vector: encodeVector(e.vector),
+                    producer: e.producer,
+                  },
+                }))
+        const stamp = {
+          eventId: `${view.config.id}:fade:${entry.id}:${move.from}-${move.to}:${move.expectSeq}`,
+          agentId: view.config.id,
+          at: Date.now(),
+          causationId: `seq:${move.expectSeq}`,
+          correlationId: entry.correlationId,
+        }
+        const decision = decideFadeMove(view, move, made, stamp, histories.get(key))
+        if (!decision.ok) return null
+        return yield* log.append(decision.event, { expectLastSubjectSeq: move.expectSeq }).pipe(
+          Effect.map((appended) => appended.seq),
+          Effect.catchTag("SequenceConflict", () =>
+            Effect.sync(() => {
+              stats.conflicts++
+              return null
+            }),
+          ),
+        )
+      })
 
       // One evaluation per agent at a time in this worker: a second would only redo the first's work.
       const locks = new Map<string, Semaphore.Semaphore>()
@@ -257,8 +254,8 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         return lock
       }
 
-      const evaluate = (agentId: string): Effect.Effect<FadeRun> =>
-        Effect.gen(function* () {
+      const evaluate: (agentId: string) => Effect.Effect<FadeRun> = Effect.fn("FadeWorker.evaluate")(
+        function* (agentId: string) {
           stats.evaluations++
           let applied = 0
           let conflicts = 0
@@ -278,32 +275,25 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
           }
           stats.applied += applied
           return { passes, applied, conflicts }
-        }).pipe(
-          lockOf(agentId).withPermits(1),
-          Effect.catchCause((cause) =>
-            Effect.sync(() => {
-              console.error(`[${settings.name}] evaluating ${agentId} failed`, cause)
-              return { passes: 0, applied: 0, conflicts: 0 }
-            }),
+        },
+        (evaluation, agentId) =>
+          evaluation.pipe(
+            lockOf(agentId).withPermits(1),
+            Effect.catchCause((cause) =>
+              Effect.as(Effect.logError(`[${settings.name}] evaluating ${agentId} failed`, cause), {
+                passes: 0,
+                applied: 0,
+                conflicts: 0,
+              }),
+            ),
           ),
-        )
+      )
 
       // The evaluation loop: drains the dirty set, one evaluation per agent at a time.
       const loop = Effect.gen(function* () {
         while (true) {
-          if (dirty.size === 0) {
-            yield* Effect.callback<void>((resume) => {
-              wake = () => {
-                wake = null
-                resume(Effect.void)
-              }
-              return Effect.sync(() => {
-                wake = null
-              })
-            })
-          }
-          const agents = [...dirty]
-          dirty.clear()
+          const agents = yield* Queue.takeAll(toEvaluate)
+          for (const agentId of agents) dirty.delete(agentId)
           yield* Effect.forEach(agents, evaluate, { concurrency: 4, discard: true })
         }
       })

@@ -13,7 +13,7 @@ import { FadeWorker } from "./fade-worker.ts"
 const announceReady = Layer.effectDiscard(
   Effect.gen(function* () {
     const fade = yield* FadeWorker
-    console.log(`fade worker ready: replayed ${fade.warmUp.events} events in ${fade.warmUp.millis} ms`)
+    yield* Effect.log(`fade worker ready: replayed ${fade.warmUp.events} events in ${fade.warmUp.millis} ms`)
   }),
 )
 

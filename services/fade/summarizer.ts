@@ -4,10 +4,11 @@
  * otherwise, or when it keeps failing, the offline telegraphic summariser.
  * The result always says which produced it and why a fallback was used.
  */
-import { Config, Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "effect/http"
 import type { Encoding } from "../../contracts/agent.ts"
 import type { Producer } from "../../contracts/fade.ts"
+import { settings } from "../../contracts/settings.ts"
 import { OFFLINE_SUMMARY_MODEL, offlineSummary } from "../../domain/offline-summary.ts"
 import { countTokens } from "../../domain/tokens.ts"
 
@@ -124,15 +125,14 @@ export class Summarizer extends Context.Service<Summarizer, SummarizerShape>()("
   static readonly fromEnv = () =>
     Layer.unwrap(
       Effect.gen(function* () {
-        const url = yield* Config.String("WM_SUMMARIZER_URL").pipe(Config.withDefault(""))
-        if (!url) return Summarizer.offline
-        const apiKey = yield* Config.option(Config.String("WM_SUMMARIZER_API_KEY"))
+        const url = yield* settings.WM_SUMMARIZER_URL.config
+        if (Option.isNone(url)) return Summarizer.offline
         return Summarizer.remote({
-          baseUrl: url,
-          model: yield* Config.String("WM_SUMMARIZER_MODEL").pipe(Config.withDefault("gpt-4o-mini")),
-          apiKey: apiKey._tag === "Some" && apiKey.value !== "" ? apiKey.value : undefined,
-          timeout: Duration.millis(yield* Config.Int("WM_SUMMARIZER_TIMEOUT_MS").pipe(Config.withDefault(15_000))),
-          retries: yield* Config.Int("WM_SUMMARIZER_RETRIES").pipe(Config.withDefault(2)),
+          baseUrl: url.value,
+          model: yield* settings.WM_SUMMARIZER_MODEL.config,
+          apiKey: Option.getOrUndefined(yield* settings.WM_SUMMARIZER_API_KEY.config),
+          timeout: Duration.millis(yield* settings.WM_SUMMARIZER_TIMEOUT_MS.config),
+          retries: yield* settings.WM_SUMMARIZER_RETRIES.config,
         })
       }).pipe(Effect.orDie),
     )

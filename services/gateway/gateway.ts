@@ -10,7 +10,7 @@
 import { nuid } from "@nats-io/nuid"
 import { Context, Effect, HashMap, Layer } from "effect"
 import type { AgentConfig } from "../../contracts/agent.ts"
-import { type OperationName, operations, type RequestOf, type ResponseOf } from "../../contracts/api.ts"
+import type { OperationName, RequestOf, ResponseOf } from "../../contracts/api.ts"
 import { decodeEvent } from "../../contracts/decode.ts"
 import {
   AgentNotFound,
@@ -20,13 +20,7 @@ import {
   ValidationError,
 } from "../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
-import {
-  agentConfigSubject,
-  agentStepSubject,
-  apiSubject,
-  EVENTS_STREAM,
-  entrySubject,
-} from "../../contracts/subjects.ts"
+import { agentConfigSubject, agentStepSubject, EVENTS_STREAM, entrySubject } from "../../contracts/subjects.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import {
   type Decision,
@@ -44,6 +38,7 @@ import {
 } from "../../domain/decide.ts"
 import { replyOfEvent } from "../../domain/requests.ts"
 import { preloadEncoding } from "../../domain/tokens.ts"
+import { callOperation } from "../platform/api/call.ts"
 import { serveOperation } from "../platform/api/serve.ts"
 import { makeCommandHandler, type Outcome } from "../platform/log/command-handler.ts"
 import { EventLog } from "../platform/log/event-log.ts"
@@ -111,76 +106,71 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         })
       }
 
-      yield* serveOperation("registerAgent", (agentId, request) =>
-        Effect.gen(function* () {
-          const s = stamp(agentId, "registerAgent", request)
-          /** The sequence a new registration must follow: 0, or a forgotten agent's tombstone. */
-          const registrationBase = Effect.tryPromise(() =>
-            jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: agentConfigSubject(agentId) }),
-          ).pipe(
-            Effect.map((last) => {
-              if (last === null) return 0
-              const decoded = decodeEvent(last.data)
-              return decoded.ok && decoded.event._tag === "AgentForgotten" ? last.seq : 0
-            }),
-            Effect.orElseSucceed(() => 0),
-          )
-          const appendRegistration = (base: number) =>
-            Effect.gen(function* () {
-              const current = views.get(agentId)
-              // A registration retried is answered as it was, whatever changed since.
-              const earlier =
-                current !== undefined && request.requestId !== undefined
-                  ? yield* commands.answered(
-                      agentId,
-                      current.registeredSeq,
-                      "registerAgent",
-                      request.requestId,
-                      request,
-                    )
-                  : null
-              if (earlier !== null) return earlier.reply as { config: AgentConfig; budget: number; seq: number }
-              const decision = decideRegister(current, request, s)
-              if (!decision.ok) return yield* Effect.fail(decision.error)
-              if (decision.event === null)
-                return { config: current!.config, budget: current!.budget, seq: current!.registeredSeq }
-              preloadEncoding(decision.event.config.encoding)
-              // Expecting the subject as it was makes registration happen once, whoever races.
-              const appended = yield* log.append(decision.event, { expectLastSubjectSeq: base })
-              const registration = {
-                config: decision.event.config,
-                budget: decision.event.config.budget,
-                seq: appended.seq,
-              }
-              if (request.requestId !== undefined)
-                yield* commands.answer(
-                  agentId,
-                  appended.seq,
-                  "registerAgent",
-                  request.requestId,
-                  request,
-                  appended.seq,
-                  registration,
-                )
-              return registration
-            })
-          const result = yield* appendRegistration(0).pipe(
-            Effect.catchTag("SequenceConflict", () =>
-              Effect.andThen(
-                catchUp,
-                Effect.flatMap(registrationBase, (base) => appendRegistration(base)),
-              ),
+      const registerAgent = Effect.fn("Gateway.registerAgent")(function* (
+        agentId: string,
+        request: RequestOf<"registerAgent">,
+      ) {
+        const s = stamp(agentId, "registerAgent", request)
+        /** The sequence a new registration must follow: 0, or a forgotten agent's tombstone. */
+        const registrationBase = Effect.tryPromise(() =>
+          jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: agentConfigSubject(agentId) }),
+        ).pipe(
+          Effect.map((last) => {
+            if (last === null) return 0
+            const decoded = decodeEvent(last.data)
+            return decoded.ok && decoded.event._tag === "AgentForgotten" ? last.seq : 0
+          }),
+          Effect.orElseSucceed(() => 0),
+        )
+        const appendRegistration = (base: number) =>
+          Effect.gen(function* () {
+            const current = views.get(agentId)
+            // A registration retried is answered as it was, whatever changed since.
+            const earlier =
+              current !== undefined && request.requestId !== undefined
+                ? yield* commands.answered(agentId, current.registeredSeq, "registerAgent", request.requestId, request)
+                : null
+            if (earlier !== null) return earlier.reply as { config: AgentConfig; budget: number; seq: number }
+            const decision = decideRegister(current, request, s)
+            if (!decision.ok) return yield* Effect.fail(decision.error)
+            if (decision.event === null)
+              return { config: current!.config, budget: current!.budgetInForce, seq: current!.registeredSeq }
+            preloadEncoding(decision.event.config.encoding)
+            // Expecting the subject as it was makes registration happen once, whoever races.
+            const appended = yield* log.append(decision.event, { expectLastSubjectSeq: base })
+            const registration = {
+              config: decision.event.config,
+              budget: decision.event.config.budget,
+              seq: appended.seq,
+            }
+            if (request.requestId !== undefined)
+              yield* commands.answer(
+                agentId,
+                appended.seq,
+                "registerAgent",
+                request.requestId,
+                request,
+                appended.seq,
+                registration,
+              )
+            return registration
+          })
+        const result = yield* appendRegistration(0).pipe(
+          Effect.catchTag("SequenceConflict", () =>
+            Effect.andThen(
+              catchUp,
+              Effect.flatMap(registrationBase, (base) => appendRegistration(base)),
             ),
-            Effect.catchTag("SequenceConflict", () => Effect.fail(new AgentNotFound({ agentId }))),
-          )
-          return { agent: result.config, budget: result.budget, seq: result.seq } satisfies ResponseOf<"registerAgent">
-        }),
-      )
+          ),
+          Effect.catchTag("SequenceConflict", () => Effect.fail(new AgentNotFound({ agentId }))),
+        )
+        return { agent: result.config, budget: result.budget, seq: result.seq } satisfies ResponseOf<"registerAgent">
+      })
 
       const budgetReply = ({ view, decided, seq }: Outcome<EventOf<"BudgetChanged">>) =>
         replyOfEvent(view, decided, seq) as ResponseOf<"retuneBudget">
 
-      yield* serveOperation("retuneBudget", (agentId, request) =>
+      const retuneBudget = Effect.fn("Gateway.retuneBudget")((agentId: string, request: RequestOf<"retuneBudget">) =>
         write(
           agentId,
           "retuneBudget",
@@ -190,25 +180,27 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           budgetReply,
         ),
       )
-      yield* serveOperation("enterHyperfocus", (agentId, request) =>
-        write(
-          agentId,
-          "enterHyperfocus",
-          request,
-          agentConfigSubject(agentId),
-          (view, s) => decideEnterHyperfocus(view, request, s),
-          budgetReply,
-        ),
+      const enterHyperfocus = Effect.fn("Gateway.enterHyperfocus")(
+        (agentId: string, request: RequestOf<"enterHyperfocus">) =>
+          write(
+            agentId,
+            "enterHyperfocus",
+            request,
+            agentConfigSubject(agentId),
+            (view, s) => decideEnterHyperfocus(view, request, s),
+            budgetReply,
+          ),
       )
-      yield* serveOperation("exitHyperfocus", (agentId, request) =>
-        write(
-          agentId,
-          "exitHyperfocus",
-          request,
-          agentConfigSubject(agentId),
-          (view, s) => decideExitHyperfocus(view, s),
-          budgetReply,
-        ),
+      const exitHyperfocus = Effect.fn("Gateway.exitHyperfocus")(
+        (agentId: string, request: RequestOf<"exitHyperfocus">) =>
+          write(
+            agentId,
+            "exitHyperfocus",
+            request,
+            agentConfigSubject(agentId),
+            (view, s) => decideExitHyperfocus(view, s),
+            budgetReply,
+          ),
       )
 
       /**
@@ -259,36 +251,37 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           } satisfies ResponseOf<"recordEntry">
         })
 
-      yield* serveOperation("recordEntry", (agentId, request) =>
-        Effect.gen(function* () {
-          const s = stamp(agentId, "recordEntry", request, request.correlationId ?? null)
-          const entryId = request.requestId ?? s.eventId.slice(s.eventId.lastIndexOf(":") + 1)
-          let view = views.get(agentId)
-          if (view === undefined) {
-            yield* catchUp
-            view = views.get(agentId)
-          }
-          if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
-          const decision = decideRecord(view, request, s, entryId)
-          if (!decision.ok) return yield* Effect.fail(decision.error)
-          const event = decision.event
-          // An entry is created once: its subject must be empty, whatever the dedupe window.
-          const appended = yield* log
-            .append(event, { expectLastSubjectSeq: 0 })
-            .pipe(Effect.catchTag("SequenceConflict", () => Effect.succeed(null)))
-          if (appended === null || appended.duplicate)
-            return yield* recordAnswer(request, entryId, yield* firstRecord(agentId, entryId))
-          return {
-            entryId,
-            timestamp: event.timestamp,
-            tokens: event.tokens,
-            seq: appended.seq,
-            duplicate: false,
-          } satisfies ResponseOf<"recordEntry">
-        }),
-      )
+      const recordEntry = Effect.fn("Gateway.recordEntry")(function* (
+        agentId: string,
+        request: RequestOf<"recordEntry">,
+      ) {
+        const s = stamp(agentId, "recordEntry", request, request.correlationId ?? null)
+        const entryId = request.requestId ?? s.eventId.slice(s.eventId.lastIndexOf(":") + 1)
+        let view = views.get(agentId)
+        if (view === undefined) {
+          yield* catchUp
+          view = views.get(agentId)
+        }
+        if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
+        const decision = decideRecord(view, request, s, entryId)
+        if (!decision.ok) return yield* Effect.fail(decision.error)
+        const event = decision.event
+        // An entry is created once: its subject must be empty, whatever the dedupe window.
+        const appended = yield* log
+          .append(event, { expectLastSubjectSeq: 0 })
+          .pipe(Effect.catchTag("SequenceConflict", () => Effect.succeed(null)))
+        if (appended === null || appended.duplicate)
+          return yield* recordAnswer(request, entryId, yield* firstRecord(agentId, entryId))
+        return {
+          entryId,
+          timestamp: event.timestamp,
+          tokens: event.tokens,
+          seq: appended.seq,
+          duplicate: false,
+        } satisfies ResponseOf<"recordEntry">
+      })
 
-      yield* serveOperation("beginStep", (agentId, request) => {
+      const beginStep = Effect.fn("Gateway.beginStep")((agentId: string, request: RequestOf<"beginStep">) => {
         const stepId = request.stepId ?? request.requestId ?? nuid.next()
         return write(
           agentId,
@@ -304,7 +297,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         )
       })
 
-      yield* serveOperation("setFocus", (agentId, request) =>
+      const setFocus = Effect.fn("Gateway.setFocus")((agentId: string, request: RequestOf<"setFocus">) =>
         write(
           agentId,
           "setFocus",
@@ -321,14 +314,9 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
        * against their raw text in the substrate.
        */
       const normalise = (text: string) => text.toLowerCase().replace(/\s+/g, " ").trim()
-      const ask = <A>(agentId: string, subject: string, body: unknown) =>
-        Effect.tryPromise(() =>
-          nc.request(apiSubject(agentId, subject), JSON.stringify(body), { timeout: 5_000 }),
-        ).pipe(
-          Effect.map((reply) => reply.json<{ ok: boolean; value?: A }>()),
-          Effect.map((reply) => (reply.ok ? (reply.value ?? null) : null)),
-          Effect.orElseSucceed(() => null),
-        )
+      /** A call whose refusal (or silence) means the quote is not found there. */
+      const ask = <O extends OperationName>(agentId: string, operation: O, request: RequestOf<O>) =>
+        callOperation(nc, agentId, operation, request).pipe(Effect.orElseSucceed(() => null))
       const resolveQuotes = (agentId: string, quotes: ReadonlyArray<string>) =>
         Effect.forEach(quotes, (quote) =>
           Effect.gen(function* () {
@@ -341,35 +329,34 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
               )
               .map((e) => e.id)
             if (inWorking.length > 0) return inWorking
-            const found = yield* ask<ResponseOf<"query">>(agentId, operations.query.subject, { query: quote, limit: 5 })
+            const found = yield* ask(agentId, "query", { query: quote, limit: 5 })
             const candidates = (found?.results ?? []).filter((r) => r.tier === "long-term").map((r) => r.entryId)
-            const raws = yield* Effect.forEach(candidates, (entryId) =>
-              ask<ResponseOf<"getRaw">>(agentId, operations.getRaw.subject, { entryId }),
-            )
+            const raws = yield* Effect.forEach(candidates, (entryId) => ask(agentId, "getRaw", { entryId }))
             return raws.filter((r) => r !== null && normalise(r.content).includes(needle)).map((r) => r!.entryId)
           }),
         ).pipe(Effect.map((ids) => ids.flat()))
 
-      yield* serveOperation("referenceEntries", (agentId, request) =>
-        Effect.gen(function* () {
-          const quoted = request.quotes ? yield* resolveQuotes(agentId, request.quotes) : []
-          const unresolved = (request.quotes ?? []).length > 0 && quoted.length === 0
-          if (unresolved && (request.entryIds ?? []).length === 0) {
-            return yield* Effect.fail(ValidationError.one("quotes", "no entry of this agent contains the quoted text"))
-          }
-          const merged = { ...request, entryIds: [...(request.entryIds ?? []), ...quoted] }
-          return yield* write(
-            agentId,
-            "referenceEntries",
-            request,
-            agentStepSubject(agentId),
-            (view, s) => decideReference(view, merged, s),
-            ({ decided, seq }): ResponseOf<"referenceEntries"> => ({ entryIds: decided.entryIds, seq }),
-          )
-        }),
-      )
+      const referenceEntries = Effect.fn("Gateway.referenceEntries")(function* (
+        agentId: string,
+        request: RequestOf<"referenceEntries">,
+      ) {
+        const quoted = request.quotes ? yield* resolveQuotes(agentId, request.quotes) : []
+        const unresolved = (request.quotes ?? []).length > 0 && quoted.length === 0
+        if (unresolved && (request.entryIds ?? []).length === 0) {
+          return yield* Effect.fail(ValidationError.one("quotes", "no entry of this agent contains the quoted text"))
+        }
+        const merged = { ...request, entryIds: [...(request.entryIds ?? []), ...quoted] }
+        return yield* write(
+          agentId,
+          "referenceEntries",
+          request,
+          agentStepSubject(agentId),
+          (view, s) => decideReference(view, merged, s),
+          ({ decided, seq }): ResponseOf<"referenceEntries"> => ({ entryIds: decided.entryIds, seq }),
+        )
+      })
 
-      yield* serveOperation("endStep", (agentId, request) =>
+      const endStep = Effect.fn("Gateway.endStep")((agentId: string, request: RequestOf<"endStep">) =>
         write(
           agentId,
           "endStep",
@@ -379,6 +366,16 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           ({ decided, seq }): ResponseOf<"endStep"> => ({ stepId: decided.stepId, seq }),
         ),
       )
+
+      yield* serveOperation("registerAgent", registerAgent)
+      yield* serveOperation("retuneBudget", retuneBudget)
+      yield* serveOperation("enterHyperfocus", enterHyperfocus)
+      yield* serveOperation("exitHyperfocus", exitHyperfocus)
+      yield* serveOperation("recordEntry", recordEntry)
+      yield* serveOperation("beginStep", beginStep)
+      yield* serveOperation("setFocus", setFocus)
+      yield* serveOperation("referenceEntries", referenceEntries)
+      yield* serveOperation("endStep", endStep)
 
       return { views, warmUp }
     }),

@@ -13,7 +13,7 @@
  * (`substrateService`), whose user may erase messages (infra/auth.ts).
  */
 import { type ConsumerMessages, DeliverPolicy } from "@nats-io/jetstream"
-import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import { Context, Duration, Effect, Layer, Queue, Schedule } from "effect"
 import { CHECKPOINT_BUCKET } from "../../contracts/buckets.ts"
 import { decodeEvent } from "../../contracts/decode.ts"
 import { DEAD_LETTER_STREAM } from "../../contracts/subjects.ts"
@@ -52,6 +52,8 @@ export class ForgetEraser extends Context.Service<ForgetEraser, ForgetEraserShap
     ForgetEraser,
     Effect.gen(function* () {
       const { nc, js, jsm } = yield* Nats
+      // Dead letters arrive in callbacks: what they log goes through this service's logger.
+      const runSync = Effect.runSyncWith(yield* Effect.context<never>())
       const log = yield* EventLog
       const checkpoints = yield* openBucket(CHECKPOINT_BUCKET)
       const stored = yield* Effect.promise(() => checkpoints.get(ERASER_CHECKPOINT))
@@ -61,7 +63,8 @@ export class ForgetEraser extends Context.Service<ForgetEraser, ForgetEraserShap
       const completed: ErasureReport[] = []
       let seen = fromSeq - 1
       let saved = seen
-      let wake: (() => void) | null = null
+      // Says the log moved on since the worker last looked; one signal stands for any number of records.
+      const logMoved = yield* Queue.sliding<true>(1)
 
       const subscription = yield* log.follow({
         fromSeq,
@@ -74,7 +77,7 @@ export class ForgetEraser extends Context.Service<ForgetEraser, ForgetEraserShap
               queue.push({ tombstone: decoded.event, seq: record.seq })
             }
           }
-          wake?.()
+          Queue.offerUnsafe(logMoved, true)
         },
       })
       yield* Effect.addFinalizer(() => Effect.promise(() => subscription.stop()))
@@ -102,10 +105,8 @@ export class ForgetEraser extends Context.Service<ForgetEraser, ForgetEraserShap
               : Effect.fail(new Error(`waiting for ${report.pending.join(", ") || "the log"} to confirm`)),
           ),
           Effect.tapError((error) =>
-            Effect.sync(() =>
-              console.error(
-                `[forget] erasure for the tombstone at ${job.seq} (${job.tombstone.agentId}) not finished: ${String(error)}`,
-              ),
+            Effect.logError(
+              `[forget] erasure for the tombstone at ${job.seq} (${job.tombstone.agentId}) not finished: ${String(error)}`,
             ),
           ),
           Effect.retry(Schedule.min([Schedule.exponential("1 second", 2), Schedule.spaced("30 seconds")])),
@@ -116,12 +117,7 @@ export class ForgetEraser extends Context.Service<ForgetEraser, ForgetEraserShap
           const job = queue[0]
           if (job === undefined) {
             yield* save(seen)
-            yield* Effect.callback<void>((resume) => {
-              wake = () => {
-                wake = null
-                resume(Effect.void)
-              }
-            })
+            yield* Queue.take(logMoved)
             // Under steady traffic the checkpoint is written about once a second, not once per record.
             yield* Effect.sleep(Duration.seconds(1))
             continue
@@ -140,7 +136,7 @@ export class ForgetEraser extends Context.Service<ForgetEraser, ForgetEraserShap
         return consumer.consume({
           callback: (m) =>
             void eraseDeadLetterIfOrphaned(jsm, m.seq, m.data).catch((error: unknown) =>
-              console.error(`[forget] dead letter ${m.seq} not checked`, error),
+              runSync(Effect.logError(`[forget] dead letter ${m.seq} not checked`, error)),
             ),
         })
       }).pipe(Effect.retry(Schedule.spaced("500 millis").pipe(Schedule.upTo({ duration: "60 seconds" }))), Effect.orDie)
@@ -155,7 +151,7 @@ export class ForgetEraser extends Context.Service<ForgetEraser, ForgetEraserShap
       yield* Effect.forkScoped(
         Effect.tryPromise(() => sweepDeadLetters(nc)).pipe(
           Effect.retry(Schedule.spaced("5 seconds").pipe(Schedule.upTo({ duration: "5 minutes" }))),
-          Effect.catch((error) => Effect.sync(() => console.error("[forget] sweep of the dead letters failed", error))),
+          Effect.catch((error) => Effect.logError("[forget] sweep of the dead letters failed", error)),
         ),
       )
 

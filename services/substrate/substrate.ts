@@ -16,12 +16,14 @@
  */
 import type { KV } from "@nats-io/kv"
 import { Context, Effect, FiberSet, Layer, Schedule } from "effect"
+import type { RequestOf } from "../../contracts/api.ts"
 import { CHECKPOINT_BUCKET, checkpointKey, SUBSTRATE_BUCKET, substrateKey } from "../../contracts/buckets.ts"
 import { NotCaughtUp, UnknownEntries } from "../../contracts/errors.ts"
 import type { Tombstone } from "../../domain/forget.ts"
 import { serveOperation } from "../platform/api/serve.ts"
 import { eraseMessages, storedRecords } from "../platform/log/erase.ts"
 import { READ_WAIT, runProjection } from "../platform/log/projection.ts"
+import { makeSequenceGate } from "../platform/log/sequence-gate.ts"
 import { openBucket } from "../platform/nats/buckets.ts"
 import { Nats, type NatsShape } from "../platform/nats/connection.ts"
 import { readSubstrate, type SubstrateRecord } from "../platform/substrate-reader.ts"
@@ -60,9 +62,7 @@ const eraseForgotten = (nats: NatsShape, tombstone: Tombstone) =>
       records.map((r) => r.seq),
     )
   }).pipe(
-    Effect.tapError((error) =>
-      Effect.sync(() => console.error(`[substrate] erasing ${tombstone.agentId} failed; retrying`, error)),
-    ),
+    Effect.tapError((error) => Effect.logError(`[substrate] erasing ${tombstone.agentId} failed; retrying`, error)),
     Effect.retry(Schedule.min([Schedule.exponential("100 millis", 2), Schedule.spaced("10 seconds")])),
   )
 
@@ -71,6 +71,8 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
     Substrate,
     Effect.gen(function* () {
       const nats = yield* Nats
+      // Writes finish in promise callbacks: what they log goes through this service's logger.
+      const runSync = Effect.runSyncWith(yield* Effect.context<never>())
       // Erasures run until they succeed, and stop with the service.
       const runErasure = yield* FiberSet.makeRuntimePromise()
       const kv = yield* openBucket(SUBSTRATE_BUCKET)
@@ -81,16 +83,13 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
 
       // Writes in flight, in sequence order; the checkpoint trails the oldest unfinished one.
       const inflight = new Map<number, Promise<unknown>>()
-      let flushed = fromSeq - 1
+      const flushed = makeSequenceGate(fromSeq - 1)
       let seen = fromSeq - 1
-      const waiters: Array<{ seq: number; resolve: () => void }> = []
       const advance = () => {
         const oldest = inflight.size > 0 ? Math.min(...inflight.keys()) - 1 : seen
-        if (oldest > flushed) {
-          flushed = oldest
-          void checkpoints.put(key, String(flushed)).catch(() => undefined)
-          for (let i = waiters.length - 1; i >= 0; i--)
-            if (waiters[i]!.seq <= flushed) waiters.splice(i, 1)[0]!.resolve()
+        if (oldest > flushed.current()) {
+          void checkpoints.put(key, String(oldest)).catch(() => undefined)
+          flushed.advanceTo(oldest)
         }
       }
 
@@ -120,7 +119,9 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
             )
             inflight.set(record.seq, write)
             write
-              .catch((error: unknown) => console.error(`[substrate] write of ${event.entryId} failed`, error))
+              .catch((error: unknown) =>
+                runSync(Effect.logError(`[substrate] write of ${event.entryId} failed`, error)),
+              )
               .finally(() => {
                 inflight.delete(record.seq)
                 advance()
@@ -136,24 +137,16 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
                 inflight.delete(record.seq)
                 advance()
               },
-              (error: unknown) => console.error(`[substrate] forgetting at ${record.seq} did not finish`, error),
+              (error: unknown) =>
+                runSync(Effect.logError(`[substrate] forgetting at ${record.seq} did not finish`, error)),
             )
           } else if (inflight.size === 0) advance()
         },
       })
       yield* projection.warmedUp
 
-      const flushedTo = (seq: number) =>
-        seq <= flushed
-          ? Effect.void
-          : Effect.callback<void>((resume) => {
-              const waiter = { seq, resolve: () => resume(Effect.void) }
-              waiters.push(waiter)
-              return Effect.sync(() => {
-                const i = waiters.indexOf(waiter)
-                if (i >= 0) waiters.splice(i, 1)
-              })
-            })
+      // The flushed gate is never closed, so a wait without a timeout cannot fail.
+      const flushedTo = (seq: number) => flushed.awaitSeq(seq).pipe(Effect.orDie)
 
       // A read after `afterSeq` sees every entry recorded up to it, or is told it cannot yet (not "unknown entry").
       const caughtUpTo = (afterSeq: number) =>
@@ -162,11 +155,13 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
           Effect.timeoutOrElse({
             duration: READ_WAIT,
             orElse: () =>
-              Effect.fail(new NotCaughtUp({ afterSeq, appliedSeq: Math.min(flushed, projection.appliedSeq()) })),
+              Effect.fail(
+                new NotCaughtUp({ afterSeq, appliedSeq: Math.min(flushed.current(), projection.appliedSeq()) }),
+              ),
           }),
         )
 
-      yield* serveOperation("getRaw", (agentId, request) =>
+      const getRaw = Effect.fn("Substrate.getRaw")((agentId: string, request: RequestOf<"getRaw">) =>
         Effect.andThen(
           request.afterSeq !== undefined ? caughtUpTo(request.afterSeq) : Effect.void,
           readSubstrate(kv, agentId, request.entryId),
@@ -176,6 +171,8 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
           ),
         ),
       )
+
+      yield* serveOperation("getRaw", getRaw)
 
       return {
         get: (agentId, entryId) => readSubstrate(kv, agentId, entryId),

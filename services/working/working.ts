@@ -8,12 +8,12 @@
 import { nuid } from "@nats-io/nuid"
 import { Context, Effect, Layer } from "effect"
 import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
-import { operations } from "../../contracts/api.ts"
 import { AgentNotFound, type ApiError } from "../../contracts/errors.ts"
-import { agentStepSubject, apiSubject } from "../../contracts/subjects.ts"
+import { agentStepSubject } from "../../contracts/subjects.ts"
 import { type AgentView, currentFocus, viewResponseOf } from "../../domain/agent-view.ts"
 import { decideRead, type Stamp } from "../../domain/decide.ts"
 import { replayedContext, replyOfEvent, type StoredContext, storedContext } from "../../domain/requests.ts"
+import { callOperation } from "../platform/api/call.ts"
 import { serveOperation } from "../platform/api/serve.ts"
 import { readAgentEvents } from "../platform/log/agent-events.ts"
 import { makeCommandHandler } from "../platform/log/command-handler.ts"
@@ -48,15 +48,8 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
         if (step === null || currentFocus(view) === null || recalled.has(`${view.config.id}/${step.stepId}`))
           return Effect.void
         recalled.add(`${view.config.id}/${step.stepId}`)
-        return Effect.tryPromise(() =>
-          nc.request(apiSubject(view.config.id, operations.recall.subject), JSON.stringify({ stepId: step.stepId }), {
-            timeout: 5_000,
-          }),
-        ).pipe(
-          Effect.flatMap((reply) => {
-            const parsed = reply.json<{ ok: boolean; value?: { seq: number } }>()
-            return parsed.ok && parsed.value ? views.projection.waitFor(parsed.value.seq) : Effect.void
-          }),
+        return callOperation(nc, view.config.id, "recall", { stepId: step.stepId }).pipe(
+          Effect.flatMap((recalled) => views.projection.waitFor(recalled.seq)),
           Effect.ignore,
         )
       }
@@ -74,37 +67,38 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
           return view
         })
 
-      yield* serveOperation("buildContext", (agentId, request: RequestOf<"buildContext">) =>
-        Effect.gen(function* () {
-          const view = yield* viewAfter(agentId, request.afterSeq)
-          if (view.step !== null && currentFocus(view) !== null) yield* recallCues(view)
-          const requestId = request.requestId ?? nuid.next()
-          const stamp: Stamp = {
-            eventId: `${agentId}:buildContext:${requestId}`,
-            agentId,
-            at: Date.now(),
-            causationId: requestId,
-            correlationId: null,
-          }
-          return yield* commands.handle({
-            agentId,
-            operation: "buildContext",
-            requestId: request.requestId,
-            request,
-            eventId: stamp.eventId,
-            subject: agentStepSubject(agentId),
-            decide: (current) => decideRead(current, request, stamp),
-            eventOf: (decided) => decided.event,
-            reply: ({ decided, seq }): ResponseOf<"buildContext"> => ({ ...decided.built, seq }),
-            stored: storedContext,
-            replay: (stored, current) => replayedContext(current, stored as StoredContext),
-            fromEvent: (event, seq, current) =>
-              replayedContext(current, replyOfEvent(current, event, seq) as StoredContext),
-          })
-        }),
-      )
+      const buildContext = Effect.fn("Working.buildContext")(function* (
+        agentId: string,
+        request: RequestOf<"buildContext">,
+      ) {
+        const view = yield* viewAfter(agentId, request.afterSeq)
+        if (view.step !== null && currentFocus(view) !== null) yield* recallCues(view)
+        const requestId = request.requestId ?? nuid.next()
+        const stamp: Stamp = {
+          eventId: `${agentId}:buildContext:${requestId}`,
+          agentId,
+          at: Date.now(),
+          causationId: requestId,
+          correlationId: null,
+        }
+        return yield* commands.handle({
+          agentId,
+          operation: "buildContext",
+          requestId: request.requestId,
+          request,
+          eventId: stamp.eventId,
+          subject: agentStepSubject(agentId),
+          decide: (current) => decideRead(current, request, stamp),
+          eventOf: (decided) => decided.event,
+          reply: ({ decided, seq }): ResponseOf<"buildContext"> => ({ ...decided.built, seq }),
+          stored: storedContext,
+          replay: (stored, current) => replayedContext(current, stored as StoredContext),
+          fromEvent: (event, seq, current) =>
+            replayedContext(current, replyOfEvent(current, event, seq) as StoredContext),
+        })
+      })
 
-      yield* serveOperation("getView", (agentId, request) =>
+      const getView = Effect.fn("Working.getView")((agentId: string, request: RequestOf<"getView">) =>
         Effect.map(
           viewAfter(agentId, request.afterSeq),
           (view): ResponseOf<"getView"> => viewResponseOf(view, views.projection.appliedSeq()),
@@ -113,23 +107,25 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
 
       // An agent's own events for its local mirror: every event stored before the request (read your writes), in
       // stream order; with waitMs, a request finding nothing new waits for the agent's next event (a long poll).
-      yield* serveOperation("readEvents", (agentId, request) =>
-        Effect.gen(function* () {
-          const afterSeq = request.afterSeq ?? 0
-          const known = () => views.get(agentId)?.lastSeq ?? 0
-          yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq))
-          const deadline = Date.now() + (request.waitMs ?? 0)
-          while (known() <= afterSeq && Date.now() < deadline) yield* Effect.sleep("25 millis")
-          const maxPayload = nc.info?.max_payload ?? 1024 * 1024
-          return yield* readAgentEvents(js, agentId, {
-            afterSeq,
-            untilSeq: known(),
-            max: request.max ?? 256,
-            // Room for the reply's envelope around the events.
-            maxBytes: Math.max(64 * 1024, maxPayload - 128 * 1024),
-          })
-        }),
-      )
+      const readEvents = Effect.fn("Working.readEvents")(function* (agentId: string, request: RequestOf<"readEvents">) {
+        const afterSeq = request.afterSeq ?? 0
+        const known = () => views.get(agentId)?.lastSeq ?? 0
+        yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq))
+        const deadline = Date.now() + (request.waitMs ?? 0)
+        while (known() <= afterSeq && Date.now() < deadline) yield* Effect.sleep("25 millis")
+        const maxPayload = nc.info?.max_payload ?? 1024 * 1024
+        return yield* readAgentEvents(js, agentId, {
+          afterSeq,
+          untilSeq: known(),
+          max: request.max ?? 256,
+          // Room for the reply's envelope around the events.
+          maxBytes: Math.max(64 * 1024, maxPayload - 128 * 1024),
+        })
+      })
+
+      yield* serveOperation("buildContext", buildContext)
+      yield* serveOperation("getView", getView)
+      yield* serveOperation("readEvents", readEvents)
 
       return { views, warmUp }
     }),

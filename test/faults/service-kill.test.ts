@@ -301,7 +301,7 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
     const expectedEntries = asJson(entriesByTime(HashMap.values(expected.entries)))
     expect(live.entries, `working process view of ${id}`).toEqual(expectedEntries)
     expect(live.usage).toBe(expected.usage)
-    expect(live.budget).toBe(expected.budget)
+    expect(live.budget).toBe(expected.budgetInForce)
     // Reference counts are exactly the reads and citations stored in the log: none applied twice.
     const fromLog = countsFromLog(log, id)
     for (const entry of live.entries) {

@@ -16,7 +16,7 @@
  * v2) takes its facts from the entry's earlier events, which a rebuild
  * from the start of the log has seen.
  */
-import { Context, Effect, Layer, Schedule } from "effect"
+import { Context, Effect, Layer, Queue, Schedule } from "effect"
 import { CHECKPOINT_BUCKET, checkpointKey } from "../../../contracts/buckets.ts"
 import type { RepresentationKind } from "../../../contracts/entry.ts"
 import type { DemotedEntry, EventOf, MemoryEvent } from "../../../contracts/events.ts"
@@ -24,6 +24,7 @@ import type { LongTermPayload } from "../../../contracts/longterm.ts"
 import { EVENTS_STREAM } from "../../../contracts/subjects.ts"
 import { decodeVector } from "../../platform/embedding/embedder.ts"
 import { type Projection, runProjection } from "../../platform/log/projection.ts"
+import { makeSequenceGate } from "../../platform/log/sequence-gate.ts"
 import { openBucket } from "../../platform/nats/buckets.ts"
 import { Nats } from "../../platform/nats/connection.ts"
 import { type CheckpointedStore, type LongTermRecord, LongTermStore, type StoreWrite } from "./store.ts"
@@ -83,6 +84,8 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
       LongTerm,
       Effect.gen(function* () {
         const store = yield* LongTermStore
+        // Projected events arrive in callbacks: what they log goes through this service's logger.
+        const runSync = Effect.runSyncWith(yield* Effect.context<never>())
         const { jsm } = yield* Nats
         const own = store.checkpointed
         // The log the checkpoint belongs to: the event stream, by its creation time.
@@ -100,10 +103,9 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
             : 1
 
         const facts = new Map<string, EntryFacts>()
-        const queue: Op[] = []
-        let storedSeq = fromSeq - 1
-        let wake: (() => void) | null = null
-        const waiters: Array<{ seq: number; resolve: () => void }> = []
+        // What the projection asks of the store, in log order, for the single writer.
+        const ops = yield* Queue.unbounded<Op>()
+        const stored = makeSequenceGate(fromSeq - 1)
 
         const best = (f: DemotedEntry): { text: string; tokens: number; form: RepresentationKind } =>
           f.summary
@@ -145,8 +147,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
         }
 
         const enqueue = (op: Op) => {
-          queue.push(op)
-          wake?.()
+          Queue.offerUnsafe(ops, op)
         }
 
         const projection = yield* runProjection({
@@ -195,8 +196,10 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
               case "EntryDemoted": {
                 const payload = payloadOf(event)
                 if (payload === null) {
-                  console.error(
-                    `[longterm] ${event.agentId}/${event.entryId} at seq ${record.seq}: a v1 demotion of an entry recorded before this projection's checkpoint; rebuild the store from the log`,
+                  runSync(
+                    Effect.logError(
+                      `[longterm] ${event.agentId}/${event.entryId} at seq ${record.seq}: a v1 demotion of an entry recorded before this projection's checkpoint; rebuild the store from the log`,
+                    ),
                   )
                   break
                 }
@@ -208,13 +211,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
           },
         })
 
-        const release = () => {
-          for (let i = waiters.length - 1; i >= 0; i--)
-            if (waiters[i]!.seq <= storedSeq) waiters.splice(i, 1)[0]!.resolve()
-        }
-
-        const failed = (what: string) => (error: unknown) =>
-          Effect.sync(() => console.error(`[longterm] ${what} failed`, error))
+        const failed = (what: string) => (error: unknown) => Effect.logError(`[longterm] ${what} failed`, error)
         const writesOf = (batch: ReadonlyArray<Op>): StoreWrite[] => {
           const writes: StoreWrite[] = []
           const upserts = batch.flatMap((op) => ("upsert" in op ? [op.upsert] : []))
@@ -255,21 +252,18 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
         // The single writer: batches consecutive upserts, keeps log order, then moves the checkpoint.
         const writer = Effect.gen(function* () {
           let checkpointBehind = false
+          // Taken from the queue, not yet written.
+          const queue: Op[] = []
           while (true) {
+            queue.push(...(yield* Queue.clear(ops)))
             if (queue.length === 0) {
               if (checkpointBehind) {
-                const seq = storedSeq
+                const seq = stored.current()
                 if (own !== undefined) yield* commit(own, [], seq)
                 else if (checkpoints) yield* Effect.promise(() => checkpoints.put(key, String(seq)).catch(() => 0))
                 checkpointBehind = false
               }
-              yield* Effect.callback<void>((resume) => {
-                wake = () => {
-                  wake = null
-                  resume(Effect.void)
-                }
-              })
-              continue
+              queue.push(...(yield* Queue.takeAll(ops)))
             }
             // A run of upserts goes in one batch; a removal waits for what came before it.
             let n = 0
@@ -285,28 +279,21 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
               if (own === undefined) yield* write(batch)
               checkpointBehind = true
             }
-            storedSeq = seq
-            release()
+            stored.advanceTo(seq)
           }
         })
         yield* Effect.forkScoped(writer)
         yield* projection.warmedUp
+        // The stored gate is never closed, so a wait without a timeout cannot fail.
+        const storedTo = (seq: number) => stored.awaitSeq(seq).pipe(Effect.orDie)
         yield* Effect.flatMap(
           Effect.sync(() => projection.appliedSeq()),
-          (seq) =>
-            seq <= storedSeq
-              ? Effect.void
-              : Effect.callback<void>((resume) => void waiters.push({ seq, resolve: () => resume(Effect.void) })),
+          storedTo,
         )
 
         return {
-          storedSeq: () => storedSeq,
-          waitFor: (seq) =>
-            Effect.flatMap(projection.waitFor(seq).pipe(Effect.ignore), () =>
-              seq <= storedSeq
-                ? Effect.void
-                : Effect.callback<void>((resume) => void waiters.push({ seq, resolve: () => resume(Effect.void) })),
-            ),
+          storedSeq: stored.current,
+          waitFor: (seq) => Effect.andThen(projection.waitFor(seq).pipe(Effect.ignore), storedTo(seq)),
           projection,
         }
       }),

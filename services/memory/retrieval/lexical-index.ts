@@ -259,7 +259,6 @@ export class LexicalIndex {
     agentId: string,
     terms: ReadonlyArray<string>,
     limit: number,
-    accept?: (entryId: string) => boolean,
     boosts?: ReadonlyMap<string, number>,
   ): LexicalHit[] {
     const index = this.#indexes.get(agentId)
@@ -358,7 +357,6 @@ export class LexicalIndex {
       for (const i of order) if (held[i] === 1) sum += contribution[i]!
       const score = sum * matched
       if (top.full && score < top.threshold) continue
-      if (accept !== undefined && !accept(ids[slot]!)) continue
       top.offer(score, slot)
       // A higher k-th score may let more of the weakest terms go unwalked.
       if (prunable && top.full) {

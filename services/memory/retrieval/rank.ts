@@ -16,7 +16,7 @@
 import { Effect, HashMap } from "effect"
 import type { RepresentationKind, WorkingEntry } from "../../../contracts/entry.ts"
 import { type LongTermPayload, matchesFilter, type RecordFilter } from "../../../contracts/longterm.ts"
-import type { AgentView } from "../../../domain/agent-view.ts"
+import { type AgentView, fullestForm } from "../../../domain/agent-view.ts"
 import { DEFAULT_EXPANSION, expansionTerms } from "../../../domain/query-expansion.ts"
 import {
   DEFAULT_EPISODE_LIFT,
@@ -47,13 +47,7 @@ export interface RankedHit {
 }
 
 export const hitText = (hit: RankedHit): { form: RepresentationKind; text: string } => {
-  const w = hit.working
-  if (w)
-    return w.content !== null
-      ? { form: "raw", text: w.content }
-      : w.keyPoints !== null
-        ? { form: "keyPoints", text: w.keyPoints }
-        : { form: "summary", text: w.summary ?? "" }
+  if (hit.working) return fullestForm(hit.working)
   return { form: hit.record!.summaryForm, text: hit.record!.summary }
 }
 
@@ -154,7 +148,7 @@ export const rankBothTiers = (
       )
       if (added.length > 0) {
         const boosts = new Map(added.map((t) => [t.term, expansion.weight * t.weight]))
-        const expanded = sources.lexical.search(agentId, [...queryTerms, ...boosts.keys()], depth, undefined, boosts)
+        const expanded = sources.lexical.search(agentId, [...queryTerms, ...boosts.keys()], depth, boosts)
         const w = expansion.rankingWeight
         fused = fuseRankings(
           [denseRanking, ...otherRankings, lexicalHits.map((h) => h.entryId), expanded.map((h) => h.entryId)],

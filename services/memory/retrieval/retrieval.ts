@@ -15,12 +15,12 @@
  * are events; the long-term record is never changed by a cue.
  */
 import { Context, Effect, FiberSet, HashMap, HashSet, Layer, Option } from "effect"
-import type { ResponseOf } from "../../../contracts/api.ts"
-import type { WorkingEntry } from "../../../contracts/entry.ts"
+import type { RequestOf, ResponseOf } from "../../../contracts/api.ts"
 import { AgentNotFound, InvalidState, NotCaughtUp } from "../../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
 import { focusText } from "../../../contracts/focus.ts"
-import { type AgentView, currentFocus, evolve } from "../../../domain/agent-view.ts"
+import { settings as configured } from "../../../contracts/settings.ts"
+import { type AgentView, currentFocus, evolve, fullestForm, fullestText } from "../../../domain/agent-view.ts"
 import {
   decideCueDrops,
   decideExplicitRehydration,
@@ -77,14 +77,19 @@ export interface RetrievalSettingsShape {
 export class RetrievalSettings extends Context.Service<RetrievalSettings, RetrievalSettingsShape>()(
   "wm/RetrievalSettings",
 ) {
+  /** WM_CUE_THRESHOLD, WM_RECALL_DEPTH, WM_CUE_BUDGET_SHARE, WM_WARMUP_COUNT, read with Effect Config; `settings` overrides them. */
   static readonly make = (settings: Partial<RetrievalSettingsShape> = {}) =>
-    Layer.succeed(RetrievalSettings, {
-      cueThreshold: Number(process.env.WM_CUE_THRESHOLD ?? 0),
-      recallDepth: Number(process.env.WM_RECALL_DEPTH ?? 150),
-      cueBudgetShare: Number(process.env.WM_CUE_BUDGET_SHARE ?? 1),
-      warmUpCount: Number(process.env.WM_WARMUP_COUNT ?? 5),
-      ...settings,
-    })
+    Layer.unwrap(
+      Effect.gen(function* () {
+        return Layer.succeed(RetrievalSettings, {
+          cueThreshold: yield* configured.WM_CUE_THRESHOLD.config,
+          recallDepth: yield* configured.WM_RECALL_DEPTH.config,
+          cueBudgetShare: yield* configured.WM_CUE_BUDGET_SHARE.config,
+          warmUpCount: yield* configured.WM_WARMUP_COUNT.config,
+          ...settings,
+        })
+      }).pipe(Effect.orDie),
+    )
 }
 
 export interface RetrievalShape {
@@ -113,7 +118,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         lexical,
         episodes,
         workingVectors: (agentId, entries) => {
-          const textOf = (entry: WorkingEntry) => entry.content ?? entry.keyPoints ?? entry.summary ?? ""
+          const textOf = fullestText
           const missing = entries.filter((e) => vectors.get(`${agentId}/${e.id}`)?.text !== textOf(e))
           const known = () => entries.map((e) => vectors.get(`${agentId}/${e.id}`)!.vector)
           if (missing.length === 0) return Effect.succeed(known())
@@ -230,59 +235,58 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       }
 
       /** Recalls for the open step's focus and records each cue as an event. */
-      const recall = (view: AgentView, trigger: CueTrigger) =>
-        Effect.gen(function* () {
-          const step = view.step!
-          const query = focusText(currentFocus(view))
-          const hits = yield* rankBothTiers(view, query, { limit: settings.recallDepth }, sources)
-          // Cues bring back what working does not hold in full: long-term records and summarised entries.
-          const eligible = hits.filter(
-            (hit) =>
-              !(hit.tier === "working" && hit.working!.rung < 2) &&
-              !HashMap.has(view.cues, hit.entryId) &&
-              (hit.dense >= settings.cueThreshold || hit.lexical >= settings.cueThreshold),
-          )
-          const cues = yield* planCues(
+      const recallCues = Effect.fn("Retrieval.recallCues")(function* (view: AgentView, trigger: CueTrigger) {
+        const step = view.step!
+        const query = focusText(currentFocus(view))
+        const hits = yield* rankBothTiers(view, query, { limit: settings.recallDepth }, sources)
+        // Cues bring back what working does not hold in full: long-term records and summarised entries.
+        const eligible = hits.filter(
+          (hit) =>
+            !(hit.tier === "working" && hit.working!.rung < 2) &&
+            !HashMap.has(view.cues, hit.entryId) &&
+            (hit.dense >= settings.cueThreshold || hit.lexical >= settings.cueThreshold),
+        )
+        const cues = yield* planCues(
+          view,
+          eligible,
+          Math.floor(view.budgetInForce * settings.cueBudgetShare),
+          new Set(terms(query)),
+        )
+        const [ranked, ...rehydrated] = yield* decided(
+          decideRecall(
             view,
-            eligible,
-            Math.floor(view.budget * settings.cueBudgetShare),
-            new Set(terms(query)),
-          )
-          const [ranked, ...rehydrated] = yield* decided(
-            decideRecall(
-              view,
-              step.stepId,
-              {
-                trigger,
-                similarities: hits
-                  .filter((h) => h.tier === "working")
-                  .map((h) => ({ entryId: h.entryId, similarity: h.similarity })),
-                cues: cues.map(({ hit, recalled }) => ({
-                  entryId: hit.entryId,
-                  relevance: hit.similarity,
-                  correlationId: (hit.working ?? hit.record!).correlationId,
-                  recalled,
-                })),
-              },
-              { at: Date.now() },
-            ),
-          )
-          const first = yield* appendWhile(view.config.id, ranked!, stepOpen(step.stepId)).pipe(Effect.orDie)
-          const seqs = yield* Effect.forEach(
-            rehydrated as ReadonlyArray<EventOf<"CueRehydrated">>,
-            (event) =>
-              appendWhile(
-                view.config.id,
-                event,
-                (current) =>
-                  stepOpen(step.stepId)(current) &&
-                  notHeldInFull(event.entryId)(current) &&
-                  !HashMap.has(current.cues, event.entryId),
-              ).pipe(Effect.map((a) => a.seq)),
-            { concurrency: 64 },
-          ).pipe(Effect.orDie)
-          return { cues: rehydrated.length, seq: Math.max(first.seq, ...seqs) }
-        })
+            step.stepId,
+            {
+              trigger,
+              similarities: hits
+                .filter((h) => h.tier === "working")
+                .map((h) => ({ entryId: h.entryId, similarity: h.similarity })),
+              cues: cues.map(({ hit, recalled }) => ({
+                entryId: hit.entryId,
+                relevance: hit.similarity,
+                correlationId: (hit.working ?? hit.record!).correlationId,
+                recalled,
+              })),
+            },
+            { at: Date.now() },
+          ),
+        )
+        const first = yield* appendWhile(view.config.id, ranked!, stepOpen(step.stepId)).pipe(Effect.orDie)
+        const seqs = yield* Effect.forEach(
+          rehydrated as ReadonlyArray<EventOf<"CueRehydrated">>,
+          (event) =>
+            appendWhile(
+              view.config.id,
+              event,
+              (current) =>
+                stepOpen(step.stepId)(current) &&
+                notHeldInFull(event.entryId)(current) &&
+                !HashMap.has(current.cues, event.entryId),
+            ).pipe(Effect.map((a) => a.seq)),
+          { concurrency: 64 },
+        ).pipe(Effect.orDie)
+        return { cues: rehydrated.length, seq: Math.max(first.seq, ...seqs) }
+      })
 
       const promote = (
         view: AgentView,
@@ -362,7 +366,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           }
           case "FocusChanged":
             if (!event.transition || after.step === null) return Effect.void
-            return recall(after, "task-transition").pipe(
+            return recallCues(after, "task-transition").pipe(
               Effect.tap((r) => Effect.sync(() => recalledSteps.set(`${after.config.id}/${after.step!.stepId}`, r))),
               Effect.asVoid,
               Effect.orDie,
@@ -397,11 +401,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             vectors.delete(`${event.agentId}/${event.entryId}`)
           }
           if (live)
-            runFork(
-              react(before, after, event).pipe(
-                Effect.catchCause((c) => Effect.sync(() => console.error("[retrieval]", c))),
-              ),
-            )
+            runFork(react(before, after, event).pipe(Effect.catchCause((c) => Effect.logError("[retrieval]", c))))
         },
       })
       yield* projection.warmedUp
@@ -427,107 +427,97 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           return view
         })
 
-      yield* serveOperation("query", (agentId, request) =>
-        Effect.gen(function* () {
-          const view = yield* viewAfter(agentId, request.afterSeq)
-          const hits = yield* rankBothTiers(
-            view,
-            request.query,
-            { limit: request.limit ?? 10, filter: request.filter },
-            sources,
-          ).pipe(Effect.orDie)
-          const weights = view.config.relevance ?? DEFAULT_RELEVANCE
-          return {
-            results: hits.map((h) => {
-              const meta = h.working ?? h.record!
-              return {
-                entryId: h.entryId,
-                tier: h.tier,
-                origin: meta.origin,
-                timestamp: meta.timestamp,
-                tags: [...meta.tags],
-                correlationId: meta.correlationId,
-                ...hitText(h),
-                relevance: h.relevance,
-                ...(request.explain
-                  ? {
-                      explain: {
-                        similarity: h.similarity,
-                        dense: h.dense,
-                        lexical: h.lexical,
-                        recency: h.recency,
-                        frequency: h.frequency,
-                        weights,
-                      },
-                    }
-                  : {}),
-              }
-            }),
-          } satisfies ResponseOf<"query">
-        }),
-      )
+      const query = Effect.fn("Retrieval.query")(function* (agentId: string, request: RequestOf<"query">) {
+        const view = yield* viewAfter(agentId, request.afterSeq)
+        const hits = yield* rankBothTiers(
+          view,
+          request.query,
+          { limit: request.limit ?? 10, filter: request.filter },
+          sources,
+        ).pipe(Effect.orDie)
+        const weights = view.config.relevance ?? DEFAULT_RELEVANCE
+        return {
+          results: hits.map((h) => {
+            const meta = h.working ?? h.record!
+            return {
+              entryId: h.entryId,
+              tier: h.tier,
+              origin: meta.origin,
+              timestamp: meta.timestamp,
+              tags: [...meta.tags],
+              correlationId: meta.correlationId,
+              ...hitText(h),
+              relevance: h.relevance,
+              ...(request.explain
+                ? {
+                    explain: {
+                      similarity: h.similarity,
+                      dense: h.dense,
+                      lexical: h.lexical,
+                      recency: h.recency,
+                      frequency: h.frequency,
+                      weights,
+                    },
+                  }
+                : {}),
+            }
+          }),
+        } satisfies ResponseOf<"query">
+      })
 
       // A thread spans the caller and the agents that share a tenant with it (AgentSharing), never anyone else.
-      yield* serveOperation("thread", (agentId, request) =>
-        Effect.gen(function* () {
-          if (request.afterSeq !== undefined) yield* caughtUpTo(request.afterSeq)
-          const visible = sharing.visibleTo(agentId)
-          const entries: Array<ResponseOf<"thread">["entries"][number]> = []
-          for (const view of views.values()) {
-            if (!visible.has(view.config.id)) continue
-            for (const e of HashMap.values(view.entries)) {
-              if (e.correlationId !== request.correlationId) continue
-              const t =
-                e.content !== null
-                  ? { form: "raw" as const, text: e.content }
-                  : e.keyPoints !== null
-                    ? { form: "keyPoints" as const, text: e.keyPoints }
-                    : { form: "summary" as const, text: e.summary ?? "" }
-              entries.push({
-                agentId: view.config.id,
-                entryId: e.id,
-                tier: "working",
-                timestamp: e.timestamp,
-                origin: e.origin,
-                ...t,
-              })
-            }
-          }
-          for (const r of yield* store.list({ correlationId: request.correlationId }).pipe(Effect.orDie)) {
-            if (!visible.has(r.agentId)) continue
-            if (entries.some((e) => e.agentId === r.agentId && e.entryId === r.entryId)) continue
+      const thread = Effect.fn("Retrieval.thread")(function* (agentId: string, request: RequestOf<"thread">) {
+        if (request.afterSeq !== undefined) yield* caughtUpTo(request.afterSeq)
+        const visible = sharing.visibleTo(agentId)
+        const entries: Array<ResponseOf<"thread">["entries"][number]> = []
+        for (const view of views.values()) {
+          if (!visible.has(view.config.id)) continue
+          for (const e of HashMap.values(view.entries)) {
+            if (e.correlationId !== request.correlationId) continue
+            const t = fullestForm(e)
             entries.push({
-              agentId: r.agentId,
-              entryId: r.entryId,
-              tier: "long-term",
-              timestamp: r.timestamp,
-              origin: r.origin,
-              form: r.summaryForm,
-              text: r.summary,
+              agentId: view.config.id,
+              entryId: e.id,
+              tier: "working",
+              timestamp: e.timestamp,
+              origin: e.origin,
+              ...t,
             })
           }
-          return { entries: entries.sort((a, b) => a.timestamp - b.timestamp || (a.entryId < b.entryId ? -1 : 1)) }
-        }),
-      )
+        }
+        for (const r of yield* store.list({ correlationId: request.correlationId }).pipe(Effect.orDie)) {
+          if (!visible.has(r.agentId)) continue
+          if (entries.some((e) => e.agentId === r.agentId && e.entryId === r.entryId)) continue
+          entries.push({
+            agentId: r.agentId,
+            entryId: r.entryId,
+            tier: "long-term",
+            timestamp: r.timestamp,
+            origin: r.origin,
+            form: r.summaryForm,
+            text: r.summary,
+          })
+        }
+        return { entries: entries.sort((a, b) => a.timestamp - b.timestamp || (a.entryId < b.entryId ? -1 : 1)) }
+      })
 
-      yield* serveOperation("recall", (agentId, request) =>
-        Effect.gen(function* () {
-          const view = yield* viewAfter(agentId, request.afterSeq)
-          if (view.step?.stepId !== request.stepId) {
-            return yield* Effect.fail(
-              new InvalidState({ field: "stepId", reason: `step '${request.stepId}' is not the open step` }),
-            )
-          }
-          const key = `${agentId}/${request.stepId}`
-          const done = recalledSteps.get(key)
-          if (done) return done
-          const result = yield* recall(view, "similarity").pipe(Effect.orDie)
-          recalledSteps.set(key, result)
-          return result
-        }),
-      )
+      const recall = Effect.fn("Retrieval.recall")(function* (agentId: string, request: RequestOf<"recall">) {
+        const view = yield* viewAfter(agentId, request.afterSeq)
+        if (view.step?.stepId !== request.stepId) {
+          return yield* Effect.fail(
+            new InvalidState({ field: "stepId", reason: `step '${request.stepId}' is not the open step` }),
+          )
+        }
+        const key = `${agentId}/${request.stepId}`
+        const done = recalledSteps.get(key)
+        if (done) return done
+        const result = yield* recallCues(view, "similarity").pipe(Effect.orDie)
+        recalledSteps.set(key, result)
+        return result
+      })
 
-      const warmUp = (agentId: string, request: { readonly count?: number; readonly requestId?: string }) =>
+      /** Promotes the agent's most recently demoted records not in working, as a warm-up asks. */
+      const promoteRecent = (agentId: string, request: { readonly count?: number; readonly requestId?: string }) =>
         Effect.gen(function* () {
           const view = yield* viewAfter(agentId)
           const count = request.count ?? settings.warmUpCount
@@ -547,18 +537,23 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           return { entryIds: records.map((r) => r.entryId), seq: seq || view.lastSeq }
         })
       // A warm-up promotes records chosen when it runs: with a request id, it runs once, and a retry is answered as it was.
-      yield* serveOperation("warmUp", (agentId, request) =>
+      const warmUp = Effect.fn("Retrieval.warmUp")((agentId: string, request: RequestOf<"warmUp">) =>
         request.requestId === undefined
-          ? warmUp(agentId, request)
+          ? promoteRecent(agentId, request)
           : commands.once(
               { agentId, operation: "warmUp", requestId: request.requestId, request },
-              Effect.map(warmUp(agentId, request), (reply) => ({
+              Effect.map(promoteRecent(agentId, request), (reply) => ({
                 reply,
                 recorded: reply.entryIds.length > 0,
                 seq: reply.seq,
               })),
             ),
       )
+
+      yield* serveOperation("query", query)
+      yield* serveOperation("thread", thread)
+      yield* serveOperation("recall", recall)
+      yield* serveOperation("warmUp", warmUp)
 
       return { view: (agentId) => views.get(agentId) }
     }),

@@ -8,8 +8,9 @@
  *
  *   WM_TENANTS="acme=planner,critic; beta=scout"     unset: every agent sees only its own memory
  */
-import { Config, ConfigProvider, Context, Effect, Layer } from "effect"
+import { Config, Context, Effect, Layer } from "effect"
 import { isSubjectToken } from "../../../contracts/ids.ts"
+import { invalidSetting, settings } from "../../../contracts/settings.ts"
 
 export interface Tenant {
   readonly name: string
@@ -57,17 +58,12 @@ const sharingOf = (tenants: ReadonlyArray<Tenant>): AgentSharingShape => {
 }
 
 /** WM_TENANTS, read with Effect Config like every other setting; a malformed value fails naming the variable. */
-export const tenantsConfig: Config.Config<Tenant[]> = Config.String("WM_TENANTS").pipe(
-  Config.withDefault(""),
+export const tenantsConfig: Config.Config<Tenant[]> = settings.WM_TENANTS.config.pipe(
   Config.mapEffect((text) =>
     Effect.try({
       try: () => parseTenants(text),
       catch: (error) =>
-        new Config.ConfigError(
-          new ConfigProvider.SourceError({
-            message: `WM_TENANTS: ${error instanceof Error ? error.message : String(error)}`,
-          }),
-        ),
+        invalidSetting(settings.WM_TENANTS.name, error instanceof Error ? error.message : String(error)),
     }),
   ),
 )

@@ -96,16 +96,16 @@ export const serveOperation = <O extends OperationName, R>(
         ? Effect.flatMap(decodeRequest(name, msg.data), (request) => handler(agentId, request))
         : Effect.fail(ValidationError.one("agentId", "must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'"))
       return work.pipe(
-        Effect.matchCause({
-          onSuccess: (value) => ({ ok: true, value }) as const,
+        Effect.matchCauseEffect({
+          onSuccess: (value) => Effect.succeed({ ok: true, value } as const),
           onFailure: (cause) => {
             const failure = cause.reasons.find((r) => r._tag === "Fail")
-            if (failure?._tag === "Fail") return { ok: false, error: encodeError(failure.error) } as const
-            console.error(`[${operation.subject}] request failed unexpectedly`, cause)
-            return {
+            if (failure?._tag === "Fail")
+              return Effect.succeed({ ok: false, error: encodeError(failure.error) } as const)
+            return Effect.as(Effect.logError(`[${operation.subject}] request failed unexpectedly`, cause), {
               ok: false,
               error: { _tag: "Unavailable", reason: "internal error", message: "unavailable: internal error" },
-            } as const
+            } as const)
           },
         }),
         Effect.tap((reply) => Effect.sync(() => msg.respond(replyBytes(reply, nc.info?.max_payload)))),

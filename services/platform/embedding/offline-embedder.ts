@@ -27,6 +27,8 @@ import { createRequire } from "node:module"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 
+import { Option } from "effect"
+import { readSetting, settings } from "../../../contracts/settings.ts"
 import type { Embedder } from "./embedder.ts"
 
 export type { Embedder }
@@ -53,7 +55,7 @@ export interface WordVectors {
 
 const here = dirname(fileURLToPath(import.meta.url))
 export const defaultCacheDir = (): string =>
-  process.env.WM_CACHE_DIR ?? resolve(here, "..", "..", "..", ".data", "cache")
+  Option.getOrUndefined(readSetting(settings.WM_CACHE_DIR)) ?? resolve(here, "..", "..", "..", ".data", "cache")
 
 const packageInfo = (): { readonly dir: string; readonly version: string; readonly json: string } => {
   const require = createRequire(import.meta.url)

@@ -9,7 +9,8 @@
 import { existsSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
-import { Schema } from "effect"
+import { Option, Schema } from "effect"
+import { readSetting, settings } from "../../../contracts/settings.ts"
 
 export interface SentenceModel {
   /** The value of WM_EMBEDDER that selects it. */
@@ -61,11 +62,13 @@ export const sentenceModel = (id: string): SentenceModel | undefined => SENTENCE
 const here = dirname(fileURLToPath(import.meta.url))
 
 /** `WM_MODELS_DIR`, else `<WM_CACHE_DIR>/models`, else `<repo>/.data/models`. */
-export const defaultModelsDir = (): string =>
-  process.env.WM_MODELS_DIR ??
-  (process.env.WM_CACHE_DIR
-    ? join(process.env.WM_CACHE_DIR, "models")
-    : resolve(here, "..", "..", "..", ".data", "models"))
+export const defaultModelsDir = (): string => {
+  const cacheDir = Option.getOrUndefined(readSetting(settings.WM_CACHE_DIR))
+  return (
+    Option.getOrUndefined(readSetting(settings.WM_MODELS_DIR)) ??
+    (cacheDir !== undefined ? join(cacheDir, "models") : resolve(here, "..", "..", "..", ".data", "models"))
+  )
+}
 
 export const modelDir = (model: SentenceModel, modelsDir = defaultModelsDir()): string => join(modelsDir, model.id)
 

@@ -16,11 +16,12 @@
  */
 import { Deferred, type Duration, Effect } from "effect"
 import { decodeEvent, type FutureEventVersion } from "../../../contracts/decode.ts"
-import { NotCaughtUp } from "../../../contracts/errors.ts"
+import type { NotCaughtUp } from "../../../contracts/errors.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import { deadLetterSubject } from "../../../contracts/subjects.ts"
 import { Nats } from "../nats/connection.ts"
 import { EventLog, type LogRecord } from "./event-log.ts"
+import { makeSequenceGate } from "./sequence-gate.ts"
 
 export interface DeadLetter {
   readonly projection: string
@@ -58,7 +59,6 @@ export interface Projection {
   readonly waitFor: (seq: number, timeout?: Duration.Input) => Effect.Effect<void, NotCaughtUp>
   /** Completes once the log as it stood at start has been applied. */
   readonly warmedUp: Effect.Effect<WarmUp>
-  readonly deadLetters: () => ReadonlyArray<DeadLetter>
   /** Why the projection stopped, when it met an event newer than it reads. */
   readonly halted: () => Halt | null
 }
@@ -76,16 +76,16 @@ export const runProjection = (options: ProjectionOptions) =>
   Effect.gen(function* () {
     const log = yield* EventLog
     const { js } = yield* Nats
+    // Records arrive in callbacks: what they log goes through this service's logger.
+    const runSync = Effect.runSyncWith(yield* Effect.context<never>())
     const startedAt = Date.now()
     const target = yield* log.lastSeq
     const warm = yield* Deferred.make<WarmUp>()
     let halt: Halt | null = null
-    let applied = Math.max(0, (options.fromSeq ?? 1) - 1)
-    const waiters: Array<{ seq: number; resolve: () => void; refuse: () => void }> = []
-    const letters: DeadLetter[] = []
+    const applied = makeSequenceGate(Math.max(0, (options.fromSeq ?? 1) - 1))
 
     const markWarm = () => Deferred.doneUnsafe(warm, Effect.succeed({ events: target, millis: Date.now() - startedAt }))
-    if (applied >= target) markWarm()
+    if (applied.current() >= target) markWarm()
 
     const deadLetter = (record: LogRecord, reason: string) => {
       const letter: DeadLetter = {
@@ -95,24 +95,26 @@ export const runProjection = (options: ProjectionOptions) =>
         reason,
         payload: textDecoder.decode(record.data),
       }
-      letters.push(letter)
       js.publish(deadLetterSubject(options.name), textEncoder.encode(JSON.stringify(letter)), {
         msgID: `${options.name}:${record.seq}`,
-      }).catch((error: unknown) => console.error(`[${options.name}] dead letter ${record.seq} not stored:`, error))
+      }).catch((error: unknown) =>
+        runSync(Effect.logError(`[${options.name}] dead letter ${record.seq} not stored:`, error)),
+      )
       options.onDeadLetter?.(letter)
     }
 
-    const notCaughtUp = (seq: number) => new NotCaughtUp({ afterSeq: seq, appliedSeq: applied })
     const stopAt = (record: LogRecord, error: FutureEventVersion) => {
       halt = { seq: record.seq, subject: record.subject, error }
-      console.error(`[${options.name}] stopped before seq ${record.seq} (${record.subject}): ${error.message}`)
-      for (const w of waiters.splice(0)) w.refuse()
+      runSync(
+        Effect.logError(`[${options.name}] stopped before seq ${record.seq} (${record.subject}): ${error.message}`),
+      )
+      applied.close()
       // Met during warm-up: the service must not start on a log it cannot read to the end.
       Deferred.doneUnsafe(warm, Effect.die(error))
     }
 
     const onRecord = (record: LogRecord) => {
-      if (halt !== null || record.seq <= applied) return
+      if (halt !== null || record.seq <= applied.current()) return
       const decoded = decodeEvent(record.data)
       if (!decoded.ok && decoded.future !== undefined) return stopAt(record, decoded.future)
       if (decoded.ok) {
@@ -124,54 +126,22 @@ export const runProjection = (options: ProjectionOptions) =>
       } else {
         deadLetter(record, decoded.reason)
       }
-      applied = record.seq
-      if (applied >= target) markWarm()
-      if (waiters.length > 0) {
-        for (let i = waiters.length - 1; i >= 0; i--) {
-          const w = waiters[i]!
-          if (w.seq <= applied) {
-            waiters.splice(i, 1)
-            w.resolve()
-          }
-        }
-      }
+      applied.advanceTo(record.seq)
+      if (record.seq >= target) markWarm()
     }
 
     const subscription = yield* log.follow({
       ...(options.filter !== undefined ? { filter: options.filter } : {}),
-      fromSeq: applied + 1,
+      fromSeq: applied.current() + 1,
       onRecord,
     })
     yield* Effect.addFinalizer(() => Effect.promise(() => subscription.stop()))
 
-    const waitFor = (seq: number, timeout: Duration.Input = READ_WAIT): Effect.Effect<void, NotCaughtUp> =>
-      seq <= applied
-        ? Effect.void
-        : halt !== null
-          ? Effect.fail(notCaughtUp(seq))
-          : Effect.callback<void, NotCaughtUp>((resume) => {
-              const waiter = {
-                seq,
-                resolve: () => resume(Effect.void),
-                refuse: () => resume(Effect.fail(notCaughtUp(seq))),
-              }
-              waiters.push(waiter)
-              return Effect.sync(() => {
-                const i = waiters.indexOf(waiter)
-                if (i >= 0) waiters.splice(i, 1)
-              })
-            }).pipe(
-              Effect.timeoutOrElse({
-                duration: timeout,
-                orElse: () => Effect.fail(notCaughtUp(seq)),
-              }),
-            )
-
     return {
-      appliedSeq: () => applied,
-      waitFor,
+      appliedSeq: applied.current,
+      waitFor: (seq: number, timeout: Duration.Input = READ_WAIT): Effect.Effect<void, NotCaughtUp> =>
+        applied.awaitSeq(seq, timeout),
       warmedUp: Deferred.await(warm),
-      deadLetters: () => letters,
       halted: () => halt,
     } satisfies Projection
   })

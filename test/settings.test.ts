@@ -1,0 +1,83 @@
+/**
+ * One list of settings (contracts/settings.ts): the README's configuration table names exactly the
+ * variables it declares, with the same defaults, and the code reads no variable it does not declare.
+ */
+import { readdirSync, readFileSync } from "node:fs"
+import { join } from "node:path"
+import { ConfigProvider, Effect, Exit } from "effect"
+import { describe, expect, it } from "vitest"
+import { settings } from "../contracts/settings.ts"
+import { DEFAULT_FADE_CONFIG } from "../domain/fade-score.ts"
+import { FadeWorkerSettings } from "../services/fade/fade-worker.ts"
+import { DEFAULT_COLLECTION_PREFIX } from "../services/memory/longterm/qdrant-store.ts"
+import { OFFLINE_EMBEDDER } from "../services/platform/embedding/local-embedders.ts"
+
+const root = join(import.meta.dirname, "..")
+const declared = Object.values(settings)
+const plain = (cell: string) => cell.replaceAll("`", "").trim()
+
+/** The rows of the README's configuration table: variable → default. */
+const readmeTable = (): Map<string, string> => {
+  const readme = readFileSync(join(root, "README.md"), "utf8")
+  const section = readme.slice(
+    readme.indexOf("## Configuration\n"),
+    readme.indexOf("\n## ", readme.indexOf("## Configuration\n") + 1),
+  )
+  const rows = section.split("\n").filter((line) => line.startsWith("| `"))
+  return new Map(
+    rows.map((row) => {
+      const [variable, defaultCell] = row.split("|").slice(1, 3).map(plain)
+      return [variable!, defaultCell!]
+    }),
+  )
+}
+
+const sourceFiles = (dir: string): string[] =>
+  readdirSync(join(root, dir), { withFileTypes: true }).flatMap((d) =>
+    d.isDirectory() ? sourceFiles(join(dir, d.name)) : d.name.endsWith(".ts") ? [join(dir, d.name)] : [],
+  )
+
+/** Every variable the product's code reads: through process.env, or a Config named by a literal. */
+const variablesRead = (): Set<string> => {
+  const names = new Set<string>()
+  for (const file of ["contracts", "domain", "services", "cli", "infra", "sdk"].flatMap(sourceFiles)) {
+    const text = readFileSync(join(root, file), "utf8")
+    for (const m of text.matchAll(/process\.env\.([A-Z][A-Z0-9_]*)/g)) names.add(m[1]!)
+    for (const m of text.matchAll(/Config\.[A-Za-z]+\(\s*"([A-Z][A-Z0-9_]*)"/g)) names.add(m[1]!)
+  }
+  return names
+}
+
+describe("the settings", () => {
+  it("are the README's configuration table, row for row, with the same defaults", () => {
+    const table = readmeTable()
+    expect([...table.keys()].sort()).toEqual(declared.map((s) => s.name).sort())
+    for (const setting of declared) expect(table.get(setting.name), setting.name).toBe(plain(setting.default))
+  })
+
+  it("cover every variable the code reads", () => {
+    const undeclared = [...variablesRead()].filter((name) => !(name in settings))
+    expect(undeclared).toEqual([])
+  })
+
+  it("have the defaults the code falls back to", () => {
+    expect(Number(settings.WM_FADE_TAU.default)).toBe(DEFAULT_FADE_CONFIG.tau)
+    expect(plain(settings.WM_EMBEDDER.default)).toBe(OFFLINE_EMBEDDER)
+    expect(plain(settings.WM_QDRANT_COLLECTION_PREFIX.default)).toBe(DEFAULT_COLLECTION_PREFIX)
+  })
+
+  it("refuse a value that does not parse, naming the variable and the reason", async () => {
+    const withEnv = (env: Record<string, string>) =>
+      Effect.runPromiseExit(
+        Effect.scoped(
+          Effect.provide(Effect.void, FadeWorkerSettings.fromEnv()).pipe(
+            Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env }))),
+          ),
+        ),
+      )
+    const shard = await withEnv({ WM_FADE_SHARD: "3/2" })
+    expect(Exit.isFailure(shard) && String(shard.cause)).toMatch(/WM_FADE_SHARD: '3\/2' is not <index>\/<count>/)
+    const interval = await withEnv({ WM_FADE_INTERVAL_MS: "soon" })
+    expect(Exit.isFailure(interval) && String(interval.cause)).toMatch(/WM_FADE_INTERVAL_MS/)
+  })
+})
