@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url"
 import { jetstreamManager } from "@nats-io/jetstream"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
-import { EVENTS_STREAM } from "../contracts/subjects.ts"
+import { agentStepSubject, EVENTS_STREAM, entrySubject } from "../contracts/subjects.ts"
 import { appendEvents } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -115,10 +115,10 @@ describe("wm history", () => {
     ])
     for (const e of out.events) expect(e.at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
     expect(out.events.map((e) => e.subject)).toEqual([
-      `wm.evt.${AGENT}.entry.${first.entryId}`,
-      `wm.evt.${AGENT}.step`,
-      `wm.evt.${AGENT}.step`,
-      `wm.evt.${AGENT}.entry.${first.entryId}`,
+      entrySubject(AGENT, first.entryId),
+      agentStepSubject(AGENT),
+      agentStepSubject(AGENT),
+      entrySubject(AGENT, first.entryId),
     ])
   })
 

@@ -8,7 +8,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Config, Effect, Option } from "effect"
 import { decodeEvent } from "../../contracts/decode.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
-import { EVENTS_STREAM } from "../../contracts/subjects.ts"
+import { agentOfEventSubject, EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { natsSettingsFromConfig, serverList } from "../../services/platform/nats/settings.ts"
 import { noProgress, type Progress } from "./progress.ts"
 
@@ -119,5 +119,5 @@ export const subjectsMatching = async (nc: NatsConnection, filter: string): Prom
   return info.state.subjects ?? {}
 }
 
-/** The agent id in `wm.evt.<agent>...` (its third token). */
-export const agentOfSubject = (subject: string): string => subject.split(".")[2] ?? ""
+/** The agent id in `wm.evt.<partition>.<agent>...`. */
+export const agentOfSubject = agentOfEventSubject

@@ -4,7 +4,7 @@
  * difference it finds (which agent, which entry, which field, both values).
  *
  * working-views: for every agent registered in the log (subjects
- * `wm.evt.*.agent`), asks the running working service for its view
+ * `wm.evt.*.*.agent`), asks the running working service for its view
  * (`view.get`, which says up to which stream sequence it has applied the
  * log), folds the agent's events up to that same sequence with the shared
  * reducer, and compares the two field by field.

@@ -16,6 +16,7 @@
  */
 import { Config, ConfigProvider, Context, Effect, HashMap, Layer, Option, Semaphore } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
+import { agentOfEventSubject } from "../../contracts/subjects.ts"
 import { type AgentView, evolve, skipUndecodable } from "../../domain/agent-view.ts"
 import { decideFadeMove, type EntryHistory, type MadeRepresentation, NO_HISTORY } from "../../domain/fade-decide.ts"
 import { type FadeMove, planFade } from "../../domain/fade-plan.ts"
@@ -190,7 +191,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
           if (isTrigger(event)) markDirty(event.agentId)
         },
         onDeadLetter: (letter) => {
-          const agentId = letter.subject.split(".")[2] ?? ""
+          const agentId = agentOfEventSubject(letter.subject)
           const view = views.get(agentId)
           if (view !== undefined) views.set(agentId, skipUndecodable(view, letter.subject, letter.seq))
         },

@@ -10,7 +10,7 @@ import { Context, Effect, Layer } from "effect"
 import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
 import { operations } from "../../contracts/api.ts"
 import { AgentNotFound, type ApiError } from "../../contracts/errors.ts"
-import { agentStepSubject, apiSubject } from "../../contracts/subjects.ts"
+import { agentStepSubject, apiSubject, replicaQueue } from "../../contracts/subjects.ts"
 import { type AgentView, currentFocus, viewResponseOf } from "../../domain/agent-view.ts"
 import { decideRead, type Stamp } from "../../domain/decide.ts"
 import { replayedContext, replyOfEvent, type StoredContext, storedContext } from "../../domain/requests.ts"
@@ -20,10 +20,10 @@ import { makeCommandHandler } from "../platform/log/command-handler.ts"
 import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { Nats } from "../platform/nats/connection.ts"
-import { type AgentViews, projectAgentViews } from "../platform/views/agent-views.ts"
+import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
 
 export interface WorkingShape {
-  readonly views: AgentViews
+  readonly views: PartitionedViews
   readonly warmUp: WarmUp
 }
 
@@ -33,7 +33,9 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
     Effect.gen(function* () {
       const log = yield* EventLog
       const { nc, js } = yield* Nats
-      const views = yield* projectAgentViews("working")
+      // Only the partitions this replica holds a lease on (services/platform/partitions).
+      const views = yield* projectPartitionedViews("working")
+      const owner = { queue: replicaQueue("working", views.leases.replicaId), owns: views.owns }
       const warmUp = yield* views.projection.warmedUp
       const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
 
@@ -55,7 +57,9 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
         ).pipe(
           Effect.flatMap((reply) => {
             const parsed = reply.json<{ ok: boolean; value?: { seq: number } }>()
-            return parsed.ok && parsed.value ? views.projection.waitFor(parsed.value.seq) : Effect.void
+            return parsed.ok && parsed.value
+              ? views.projection.waitFor(parsed.value.seq, undefined, view.config.id)
+              : Effect.void
           }),
           Effect.ignore,
         )
@@ -64,71 +68,80 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
       /** The agent's view once the writes the caller has seen are applied. */
       const viewAfter = (agentId: string, afterSeq: number | undefined): Effect.Effect<AgentView, ApiError> =>
         Effect.gen(function* () {
-          if (afterSeq !== undefined) yield* views.projection.waitFor(afterSeq)
+          if (afterSeq !== undefined) yield* views.projection.waitFor(afterSeq, undefined, agentId)
           let view = views.get(agentId)
           if (view === undefined) {
-            yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, "5 seconds"))
+            yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, "5 seconds", agentId))
             view = views.get(agentId)
           }
           if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
           return view
         })
 
-      yield* serveOperation("buildContext", (agentId, request: RequestOf<"buildContext">) =>
-        Effect.gen(function* () {
-          const view = yield* viewAfter(agentId, request.afterSeq)
-          if (view.step !== null && currentFocus(view) !== null) yield* recallCues(view)
-          const requestId = request.requestId ?? nuid.next()
-          const stamp: Stamp = {
-            eventId: `${agentId}:buildContext:${requestId}`,
-            agentId,
-            at: Date.now(),
-            causationId: requestId,
-            correlationId: null,
-          }
-          return yield* commands.handle({
-            agentId,
-            operation: "buildContext",
-            requestId: request.requestId,
-            request,
-            eventId: stamp.eventId,
-            subject: agentStepSubject(agentId),
-            decide: (current) => decideRead(current, request, stamp),
-            eventOf: (decided) => decided.event,
-            reply: ({ decided, seq }): ResponseOf<"buildContext"> => ({ ...decided.built, seq }),
-            stored: storedContext,
-            replay: (stored, current) => replayedContext(current, stored as StoredContext),
-            fromEvent: (event, seq, current) =>
-              replayedContext(current, replyOfEvent(current, event, seq) as StoredContext),
-          })
-        }),
+      yield* serveOperation(
+        "buildContext",
+        (agentId, request: RequestOf<"buildContext">) =>
+          Effect.gen(function* () {
+            const view = yield* viewAfter(agentId, request.afterSeq)
+            if (view.step !== null && currentFocus(view) !== null) yield* recallCues(view)
+            const requestId = request.requestId ?? nuid.next()
+            const stamp: Stamp = {
+              eventId: `${agentId}:buildContext:${requestId}`,
+              agentId,
+              at: Date.now(),
+              causationId: requestId,
+              correlationId: null,
+            }
+            return yield* commands.handle({
+              agentId,
+              operation: "buildContext",
+              requestId: request.requestId,
+              request,
+              eventId: stamp.eventId,
+              subject: agentStepSubject(agentId),
+              decide: (current) => decideRead(current, request, stamp),
+              eventOf: (decided) => decided.event,
+              reply: ({ decided, seq }): ResponseOf<"buildContext"> => ({ ...decided.built, seq }),
+              stored: storedContext,
+              replay: (stored, current) => replayedContext(current, stored as StoredContext),
+              fromEvent: (event, seq, current) =>
+                replayedContext(current, replyOfEvent(current, event, seq) as StoredContext),
+            })
+          }),
+        owner,
       )
 
-      yield* serveOperation("getView", (agentId, request) =>
-        Effect.map(
-          viewAfter(agentId, request.afterSeq),
-          (view): ResponseOf<"getView"> => viewResponseOf(view, views.projection.appliedSeq()),
-        ),
+      yield* serveOperation(
+        "getView",
+        (agentId, request) =>
+          Effect.map(
+            viewAfter(agentId, request.afterSeq),
+            (view): ResponseOf<"getView"> => viewResponseOf(view, views.projection.appliedSeq(agentId)),
+          ),
+        owner,
       )
 
       // An agent's own events for its local mirror: every event stored before the request (read your writes), in
       // stream order; with waitMs, a request finding nothing new waits for the agent's next event (a long poll).
-      yield* serveOperation("readEvents", (agentId, request) =>
-        Effect.gen(function* () {
-          const afterSeq = request.afterSeq ?? 0
-          const known = () => views.get(agentId)?.lastSeq ?? 0
-          yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq))
-          const deadline = Date.now() + (request.waitMs ?? 0)
-          while (known() <= afterSeq && Date.now() < deadline) yield* Effect.sleep("25 millis")
-          const maxPayload = nc.info?.max_payload ?? 1024 * 1024
-          return yield* readAgentEvents(js, agentId, {
-            afterSeq,
-            untilSeq: known(),
-            max: request.max ?? 256,
-            // Room for the reply's envelope around the events.
-            maxBytes: Math.max(64 * 1024, maxPayload - 128 * 1024),
-          })
-        }),
+      yield* serveOperation(
+        "readEvents",
+        (agentId, request) =>
+          Effect.gen(function* () {
+            const afterSeq = request.afterSeq ?? 0
+            const known = () => views.get(agentId)?.lastSeq ?? 0
+            yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, undefined, agentId))
+            const deadline = Date.now() + (request.waitMs ?? 0)
+            while (known() <= afterSeq && Date.now() < deadline) yield* Effect.sleep("25 millis")
+            const maxPayload = nc.info?.max_payload ?? 1024 * 1024
+            return yield* readAgentEvents(js, agentId, {
+              afterSeq,
+              untilSeq: known(),
+              max: request.max ?? 256,
+              // Room for the reply's envelope around the events.
+              maxBytes: Math.max(64 * 1024, maxPayload - 128 * 1024),
+            })
+          }),
+        owner,
       )
 
       return { views, warmUp }

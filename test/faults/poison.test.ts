@@ -15,7 +15,13 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import type { NatsConnection } from "@nats-io/transport-node"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { NotCaughtUp } from "../../contracts/errors.ts"
-import { DEAD_LETTER_STREAM, deadLetterSubject } from "../../contracts/subjects.ts"
+import {
+  agentConfigSubject,
+  agentStepSubject,
+  DEAD_LETTER_STREAM,
+  deadLetterSubject,
+  entrySubject,
+} from "../../contracts/subjects.ts"
 import type { NatsServerProcess } from "../../infra/nats-server.ts"
 import type { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { FadeWorkerShape } from "../../services/fade/fade-worker.ts"
@@ -73,8 +79,8 @@ const envelope = (agentId: string, n: number) => ({
 /** The n-th poison record, cycling through every kind, on the subjects of live agents. */
 const poisonFor = (n: number): Poison => {
   const agentId = AGENTS[n % AGENTS.length]!
-  const step = `wm.evt.${agentId}.step`
-  const entry = `wm.evt.${agentId}.entry.poison-${n}`
+  const step = agentStepSubject(agentId)
+  const entry = entrySubject(agentId, `poison-${n}`)
   switch (n % 8) {
     case 0:
       return {
@@ -259,7 +265,7 @@ it("a burst of poison mixed into real traffic is dead-lettered by every projecti
   ]
     .map(([, e]) => e)
     .sort((a, b) => a.ordinal - b.ordinal)[0]!
-  const garbage = await js.publish(`wm.evt.px-2.entry.${victim.id}`, text("\u0000 not an event"))
+  const garbage = await js.publish(entrySubject("px-2", victim.id), text("\u0000 not an event"))
   const conflictsBefore = fade.stats().conflicts
   for (let i = 0; i < 40; i++)
     await client.agent("px-2").record({ origin: "USER", content: `Pressure ${i}: ${contentFor(i)}` })
@@ -314,7 +320,7 @@ it("a record of a newer schema version stops every projection just before it, lo
     const before = await agent.view()
     // A replica of a newer release appended a BudgetChanged of version 2 (a rolling upgrade).
     const newer = await jetstream(future.nc).publish(
-      "wm.evt.fv-0.agent",
+      agentConfigSubject("fv-0"),
       text(
         JSON.stringify({
           _tag: "BudgetChanged",

@@ -4,6 +4,7 @@
  * to validate requests against the agent's state.
  */
 import { Effect } from "effect"
+import { agentOfEventSubject } from "../../../contracts/subjects.ts"
 import { type AgentView, evolve, skipUndecodable } from "../../../domain/agent-view.ts"
 import { type Projection, runProjection } from "../log/projection.ts"
 
@@ -24,7 +25,7 @@ export const projectAgentViews = (name: string) =>
         else views.delete(event.agentId)
       },
       onDeadLetter: (letter) => {
-        const agentId = letter.subject.split(".")[2] ?? ""
+        const agentId = agentOfEventSubject(letter.subject)
         const view = views.get(agentId)
         if (view !== undefined) views.set(agentId, skipUndecodable(view, letter.subject, letter.seq))
       },

@@ -1,0 +1,206 @@
+/**
+ * The working views of the partitions this replica owns. Each owned
+ * partition runs its own projection, an ordered consumer filtered to
+ * `wm.evt.<p>.>`, so a replica decodes only its share of the log; a
+ * partition answers once its projection has caught up with the partition as
+ * it stood when the lease was taken, and its views are dropped when the
+ * lease is lost.
+ *
+ * Waiting for a stream sequence is per partition: a partition's projection
+ * only sees its own records, so "applied up to seq" is proven either by a
+ * record at or past seq, or by the partition's last stored sequence (asked of
+ * the stream leader) being one it has applied.
+ */
+import { Effect, Exit, Fiber, FiberSet, Scope } from "effect"
+import { NotCaughtUp } from "../../../contracts/errors.ts"
+import { allPartitions, partitionOf } from "../../../contracts/partitions.ts"
+import { agentOfEventSubject, EVENTS_STREAM, partitionEvents } from "../../../contracts/subjects.ts"
+import { type AgentView, evolve, skipUndecodable } from "../../../domain/agent-view.ts"
+import type { EventLog } from "../log/event-log.ts"
+import { type DeadLetter, type Halt, type Projection, runProjection, type WarmUp } from "../log/projection.ts"
+import { Nats } from "../nats/connection.ts"
+import type { AgentViews } from "../views/agent-views.ts"
+import { holdPartitionLeases, type PartitionLeases } from "./leases.ts"
+import { PartitionSettings } from "./settings.ts"
+
+/** A projection whose waits and position can be asked for one agent's partition. */
+export interface PartitionedProjection extends Projection {
+  readonly appliedSeq: (agentId?: string) => number
+  /** Without an agent: every partition this replica owns has applied `seq`. */
+  readonly waitFor: (
+    seq: number,
+    timeout?: Parameters<Projection["waitFor"]>[1],
+    agentId?: string,
+  ) => Effect.Effect<void, NotCaughtUp>
+}
+
+export interface PartitionedViews extends AgentViews {
+  readonly projection: PartitionedProjection
+  /** This replica holds the agent's partition and has caught up on it: it may answer for the agent. */
+  readonly owns: (agentId: string) => boolean
+  readonly leases: PartitionLeases
+  /** The partitions that answer now. */
+  readonly ready: () => ReadonlyArray<number>
+}
+
+interface PartitionState {
+  readonly partition: number
+  readonly views: Map<string, AgentView>
+  readonly scope: Scope.Closeable
+  projection: Projection | null
+  ready: boolean
+  /** The partition has no record after this applied position up to this sequence (proven by asking). */
+  completeTo: number
+  fiber: Fiber.Fiber<unknown, unknown> | null
+}
+
+export const projectPartitionedViews = (service: string) =>
+  Effect.gen(function* () {
+    const { jsm } = yield* Nats
+    const settings = yield* PartitionSettings
+    const runFork = yield* FiberSet.makeRuntime<EventLog | Nats>()
+    const states = new Map<number, PartitionState>()
+    const startedAt = Date.now()
+    let caughtUpEvents = 0
+
+    /** The last stored sequence of the partition's subjects (0: none). */
+    const lastSeqOf = (partition: number) =>
+      Effect.tryPromise(() => jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: partitionEvents(partition) })).pipe(
+        Effect.map((m) => m?.seq ?? 0),
+      )
+
+    const catchUp = (state: PartitionState) =>
+      Effect.gen(function* () {
+        const target = yield* lastSeqOf(state.partition).pipe(Effect.orDie)
+        const projection = yield* runProjection({
+          name: service,
+          filter: partitionEvents(state.partition),
+          target,
+          apply: (event, record) => {
+            const next = evolve(state.views.get(event.agentId), event, record)
+            if (next !== undefined) state.views.set(event.agentId, next)
+            else state.views.delete(event.agentId)
+          },
+          onDeadLetter: (letter) => {
+            const agentId = agentOfEventSubject(letter.subject)
+            const view = state.views.get(agentId)
+            if (view !== undefined) state.views.set(agentId, skipUndecodable(view, letter.subject, letter.seq))
+          },
+        }).pipe(Scope.provide(state.scope))
+        state.projection = projection
+        const warm = yield* projection.warmedUp
+        caughtUpEvents += warm.events
+        state.ready = true
+      })
+
+    const acquired = (partition: number) => {
+      if (states.has(partition)) return
+      const scope = Scope.makeUnsafe()
+      const state: PartitionState = {
+        partition,
+        views: new Map(),
+        scope,
+        projection: null,
+        ready: false,
+        completeTo: 0,
+        fiber: null,
+      }
+      states.set(partition, state)
+      state.fiber = runFork(
+        catchUp(state).pipe(
+          Effect.catchCause((cause) =>
+            Effect.sync(() => console.error(`[${service}] partition ${partition} did not catch up`, cause)),
+          ),
+        ),
+      )
+    }
+
+    const lost = (partition: number) => {
+      const state = states.get(partition)
+      if (state === undefined) return
+      state.ready = false
+      states.delete(partition)
+      const fiber = state.fiber
+      runFork(
+        Effect.gen(function* () {
+          if (fiber !== null) yield* Fiber.interrupt(fiber)
+          yield* Scope.close(state.scope, Exit.void)
+        }),
+      )
+    }
+
+    const leases = yield* holdPartitionLeases(service, { acquired, lost })
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach([...states.values()], (s) => Scope.close(s.scope, Exit.void), {
+        discard: true,
+      }),
+    )
+
+    const answering = (partition: number): PartitionState | undefined => {
+      const state = states.get(partition)
+      return state !== undefined && state.ready && leases.holds(partition) ? state : undefined
+    }
+
+    const appliedOf = (state: PartitionState) => Math.max(state.projection?.appliedSeq() ?? 0, state.completeTo)
+
+    const waitInPartition = (partition: number, seq: number, timeout: Parameters<Projection["waitFor"]>[1]) =>
+      Effect.gen(function* () {
+        const state = answering(partition)
+        if (state === undefined || state.projection === null)
+          return yield* Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: 0 }))
+        if (appliedOf(state) >= seq) return
+        const last = yield* lastSeqOf(partition).pipe(Effect.orElseSucceed(() => seq))
+        const target = Math.min(seq, last)
+        const projection = state.projection
+        if (projection.appliedSeq() < target) yield* projection.waitFor(target, timeout)
+        // Everything of the partition up to `last` is applied, and `last` was read after `seq` was stored.
+        if (last <= projection.appliedSeq()) state.completeTo = Math.max(state.completeTo, seq)
+      })
+
+    const ready = () => allPartitions(settings.partitions).filter((p) => answering(p) !== undefined)
+
+    const projection: PartitionedProjection = {
+      appliedSeq: (agentId?: string) => {
+        if (agentId !== undefined) {
+          const state = answering(partitionOf(agentId, settings.partitions))
+          return state === undefined ? 0 : appliedOf(state)
+        }
+        const owned = ready().map((p) => appliedOf(states.get(p)!))
+        return owned.length === 0 ? 0 : Math.min(...owned)
+      },
+      waitFor: (seq, timeout, agentId) =>
+        agentId !== undefined
+          ? waitInPartition(partitionOf(agentId, settings.partitions), seq, timeout)
+          : Effect.forEach(ready(), (p) => waitInPartition(p, seq, timeout), {
+              concurrency: "unbounded",
+              discard: true,
+            }),
+      warmedUp: Effect.gen(function* () {
+        yield* leases.firstRound
+        while ([...states.values()].some((s) => !s.ready)) yield* Effect.sleep("20 millis")
+        return { events: caughtUpEvents, millis: Date.now() - startedAt } satisfies WarmUp
+      }),
+      deadLetters: (): ReadonlyArray<DeadLetter> =>
+        [...states.values()].flatMap((s) => s.projection?.deadLetters() ?? []),
+      halted: (): Halt | null => {
+        for (const s of states.values()) {
+          const halt = s.projection?.halted() ?? null
+          if (halt !== null) return halt
+        }
+        return null
+      },
+    }
+
+    return {
+      get: (agentId: string) => answering(partitionOf(agentId, settings.partitions))?.views.get(agentId),
+      all: () => {
+        const all = new Map<string, AgentView>()
+        for (const p of ready()) for (const [id, view] of states.get(p)!.views) all.set(id, view)
+        return all
+      },
+      projection,
+      owns: (agentId: string) => answering(partitionOf(agentId, settings.partitions)) !== undefined,
+      leases,
+      ready,
+    } satisfies PartitionedViews
+  })
