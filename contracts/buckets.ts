@@ -20,3 +20,10 @@ export const LEASE_BUCKET = "wm_leases"
 export const leaseKey = (service: string, partition: number) => `${service}.partition.${partition}`
 /** A replica's heartbeat key; the live replicas of a service are its heartbeat keys. */
 export const heartbeatKey = (service: string, replicaId: string) => `${service}.replica.${replicaId}`
+/** Snapshots of partitioned projections: a manifest per (service, partition) and the chunks it names. */
+export const SNAPSHOT_BUCKET = "wm_snapshots"
+/** The manifest of a partition's latest snapshot. */
+export const snapshotManifestKey = (service: string, partition: number) => `${service}.${partition}`
+/** One chunk of one snapshot (snapshot ids are never reused, so no chunk is overwritten). */
+export const snapshotChunkKey = (service: string, partition: number, snapshotId: string, chunk: number) =>
+  `${service}.${partition}.${snapshotId}.${chunk}`

@@ -23,7 +23,13 @@
  */
 import { randomBytes } from "node:crypto"
 import { operations } from "../contracts/api.ts"
-import { CHECKPOINT_BUCKET, LEASE_BUCKET, REQUEST_BUCKET, SUBSTRATE_BUCKET } from "../contracts/buckets.ts"
+import {
+  CHECKPOINT_BUCKET,
+  LEASE_BUCKET,
+  REQUEST_BUCKET,
+  SNAPSHOT_BUCKET,
+  SUBSTRATE_BUCKET,
+} from "../contracts/buckets.ts"
 import { isSubjectToken } from "../contracts/ids.ts"
 import { agentInboxPrefix, tenantInboxPrefix } from "../contracts/inboxes.ts"
 import {
@@ -305,7 +311,9 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
         ...base(name),
         appends: [ALL_STEPS],
         // Its partition leases and heartbeats, and the snapshots of the partitions it owns.
-        buckets: [REQUEST_BUCKET, LEASE_BUCKET],
+        buckets: [REQUEST_BUCKET, LEASE_BUCKET, SNAPSHOT_BUCKET],
+        // A rewritten snapshot erases the one it replaces in place (a forget leaves no copy).
+        erases: [kvStream(SNAPSHOT_BUCKET)],
         requests: [apiOf("recall")],
       }
     case "fade":

@@ -6,6 +6,10 @@
  * it stood when the lease was taken, and its views are dropped when the
  * lease is lost.
  *
+ * A partition starts from its latest snapshot (services/platform/partitions/snapshots.ts) and replays
+ * only the tail after it; snapshots are written every WM_SNAPSHOT_INTERVAL_MS, at shutdown, and at once
+ * after a forget tombstone is applied (so no snapshot keeps what was forgotten).
+ *
  * Waiting for a stream sequence is per partition: a partition's projection
  * only sees its own records, so "applied up to seq" is proven either by a
  * record at or past seq, or by the partition's last stored sequence (asked of
@@ -22,6 +26,7 @@ import { Nats } from "../nats/connection.ts"
 import type { AgentViews } from "../views/agent-views.ts"
 import { holdPartitionLeases, type PartitionLeases } from "./leases.ts"
 import { PartitionSettings } from "./settings.ts"
+import { openSnapshotStore } from "./snapshots.ts"
 
 /** A projection whose waits and position can be asked for one agent's partition. */
 export interface PartitionedProjection extends Projection {
@@ -41,6 +46,17 @@ export interface PartitionedViews extends AgentViews {
   readonly leases: PartitionLeases
   /** The partitions that answer now. */
   readonly ready: () => ReadonlyArray<number>
+  /** How each partition this replica took was caught up. */
+  readonly catchUps: () => ReadonlyArray<CatchUp>
+  /** Snapshots every partition that answers now. */
+  readonly snapshotAll: Effect.Effect<void>
+}
+
+export interface CatchUp {
+  readonly partition: number
+  /** The sequence the snapshot it started from covers (0: none, rebuilt from the log). */
+  readonly snapshotSeq: number
+  readonly millis: number
 }
 
 interface PartitionState {
@@ -52,6 +68,11 @@ interface PartitionState {
   /** The partition has no record after this applied position up to this sequence (proven by asking). */
   completeTo: number
   fiber: Fiber.Fiber<unknown, unknown> | null
+  /** The sequence the last snapshot written or loaded covers, and when. */
+  snapshotSeq: number
+  snapshotAt: number
+  /** A forget was applied since the last snapshot: the snapshot must be rewritten without it. */
+  forgotten: boolean
 }
 
 export const projectPartitionedViews = (service: string) =>
@@ -62,6 +83,8 @@ export const projectPartitionedViews = (service: string) =>
     const states = new Map<number, PartitionState>()
     const startedAt = Date.now()
     let caughtUpEvents = 0
+    const catchUps: CatchUp[] = []
+    const snapshots = yield* openSnapshotStore(service, settings.partitions)
 
     /** The last stored sequence of the partition's subjects (0: none). */
     const lastSeqOf = (partition: number) =>
@@ -71,12 +94,21 @@ export const projectPartitionedViews = (service: string) =>
 
     const catchUp = (state: PartitionState) =>
       Effect.gen(function* () {
+        const began = Date.now()
+        const snapshot = yield* snapshots.load(state.partition)
+        if (snapshot !== null) {
+          for (const [id, view] of snapshot.views) state.views.set(id, view)
+          state.snapshotSeq = snapshot.seq
+          state.snapshotAt = Date.now()
+        }
         const target = yield* lastSeqOf(state.partition).pipe(Effect.orDie)
         const projection = yield* runProjection({
           name: service,
           filter: partitionEvents(state.partition),
+          fromSeq: state.snapshotSeq + 1,
           target,
           apply: (event, record) => {
+            if (event._tag === "AgentForgotten" || event._tag === "EntryForgotten") state.forgotten = true
             const next = evolve(state.views.get(event.agentId), event, record)
             if (next !== undefined) state.views.set(event.agentId, next)
             else state.views.delete(event.agentId)
@@ -90,6 +122,7 @@ export const projectPartitionedViews = (service: string) =>
         state.projection = projection
         const warm = yield* projection.warmedUp
         caughtUpEvents += warm.events
+        catchUps.push({ partition: state.partition, snapshotSeq: snapshot?.seq ?? 0, millis: Date.now() - began })
         state.ready = true
       })
 
@@ -104,6 +137,9 @@ export const projectPartitionedViews = (service: string) =>
         ready: false,
         completeTo: 0,
         fiber: null,
+        snapshotSeq: 0,
+        snapshotAt: Date.now(),
+        forgotten: false,
       }
       states.set(partition, state)
       state.fiber = runFork(
@@ -135,6 +171,52 @@ export const projectPartitionedViews = (service: string) =>
         discard: true,
       }),
     )
+
+    /** Only the lease holder writes a partition's snapshot, and only of a caught-up view. */
+    const snapshot = (state: PartitionState) =>
+      Effect.suspend(() => {
+        const projection = state.projection
+        if (!state.ready || projection === null || !leases.holds(state.partition)) return Effect.void
+        const seq = projection.appliedSeq()
+        const forgotten = state.forgotten
+        state.forgotten = false
+        return snapshots.save(state.partition, seq, state.views).pipe(
+          Effect.tap((manifest) =>
+            Effect.sync(() => {
+              if (manifest === null) return
+              state.snapshotSeq = Math.max(state.snapshotSeq, seq)
+              state.snapshotAt = Date.now()
+            }),
+          ),
+          Effect.catch((error) =>
+            Effect.sync(() => {
+              state.forgotten ||= forgotten
+              console.error(`[${service}] ${error.message}`)
+            }),
+          ),
+        )
+      })
+    const snapshotAll = Effect.suspend(() => Effect.forEach([...states.values()], snapshot, { discard: true }))
+    const due = (state: PartitionState, now: number) =>
+      state.forgotten ||
+      (settings.snapshotIntervalMs > 0 &&
+        now - state.snapshotAt >= settings.snapshotIntervalMs &&
+        (state.projection?.appliedSeq() ?? 0) > state.snapshotSeq)
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.gen(function* () {
+          yield* Effect.sleep("100 millis")
+          const now = Date.now()
+          yield* Effect.forEach(
+            [...states.values()].filter((s) => due(s, now)),
+            snapshot,
+            { discard: true },
+          )
+        }),
+      ),
+    )
+    // At shutdown, before the leases are released (finalizers run last-added first).
+    yield* Effect.addFinalizer(() => snapshotAll)
 
     const answering = (partition: number): PartitionState | undefined => {
       const state = states.get(partition)
@@ -202,5 +284,7 @@ export const projectPartitionedViews = (service: string) =>
       owns: (agentId: string) => answering(partitionOf(agentId, settings.partitions)) !== undefined,
       leases,
       ready,
+      catchUps: () => catchUps,
+      snapshotAll,
     } satisfies PartitionedViews
   })
