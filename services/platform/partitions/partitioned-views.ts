@@ -18,7 +18,14 @@
 import { Effect, Exit, Fiber, FiberSet, Scope } from "effect"
 import { NotCaughtUp } from "../../../contracts/errors.ts"
 import { allPartitions, partitionOf } from "../../../contracts/partitions.ts"
-import { agentOfEventSubject, EVENTS_STREAM, partitionEvents } from "../../../contracts/subjects.ts"
+import {
+  ALL_EVENTS,
+  agentOfEventSubject,
+  EVENTS_STREAM,
+  partitionEvents,
+  partitionOfEventSubject,
+  upgradeLegacySubject,
+} from "../../../contracts/subjects.ts"
 import { type AgentView, evolve, skipUndecodable } from "../../../domain/agent-view.ts"
 import type { EventLog } from "../log/event-log.ts"
 import { type DeadLetter, type Halt, type Projection, runProjection, type WarmUp } from "../log/projection.ts"
@@ -75,6 +82,32 @@ interface PartitionState {
   forgotten: boolean
 }
 
+/**
+ * The log's last record must be of this deployment's layout: a log of the layout before partitions
+ * needs `wm migrate`, and one written with another WM_PARTITIONS would route agents to partitions
+ * whose events are elsewhere.
+ */
+export const checkLogLayout = (partitions: number) =>
+  Effect.gen(function* () {
+    const { jsm } = yield* Nats
+    const last = yield* Effect.tryPromise(() =>
+      jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: ALL_EVENTS }),
+    ).pipe(Effect.orElseSucceed(() => null))
+    if (last === null) return
+    if (upgradeLegacySubject(last.subject) !== null)
+      return yield* Effect.die(
+        new Error(`the event log is of the layout before partitions (${last.subject}): run \`wm migrate\` first`),
+      )
+    const agentId = agentOfEventSubject(last.subject)
+    const partition = partitionOfEventSubject(last.subject)
+    if (partition !== null && agentId !== "" && partition !== partitionOf(agentId, partitions))
+      return yield* Effect.die(
+        new Error(
+          `the event log was written with another partition count than WM_PARTITIONS=${partitions} (${last.subject})`,
+        ),
+      )
+  })
+
 export const projectPartitionedViews = (service: string) =>
   Effect.gen(function* () {
     const { jsm } = yield* Nats
@@ -84,6 +117,7 @@ export const projectPartitionedViews = (service: string) =>
     const startedAt = Date.now()
     let caughtUpEvents = 0
     const catchUps: CatchUp[] = []
+    yield* checkLogLayout(settings.partitions)
     const snapshots = yield* openSnapshotStore(service, settings.partitions)
 
     /** The last stored sequence of the partition's subjects (0: none). */
