@@ -21,6 +21,7 @@ import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { Nats } from "../platform/nats/connection.ts"
 import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
+import { makeOpenStepMemo } from "../platform/views/open-step-memo.ts"
 
 export interface WorkingShape {
   readonly views: PartitionedViews
@@ -44,12 +45,12 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
        * rehydrate the step's cues, and waits until they are in the view. Without
        * a retrieval service the build simply has no cues.
        */
-      const recalled = new Set<string>()
+      const recalled = makeOpenStepMemo<true>()
       const recallCues = (view: AgentView): Effect.Effect<void> => {
         const step = view.step
-        if (step === null || currentFocus(view) === null || recalled.has(`${view.config.id}/${step.stepId}`))
+        if (step === null || currentFocus(view) === null || recalled.get(view.config.id, step.stepId))
           return Effect.void
-        recalled.add(`${view.config.id}/${step.stepId}`)
+        recalled.set(view.config.id, step.stepId, true)
         return Effect.tryPromise(() =>
           nc.request(apiSubject(view.config.id, operations.recall.subject), JSON.stringify({ stepId: step.stepId }), {
             timeout: 5_000,

@@ -22,6 +22,9 @@ import { deadLetterSubject } from "../../../contracts/subjects.ts"
 import { Nats } from "../nats/connection.ts"
 import { EventLog, type LogRecord } from "./event-log.ts"
 
+/** Dead letters a projection keeps in memory (the newest); every one stays in WM_DEAD_LETTERS. */
+export const DEAD_LETTERS_KEPT = 1_000
+
 export interface DeadLetter {
   readonly projection: string
   readonly seq: number
@@ -60,6 +63,7 @@ export interface Projection {
   readonly waitFor: (seq: number, timeout?: Duration.Input) => Effect.Effect<void, NotCaughtUp>
   /** Completes once the log as it stood at start has been applied. */
   readonly warmedUp: Effect.Effect<WarmUp>
+  /** The newest DEAD_LETTERS_KEPT dead letters. */
   readonly deadLetters: () => ReadonlyArray<DeadLetter>
   /** Why the projection stopped, when it met an event newer than it reads. */
   readonly halted: () => Halt | null
@@ -98,6 +102,7 @@ export const runProjection = (options: ProjectionOptions) =>
         payload: textDecoder.decode(record.data),
       }
       letters.push(letter)
+      if (letters.length > DEAD_LETTERS_KEPT) letters.splice(0, letters.length - DEAD_LETTERS_KEPT)
       js.publish(deadLetterSubject(options.name), textEncoder.encode(JSON.stringify(letter)), {
         msgID: `${options.name}:${record.seq}`,
       }).catch((error: unknown) => console.error(`[${options.name}] dead letter ${record.seq} not stored:`, error))
