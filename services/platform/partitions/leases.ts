@@ -153,6 +153,10 @@ export const holdPartitionLeases = (
     }
 
     const loop = Effect.gen(function* () {
+      // Announce first and wait one period: replicas started together see each other before taking,
+      // so none catches up on partitions it would hand over a moment later.
+      yield* Effect.tryPromise(() => kv.put(heartbeatKey(service, replicaId), value)).pipe(Effect.ignore)
+      yield* Effect.sleep(Math.min(period, 1_000))
       while (!stopped) {
         yield* Effect.tryPromise(round).pipe(
           Effect.catch((error) =>
