@@ -344,13 +344,13 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
     case "memory":
       return mergeSpecs("memory", defaultServiceSpec("long-term"), defaultServiceSpec("retrieval"))
     case "audit":
-      // Read-only: the log, the substrate, and the working views through the API.
+      // Read-only: the log, the substrate, the working snapshots, and the working views through the API.
       return {
         ...base(name),
         serves: [],
         managesStreams: false,
         deadLetters: false,
-        readsBuckets: [SUBSTRATE_BUCKET],
+        readsBuckets: [SUBSTRATE_BUCKET, SNAPSHOT_BUCKET],
         requests: [apiOf("getView"), apiOf("getRaw")],
       }
   }

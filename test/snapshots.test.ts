@@ -4,7 +4,9 @@
  * that does not decode is ignored; a forget leaves no copy of what it
  * removed in any snapshot.
  */
+import { execFile } from "node:child_process"
 import { join } from "node:path"
+import { promisify } from "node:util"
 import { Kvm } from "@nats-io/kv"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Layer } from "effect"
@@ -21,6 +23,12 @@ import type { WorkingShape } from "../services/working/working.ts"
 import { eventually, readRecords, rebuildViews, snapshotOf, teardown } from "./faults/support/audit.ts"
 import { gatewayLayer, type InProcess, settingsFor, startInProcess, workingOf } from "./faults/support/services.ts"
 import { filesHolding } from "./support/store-files.ts"
+
+const run = promisify(execFile)
+const wm = (...args: string[]) =>
+  run("node_modules/.bin/node", ["cli/wm.ts", ...args, "--server", server.url, "--no-progress"], {
+    cwd: process.cwd(),
+  })
 
 const AGENTS = Array.from({ length: 20 }, (_, i) => `snap-${i}`)
 
@@ -95,6 +103,18 @@ describe("working snapshots", () => {
     expect(new Set(fromSnapshot.map((c) => c.partition))).toEqual(new Set(AGENTS.map((id) => partitionOf(id))))
     await restarted.views.projection.waitFor((await readRecords(server.url)).at(-1)!.seq)
     await expectViewsEqualRebuild(restarted)
+
+    // wm verify compares every snapshot with the log folded to the sequence it covers.
+    await stopWorking()
+    const verified = JSON.parse((await wm("verify", "--check", "working-snapshots", "--json")).stdout) as {
+      ok: boolean
+      checks: Array<{ summary: string }>
+    }
+    expect(verified.ok).toBe(true)
+    expect(verified.checks[0]!.summary).toMatch(
+      new RegExp(`^${AGENTS.length} agents in \\d+ partition snapshots compared`),
+    )
+    await startWorking()
   })
 
   it("a snapshot that does not decode is ignored and its partition rebuilt from the log", async () => {
@@ -104,6 +124,14 @@ describe("working snapshots", () => {
     const kv = await new Kvm(nc).open(SNAPSHOT_BUCKET)
     const manifest = (await kv.get(snapshotManifestKey("working", victim)))!.json<Manifest>()
     await kv.put(snapshotChunkKey("working", victim, manifest.id, 0), '{"format":1,"seq":')
+
+    // wm verify says which snapshot it could not compare, and fails.
+    const refused = await wm("verify", "--check", "working-snapshots", "--json").then(
+      () => null,
+      (error: { code: number; stdout: string }) => error,
+    )
+    expect(refused?.code).toBe(1)
+    expect(refused?.stdout).toContain(`the snapshot of partition ${victim}: checksum does not match`)
 
     const restarted = await startWorking()
     const catchUps = restarted.views.catchUps()
