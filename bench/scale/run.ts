@@ -117,6 +117,8 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
         WM_PARTITIONS: String(P),
         WM_REPLICA_ID: replicaId,
         WM_LEASE_TTL_MS: String(options.leaseTtlMs),
+        // Processes spawned together start seconds apart on a loaded machine: settle longer.
+        WM_LEASE_SETTLE_MS: "5000",
       })
       children.push(child)
       return child
@@ -160,12 +162,18 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
       for (;;) {
         const found = await owners()
         const counts = ids.map((id) => [...found.values()].filter((o) => o === id).length)
-        if (found.size === P && counts.every((c) => c <= share)) return found
+        const mine = [...found.values()].every((o) => ids.includes(o))
+        if (found.size === P && mine && counts.every((c) => c <= share)) return found
         await sleep(200)
       }
     }
+    /** SIGTERM, and time to write the shutdown snapshots before anything is killed. */
     const stopAll = async () => {
-      for (const child of children.splice(0)) await child.stop()
+      const stopping = children.splice(0)
+      for (const child of stopping) if (child.isRunning()) process.kill(child.pid, "SIGTERM")
+      const deadline = Date.now() + 120_000
+      while (stopping.some((c) => c.isRunning()) && Date.now() < deadline) await sleep(100)
+      for (const child of stopping) await child.kill()
     }
 
     // Shares and memory per replica count.

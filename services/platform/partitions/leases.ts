@@ -78,7 +78,7 @@ export const holdPartitionLeases = (
   callbacks: LeaseCallbacks,
 ): Effect.Effect<PartitionLeases, never, Nats | NatsSettings | PartitionSettings | Scope.Scope> =>
   Effect.gen(function* () {
-    const { partitions, leaseTtlMs, replicaId } = yield* PartitionSettings
+    const { partitions, leaseTtlMs, leaseSettleMs, replicaId } = yield* PartitionSettings
     const kv = yield* openLeaseBucket(leaseTtlMs)
     const period = Math.max(100, Math.floor(leaseTtlMs / 4))
     const held = new Map<number, Held>()
@@ -153,10 +153,10 @@ export const holdPartitionLeases = (
     }
 
     const loop = Effect.gen(function* () {
-      // Announce first and wait one period: replicas started together see each other before taking,
+      // Announce first and wait: replicas started together see each other before taking,
       // so none catches up on partitions it would hand over a moment later.
       yield* Effect.tryPromise(() => kv.put(heartbeatKey(service, replicaId), value)).pipe(Effect.ignore)
-      yield* Effect.sleep(Math.min(period, 1_000))
+      yield* Effect.sleep(leaseSettleMs)
       while (!stopped) {
         yield* Effect.tryPromise(round).pipe(
           Effect.catch((error) =>

@@ -230,7 +230,9 @@ export const projectPartitionedViews = (service: string) =>
           ),
         )
       })
-    const snapshotAll = Effect.suspend(() => Effect.forEach([...states.values()], snapshot, { discard: true }))
+    const snapshotAll = Effect.suspend(() =>
+      Effect.forEach([...states.values()], snapshot, { concurrency: 4, discard: true }),
+    )
     const due = (state: PartitionState, now: number) =>
       state.forgotten ||
       (settings.snapshotIntervalMs > 0 &&

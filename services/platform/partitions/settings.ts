@@ -3,6 +3,8 @@
  *
  *   WM_PARTITIONS           partitions of the deployment (default 16); the same in every process
  *   WM_LEASE_TTL_MS         a partition lease lapses this long after its owner's last renewal (default 6000)
+ *   WM_LEASE_SETTLE_MS      a starting replica announces itself and waits this long before taking partitions,
+ *                           so replicas started together divide them at once (default 1000)
  *   WM_REPLICA_ID           this replica's name in the lease bucket (default: host name, pid and a random suffix)
  *   WM_SNAPSHOT_INTERVAL_MS how often each owned partition's views are snapshotted (default 60000; 0: only at shutdown)
  */
@@ -14,6 +16,7 @@ import { DEFAULT_PARTITIONS, partitionCount, partitionCountProblem } from "../..
 export interface PartitionSettingsShape {
   readonly partitions: number
   readonly leaseTtlMs: number
+  readonly leaseSettleMs: number
   readonly replicaId: string
   readonly snapshotIntervalMs: number
 }
@@ -42,9 +45,10 @@ export const partitionSettingsFromConfig = Effect.gen(function* () {
       new Error(`WM_PARTITIONS is ${partitions} here but ${partitionCount()} where event subjects are built`),
     )
   const leaseTtlMs = yield* millis("WM_LEASE_TTL_MS", 6_000, 1_000)
+  const leaseSettleMs = yield* millis("WM_LEASE_SETTLE_MS", 1_000, 0)
   const replicaId = yield* Config.String("WM_REPLICA_ID").pipe(Config.withDefault(replicaName()))
   const snapshotIntervalMs = yield* millis("WM_SNAPSHOT_INTERVAL_MS", 60_000, 0)
-  return { partitions, leaseTtlMs, replicaId, snapshotIntervalMs } satisfies PartitionSettingsShape
+  return { partitions, leaseTtlMs, leaseSettleMs, replicaId, snapshotIntervalMs } satisfies PartitionSettingsShape
 })
 
 export class PartitionSettings extends Context.Service<PartitionSettings, PartitionSettingsShape>()(
@@ -55,6 +59,7 @@ export class PartitionSettings extends Context.Service<PartitionSettings, Partit
     Layer.succeed(PartitionSettings, {
       partitions: partitionCount(),
       leaseTtlMs: 6_000,
+      leaseSettleMs: 1_000,
       replicaId: replicaName(),
       snapshotIntervalMs: 60_000,
       ...settings,
