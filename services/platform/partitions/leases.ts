@@ -140,10 +140,11 @@ export const holdPartitionLeases = (
       await kv.put(heartbeatKey(service, replicaId), value)
       const share = fairShare(partitions, await liveReplicas())
       const now = Date.now()
-      for (const [partition, lease] of [...held]) {
-        if (now >= lease.validUntil) drop(partition)
-        else await renew(partition, lease)
-      }
+      await Promise.all(
+        [...held].map(([partition, lease]) =>
+          now >= lease.validUntil ? Promise.resolve(drop(partition)) : renew(partition, lease),
+        ),
+      )
       const mine = order.filter((p) => held.has(p))
       for (const extra of mine.slice(share).reverse()) await release(extra)
       for (const partition of order) {

@@ -7,15 +7,16 @@
  * lease is lost.
  *
  * A partition starts from its latest snapshot (services/platform/partitions/snapshots.ts) and replays
- * only the tail after it; snapshots are written every WM_SNAPSHOT_INTERVAL_MS, at shutdown, and at once
- * after a forget tombstone is applied (so no snapshot keeps what was forgotten).
+ * only the tail after it; snapshots are written every WM_SNAPSHOT_INTERVAL_MS and at shutdown; a forget
+ * tombstone erases the partition's snapshot at once (so no snapshot keeps what was forgotten), and the
+ * partition is snapshotted again only after a replica rebuilds it from the log.
  *
  * Waiting for a stream sequence is per partition: a partition's projection
  * only sees its own records, so "applied up to seq" is proven either by a
  * record at or past seq, or by the partition's last stored sequence (asked of
  * the stream leader) being one it has applied.
  */
-import { Effect, Exit, Fiber, FiberSet, Scope } from "effect"
+import { Cause, Effect, Exit, Fiber, FiberSet, Scope } from "effect"
 import { NotCaughtUp } from "../../../contracts/errors.ts"
 import { allPartitions, partitionOf } from "../../../contracts/partitions.ts"
 import {
@@ -27,7 +28,7 @@ import {
   upgradeLegacySubject,
 } from "../../../contracts/subjects.ts"
 import { type AgentView, evolve, skipUndecodable } from "../../../domain/agent-view.ts"
-import type { EventLog } from "../log/event-log.ts"
+import { EventLog } from "../log/event-log.ts"
 import { type DeadLetter, type Halt, type Projection, runProjection, type WarmUp } from "../log/projection.ts"
 import { Nats } from "../nats/connection.ts"
 import type { AgentViews } from "../views/agent-views.ts"
@@ -78,8 +79,10 @@ interface PartitionState {
   /** The sequence the last snapshot written or loaded covers, and when. */
   snapshotSeq: number
   snapshotAt: number
-  /** A forget was applied since the last snapshot: the snapshot must be rewritten without it. */
+  /** A forget was applied since the last snapshot: the snapshot must be erased. */
   forgotten: boolean
+  /** Its views hold what a forget erased from the log: no snapshot of them until it is rebuilt. */
+  tainted: boolean
 }
 
 /**
@@ -111,12 +114,15 @@ export const checkLogLayout = (partitions: number) =>
 export const projectPartitionedViews = (service: string) =>
   Effect.gen(function* () {
     const { jsm } = yield* Nats
+    const log = yield* EventLog
     const settings = yield* PartitionSettings
     const runFork = yield* FiberSet.makeRuntime<EventLog | Nats>()
     const states = new Map<number, PartitionState>()
     const startedAt = Date.now()
     let caughtUpEvents = 0
     const catchUps: CatchUp[] = []
+    /** Why a partition taken at start could not catch up (e.g. an event newer than this code reads). */
+    let catchUpFailure: unknown = null
     yield* checkLogLayout(settings.partitions)
     const snapshots = yield* openSnapshotStore(service, settings.partitions)
 
@@ -155,7 +161,8 @@ export const projectPartitionedViews = (service: string) =>
         }).pipe(Scope.provide(state.scope))
         state.projection = projection
         const warm = yield* projection.warmedUp
-        caughtUpEvents += warm.events
+        // The log's position the replica caught up with (each partition's target is a stream sequence).
+        caughtUpEvents = Math.max(caughtUpEvents, warm.events)
         catchUps.push({ partition: state.partition, snapshotSeq: snapshot?.seq ?? 0, millis: Date.now() - began })
         state.ready = true
       })
@@ -174,12 +181,16 @@ export const projectPartitionedViews = (service: string) =>
         snapshotSeq: 0,
         snapshotAt: Date.now(),
         forgotten: false,
+        tainted: false,
       }
       states.set(partition, state)
       state.fiber = runFork(
         catchUp(state).pipe(
           Effect.catchCause((cause) =>
-            Effect.sync(() => console.error(`[${service}] partition ${partition} did not catch up`, cause)),
+            Effect.sync(() => {
+              console.error(`[${service}] partition ${partition} did not catch up`, cause)
+              catchUpFailure ??= Cause.squash(cause)
+            }),
           ),
         ),
       )
@@ -211,6 +222,19 @@ export const projectPartitionedViews = (service: string) =>
       Effect.suspend(() => {
         const projection = state.projection
         if (!state.ready || projection === null || !leases.holds(state.partition)) return Effect.void
+        if (state.forgotten) {
+          state.forgotten = false
+          state.tainted = true
+          return snapshots.drop(state.partition).pipe(
+            Effect.catch((error) =>
+              Effect.sync(() => {
+                state.forgotten = true
+                console.error(`[${service}] ${error.message}`)
+              }),
+            ),
+          )
+        }
+        if (state.tainted) return Effect.void
         const seq = projection.appliedSeq()
         const forgotten = state.forgotten
         state.forgotten = false
@@ -267,9 +291,13 @@ export const projectPartitionedViews = (service: string) =>
         if (state === undefined || state.projection === null)
           return yield* Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: 0 }))
         if (appliedOf(state) >= seq) return
+        const projection = state.projection
+        // The partition's last sequence proves something about `seq` only once the stream has reached it,
+        // and only when read after that was seen.
+        const streamLast = yield* log.lastSeq.pipe(Effect.orElseSucceed(() => 0))
+        if (streamLast < seq) return yield* projection.waitFor(seq, timeout)
         const last = yield* lastSeqOf(partition).pipe(Effect.orElseSucceed(() => seq))
         const target = Math.min(seq, last)
-        const projection = state.projection
         if (projection.appliedSeq() < target) yield* projection.waitFor(target, timeout)
         // Everything of the partition up to `last` is applied, and `last` was read after `seq` was stored.
         if (last <= projection.appliedSeq()) state.completeTo = Math.max(state.completeTo, seq)
@@ -295,7 +323,11 @@ export const projectPartitionedViews = (service: string) =>
             }),
       warmedUp: Effect.gen(function* () {
         yield* leases.firstRound
-        while ([...states.values()].some((s) => !s.ready)) yield* Effect.sleep("20 millis")
+        while ([...states.values()].some((s) => !s.ready)) {
+          // Met during warm-up, the service does not start.
+          if (catchUpFailure !== null) return yield* Effect.die(catchUpFailure)
+          yield* Effect.sleep("20 millis")
+        }
         return { events: caughtUpEvents, millis: Date.now() - startedAt } satisfies WarmUp
       }),
       deadLetters: (): ReadonlyArray<DeadLetter> =>

@@ -5,6 +5,10 @@
  *   <service>.<p>.<id>.<n>         chunk n of snapshot <id>: a slice of the JSON
  *                                  { format, seq, views: [[agentId, encodedView], …] }
  *
+ * A forget applied in a partition erases its snapshot (chunks and manifest) in place, and the replica
+ * writes none for that partition until it is rebuilt from the log: its live views still count what the
+ * forget erased from the log (entry ordinals), so a snapshot of them would not equal a rebuild.
+ *
  * A snapshot covers the partition's events up to `seq` (a stream sequence of
  * the event stream created at `stream`). The chunks are written first, the
  * manifest last with a compare-and-set on the revision the writer read, so a
@@ -63,6 +67,8 @@ export interface SnapshotStore {
     seq: number,
     views: ReadonlyMap<string, AgentView>,
   ) => Effect.Effect<Manifest | null, Error>
+  /** Erases the partition's snapshot in place, manifest and chunks: nothing of it is left in the store. */
+  readonly drop: (partition: number) => Effect.Effect<void, Error>
   /** Reads a snapshot's views without logging (for `wm verify`). */
   readonly read: (partition: number) => Promise<{ manifest: Manifest; views: Map<string, AgentView> } | string>
 }
@@ -200,7 +206,17 @@ export const makeSnapshotStore = (
       catch: (error) => new Error(`snapshot of partition ${partition} not written: ${String(error)}`),
     })
 
-  return { load, save, read } satisfies SnapshotStore
+  const drop = (partition: number) =>
+    Effect.tryPromise({
+      try: async () => {
+        for (const key of await chunkKeys(partition)) await eraseKey(key)
+        await eraseKey(snapshotManifestKey(service, partition))
+        revisions.delete(partition)
+      },
+      catch: (error) => new Error(`snapshot of partition ${partition} not erased: ${String(error)}`),
+    })
+
+  return { load, save, drop, read } satisfies SnapshotStore
 }
 
 /** The snapshot store of a service, on the service's connection. */
