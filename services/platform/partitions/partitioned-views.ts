@@ -141,6 +141,8 @@ export const projectPartitionedViews = (service: string) =>
           state.snapshotSeq = snapshot.seq
           state.snapshotAt = Date.now()
         }
+        // Read before the partition's last: once caught up with that, the partition is complete up to here.
+        const streamAtStart = yield* log.lastSeq.pipe(Effect.orElseSucceed(() => 0))
         const target = yield* lastSeqOf(state.partition).pipe(Effect.orDie)
         const projection = yield* runProjection({
           name: service,
@@ -164,6 +166,7 @@ export const projectPartitionedViews = (service: string) =>
         // The log's position the replica caught up with (each partition's target is a stream sequence).
         caughtUpEvents = Math.max(caughtUpEvents, warm.events)
         catchUps.push({ partition: state.partition, snapshotSeq: snapshot?.seq ?? 0, millis: Date.now() - began })
+        state.completeTo = Math.max(state.completeTo, streamAtStart)
         state.ready = true
       })
 
@@ -283,7 +286,31 @@ export const projectPartitionedViews = (service: string) =>
       return state !== undefined && state.ready && leases.holds(partition) ? state : undefined
     }
 
-    const appliedOf = (state: PartitionState) => Math.max(state.projection?.appliedSeq() ?? 0, state.completeTo)
+    /** How far the partition is known complete: its last applied record, what the tracker proved, or just before a halt. */
+    const appliedOf = (state: PartitionState) => {
+      const halt = state.projection?.halted() ?? null
+      if (halt !== null) return halt.seq - 1
+      return Math.max(state.projection?.appliedSeq() ?? 0, state.completeTo)
+    }
+
+    // The position tracker: a partition that has applied its last record is complete up to the stream's
+    // end as read before that record was asked for, so an idle partition does not hold the replica's
+    // position back. One stream read, and one read per lagging partition, every 250 ms.
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.gen(function* () {
+          yield* Effect.sleep("250 millis")
+          const streamLast = yield* log.lastSeq.pipe(Effect.orElseSucceed(() => 0))
+          for (const state of states.values()) {
+            const projection = state.projection
+            if (!state.ready || projection === null || projection.halted() !== null) continue
+            if (appliedOf(state) >= streamLast) continue
+            const last = yield* lastSeqOf(state.partition).pipe(Effect.orElseSucceed(() => Number.MAX_SAFE_INTEGER))
+            if (projection.appliedSeq() >= last) state.completeTo = Math.max(state.completeTo, streamLast)
+          }
+        }),
+      ),
+    )
 
     const waitInPartition = (partition: number, seq: number, timeout: Parameters<Projection["waitFor"]>[1]) =>
       Effect.gen(function* () {
@@ -292,6 +319,8 @@ export const projectPartitionedViews = (service: string) =>
           return yield* Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: 0 }))
         if (appliedOf(state) >= seq) return
         const projection = state.projection
+        if (projection.halted() !== null)
+          return yield* Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: appliedOf(state) }))
         // The partition's last sequence proves something about `seq` only once the stream has reached it,
         // and only when read after that was seen.
         const streamLast = yield* log.lastSeq.pipe(Effect.orElseSucceed(() => 0))
