@@ -3,12 +3,14 @@
  * working service through its read API), except `auth-config`, which only
  * prints a configuration, and `forget`, which records the tombstone every
  * projection forgets by, then erases an entry or an agent from the log,
- * the dead letters and (through the projections) every store.
+ * the dead letters and (through the projections) every store, and `migrate`,
+ * which rewrites a log of the layout before partitions (services stopped).
  *
  *   npm run wm -- history <entryId> [--agent <id>] [--json] [--full]
  *   npm run wm -- replay --agent <id> (--at <ISO time | epoch ms> | --seq <n>) [--limit <tokens>] [--order timestamp|priority] [--entries <n>|all] [--json]
  *   npm run wm -- verify [--check <name>]... [--json]
  *   npm run wm -- forget --agent <id> [--entry <id>] [--wait <seconds>] [--json]
+ *   npm run wm -- migrate [--json]
  *   npm run wm -- auth-config --agent <id>... [--tenant <name>=<a>,<b>]... --credentials <file> [--out <file> [--compose-env <file>]]
  *
  * Connection: --server (or NATS_URL, default nats://127.0.0.1:4222), --user /
@@ -31,6 +33,7 @@ import { deploymentEnv } from "../infra/deployment-env.ts"
 import { ForgetRefused, type Forgotten, forget } from "./audit/forget.ts"
 import { collectHistory, formatHistory, HistoryError, historyJson } from "./audit/history.ts"
 import { openConnection } from "./audit/log.ts"
+import { migrateLog } from "./audit/migrate.ts"
 import { progress } from "./audit/progress.ts"
 import { type Cut, formatReplay, parseInstant, replayAgent, replayJson } from "./audit/replay.ts"
 import { type AuditContext, CHECKS, describeDifference, describeUnchecked } from "./audit/verify.ts"
@@ -49,6 +52,9 @@ const USAGE = `wm — audit working memory from its event log
   wm verify [--check <name>]... [--json]
       rebuild projections from the log and compare them with the live ones
       (checks: ${CHECKS.map((c) => c.name).join(", ")})
+  wm migrate [--json]
+      with every service stopped: rewrite a log of the layout before partitions
+      (wm.evt.<agent>.…) into today's (wm.evt.<partition>.<agent>.…); resumable
   wm auth-config --agent <id>... [--tenant <name>=<agent>,<agent>]... [--service <name>]...
                  [--deny-op <operation>]... [--no-admin] --credentials <file> [--out <file> [--compose-env <file>]]
       a nats-server authorization block isolating each agent (see SECURITY.md); --compose-env
@@ -333,11 +339,29 @@ const forgetCommand = async (args: string[]): Promise<number> => {
   })
 }
 
+const migrateCommand = async (args: string[]): Promise<number> => {
+  const { values, positionals } = parse(args, {})
+  if (positionals.length > 0)
+    throw new UsageError(`migrate takes no positional arguments (got ${positionals.join(" ")})`)
+  return withConnection(values, async (nc) => {
+    const result = await migrateLog(nc)
+    out(
+      values.json
+        ? `${JSON.stringify(result)}\n`
+        : result.alreadyCurrent
+          ? "the log is already partitioned: nothing to migrate\n"
+          : `migrated ${result.records} record(s), ${result.upgraded} of them to a partitioned subject; checkpoints, snapshots and the request ledger were cleared\n`,
+    )
+    return 0
+  })
+}
+
 const commands: Record<string, (args: string[]) => Promise<number>> = {
   history,
   replay,
   verify,
   forget: forgetCommand,
+  migrate: migrateCommand,
   "auth-config": authConfigCommand,
 }
 

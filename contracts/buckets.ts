@@ -14,3 +14,16 @@ export const REQUEST_BUCKET = "wm_requests"
 export const substrateKey = (agentId: string, entryId: string) => `${agentId}.${entryId}`
 /** A projection's key in the checkpoint bucket. */
 export const checkpointKey = (projection: string) => `projection.${projection}`
+/** Which replica of a service owns which partition, and which replicas are alive (entries expire by the bucket's TTL). */
+export const LEASE_BUCKET = "wm_leases"
+/** A partition lease's key: one per (service, partition). */
+export const leaseKey = (service: string, partition: number) => `${service}.partition.${partition}`
+/** A replica's heartbeat key; the live replicas of a service are its heartbeat keys. */
+export const heartbeatKey = (service: string, replicaId: string) => `${service}.replica.${replicaId}`
+/** Snapshots of partitioned projections: a manifest per (service, partition) and the chunks it names. */
+export const SNAPSHOT_BUCKET = "wm_snapshots"
+/** The manifest of a partition's latest snapshot. */
+export const snapshotManifestKey = (service: string, partition: number) => `${service}.${partition}`
+/** One chunk of one snapshot (snapshot ids are never reused, so no chunk is overwritten). */
+export const snapshotChunkKey = (service: string, partition: number, snapshotId: string, chunk: number) =>
+  `${service}.${partition}.${snapshotId}.${chunk}`

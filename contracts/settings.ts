@@ -190,6 +190,32 @@ export const settings = {
     "how often the operator CLI's long scans report progress",
   ),
   WM_DEBUG: optionalText("WM_DEBUG", "set: the operator CLI prints the stack of an error, not only its message"),
+  WM_PARTITIONS: integer(
+    "WM_PARTITIONS",
+    16,
+    "partitions the agents are divided into (1–1024); the same in every process of a deployment, fixed for its log (the working service refuses a log written with another count; changing it means re-partitioning the log)",
+  ),
+  WM_LEASE_TTL_MS: integer(
+    "WM_LEASE_TTL_MS",
+    6_000,
+    "a working replica's partition leases lapse this long after its last renewal (renewed every quarter of it; at least 1000)",
+  ),
+  WM_LEASE_SETTLE_MS: integer(
+    "WM_LEASE_SETTLE_MS",
+    1_000,
+    "how long a starting replica waits after announcing itself before taking partitions (replicas started together then divide them at once)",
+  ),
+  WM_REPLICA_ID: optionalText(
+    "WM_REPLICA_ID",
+    "this replica's name in the lease bucket",
+    "string",
+    "host name, pid and a random suffix",
+  ),
+  WM_SNAPSHOT_INTERVAL_MS: integer(
+    "WM_SNAPSHOT_INTERVAL_MS",
+    60_000,
+    "how often a working replica snapshots each partition it owns that changed (0: only at shutdown and after a forget)",
+  ),
   WM_DASHBOARD_PORT: integer(
     "WM_DASHBOARD_PORT",
     4380,

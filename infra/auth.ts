@@ -23,15 +23,24 @@
  */
 import { randomBytes } from "node:crypto"
 import { operations } from "../contracts/api.ts"
-import { CHECKPOINT_BUCKET, REQUEST_BUCKET, SUBSTRATE_BUCKET } from "../contracts/buckets.ts"
+import {
+  CHECKPOINT_BUCKET,
+  LEASE_BUCKET,
+  REQUEST_BUCKET,
+  SNAPSHOT_BUCKET,
+  SUBSTRATE_BUCKET,
+} from "../contracts/buckets.ts"
 import { isSubjectToken } from "../contracts/ids.ts"
 import { agentInboxPrefix, tenantInboxPrefix } from "../contracts/inboxes.ts"
 import {
+  ALL_AGENT_CONFIG,
+  ALL_ENTRIES,
+  ALL_STEPS,
   API_ROOT,
   DEAD_LETTER_ROOT,
   DEAD_LETTER_STREAM,
-  EVENTS_ROOT,
   EVENTS_STREAM,
+  replicaQueues,
   UNKNOWN_OPERATIONS_QUEUE,
 } from "../contracts/subjects.ts"
 import { formatTenants } from "../services/platform/access/sharing.ts"
@@ -264,7 +273,11 @@ export const servicePermissions = (spec: ServiceSpec): Permissions => {
 const servedBy = (service: string) =>
   Object.values(operations)
     .filter((op) => op.servedBy === service)
-    .map((op) => ({ subject: op.subject, queue: `wm-${op.servedBy}` }))
+    // The working service is partitioned: each replica has a queue of its own and answers for its partitions.
+    .map((op) => ({
+      subject: op.subject,
+      queue: op.servedBy === "working" ? replicaQueues("working") : `wm-${op.servedBy}`,
+    }))
 
 const apiOf = (operation: keyof typeof operations) => `${API_ROOT}.*.${operations[operation].subject}`
 
@@ -287,7 +300,7 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       // Quotes are resolved through retrieval and the substrate.
       return {
         ...base(name),
-        appends: [`${EVENTS_ROOT}.*.agent`, `${EVENTS_ROOT}.*.step`, `${EVENTS_ROOT}.*.entry.*`],
+        appends: [ALL_AGENT_CONFIG, ALL_STEPS, ALL_ENTRIES],
         // The request ledger: what each write with a request id was answered.
         buckets: [REQUEST_BUCKET],
         requests: [apiOf("query"), apiOf("getRaw")],
@@ -296,8 +309,11 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       // EntriesRead after each build; asks retrieval for the open step's cues.
       return {
         ...base(name),
-        appends: [`${EVENTS_ROOT}.*.step`],
-        buckets: [REQUEST_BUCKET],
+        appends: [ALL_STEPS],
+        // Its partition leases and heartbeats, and the snapshots of the partitions it owns.
+        buckets: [REQUEST_BUCKET, LEASE_BUCKET, SNAPSHOT_BUCKET],
+        // A rewritten snapshot erases the one it replaces in place (a forget leaves no copy).
+        erases: [kvStream(SNAPSHOT_BUCKET)],
         requests: [apiOf("recall")],
       }
     case "fade":
@@ -306,7 +322,7 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       return {
         ...base(name),
         serves: [{ subject: ">", queue: UNKNOWN_OPERATIONS_QUEUE }],
-        appends: [`${EVENTS_ROOT}.*.entry.*`],
+        appends: [ALL_ENTRIES],
       }
     case "long-term":
       return { ...base("long-term"), serves: [], buckets: [CHECKPOINT_BUCKET] }
@@ -321,20 +337,20 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       // Cue rehydrated / promoted / dropped on the entry's subject, the step's recall on the step's; recalled text from the substrate.
       return {
         ...base(name),
-        appends: [`${EVENTS_ROOT}.*.entry.*`, `${EVENTS_ROOT}.*.step`],
+        appends: [ALL_ENTRIES, ALL_STEPS],
         buckets: [CHECKPOINT_BUCKET, REQUEST_BUCKET],
         readsBuckets: [SUBSTRATE_BUCKET],
       }
     case "memory":
       return mergeSpecs("memory", defaultServiceSpec("long-term"), defaultServiceSpec("retrieval"))
     case "audit":
-      // Read-only: the log, the substrate, and the working views through the API.
+      // Read-only: the log, the substrate, the working snapshots, and the working views through the API.
       return {
         ...base(name),
         serves: [],
         managesStreams: false,
         deadLetters: false,
-        readsBuckets: [SUBSTRATE_BUCKET],
+        readsBuckets: [SUBSTRATE_BUCKET, SNAPSHOT_BUCKET],
         requests: [apiOf("getView"), apiOf("getRaw")],
       }
   }

@@ -173,13 +173,23 @@ export interface NatsCluster {
 }
 
 /** A JetStream cluster of `size` nodes on loopback, each with its own store. */
-export const startNatsCluster = async (size = 3, clusterName = "wm"): Promise<NatsCluster> => {
-  const root = mkdtempSync(join(tmpdir(), "wm-cluster-"))
+export const startNatsCluster = async (
+  size = 3,
+  clusterName = "wm",
+  options: {
+    /** Client port of the first node; the others follow (default: free ports). */
+    readonly firstPort?: number
+    /** Where the nodes keep their stores, kept on stop (default: a temporary directory, removed). */
+    readonly dataDir?: string
+  } = {},
+): Promise<NatsCluster> => {
+  const root = options.dataDir ?? mkdtempSync(join(tmpdir(), "wm-cluster-"))
+  mkdirSync(root, { recursive: true })
   const clientPorts: number[] = []
   const routePorts: number[] = []
   for (let i = 0; i < size; i++) {
-    clientPorts.push(await freePort())
-    routePorts.push(await freePort())
+    clientPorts.push(options.firstPort !== undefined ? options.firstPort + i : await freePort())
+    routePorts.push(options.firstPort !== undefined ? options.firstPort + 2000 + i : await freePort())
   }
   const routes = routePorts.map((p) => `nats-route://127.0.0.1:${p}`).join(", ")
   const nodes = await Promise.all(
@@ -203,7 +213,7 @@ export const startNatsCluster = async (size = 3, clusterName = "wm"): Promise<Na
     servers: nodes.map((n) => n.url),
     stop: async () => {
       await Promise.all(nodes.map((n) => n.stop()))
-      rmSync(root, { recursive: true, force: true })
+      if (options.dataDir === undefined) rmSync(root, { recursive: true, force: true })
     },
   }
 }

@@ -19,6 +19,7 @@ import { EmbeddingProvider } from "./platform/embedding/embedding-provider.ts"
 import { EventLog } from "./platform/log/event-log.ts"
 import { Nats } from "./platform/nats/connection.ts"
 import type { NatsSettings } from "./platform/nats/settings.ts"
+import { PartitionSettings } from "./platform/partitions/settings.ts"
 import { SubstrateReader } from "./platform/substrate-reader.ts"
 import { ForgetEraser } from "./substrate/eraser.ts"
 import { Substrate } from "./substrate/substrate.ts"
@@ -31,7 +32,10 @@ export const foundation = (settings: Settings) =>
   Layer.fresh(EventLog.layer.pipe(Layer.provideMerge(Layer.fresh(Nats.layer)), Layer.provideMerge(settings)))
 
 export const gatewayService = (settings: Settings) => Gateway.layer.pipe(Layer.provide(foundation(settings)))
-export const workingService = (settings: Settings) => Working.layer.pipe(Layer.provide(foundation(settings)))
+export const workingService = (
+  settings: Settings,
+  partitions: Layer.Layer<PartitionSettings> = PartitionSettings.fromEnv,
+) => Working.layer.pipe(Layer.provide(Layer.merge(foundation(settings), partitions)))
 /** The substrate, and beside it the eraser that finishes every forget (it may erase what the substrate stores). */
 export const substrateService = (settings: Settings) =>
   Layer.merge(Substrate.layer, ForgetEraser.layer).pipe(Layer.provide(foundation(settings)))

@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url"
 import { jetstreamManager } from "@nats-io/jetstream"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
-import { EVENTS_STREAM } from "../contracts/subjects.ts"
+import { agentStepSubject, EVENTS_STREAM, entrySubject } from "../contracts/subjects.ts"
 import { appendEvents } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -115,10 +115,10 @@ describe("wm history", () => {
     ])
     for (const e of out.events) expect(e.at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
     expect(out.events.map((e) => e.subject)).toEqual([
-      `wm.evt.${AGENT}.entry.${first.entryId}`,
-      `wm.evt.${AGENT}.step`,
-      `wm.evt.${AGENT}.step`,
-      `wm.evt.${AGENT}.entry.${first.entryId}`,
+      entrySubject(AGENT, first.entryId),
+      agentStepSubject(AGENT),
+      agentStepSubject(AGENT),
+      entrySubject(AGENT, first.entryId),
     ])
   })
 
@@ -259,7 +259,7 @@ describe("wm verify", () => {
     expect(run.stderr).toBe("")
     expect(run.code).toBe(0)
     expect(run.stdout).toMatch(
-      /^ok {4}working-views: 3 agents compared at .+; the live projection matches the log\nok {4}substrate: .+\n$/,
+      /^ok {4}working-views: 3 agents compared at .+; the live projection matches the log\nok {4}working-snapshots: .+\nok {4}substrate: .+\n$/,
     )
   })
 
@@ -282,7 +282,7 @@ describe("wm verify", () => {
     const lines = run.stdout
       .trim()
       .split("\n")
-      .filter((l) => !l.startsWith("ok    substrate"))
+      .filter((l) => !l.startsWith("ok    substrate") && !l.startsWith("ok    working-snapshots"))
     expect(lines[0]).toMatch(/^FAIL {2}working-views: 4 agents compared at .+; 2 differences$/)
     expect(lines.slice(1).map((l) => l.trim())).toEqual([
       `agent tampered, entry ${recorded.entryId}, field lastReadAt: live ${readAt}, log null`,

@@ -1,6 +1,6 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { afterAll, beforeAll, expect, it } from "vitest"
-import { DEAD_LETTER_STREAM } from "../contracts/subjects.ts"
+import { agentStepSubject, DEAD_LETTER_STREAM, entrySubject } from "../contracts/subjects.ts"
 import { publishRaw } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -31,10 +31,10 @@ it("poison events are dead-lettered with their reason and the projection keeps g
   const agent = system.client.agent("poisoned")
   await agent.register({ role: "main" })
   await agent.record({ origin: "USER", content: "before the poison" })
-  const garbage = await publishRaw(system.server.url, "wm.evt.poisoned.step", "\u0000not json at all")
+  const garbage = await publishRaw(system.server.url, agentStepSubject("poisoned"), "\u0000not json at all")
   const invalidVersion = await publishRaw(
     system.server.url,
-    "wm.evt.poisoned.step",
+    agentStepSubject("poisoned"),
     JSON.stringify({
       _tag: "StepStarted",
       v: 0,
@@ -49,7 +49,7 @@ it("poison events are dead-lettered with their reason and the projection keeps g
   )
   const wrongType = await publishRaw(
     system.server.url,
-    "wm.evt.poisoned.entry.bad",
+    entrySubject("poisoned", "bad"),
     JSON.stringify({
       _tag: "EntryRecorded",
       v: 1,
@@ -70,7 +70,7 @@ it("poison events are dead-lettered with their reason and the projection keeps g
   )
   const unknownType = await publishRaw(
     system.server.url,
-    "wm.evt.poisoned.step",
+    agentStepSubject("poisoned"),
     JSON.stringify({ _tag: "Teleported", v: 1 }),
   )
   await agent.record({ origin: "USER", content: "after the poison" })

@@ -81,10 +81,11 @@ describe("docker-compose.yml", () => {
     expect(env.get(NATS_CONFIG_VARIABLE)).toBe(join(dir, "nats-auth.conf"))
 
     // The containers built from this repository are exactly the services the env file has users for.
+    // (A second shard of a service is `<service>-2`, logging in as the service.)
     const built = services()
       .filter(([, s]) => s.build !== undefined)
-      .map(([name]) => name)
-    expect(built.sort()).toEqual([...COMPOSE_SERVICES].sort())
+      .map(([name]) => name.replace(/-\d+$/, ""))
+    expect([...new Set(built)].sort()).toEqual([...COMPOSE_SERVICES].sort())
     const logins = COMPOSE_SERVICES.map((name) => {
       const e = environmentOf(source[name]!)
       // Required, never defaulted: the file does not start without the generated settings.
@@ -110,6 +111,36 @@ describe("docker-compose.yml", () => {
     } finally {
       await server.stop()
     }
+  })
+
+  it("runs NATS as a three-node JetStream cluster with the same configuration, and two replicas of every service on it", () => {
+    const nodes = ["nats", "nats-2", "nats-3"]
+    for (const name of nodes) {
+      const command = source[name]!.command as string[]
+      expect(command).toEqual(expect.arrayContaining(["-js", "-c", "/etc/nats/auth.conf", "--cluster_name", "wm"]))
+      expect(command[command.indexOf("-n") + 1]).toBe(`wm-${name}`)
+      expect(command[command.indexOf("--routes") + 1]!.split(",")).toEqual(nodes.map((n) => `nats://${n}:6222`))
+      const mounts = (source[name]!.volumes as string[]).map((v) => interpolate(v, env))
+      expect(mounts).toEqual([`${name}-data:/data`, `${join(dir, "nats-auth.conf")}:/etc/nats/auth.conf:ro`])
+    }
+    const built = services().filter(([, s]) => s.build !== undefined)
+    for (const [name, s] of built) {
+      const e = environmentOf(s)
+      expect(e.NATS_URL, name).toBe(nodes.map((n) => `nats://${n}:4222`).join(","))
+      expect(e.WM_STREAM_REPLICAS, name).toBe("3")
+      // Every process builds event subjects with the same partition count.
+      expect(interpolate(e.WM_PARTITIONS!, env), name).toBe("16")
+    }
+    const replicas = (name: string) => {
+      const s = source[name]!
+      if (name === "fade") return built.filter(([n]) => /^fade(-\d+)?$/.test(n)).length
+      return Number(((s.deploy ?? {}) as { replicas?: string }).replicas ?? "1")
+    }
+    for (const name of COMPOSE_SERVICES) expect(replicas(name), name).toBe(2)
+    expect(built.filter(([n]) => n.startsWith("fade")).map(([, s]) => environmentOf(s).WM_FADE_SHARD)).toEqual([
+      "0/2",
+      "1/2",
+    ])
   })
 
   it("requires QDRANT_API_KEY for Qdrant and for the service that reaches it", () => {

@@ -14,6 +14,7 @@ import { Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { decodeEvent } from "../contracts/decode.ts"
 import { NotCaughtUp } from "../contracts/errors.ts"
+import { agentStepSubject, upgradeLegacySubject } from "../contracts/subjects.ts"
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { followOwnEvents, type OwnEvent, readOwnEvents } from "../sdk/own-events.ts"
@@ -49,7 +50,8 @@ beforeAll(async () => {
   nc = await connect({ servers: server.url })
   const js = jetstream(nc)
   for (const record of readFixture(V1_LOG))
-    lastSeq = (await js.publish(record.subject, JSON.stringify(record.data))).seq
+    lastSeq = (await js.publish(upgradeLegacySubject(record.subject) ?? record.subject, JSON.stringify(record.data)))
+      .seq
 })
 afterAll(async () => {
   await nc?.close()
@@ -152,11 +154,11 @@ describe("the SDK's own-events reader", () => {
       const js = jetstream(nc)
       const envelope = { eventId: "fut-1", agentId: "fx-critic", at: 1, causationId: null, correlationId: null }
       const newer = await js.publish(
-        "wm.evt.fx-critic.step",
+        agentStepSubject("fx-critic"),
         JSON.stringify({ _tag: "StepStarted", v: 9, ...envelope, stepId: "s", focus: null }),
       )
       await js.publish(
-        "wm.evt.fx-critic.step",
+        agentStepSubject("fx-critic"),
         JSON.stringify({ _tag: "StepEnded", v: 1, ...envelope, eventId: "fut-2", stepId: "s" }),
       )
       // The service stopped just before the newer event: the reader is refused, it is not handed a history with a hole.

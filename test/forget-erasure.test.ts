@@ -17,7 +17,13 @@ import { promisify } from "node:util"
 import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { afterAll, beforeAll, expect, it } from "vitest"
-import { DEAD_LETTER_STREAM, EVENTS_STREAM } from "../contracts/subjects.ts"
+import {
+  agentEvents,
+  agentStepSubject,
+  DEAD_LETTER_STREAM,
+  EVENTS_STREAM,
+  entrySubject,
+} from "../contracts/subjects.ts"
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { systemLayer } from "../services/system.ts"
@@ -136,7 +142,7 @@ const deadLettersHolding = async (needle: string) => {
 
 /** The secret is everywhere the system stores content: log events of every kind, long-term, dead letters, store files. */
 const expectEverywhere = async (agentId: string, entryId: string, secret: string) => {
-  const log = await readLog(server.url, `wm.evt.${agentId}.>`)
+  const log = await readLog(server.url, agentEvents(agentId))
   const carrying = new Set(log.filter((s) => JSON.stringify(s.event).includes(secret)).map((s) => s.event._tag))
   expect(carrying).toContain("EntryRecorded")
   expect(carrying).toContain("RungChanged")
@@ -162,7 +168,7 @@ it("forgetting an entry erases its content from every file the system writes, an
 
   const SECRET = "QUOKKA7731ZEBRA"
   const { agent, entryId } = await recordAndFade("confider", SECRET)
-  await poison(`wm.evt.confider.entry.${entryId}`, "confider", SECRET)
+  await poison(entrySubject("confider", entryId), "confider", SECRET)
   await expectEverywhere("confider", entryId, SECRET)
 
   const { stdout } = await wm("forget", "--agent", "confider", "--entry", entryId, "--json")
@@ -174,7 +180,7 @@ it("forgetting an entry erases its content from every file the system writes, an
   expect(filesHolding(SECRET)).toEqual([])
   expect(await deadLettersHolding(SECRET)).toBe(0)
   // The tombstone stays, and names the entry only.
-  const left = (await readLog(server.url, `wm.evt.confider.entry.${entryId}`)).map((s) => s.event._tag)
+  const left = (await readLog(server.url, entrySubject("confider", entryId))).map((s) => s.event._tag)
   expect(left).toEqual(["EntryForgotten"])
 
   // The rest of the agent, and every other agent, is still served and still stored.
@@ -206,7 +212,7 @@ it("forgetting an agent that was never registered, or an entry it never recorded
 it("forgetting an agent erases everything it recorded from every file, including its dead letters", async () => {
   const SECRET = "PANGOLIN4409HERON"
   const { entryId } = await recordAndFade("leaver", SECRET)
-  await poison("wm.evt.leaver.step", "leaver", SECRET)
+  await poison(agentStepSubject("leaver"), "leaver", SECRET)
   await expectEverywhere("leaver", entryId, SECRET)
 
   const { stdout } = await wm("forget", "--agent", "leaver", "--json")
@@ -214,7 +220,7 @@ it("forgetting an agent erases everything it recorded from every file, including
   expect(report.complete).toBe(true)
   expect(filesHolding(SECRET)).toEqual([])
   expect(await deadLettersHolding(SECRET)).toBe(0)
-  expect((await readLog(server.url, "wm.evt.leaver.>")).map((s) => s.event._tag)).toEqual(["AgentForgotten"])
+  expect((await readLog(server.url, agentEvents("leaver"))).map((s) => s.event._tag)).toEqual(["AgentForgotten"])
 
   // Still nothing once the broker has flushed and closed every file.
   const keeper = client.agent("keeper")

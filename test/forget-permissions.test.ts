@@ -9,7 +9,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Layer } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { scanLog } from "../cli/audit/log.ts"
-import { EVENTS_STREAM } from "../contracts/subjects.ts"
+import { agentConfigSubject, agentEvents, agentStepSubject, EVENTS_STREAM } from "../contracts/subjects.ts"
 import { type AgentView, evolve } from "../domain/agent-view.ts"
 import { decideForget } from "../domain/forget.ts"
 import { type NatsAuth, natsAuth } from "../infra/auth.ts"
@@ -70,7 +70,7 @@ it("the substrate's user carries out a stored tombstone; an agent cannot erase e
   await agent.register({ role: "main" })
   const { entryId, seq } = await agent.record({ origin: "USER", content: `Carol's pin is ${SECRET}.` })
   // A record nobody can decode, carrying the text, so that every projection dead-letters it.
-  await jetstream(admin).publish("wm.evt.carol.step", `{"_tag":"StepStarted","v":0,"note":"${SECRET}"}`)
+  await jetstream(admin).publish(agentStepSubject("carol"), `{"_tag":"StepStarted","v":0,"note":"${SECRET}"}`)
   await eventually(
     async () =>
       await agent.raw(entryId).then(
@@ -85,7 +85,7 @@ it("the substrate's user carries out a stored tombstone; an agent cannot erase e
     (await jetstreamManager(carol.nc, { checkAPI: false })).streams.deleteMessage(EVENTS_STREAM, seq, true),
   ).rejects.toThrow(/Permissions Violation/)
   let view: AgentView | undefined
-  const { records } = await scanLog(admin, { filter: "wm.evt.carol.>" }, (r) => {
+  const { records } = await scanLog(admin, { filter: agentEvents("carol") }, (r) => {
     if (r.event !== null) view = evolve(view, r.event, r)
   })
   expect(records).toBe(3)
@@ -95,7 +95,7 @@ it("the substrate's user carries out a stored tombstone; an agent cannot erase e
     { eventId: "carol:forget", agentId: "carol", at: Date.now(), causationId: "operator:forget", correlationId: null },
   )
   if (!decision.ok) throw new Error(decision.error.message)
-  await jetstream(admin).publish("wm.evt.carol.agent", JSON.stringify(decision.event), {
+  await jetstream(admin).publish(agentConfigSubject("carol"), JSON.stringify(decision.event), {
     msgID: decision.event.eventId,
   })
 

@@ -12,6 +12,7 @@ import { execFile } from "node:child_process"
 import { promisify } from "node:util"
 import { jetstream } from "@nats-io/jetstream"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import { agentEvents, agentStepSubject, entrySubject } from "../contracts/subjects.ts"
 import { type AgentView, evolve } from "../domain/agent-view.ts"
 import { decideForget } from "../domain/forget.ts"
 import { systemLayer } from "../services/system.ts"
@@ -69,7 +70,7 @@ it("a forget the services could not confirm is finished by the eraser when they 
   expect(report).toMatchObject({ complete: false, recorded: true })
   expect(report.pending).toContain("substrate")
   // The intent is on record, and the log is already erased; the substrate still holds the text.
-  expect((await readLog(system.server.url, `wm.evt.interrupted.entry.${entryId}`)).map((s) => s.event._tag)).toEqual([
+  expect((await readLog(system.server.url, entrySubject("interrupted", entryId))).map((s) => s.event._tag)).toEqual([
     "EntryForgotten",
   ])
   expect(filesHolding(store, SECRET).length).toBeGreaterThan(0)
@@ -84,7 +85,7 @@ it("a forget the services could not confirm is finished by the eraser when they 
   ) as typeof report
   expect(again).toMatchObject({ complete: true, recorded: false, tombstoneSeq: report.tombstoneSeq, pending: [] })
   expect(
-    (await readLog(system.server.url, "wm.evt.interrupted.>")).filter((s) => s.event._tag === "EntryForgotten"),
+    (await readLog(system.server.url, agentEvents("interrupted"))).filter((s) => s.event._tag === "EntryForgotten"),
   ).toHaveLength(1)
 })
 
@@ -94,7 +95,11 @@ it("a tombstone stored with nothing erased yet (the command stopped right after 
   await agent.register({ role: "main" })
   const { entryId } = await agent.record({ origin: "USER", content: `The locker holds ${SECOND}.` })
   // A record nobody can decode, carrying the text: every projection dead-letters it.
-  await publishRaw(system.server.url, "wm.evt.stopped-short.step", `{"_tag":"StepStarted","v":0,"note":"${SECOND}"}`)
+  await publishRaw(
+    system.server.url,
+    agentStepSubject("stopped-short"),
+    `{"_tag":"StepStarted","v":0,"note":"${SECOND}"}`,
+  )
   await eventually(
     async () =>
       await agent.raw(entryId).then(
@@ -108,7 +113,7 @@ it("a tombstone stored with nothing erased yet (the command stopped right after 
   await system.services.stop()
   // What `wm forget` stores first, decided on the agent's view as the log has it.
   let view: AgentView | undefined
-  for (const stored of await readLog(system.server.url, "wm.evt.stopped-short.>"))
+  for (const stored of await readLog(system.server.url, agentEvents("stopped-short")))
     view = evolve(view, stored.event, stored)
   const decision = decideForget(
     view,
@@ -128,7 +133,7 @@ it("a tombstone stored with nothing erased yet (the command stopped right after 
 
   system.services = await startServices(systemLayer(settingsFor(system.server.url)))
   await eventually(() => filesHolding(store, SECOND).length === 0, "the eraser to finish the forget")
-  expect((await readLog(system.server.url, "wm.evt.stopped-short.>")).map((s) => s.event._tag)).toEqual([
+  expect((await readLog(system.server.url, agentEvents("stopped-short"))).map((s) => s.event._tag)).toEqual([
     "AgentForgotten",
   ])
 })
@@ -146,7 +151,7 @@ it("a dead letter of a forgotten record that arrives after the forget (a project
     JSON.stringify({
       projection: "late",
       seq: record.seq,
-      subject: `wm.evt.late-letters.entry.${record.entryId}`,
+      subject: entrySubject("late-letters", record.entryId),
       reason: "apply failed: test",
       payload,
     })

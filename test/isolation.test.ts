@@ -20,7 +20,13 @@ import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { ConfigProvider, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { SUBSTRATE_BUCKET } from "../contracts/buckets.ts"
-import { EVENTS_STREAM } from "../contracts/subjects.ts"
+import {
+  agentConfigSubject,
+  agentEvents,
+  agentStepSubject,
+  EVENTS_STREAM,
+  entrySubject,
+} from "../contracts/subjects.ts"
 import { type NatsAuth, natsAuth } from "../infra/auth.ts"
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
@@ -82,7 +88,7 @@ let bobEntry: { entryId: string; seq: number }
 
 /** Messages stored on bob's subjects, as the administrator sees them. */
 const bobSubjects = async () =>
-  (await (await jetstreamManager(admin)).streams.info(EVENTS_STREAM, { subjects_filter: "wm.evt.bob.>" })).state
+  (await (await jetstreamManager(admin)).streams.info(EVENTS_STREAM, { subjects_filter: agentEvents("bob") })).state
     .subjects ?? {}
 
 beforeAll(async () => {
@@ -177,7 +183,9 @@ describe("an agent's own memory", () => {
       "EntriesReferenced",
       "StepEnded",
     ])
-    expect(events.every((e) => e.event.agentId === "alice" && e.subject.startsWith("wm.evt.alice."))).toBe(true)
+    expect(
+      events.every((e) => e.event.agentId === "alice" && e.subject.startsWith(agentEvents("alice").slice(0, -1))),
+    ).toBe(true)
     expect(events.map((e) => e.seq)).toEqual([...events.map((e) => e.seq)].sort((x, y) => x - y))
     // In small batches the same events come back, in the same order.
     expect((await readOwnEvents(alice, "alice", { batch: 3 })).map((e) => e.seq)).toEqual(events.map((e) => e.seq))
@@ -227,7 +235,7 @@ describe("another agent's memory, refused by the broker", () => {
   it("subscriptions to bob's events, requests and replies are refused, and nothing is delivered", async () => {
     const got: string[] = []
     const closedWith: string[] = []
-    const watched = ["wm.evt.bob.>", "wm.evt.>", "wm.api.bob.>", "_INBOX_bob.>", "_INBOX.>", ">"]
+    const watched = [agentEvents("bob"), "wm.evt.>", "wm.api.bob.>", "_INBOX_bob.>", "_INBOX.>", ">"]
     for (const subject of watched) {
       alice.nc.subscribe(subject, {
         callback: (error, m) => void (error ? closedWith.push(error.message) : got.push(m.subject)),
@@ -235,7 +243,7 @@ describe("another agent's memory, refused by the broker", () => {
     }
     // Control: the administrator sees the same traffic, so a delivery would have happened.
     const control: string[] = []
-    admin.subscribe("wm.evt.bob.>", { callback: (_, m) => void control.push(m.subject) })
+    admin.subscribe(agentEvents("bob"), { callback: (_, m) => void control.push(m.subject) })
     await admin.flush()
     await alice.nc.flush()
     for (const subject of watched)
@@ -246,33 +254,33 @@ describe("another agent's memory, refused by the broker", () => {
     const b = bob.agent("bob")
     const recorded = await b.record({ origin: "USER", content: "Another private note." })
     await b.view()
-    await until("the control delivery", () => control.includes(`wm.evt.bob.entry.${recorded.entryId}`))
+    await until("the control delivery", () => control.includes(entrySubject("bob", recorded.entryId)))
     await sleep(200)
     expect(got).toEqual([])
   })
 
   it("publishing into bob's event subjects is refused and nothing is stored", async () => {
     const before = await bobSubjects()
-    alice.nc.publish("wm.evt.bob.entry.forged", encode("{}"))
-    alice.nc.publish("wm.evt.bob.step", encode("{}"))
+    alice.nc.publish(entrySubject("bob", "forged"), encode("{}"))
+    alice.nc.publish(agentStepSubject("bob"), encode("{}"))
     await alice.nc.flush()
     await until(
       "the core publish refusals",
       () =>
-        aliceErrors.some((e) => e.includes(publishViolation("wm.evt.bob.entry.forged"))) &&
-        aliceErrors.some((e) => e.includes(publishViolation("wm.evt.bob.step"))),
+        aliceErrors.some((e) => e.includes(publishViolation(entrySubject("bob", "forged")))) &&
+        aliceErrors.some((e) => e.includes(publishViolation(agentStepSubject("bob")))),
     )
     // Through JetStream too: the publish is a request on the same subject.
     const js = jetstream(alice.nc)
-    expect((await refusal(js.publish("wm.evt.bob.agent", encode("{}"), { msgID: "forged-1" }))).message).toContain(
-      publishViolation("wm.evt.bob.agent"),
-    )
+    expect(
+      (await refusal(js.publish(agentConfigSubject("bob"), encode("{}"), { msgID: "forged-1" }))).message,
+    ).toContain(publishViolation(agentConfigSubject("bob")))
     // Nor into her own event subjects: only the services append events.
-    expect((await refusal(js.publish("wm.evt.alice.step", encode("{}")))).message).toContain(
-      publishViolation("wm.evt.alice.step"),
+    expect((await refusal(js.publish(agentStepSubject("alice"), encode("{}")))).message).toContain(
+      publishViolation(agentStepSubject("alice")),
     )
     expect(await bobSubjects()).toEqual(before)
-    expect(before["wm.evt.bob.entry.forged"]).toBeUndefined()
+    expect(before[entrySubject("bob", "forged")]).toBeUndefined()
   })
 
   it("every JetStream API request of an agent is refused, its own events included; nothing is delivered and the stream is intact", async () => {
@@ -281,7 +289,7 @@ describe("another agent's memory, refused by the broker", () => {
     const bobBefore = await bobSubjects()
     const aliceEntry = (await readOwnEvents(alice, "alice")).find((e) => e.event._tag === "EntryRecorded")!
     const aliceSubject = aliceEntry.subject
-    const bobSubject = `wm.evt.bob.entry.${bobEntry.entryId}`
+    const bobSubject = entrySubject("bob", bobEntry.entryId)
     const purge = `$JS.API.STREAM.PURGE.${EVENTS_STREAM}`
 
     // Control: whatever reaches these subjects, from anyone, the administrator sees.
@@ -297,7 +305,7 @@ describe("another agent's memory, refused by the broker", () => {
     }
     await admin.flush()
 
-    const push = (deliverSubject: string, filter = `wm.evt.alice.>`) => ({
+    const push = (deliverSubject: string, filter = agentEvents("alice")) => ({
       stream_name: EVENTS_STREAM,
       config: {
         name: "spy",
@@ -309,19 +317,22 @@ describe("another agent's memory, refused by the broker", () => {
     })
     const attempts: Array<[string, unknown]> = [
       ["$JS.API.INFO", undefined],
-      [`$JS.API.STREAM.INFO.${EVENTS_STREAM}`, { subjects_filter: "wm.evt.bob.>" }],
+      [`$JS.API.STREAM.INFO.${EVENTS_STREAM}`, { subjects_filter: agentEvents("bob") }],
       ["$JS.API.STREAM.NAMES", {}],
       ["$JS.API.STREAM.LIST", {}],
       [purge, {}],
-      [purge, { filter: "wm.evt.bob.>" }],
+      [purge, { filter: agentEvents("bob") }],
       [`$JS.API.STREAM.DELETE.${EVENTS_STREAM}`, undefined],
       // Push consumers on her own events delivering to another agent's subjects or to the JetStream API.
-      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.alice.>`, push("wm.api.bob.entry.record")],
-      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.alice.>`, push(purge)],
-      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.alice.>`, push("_INBOX_bob.spy")],
-      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.alice.>`, push("_INBOX_alice.own")],
-      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.wm.evt.bob.>`, push("_INBOX_alice.spy", "wm.evt.bob.>")],
-      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}`, push("_INBOX_alice.spy", "wm.evt.bob.>")],
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.${agentEvents("alice")}`, push("wm.api.bob.entry.record")],
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.${agentEvents("alice")}`, push(purge)],
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.${agentEvents("alice")}`, push("_INBOX_bob.spy")],
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.${agentEvents("alice")}`, push("_INBOX_alice.own")],
+      [
+        `$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy.${agentEvents("bob")}`,
+        push("_INBOX_alice.spy", agentEvents("bob")),
+      ],
+      [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}`, push("_INBOX_alice.spy", agentEvents("bob"))],
       [`$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.spy`, push(purge)],
       [`$JS.API.CONSUMER.DURABLE.CREATE.${EVENTS_STREAM}.spy`, push(purge)],
       [`$JS.API.CONSUMER.NAMES.${EVENTS_STREAM}`, {}],
@@ -353,13 +364,13 @@ describe("another agent's memory, refused by the broker", () => {
       (
         await refusal(
           js.consumers.getPushConsumer(EVENTS_STREAM, {
-            filter_subjects: "wm.evt.alice.>",
+            filter_subjects: agentEvents("alice"),
             deliver_prefix: "_INBOX_alice.own",
           }),
         )
       ).message,
     ).toMatch(
-      /^Permissions Violation for Publish to "\$JS\.API\.CONSUMER\.CREATE\.WM_EVENTS\.[A-Za-z0-9_]+\.wm\.evt\.alice\.>"$/,
+      /^Permissions Violation for Publish to "\$JS\.API\.CONSUMER\.CREATE\.WM_EVENTS\.[A-Za-z0-9_]+\.wm\.evt\.\d+\.alice\.>"$/,
     )
     expect(
       (await refusal(new Kvm(alice.nc).open(SUBSTRATE_BUCKET).then((kv) => kv.get(`bob.${bobEntry.entryId}`)))).message,
@@ -534,7 +545,7 @@ describe("tenants and operators", () => {
     expect(verified.stderr, verified.stderr + verified.stdout).toBe("")
     expect(verified.code).toBe(0)
     expect(verified.stdout).toMatch(
-      /^ok {4}working-views: 3 agents compared at .+; the live projection matches the log\nok {4}substrate: \d+ recorded entries compared; the live projection matches the log\n$/,
+      /^ok {4}working-views: 3 agents compared at .+; the live projection matches the log\nok {4}working-snapshots: .+\nok {4}substrate: \d+ recorded entries compared; the live projection matches the log\n$/,
     )
 
     const a = auth.agent("alice")

@@ -149,7 +149,7 @@ export const storedEntries = async (nc: NatsConnection, run: SystemIngestRun): P
   const out: StoredEntry[] = []
   const messages = await consumer.consume()
   for await (const m of messages) {
-    const [, , agentId, kind] = m.subject.split(".")
+    const [, , , agentId, kind] = m.subject.split(".")
     // Other events of an entry (a fade, when the fade worker runs) share its subject.
     if (kind === "entry" && agentId !== undefined && m.json<{ _tag?: unknown }>()._tag === "EntryRecorded") {
       out.push({ agentId, data: m.data })

@@ -1,13 +1,13 @@
 /**
  * One entry's whole history, from the log: its own subject
- * (`wm.evt.<agent>.entry.<entry>`: recorded, rung changes, demotion, cues,
- * promotion) and the step events that mention it (`wm.evt.<agent>.step`:
+ * (`wm.evt.<p>.<agent>.entry.<entry>`: recorded, rung changes, demotion, cues,
+ * promotion) and the step events that mention it (`wm.evt.<p>.<agent>.step`:
  * the reads that served it, the references to it), merged in stream order.
  */
 import type { NatsConnection } from "@nats-io/transport-node"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import type { FadeScore, Producer } from "../../contracts/fade.ts"
-import { agentIdOfEventSubject, agentStepSubject, EVENTS_ROOT, entrySubject } from "../../contracts/subjects.ts"
+import { agentIdOfEventSubject, agentStepSubject, entryOfAnyAgent, entrySubject } from "../../contracts/subjects.ts"
 import { scanLog, subjectsMatching } from "./log.ts"
 import type { Progress } from "./progress.ts"
 
@@ -23,7 +23,7 @@ export class HistoryError extends Error {
 
 /** The agents that have events on this entry id's subject. */
 export const agentsOfEntry = async (nc: NatsConnection, entryId: string): Promise<string[]> => {
-  const subjects = await subjectsMatching(nc, `${EVENTS_ROOT}.*.entry.${entryId}`)
+  const subjects = await subjectsMatching(nc, entryOfAnyAgent(entryId))
   return Object.keys(subjects).map(agentIdOfEventSubject).sort()
 }
 

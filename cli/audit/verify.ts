@@ -4,24 +4,31 @@
  * difference it finds (which agent, which entry, which field, both values).
  *
  * working-views: for every agent registered in the log (subjects
- * `wm.evt.*.agent`), asks the running working service for its view
+ * `wm.evt.*.*.agent`), asks the running working service for its view
  * (`view.get`, which says up to which stream sequence it has applied the
  * log), folds the agent's events up to that same sequence with the shared
  * reducer, and compares the two field by field.
+ *
+ * working-snapshots: each partition's latest snapshot (the wm_snapshots
+ * bucket) against the log folded to the sequence the snapshot covers, so
+ * snapshot, live view and rebuild are all compared.
  *
  * Further projections are added as checks in CHECKS (the embedded long-term
  * store lives inside its service; it is checked by rebuilding it in the tests).
  */
 
+import { jetstreamManager } from "@nats-io/jetstream"
 import { Kvm } from "@nats-io/kv"
 import type { NatsConnection } from "@nats-io/transport-node"
 import { Effect } from "effect"
 import type { ResponseOf } from "../../contracts/api.ts"
-import { SUBSTRATE_BUCKET } from "../../contracts/buckets.ts"
+import { SNAPSHOT_BUCKET, SUBSTRATE_BUCKET } from "../../contracts/buckets.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
-import { ALL_AGENT_CONFIG, ALL_EVENTS, agentIdOfEventSubject } from "../../contracts/subjects.ts"
+import { partitionCount, partitionOf } from "../../contracts/partitions.ts"
+import { ALL_AGENT_CONFIG, ALL_EVENTS, agentIdOfEventSubject, EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { type AgentView, evolve, viewResponseOf as viewOf } from "../../domain/agent-view.ts"
 import { callOperation, type NoAnswer } from "../../services/platform/api/call.ts"
+import { makeSnapshotStore } from "../../services/platform/partitions/snapshots.ts"
 import { scanLog, subjectsMatching } from "./log.ts"
 import type { Progress } from "./progress.ts"
 
@@ -288,8 +295,88 @@ export const substrateCheck: VerifyCheck = {
   },
 }
 
+/**
+ * The working snapshots: each partition's latest snapshot, decoded as the working service decodes it,
+ * against the log folded to the sequence it covers. A snapshot that does not decode is reported as not
+ * compared (the service ignores it and rebuilds the partition from the log).
+ */
+export const workingSnapshotsCheck: VerifyCheck = {
+  name: "working-snapshots",
+  description: "each partition's latest working snapshot against the log folded to the sequence it covers",
+  run: async ({ nc, progress }) => {
+    const kv = await new Kvm(nc).open(SNAPSHOT_BUCKET).catch(() => null)
+    if (kv === null) return { summary: "no snapshot bucket", differences: [], unchecked: [] }
+    try {
+      await kv.status()
+    } catch {
+      return { summary: "no snapshot bucket", differences: [], unchecked: [] }
+    }
+    const jsm = await jetstreamManager(nc)
+    const streamCreated = (await jsm.streams.info(EVENTS_STREAM)).created
+    const partitions = partitionCount()
+    const store = makeSnapshotStore(kv, {
+      service: "working",
+      partitions,
+      streamCreated,
+      chunkBytes: 1,
+      erase: async () => undefined,
+    })
+    const snapshots = new Map<number, { seq: number; views: Map<string, AgentView> }>()
+    const unchecked: Unchecked[] = []
+    for (let p = 0; p < partitions; p++) {
+      const found = await store.read(p)
+      if (typeof found !== "string") snapshots.set(p, { seq: found.manifest.seq, views: found.views })
+      else if (found !== "no snapshot") unchecked.push({ reason: `the snapshot of partition ${p}: ${found}` })
+    }
+    if (snapshots.size === 0) return { summary: "no snapshots", differences: [], unchecked }
+    const until = Math.max(...[...snapshots.values()].map((s) => s.seq))
+    const rebuilt = new Map<string, AgentView>()
+    await scanLog(nc, { filter: ALL_EVENTS, untilSeq: until, progress: progress("verify working-snapshots") }, (r) => {
+      const event: MemoryEvent | null = r.event
+      if (event === null) return
+      const snapshot = snapshots.get(partitionOf(event.agentId, partitions))
+      if (snapshot === undefined || r.seq > snapshot.seq) return
+      try {
+        const next = evolve(rebuilt.get(event.agentId), event, { seq: r.seq })
+        if (next !== undefined) rebuilt.set(event.agentId, next)
+        else rebuilt.delete(event.agentId)
+      } catch {
+        // Dead-lettered by the live projection too.
+      }
+    })
+    const differences: Difference[] = []
+    let agents = 0
+    for (const [p, snapshot] of snapshots) {
+      const ids = new Set([
+        ...snapshot.views.keys(),
+        ...[...rebuilt.keys()].filter((id) => partitionOf(id, partitions) === p),
+      ])
+      for (const id of [...ids].sort()) {
+        agents++
+        const s = snapshot.views.get(id)
+        const r = rebuilt.get(id)
+        if (s === undefined || r === undefined) {
+          differences.push({
+            agent: id,
+            field: "(agent)",
+            live: s ? "in the snapshot" : "not in the snapshot",
+            log: r ? `present at seq ${snapshot.seq}` : `absent at seq ${snapshot.seq}`,
+          })
+          continue
+        }
+        differences.push(...compareViews(id, viewResponseOf(s, snapshot.seq), viewResponseOf(r, snapshot.seq)))
+      }
+    }
+    return {
+      summary: `${agents} agent${agents === 1 ? "" : "s"} in ${snapshots.size} partition snapshot${snapshots.size === 1 ? "" : "s"} compared`,
+      differences,
+      unchecked,
+    }
+  },
+}
+
 /** Every check `wm verify` runs, in order. */
-export const CHECKS: ReadonlyArray<VerifyCheck> = [workingViewsCheck, substrateCheck]
+export const CHECKS: ReadonlyArray<VerifyCheck> = [workingViewsCheck, workingSnapshotsCheck, substrateCheck]
 
 // ---------------------------------------------------------------------------
 // Formatting

@@ -9,7 +9,7 @@ import { nuid } from "@nats-io/nuid"
 import { Context, Effect, Layer } from "effect"
 import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
 import { AgentNotFound, type ApiError } from "../../contracts/errors.ts"
-import { agentStepSubject } from "../../contracts/subjects.ts"
+import { agentStepSubject, replicaQueue } from "../../contracts/subjects.ts"
 import { type AgentView, currentFocus, viewResponseOf } from "../../domain/agent-view.ts"
 import { decideRead, type Stamp } from "../../domain/decide.ts"
 import { replayedContext, replyOfEvent, type StoredContext, storedContext } from "../../domain/requests.ts"
@@ -20,10 +20,11 @@ import { makeCommandHandler } from "../platform/log/command-handler.ts"
 import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { Nats } from "../platform/nats/connection.ts"
-import { type AgentViews, projectAgentViews } from "../platform/views/agent-views.ts"
+import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
+import { makeOpenStepMemo } from "../platform/views/open-step-memo.ts"
 
 export interface WorkingShape {
-  readonly views: AgentViews
+  readonly views: PartitionedViews
   readonly warmUp: WarmUp
 }
 
@@ -33,7 +34,9 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
     Effect.gen(function* () {
       const log = yield* EventLog
       const { nc, js } = yield* Nats
-      const views = yield* projectAgentViews("working")
+      // Only the partitions this replica holds a lease on (services/platform/partitions).
+      const views = yield* projectPartitionedViews("working")
+      const owner = { queue: replicaQueue("working", views.leases.replicaId), owns: views.owns }
       const warmUp = yield* views.projection.warmedUp
       const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
 
@@ -42,14 +45,14 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
        * rehydrate the step's cues, and waits until they are in the view. Without
        * a retrieval service the build simply has no cues.
        */
-      const recalled = new Set<string>()
+      const recalled = makeOpenStepMemo<true>()
       const recallCues = (view: AgentView): Effect.Effect<void> => {
         const step = view.step
-        if (step === null || currentFocus(view) === null || recalled.has(`${view.config.id}/${step.stepId}`))
+        if (step === null || currentFocus(view) === null || recalled.get(view.config.id, step.stepId))
           return Effect.void
-        recalled.add(`${view.config.id}/${step.stepId}`)
+        recalled.set(view.config.id, step.stepId, true)
         return callOperation(nc, view.config.id, "recall", { stepId: step.stepId }).pipe(
-          Effect.flatMap((recalled) => views.projection.waitFor(recalled.seq)),
+          Effect.flatMap((recalled) => views.projection.waitFor(recalled.seq, undefined, view.config.id)),
           Effect.ignore,
         )
       }
@@ -57,10 +60,10 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
       /** The agent's view once the writes the caller has seen are applied. */
       const viewAfter = (agentId: string, afterSeq: number | undefined): Effect.Effect<AgentView, ApiError> =>
         Effect.gen(function* () {
-          if (afterSeq !== undefined) yield* views.projection.waitFor(afterSeq)
+          if (afterSeq !== undefined) yield* views.projection.waitFor(afterSeq, undefined, agentId)
           let view = views.get(agentId)
           if (view === undefined) {
-            yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, "5 seconds"))
+            yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, "5 seconds", agentId))
             view = views.get(agentId)
           }
           if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
@@ -101,7 +104,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
       const getView = Effect.fn("Working.getView")((agentId: string, request: RequestOf<"getView">) =>
         Effect.map(
           viewAfter(agentId, request.afterSeq),
-          (view): ResponseOf<"getView"> => viewResponseOf(view, views.projection.appliedSeq()),
+          (view): ResponseOf<"getView"> => viewResponseOf(view, views.projection.appliedSeq(agentId)),
         ),
       )
 
@@ -110,7 +113,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
       const readEvents = Effect.fn("Working.readEvents")(function* (agentId: string, request: RequestOf<"readEvents">) {
         const afterSeq = request.afterSeq ?? 0
         const known = () => views.get(agentId)?.lastSeq ?? 0
-        yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq))
+        yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, undefined, agentId))
         const deadline = Date.now() + (request.waitMs ?? 0)
         while (known() <= afterSeq && Date.now() < deadline) yield* Effect.sleep("25 millis")
         const maxPayload = nc.info?.max_payload ?? 1024 * 1024
@@ -123,9 +126,9 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
         })
       })
 
-      yield* serveOperation("buildContext", buildContext)
-      yield* serveOperation("getView", getView)
-      yield* serveOperation("readEvents", readEvents)
+      yield* serveOperation("buildContext", buildContext, owner)
+      yield* serveOperation("getView", getView, owner)
+      yield* serveOperation("readEvents", readEvents, owner)
 
       return { views, warmUp }
     }),

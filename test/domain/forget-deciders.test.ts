@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest"
 import type { EventOf } from "../../contracts/events.ts"
+import { agentConfigSubject, agentStepSubject, entrySubject } from "../../contracts/subjects.ts"
 import type { Stamp } from "../../domain/decide.ts"
 import { coversSubject, decideForget, erasedSequences } from "../../domain/forget.ts"
 import { given } from "../support/decider-spec.ts"
@@ -100,34 +101,34 @@ describe("what a tombstone erases", () => {
 
   it("an entry's tombstone erases every record on the entry's subject but itself, before or after it", () => {
     const records = [
-      { seq: 1, subject: "wm.evt.a.agent" },
-      { seq: 2, subject: "wm.evt.a.entry.e1" },
-      { seq: 3, subject: "wm.evt.a.entry.e2" },
-      { seq: 4, subject: "wm.evt.a.entry.e1" },
-      { seq: 5, subject: "wm.evt.a.entry.e1" },
-      { seq: 6, subject: "wm.evt.a.entry.e1" },
+      { seq: 1, subject: agentConfigSubject("a") },
+      { seq: 2, subject: entrySubject("a", "e1") },
+      { seq: 3, subject: entrySubject("a", "e2") },
+      { seq: 4, subject: entrySubject("a", "e1") },
+      { seq: 5, subject: entrySubject("a", "e1") },
+      { seq: 6, subject: entrySubject("a", "e1") },
     ]
     expect(erasedSequences(entryTombstone, 5, records)).toEqual([2, 4, 6])
   })
 
   it("an agent's tombstone erases everything of the agent before it, and later records of its old entries, not those of the agent registered again", () => {
     const records = [
-      { seq: 1, subject: "wm.evt.a.agent" },
-      { seq: 2, subject: "wm.evt.a.entry.e1" },
-      { seq: 3, subject: "wm.evt.a.step" },
-      { seq: 4, subject: "wm.evt.a.agent" },
-      { seq: 5, subject: "wm.evt.a.entry.e1" },
-      { seq: 6, subject: "wm.evt.a.agent" },
-      { seq: 7, subject: "wm.evt.a.entry.e9" },
-      { seq: 8, subject: "wm.evt.a.step" },
+      { seq: 1, subject: agentConfigSubject("a") },
+      { seq: 2, subject: entrySubject("a", "e1") },
+      { seq: 3, subject: agentStepSubject("a") },
+      { seq: 4, subject: agentConfigSubject("a") },
+      { seq: 5, subject: entrySubject("a", "e1") },
+      { seq: 6, subject: agentConfigSubject("a") },
+      { seq: 7, subject: entrySubject("a", "e9") },
+      { seq: 8, subject: agentStepSubject("a") },
     ]
     expect(erasedSequences(agentTombstone, 4, records)).toEqual([1, 2, 3, 5])
   })
 
   it("covers the entry's subject, or every subject of the agent, and no other agent's", () => {
-    expect(coversSubject(entryTombstone, "wm.evt.a.entry.e1")).toBe(true)
-    expect(coversSubject(entryTombstone, "wm.evt.a.entry.e10")).toBe(false)
-    expect(coversSubject(agentTombstone, "wm.evt.a.step")).toBe(true)
-    expect(coversSubject(agentTombstone, "wm.evt.ab.step")).toBe(false)
+    expect(coversSubject(entryTombstone, entrySubject("a", "e1"))).toBe(true)
+    expect(coversSubject(entryTombstone, entrySubject("a", "e10"))).toBe(false)
+    expect(coversSubject(agentTombstone, agentStepSubject("a"))).toBe(true)
+    expect(coversSubject(agentTombstone, agentStepSubject("ab"))).toBe(false)
   })
 })

@@ -15,7 +15,13 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import type { NatsConnection } from "@nats-io/transport-node"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { NotCaughtUp } from "../../contracts/errors.ts"
-import { DEAD_LETTER_STREAM, deadLetterSubject } from "../../contracts/subjects.ts"
+import {
+  agentConfigSubject,
+  agentStepSubject,
+  DEAD_LETTER_STREAM,
+  deadLetterSubject,
+  entrySubject,
+} from "../../contracts/subjects.ts"
 import type { NatsServerProcess } from "../../infra/nats-server.ts"
 import type { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { FadeWorkerShape } from "../../services/fade/fade-worker.ts"
@@ -73,8 +79,8 @@ const envelope = (agentId: string, n: number) => ({
 /** The n-th poison record, cycling through every kind, on the subjects of live agents. */
 const poisonFor = (n: number): Poison => {
   const agentId = AGENTS[n % AGENTS.length]!
-  const step = `wm.evt.${agentId}.step`
-  const entry = `wm.evt.${agentId}.entry.poison-${n}`
+  const step = agentStepSubject(agentId)
+  const entry = entrySubject(agentId, `poison-${n}`)
   switch (n % 8) {
     case 0:
       return {
@@ -259,7 +265,7 @@ it("a burst of poison mixed into real traffic is dead-lettered by every projecti
   ]
     .map(([, e]) => e)
     .sort((a, b) => a.ordinal - b.ordinal)[0]!
-  const garbage = await js.publish(`wm.evt.px-2.entry.${victim.id}`, text("\u0000 not an event"))
+  const garbage = await js.publish(entrySubject("px-2", victim.id), text("\u0000 not an event"))
   const conflictsBefore = fade.stats().conflicts
   for (let i = 0; i < 40; i++)
     await client.agent("px-2").record({ origin: "USER", content: `Pressure ${i}: ${contentFor(i)}` })
@@ -314,7 +320,7 @@ it("a record of a newer schema version stops every projection just before it, lo
     const before = await agent.view()
     // A replica of a newer release appended a BudgetChanged of version 2 (a rolling upgrade).
     const newer = await jetstream(future.nc).publish(
-      "wm.evt.fv-0.agent",
+      agentConfigSubject("fv-0"),
       text(
         JSON.stringify({
           _tag: "BudgetChanged",
@@ -333,7 +339,11 @@ it("a record of a newer schema version stops every projection just before it, lo
       expect(halt.seq, name).toBe(newer.seq)
       expect(halt.error._tag).toBe("FutureEventVersion")
       expect(halt.error).toMatchObject({ eventType: "BudgetChanged", version: 2, understood: 1 })
-      // Not applied, not skipped, not dead-lettered: the position stays just before it.
+      // Not applied, not skipped, not dead-lettered: the position stays just before it (a partitioned
+      // projection's idle partitions are known complete up to there within a tracker period).
+      await eventually(`${name} at the position before it`, () =>
+        projection.appliedSeq() >= newer.seq - 1 ? true : undefined,
+      )
       expect(projection.appliedSeq(), name).toBe(newer.seq - 1)
       expect(
         (await deadLetters(name, future.nc)).some((l) => l.seq === newer.seq),
@@ -351,7 +361,9 @@ it("a record of a newer schema version stops every projection just before it, lo
     )
     expect(refused).toBeInstanceOf(NotCaughtUp)
     expect(refused).toMatchObject({ afterSeq: newer.seq, appliedSeq: newer.seq - 1 })
-    // A working service started on this log does not start: it cannot read the log to its end.
+    // A working service started on this log does not start: it cannot read the log to its end. (The running
+    // replica stops first: it holds every partition's lease, and a replica that takes none has nothing to read.)
+    await future.services.stop()
     const started = await startInProcess(workingLayer(future.server.url)).then(
       async (p) => {
         await p.stop()

@@ -39,6 +39,7 @@ import { EmbeddingProvider } from "../../platform/embedding/embedding-provider.t
 import { makeCommandHandler, type ViewSource } from "../../platform/log/command-handler.ts"
 import { type Projection, READ_WAIT, runProjection } from "../../platform/log/projection.ts"
 import { SubstrateReader } from "../../platform/substrate-reader.ts"
+import { makeOpenStepMemo } from "../../platform/views/open-step-memo.ts"
 import { LongTerm } from "../longterm/longterm.ts"
 import { LongTermStore } from "../longterm/store.ts"
 import { EpisodeIndex } from "./episodes.ts"
@@ -134,7 +135,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           )
         },
       }
-      const recalledSteps = new Map<string, { cues: number; seq: number }>()
+      const recalledSteps = makeOpenStepMemo<{ cues: number; seq: number }>()
       let live = false
       // Cue writes are decided on this service's views and guarded on their subject, like every write.
       const source: ViewSource = {
@@ -367,7 +368,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           case "FocusChanged":
             if (!event.transition || after.step === null) return Effect.void
             return recallCues(after, "task-transition").pipe(
-              Effect.tap((r) => Effect.sync(() => recalledSteps.set(`${after.config.id}/${after.step!.stepId}`, r))),
+              Effect.tap((r) => Effect.sync(() => recalledSteps.set(after.config.id, after.step!.stepId, r))),
               Effect.asVoid,
               Effect.orDie,
             )
@@ -508,11 +509,10 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             new InvalidState({ field: "stepId", reason: `step '${request.stepId}' is not the open step` }),
           )
         }
-        const key = `${agentId}/${request.stepId}`
-        const done = recalledSteps.get(key)
+        const done = recalledSteps.get(agentId, request.stepId)
         if (done) return done
         const result = yield* recallCues(view, "similarity").pipe(Effect.orDie)
-        recalledSteps.set(key, result)
+        recalledSteps.set(agentId, request.stepId, result)
         return result
       })
 

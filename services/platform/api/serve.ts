@@ -81,9 +81,20 @@ export type Handler<O extends OperationName, R> = (
   request: RequestOf<O>,
 ) => Effect.Effect<ResponseOf<O>, ApiError, R>
 
+/**
+ * A replica that answers only for the agents whose partition it owns: it receives every request of the
+ * operation in a queue group of its own (`wm-<service>.<replica>`) and leaves the others' unanswered; a
+ * request that meets no owner (a partition moving) times out and the client retries it with the same id.
+ */
+export interface PartitionOwner {
+  readonly queue: string
+  readonly owns: (agentId: string) => boolean
+}
+
 export const serveOperation = <O extends OperationName, R>(
   name: O,
   handler: Handler<O, R>,
+  owner?: PartitionOwner,
 ): Effect.Effect<void, never, Nats | Scope.Scope | R> =>
   Effect.gen(function* () {
     const { nc } = yield* Nats
@@ -92,6 +103,7 @@ export const serveOperation = <O extends OperationName, R>(
 
     const handle = (msg: Msg) => {
       const agentId = agentIdOfApiSubject(msg.subject)
+      if (owner !== undefined && !owner.owns(agentId)) return Effect.void
       const work = isSubjectToken(agentId)
         ? Effect.flatMap(decodeRequest(name, msg.data), (request) => handler(agentId, request))
         : Effect.fail(ValidationError.one("agentId", "must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'"))
@@ -108,12 +120,18 @@ export const serveOperation = <O extends OperationName, R>(
             } as const)
           },
         }),
-        Effect.tap((reply) => Effect.sync(() => msg.respond(replyBytes(reply, nc.info?.max_payload)))),
+        Effect.tap((reply) =>
+          Effect.sync(() => {
+            // The partition moved while the request ran: the new owner answers the retry, from its caught-up view.
+            if (owner !== undefined && !owner.owns(agentId)) return
+            msg.respond(replyBytes(reply, nc.info?.max_payload))
+          }),
+        ),
       )
     }
 
     const subscription = nc.subscribe(apiWildcard(operation.subject), {
-      queue: `wm-${operation.servedBy}`,
+      queue: owner?.queue ?? `wm-${operation.servedBy}`,
       callback: (error, msg) => {
         if (error === null) runFork(handle(msg))
       },

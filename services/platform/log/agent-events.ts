@@ -3,7 +3,7 @@
  * `view.events` serves, so an agent's local mirror is fed by a service and
  * the agent itself needs no right on the JetStream API.
  *
- * The read is an ordered consumer filtered to `wm.evt.<agent>.>`, from
+ * The read is an ordered consumer filtered to `wm.evt.<p>.<agent>.>`, from
  * `afterSeq + 1`, that stops at the caller's limits, at `untilSeq` (the last
  * event of the agent the caller knows is stored), or when the server says
  * nothing of the agent is pending.

@@ -35,7 +35,8 @@ import { openRequestLedger } from "./request-ledger.ts"
 /** Where the handler reads the agent's state: a projection of the log that can be waited for. */
 export interface ViewSource {
   readonly get: (agentId: string) => AgentView | undefined
-  readonly waitFor: (seq: number, timeout?: Duration.Input) => Effect.Effect<void, NotCaughtUp>
+  /** With an agent, a partitioned source waits in that agent's partition only. */
+  readonly waitFor: (seq: number, timeout?: Duration.Input, agentId?: string) => Effect.Effect<void, NotCaughtUp>
 }
 
 export interface Outcome<D> {
@@ -96,17 +97,17 @@ export const makeCommandHandler = (views: ViewSource) =>
     const log = yield* EventLog
     const ledger = yield* openRequestLedger
 
-    const catchUpTo = (seq: number | null) =>
+    const catchUpTo = (agentId: string, seq: number | null) =>
       (seq === null
-        ? Effect.flatMap(log.lastSeq, (last) => views.waitFor(last, "5 seconds"))
-        : views.waitFor(seq, "5 seconds")
+        ? Effect.flatMap(log.lastSeq, (last) => views.waitFor(last, "5 seconds", agentId))
+        : views.waitFor(seq, "5 seconds", agentId)
       ).pipe(Effect.catch(() => Effect.void))
 
     const viewOf = (agentId: string) =>
       Effect.gen(function* () {
         const view = views.get(agentId)
         if (view !== undefined) return view
-        yield* catchUpTo(null)
+        yield* catchUpTo(agentId, null)
         const caughtUp = views.get(agentId)
         if (caughtUp === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
         return caughtUp
@@ -156,7 +157,7 @@ export const makeCommandHandler = (views: ViewSource) =>
             if (decision.error._tag === "ValidationError" || caughtUpAfterRefusal)
               return yield* Effect.fail(decision.error)
             caughtUpAfterRefusal = true
-            yield* catchUpTo(null)
+            yield* catchUpTo(command.agentId, null)
             continue
           }
           const event = eventOf(decision.event)
@@ -166,13 +167,13 @@ export const makeCommandHandler = (views: ViewSource) =>
             .append(event, { expectLastSubjectSeq: expectedSeqOf(view, event) })
             .pipe(
               Effect.catchTag("SequenceConflict", (conflict: SequenceConflict) =>
-                Effect.as(catchUpTo(conflict.actual), null),
+                Effect.as(catchUpTo(command.agentId, conflict.actual), null),
               ),
             )
           if (appended !== null) {
             // The next write in turn decides on a view that has this one.
             if (command.subject !== undefined)
-              yield* views.waitFor(appended.seq, "1 second").pipe(Effect.catch(() => Effect.void))
+              yield* views.waitFor(appended.seq, "1 second", command.agentId).pipe(Effect.catch(() => Effect.void))
             return { view, decided: decision.event, seq: appended.seq, duplicate: appended.duplicate, recorded: true }
           }
         }
@@ -238,7 +239,7 @@ export const makeCommandHandler = (views: ViewSource) =>
                 new Unavailable({ reason: `request '${request.requestId}' was stored but its answer was lost` }),
               )
             }
-            yield* views.waitFor(found.seq, "5 seconds").pipe(Effect.catch(() => Effect.void))
+            yield* views.waitFor(found.seq, "5 seconds", request.agentId).pipe(Effect.catch(() => Effect.void))
             const reply = request.fromEvent(found.event, found.seq, yield* viewOf(request.agentId))
             yield* settle(found.seq, reply)
             return reply

@@ -48,6 +48,8 @@ export interface ProjectionOptions {
   /** Must cover every sequence a reader may wait for; the whole log by default. */
   readonly filter?: string
   readonly fromSeq?: number
+  /** The sequence warm-up must reach (default: the log's last); a filtered projection passes its filter's last. */
+  readonly target?: number
   readonly apply: (event: MemoryEvent, record: LogRecord) => void
   /** Called after a record is dead-lettered (the sequence still counts as applied). */
   readonly onDeadLetter?: (letter: DeadLetter) => void
@@ -79,7 +81,7 @@ export const runProjection = (options: ProjectionOptions) =>
     // Records arrive in callbacks: what they log goes through this service's logger.
     const runSync = Effect.runSyncWith(yield* Effect.context<never>())
     const startedAt = Date.now()
-    const target = yield* log.lastSeq
+    const target = options.target ?? (yield* log.lastSeq)
     const warm = yield* Deferred.make<WarmUp>()
     let halt: Halt | null = null
     const applied = makeSequenceGate(Math.max(0, (options.fromSeq ?? 1) - 1))

@@ -10,7 +10,7 @@ import { connect, errors, type NatsConnection } from "@nats-io/transport-node"
 import { HashMap } from "effect"
 import { decodeEvent } from "../../../contracts/decode.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
-import { ALL_EVENTS, EVENTS_STREAM } from "../../../contracts/subjects.ts"
+import { ALL_EVENTS, agentIdOfEventSubject, EVENTS_STREAM } from "../../../contracts/subjects.ts"
 import { type AgentView, evolve, skipUndecodable, viewSnapshot } from "../../../domain/agent-view.ts"
 
 export interface RawRecord {
@@ -81,7 +81,7 @@ export const rebuildViews = (records: ReadonlyArray<RawRecord>, uptoSeq = Infini
     if (seq > uptoSeq) break
     if (event === undefined) {
       // Undecodable: applies nothing, but the guarded positions move past it, as in every projection.
-      const agentId = subject.split(".")[2] ?? ""
+      const agentId = agentIdOfEventSubject(subject)
       const view = views.get(agentId)
       if (view !== undefined) views.set(agentId, skipUndecodable(view, subject, seq))
       continue

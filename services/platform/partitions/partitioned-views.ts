@@ -1,0 +1,385 @@
+/**
+ * The working views of the partitions this replica owns. Each owned
+ * partition runs its own projection, an ordered consumer filtered to
+ * `wm.evt.<p>.>`, so a replica decodes only its share of the log; a
+ * partition answers once its projection has caught up with the partition as
+ * it stood when the lease was taken, and its views are dropped when the
+ * lease is lost.
+ *
+ * A partition starts from its latest snapshot (services/platform/partitions/snapshots.ts) and replays
+ * only the tail after it; snapshots are written every WM_SNAPSHOT_INTERVAL_MS and at shutdown; a forget
+ * tombstone erases the partition's snapshot at once (so no snapshot keeps what was forgotten), and the
+ * partition is snapshotted again only after a replica rebuilds it from the log.
+ *
+ * Waiting for a stream sequence is per partition: a partition's projection
+ * only sees its own records, so "applied up to seq" is proven either by a
+ * record at or past seq, or by the partition's last stored sequence (asked of
+ * the stream leader) being one it has applied.
+ */
+import { Cause, Effect, Exit, Fiber, FiberSet, Scope } from "effect"
+import { NotCaughtUp } from "../../../contracts/errors.ts"
+import { allPartitions, partitionOf } from "../../../contracts/partitions.ts"
+import {
+  ALL_EVENTS,
+  agentIdOfEventSubject,
+  EVENTS_STREAM,
+  partitionEvents,
+  partitionOfEventSubject,
+  upgradeLegacySubject,
+} from "../../../contracts/subjects.ts"
+import { type AgentView, evolve, skipUndecodable } from "../../../domain/agent-view.ts"
+import { EventLog } from "../log/event-log.ts"
+import { type Halt, type Projection, runProjection, type WarmUp } from "../log/projection.ts"
+import { Nats } from "../nats/connection.ts"
+import type { AgentViews } from "../views/agent-views.ts"
+import { holdPartitionLeases, type PartitionLeases } from "./leases.ts"
+import { PartitionSettings } from "./settings.ts"
+import { openSnapshotStore } from "./snapshots.ts"
+
+/** A projection whose waits and position can be asked for one agent's partition. */
+export interface PartitionedProjection extends Projection {
+  readonly appliedSeq: (agentId?: string) => number
+  /** Without an agent: every partition this replica owns has applied `seq`. */
+  readonly waitFor: (
+    seq: number,
+    timeout?: Parameters<Projection["waitFor"]>[1],
+    agentId?: string,
+  ) => Effect.Effect<void, NotCaughtUp>
+}
+
+export interface PartitionedViews extends AgentViews {
+  readonly projection: PartitionedProjection
+  /** This replica holds the agent's partition and has caught up on it: it may answer for the agent. */
+  readonly owns: (agentId: string) => boolean
+  readonly leases: PartitionLeases
+  /** The partitions that answer now. */
+  readonly ready: () => ReadonlyArray<number>
+  /** How each partition this replica took was caught up. */
+  readonly catchUps: () => ReadonlyArray<CatchUp>
+  /** Snapshots every partition that answers now. */
+  readonly snapshotAll: Effect.Effect<void>
+}
+
+export interface CatchUp {
+  readonly partition: number
+  /** The sequence the snapshot it started from covers (0: none, rebuilt from the log). */
+  readonly snapshotSeq: number
+  readonly millis: number
+}
+
+interface PartitionState {
+  readonly partition: number
+  readonly views: Map<string, AgentView>
+  readonly scope: Scope.Closeable
+  projection: Projection | null
+  ready: boolean
+  /** The partition has no record after this applied position up to this sequence (proven by asking). */
+  completeTo: number
+  fiber: Fiber.Fiber<unknown, unknown> | null
+  /** The sequence the last snapshot written or loaded covers, and when. */
+  snapshotSeq: number
+  snapshotAt: number
+  /** A forget was applied since the last snapshot: the snapshot must be erased. */
+  forgotten: boolean
+  /** Its views hold what a forget erased from the log: no snapshot of them until it is rebuilt. */
+  tainted: boolean
+}
+
+/**
+ * The log's last record must be of this deployment's layout: a log of the layout before partitions
+ * needs `wm migrate`, and one written with another WM_PARTITIONS would route agents to partitions
+ * whose events are elsewhere.
+ */
+export const checkLogLayout = (partitions: number) =>
+  Effect.gen(function* () {
+    const { jsm } = yield* Nats
+    const last = yield* Effect.tryPromise(() =>
+      jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: ALL_EVENTS }),
+    ).pipe(Effect.orElseSucceed(() => null))
+    if (last === null) return
+    if (upgradeLegacySubject(last.subject) !== null)
+      return yield* Effect.die(
+        new Error(`the event log is of the layout before partitions (${last.subject}): run \`wm migrate\` first`),
+      )
+    const agentId = agentIdOfEventSubject(last.subject)
+    const partition = partitionOfEventSubject(last.subject)
+    if (partition !== null && agentId !== "" && partition !== partitionOf(agentId, partitions))
+      return yield* Effect.die(
+        new Error(
+          `the event log was written with another partition count than WM_PARTITIONS=${partitions} (${last.subject})`,
+        ),
+      )
+  })
+
+export const projectPartitionedViews = (service: string) =>
+  Effect.gen(function* () {
+    const { jsm } = yield* Nats
+    const log = yield* EventLog
+    const settings = yield* PartitionSettings
+    const runFork = yield* FiberSet.makeRuntime<EventLog | Nats>()
+    const states = new Map<number, PartitionState>()
+    const startedAt = Date.now()
+    let caughtUpEvents = 0
+    const catchUps: CatchUp[] = []
+    /** Why a partition taken at start could not catch up (e.g. an event newer than this code reads). */
+    let catchUpFailure: unknown = null
+    yield* checkLogLayout(settings.partitions)
+    const snapshots = yield* openSnapshotStore(service, settings.partitions)
+
+    /** The last stored sequence of the partition's subjects (0: none). */
+    const lastSeqOf = (partition: number) =>
+      Effect.tryPromise(() => jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: partitionEvents(partition) })).pipe(
+        Effect.map((m) => m?.seq ?? 0),
+      )
+
+    const catchUp = (state: PartitionState) =>
+      Effect.gen(function* () {
+        const began = Date.now()
+        const snapshot = yield* snapshots.load(state.partition)
+        if (snapshot !== null) {
+          for (const [id, view] of snapshot.views) state.views.set(id, view)
+          state.snapshotSeq = snapshot.seq
+          state.snapshotAt = Date.now()
+        }
+        // Read before the partition's last: once caught up with that, the partition is complete up to here.
+        const streamAtStart = yield* log.lastSeq.pipe(Effect.orElseSucceed(() => 0))
+        const target = yield* lastSeqOf(state.partition).pipe(Effect.orDie)
+        const projection = yield* runProjection({
+          name: service,
+          filter: partitionEvents(state.partition),
+          fromSeq: state.snapshotSeq + 1,
+          target,
+          apply: (event, record) => {
+            if (event._tag === "AgentForgotten" || event._tag === "EntryForgotten") state.forgotten = true
+            const next = evolve(state.views.get(event.agentId), event, record)
+            if (next !== undefined) state.views.set(event.agentId, next)
+            else state.views.delete(event.agentId)
+          },
+          onDeadLetter: (letter) => {
+            const agentId = agentIdOfEventSubject(letter.subject)
+            const view = state.views.get(agentId)
+            if (view !== undefined) state.views.set(agentId, skipUndecodable(view, letter.subject, letter.seq))
+          },
+        }).pipe(Scope.provide(state.scope))
+        state.projection = projection
+        const warm = yield* projection.warmedUp
+        // The log's position the replica caught up with (each partition's target is a stream sequence).
+        caughtUpEvents = Math.max(caughtUpEvents, warm.events)
+        catchUps.push({ partition: state.partition, snapshotSeq: snapshot?.seq ?? 0, millis: Date.now() - began })
+        state.completeTo = Math.max(state.completeTo, streamAtStart)
+        state.ready = true
+      })
+
+    const acquired = (partition: number) => {
+      if (states.has(partition)) return
+      const scope = Scope.makeUnsafe()
+      const state: PartitionState = {
+        partition,
+        views: new Map(),
+        scope,
+        projection: null,
+        ready: false,
+        completeTo: 0,
+        fiber: null,
+        snapshotSeq: 0,
+        snapshotAt: Date.now(),
+        forgotten: false,
+        tainted: false,
+      }
+      states.set(partition, state)
+      state.fiber = runFork(
+        catchUp(state).pipe(
+          Effect.catchCause((cause) =>
+            Effect.sync(() => {
+              console.error(`[${service}] partition ${partition} did not catch up`, cause)
+              catchUpFailure ??= Cause.squash(cause)
+            }),
+          ),
+        ),
+      )
+    }
+
+    const lost = (partition: number) => {
+      const state = states.get(partition)
+      if (state === undefined) return
+      state.ready = false
+      states.delete(partition)
+      const fiber = state.fiber
+      runFork(
+        Effect.gen(function* () {
+          if (fiber !== null) yield* Fiber.interrupt(fiber)
+          yield* Scope.close(state.scope, Exit.void)
+        }),
+      )
+    }
+
+    const leases = yield* holdPartitionLeases(service, { acquired, lost })
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach([...states.values()], (s) => Scope.close(s.scope, Exit.void), {
+        discard: true,
+      }),
+    )
+
+    /** Only the lease holder writes a partition's snapshot, and only of a caught-up view. */
+    const snapshot = (state: PartitionState) =>
+      Effect.suspend(() => {
+        const projection = state.projection
+        if (!state.ready || projection === null || !leases.holds(state.partition)) return Effect.void
+        if (state.forgotten) {
+          state.forgotten = false
+          state.tainted = true
+          return snapshots.drop(state.partition).pipe(
+            Effect.catch((error) =>
+              Effect.sync(() => {
+                state.forgotten = true
+                console.error(`[${service}] ${error.message}`)
+              }),
+            ),
+          )
+        }
+        if (state.tainted) return Effect.void
+        const seq = projection.appliedSeq()
+        const forgotten = state.forgotten
+        state.forgotten = false
+        return snapshots.save(state.partition, seq, state.views).pipe(
+          Effect.tap((manifest) =>
+            Effect.sync(() => {
+              if (manifest === null) return
+              state.snapshotSeq = Math.max(state.snapshotSeq, seq)
+              state.snapshotAt = Date.now()
+            }),
+          ),
+          Effect.catch((error) =>
+            Effect.sync(() => {
+              state.forgotten ||= forgotten
+              console.error(`[${service}] ${error.message}`)
+            }),
+          ),
+        )
+      })
+    const snapshotAll = Effect.suspend(() =>
+      Effect.forEach([...states.values()], snapshot, { concurrency: 4, discard: true }),
+    )
+    const due = (state: PartitionState, now: number) =>
+      state.forgotten ||
+      (settings.snapshotIntervalMs > 0 &&
+        now - state.snapshotAt >= settings.snapshotIntervalMs &&
+        (state.projection?.appliedSeq() ?? 0) > state.snapshotSeq)
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.gen(function* () {
+          yield* Effect.sleep("100 millis")
+          const now = Date.now()
+          yield* Effect.forEach(
+            [...states.values()].filter((s) => due(s, now)),
+            snapshot,
+            { discard: true },
+          )
+        }),
+      ),
+    )
+    // At shutdown, before the leases are released (finalizers run last-added first).
+    yield* Effect.addFinalizer(() => snapshotAll)
+
+    const answering = (partition: number): PartitionState | undefined => {
+      const state = states.get(partition)
+      return state !== undefined && state.ready && leases.holds(partition) ? state : undefined
+    }
+
+    /** How far the partition is known complete: its last applied record, what the tracker proved, or just before a halt. */
+    const appliedOf = (state: PartitionState) => {
+      const halt = state.projection?.halted() ?? null
+      if (halt !== null) return halt.seq - 1
+      return Math.max(state.projection?.appliedSeq() ?? 0, state.completeTo)
+    }
+
+    // The position tracker: a partition that has applied its last record is complete up to the stream's
+    // end as read before that record was asked for, so an idle partition does not hold the replica's
+    // position back. One stream read, and one read per lagging partition, every 250 ms.
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.gen(function* () {
+          yield* Effect.sleep("250 millis")
+          const streamLast = yield* log.lastSeq.pipe(Effect.orElseSucceed(() => 0))
+          for (const state of states.values()) {
+            const projection = state.projection
+            if (!state.ready || projection === null || projection.halted() !== null) continue
+            if (appliedOf(state) >= streamLast) continue
+            const last = yield* lastSeqOf(state.partition).pipe(Effect.orElseSucceed(() => Number.MAX_SAFE_INTEGER))
+            if (projection.appliedSeq() >= last) state.completeTo = Math.max(state.completeTo, streamLast)
+          }
+        }),
+      ),
+    )
+
+    const waitInPartition = (partition: number, seq: number, timeout: Parameters<Projection["waitFor"]>[1]) =>
+      Effect.gen(function* () {
+        const state = answering(partition)
+        if (state === undefined || state.projection === null)
+          return yield* Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: 0 }))
+        if (appliedOf(state) >= seq) return
+        const projection = state.projection
+        if (projection.halted() !== null)
+          return yield* Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: appliedOf(state) }))
+        // The partition's last sequence proves something about `seq` only once the stream has reached it,
+        // and only when read after that was seen.
+        const streamLast = yield* log.lastSeq.pipe(Effect.orElseSucceed(() => 0))
+        if (streamLast < seq) return yield* projection.waitFor(seq, timeout)
+        const last = yield* lastSeqOf(partition).pipe(Effect.orElseSucceed(() => seq))
+        const target = Math.min(seq, last)
+        if (projection.appliedSeq() < target) yield* projection.waitFor(target, timeout)
+        // Everything of the partition up to `last` is applied, and `last` was read after `seq` was stored.
+        if (last <= projection.appliedSeq()) state.completeTo = Math.max(state.completeTo, seq)
+      })
+
+    const ready = () => allPartitions(settings.partitions).filter((p) => answering(p) !== undefined)
+
+    const projection: PartitionedProjection = {
+      appliedSeq: (agentId?: string) => {
+        if (agentId !== undefined) {
+          const state = answering(partitionOf(agentId, settings.partitions))
+          return state === undefined ? 0 : appliedOf(state)
+        }
+        const owned = ready().map((p) => appliedOf(states.get(p)!))
+        return owned.length === 0 ? 0 : Math.min(...owned)
+      },
+      waitFor: (seq, timeout, agentId) =>
+        agentId !== undefined
+          ? waitInPartition(partitionOf(agentId, settings.partitions), seq, timeout)
+          : Effect.forEach(ready(), (p) => waitInPartition(p, seq, timeout), {
+              concurrency: "unbounded",
+              discard: true,
+            }),
+      warmedUp: Effect.gen(function* () {
+        yield* leases.firstRound
+        while ([...states.values()].some((s) => !s.ready)) {
+          // Met during warm-up, the service does not start.
+          if (catchUpFailure !== null) return yield* Effect.die(catchUpFailure)
+          yield* Effect.sleep("20 millis")
+        }
+        return { events: caughtUpEvents, millis: Date.now() - startedAt } satisfies WarmUp
+      }),
+      halted: (): Halt | null => {
+        for (const s of states.values()) {
+          const halt = s.projection?.halted() ?? null
+          if (halt !== null) return halt
+        }
+        return null
+      },
+    }
+
+    return {
+      get: (agentId: string) => answering(partitionOf(agentId, settings.partitions))?.views.get(agentId),
+      all: () => {
+        const all = new Map<string, AgentView>()
+        for (const p of ready()) for (const [id, view] of states.get(p)!.views) all.set(id, view)
+        return all
+      },
+      projection,
+      owns: (agentId: string) => answering(partitionOf(agentId, settings.partitions)) !== undefined,
+      leases,
+      ready,
+      catchUps: () => catchUps,
+      snapshotAll,
+    } satisfies PartitionedViews
+  })

@@ -1,0 +1,99 @@
+/**
+ * An agent's working view as JSON and back, for snapshots: the persistent
+ * maps and sets become sorted arrays of pairs and ids, the seen-id list an
+ * array of hashes. `decodeView` throws on anything it does not recognise;
+ * the caller treats that as "no snapshot" and rebuilds from the log.
+ */
+import { HashMap, HashSet } from "effect"
+import type { AgentView, SeenIds } from "../../../domain/agent-view.ts"
+
+type Json = Record<string, unknown>
+
+const pairs = <V>(map: HashMap.HashMap<string, V>) =>
+  [...HashMap.toEntries(map)].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+const ids = (set: HashSet.HashSet<string>) => [...set].sort()
+
+const encodeSeen = (seen: SeenIds) => {
+  const recent: number[] = []
+  for (let node = seen.recent; node !== null; node = node.next) recent.push(node.hash)
+  return { recent, older: seen.older.map((g) => [...g]) }
+}
+
+export const encodeView = (view: AgentView): Json => ({
+  ...view,
+  entries: pairs(view.entries),
+  cues: pairs(view.cues),
+  cueRelevance: pairs(view.cueRelevance),
+  longTerm: ids(view.longTerm),
+  otherEntrySeqs: pairs(view.otherEntrySeqs),
+  step: view.step && {
+    ...view.step,
+    referenced: ids(view.step.referenced),
+    similarities: view.step.similarities && pairs(view.step.similarities),
+  },
+  seen: encodeSeen(view.seen),
+})
+
+const array = (value: unknown, field: string): unknown[] => {
+  if (!Array.isArray(value)) throw new Error(`${field}: not an array`)
+  return value
+}
+const number = (value: unknown, field: string): number => {
+  if (typeof value !== "number" || !Number.isFinite(value)) throw new Error(`${field}: not a number`)
+  return value
+}
+const object = (value: unknown, field: string): Json => {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) throw new Error(`${field}: not an object`)
+  return value as Json
+}
+const hashMap = <V>(value: unknown, field: string): HashMap.HashMap<string, V> =>
+  HashMap.fromIterable(
+    array(value, field).map((pair) => {
+      const [k, v] = array(pair, field)
+      if (typeof k !== "string") throw new Error(`${field}: a key is not a string`)
+      return [k, v as V] as const
+    }),
+  )
+const hashSet = (value: unknown, field: string): HashSet.HashSet<string> =>
+  HashSet.fromIterable(
+    array(value, field).map((id) => {
+      if (typeof id !== "string") throw new Error(`${field}: an id is not a string`)
+      return id
+    }),
+  )
+
+const decodeSeen = (value: unknown): SeenIds => {
+  const seen = object(value, "seen")
+  const recent = array(seen.recent, "seen.recent").map((h) => number(h, "seen.recent"))
+  let node: SeenIds["recent"] = null
+  for (let i = recent.length - 1; i >= 0; i--) node = { hash: recent[i]!, next: node }
+  const older = array(seen.older, "seen.older").map(
+    (g) => new Set(array(g, "seen.older").map((h) => number(h, "seen.older"))) as ReadonlySet<number>,
+  )
+  return { recent: node, recentSize: recent.length, older }
+}
+
+export const decodeView = (value: unknown): AgentView => {
+  const v = object(value, "view")
+  object(v.config, "config")
+  for (const field of ["budget", "usage", "entryCount", "clock", "configSeq", "stepSeq", "registeredSeq", "lastSeq"])
+    number(v[field], field)
+  const step = v.step === null ? null : object(v.step, "step")
+  return {
+    ...(v as unknown as AgentView),
+    entries: hashMap(v.entries, "entries"),
+    cues: hashMap(v.cues, "cues"),
+    cueRelevance: hashMap(v.cueRelevance, "cueRelevance"),
+    longTerm: hashSet(v.longTerm, "longTerm"),
+    otherEntrySeqs: hashMap(v.otherEntrySeqs, "otherEntrySeqs"),
+    step:
+      step === null
+        ? null
+        : ({
+            ...step,
+            referenced: hashSet(step.referenced, "step.referenced"),
+            similarities: step.similarities === null ? null : hashMap(step.similarities, "step.similarities"),
+          } as unknown as AgentView["step"]),
+    seen: decodeSeen(v.seen),
+  }
+}
