@@ -73,11 +73,22 @@ const decodeSeen = (value: unknown): SeenIds => {
   return { recent: node, recentSize: recent.length, older }
 }
 
+/** The view's numeric fields; typed as keys of AgentView, so a renamed field fails the type-check here. */
+const NUMERIC_FIELDS = [
+  "budgetInForce",
+  "usage",
+  "entryCount",
+  "clock",
+  "configSeq",
+  "stepSeq",
+  "registeredSeq",
+  "lastSeq",
+] as const satisfies ReadonlyArray<keyof AgentView>
+
 export const decodeView = (value: unknown): AgentView => {
   const v = object(value, "view")
   object(v.config, "config")
-  for (const field of ["budget", "usage", "entryCount", "clock", "configSeq", "stepSeq", "registeredSeq", "lastSeq"])
-    number(v[field], field)
+  for (const field of NUMERIC_FIELDS) number(v[field], field)
   const step = v.step === null ? null : object(v.step, "step")
   return {
     ...(v as unknown as AgentView),
