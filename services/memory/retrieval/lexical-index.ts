@@ -24,10 +24,6 @@ const B = 0.7
 const DELTA = 0.5
 /** Bounds are compared with room for floating-point rounding, so pruning never drops a document that ties or wins. */
 const BOUND_SLACK = 1 + 1e-9
-/** How many documents of the strongest query term are scored up front for a floor under the k-th score. */
-const SEED_POSTINGS = 2048
-/** The floor is sought only when the query's posting lists hold at least this many postings per hit asked for. */
-const SEED_WORTHWHILE = 40
 
 /** The documents holding one term, by slot ascending, with the term's count in each. */
 class Postings {
@@ -310,20 +306,6 @@ export class LexicalIndex {
     const termScore = (c: Cursor, count: number, slot: number) =>
       c.boost * (c.idf * (DELTA + (count * (K1 + 1)) / (count + K1 * (1 - B + (B * lengths[slot]!) / averageLength))))
 
-    // A floor under the k-th score before the walk starts: the exact scores of the first documents of the
-    // strongest term. Walking in insertion order, the held k-th score stays low while the early documents
-    // are weak ones, and nothing is pruned until it rises; the floor prunes from the first document on.
-    // A document is pruned against it only when it scores strictly below (a tie with the floor may still
-    // win on insertion order), hence the division by the slack.
-    const floor = prunable ? this.#floor(cursors, byBound, order, limit, termScore, ids) / BOUND_SLACK : 0
-    const threshold = () => Math.max(top.threshold, floor)
-    const raiseEssential = () => {
-      const t = threshold()
-      if (t <= 0) return
-      while (essential < byBound.length && (essential + 1) * prefixBound[essential + 1]! * BOUND_SLACK <= t) essential++
-    }
-    if (prunable) raiseEssential()
-
     for (;;) {
       // The next document any walked term holds.
       let slot = Number.MAX_SAFE_INTEGER
@@ -355,8 +337,8 @@ export class LexicalIndex {
       // Probe the other terms, the strongest first, while the document can still make the top k.
       let pruned = false
       for (let e = essential - 1; e >= 0; e--) {
-        const t = threshold()
-        if (prunable && t > 0 && (matched + e + 1) * (partial + prefixBound[e + 1]!) * BOUND_SLACK <= t) {
+        const threshold = top.threshold
+        if (prunable && top.full && (matched + e + 1) * (partial + prefixBound[e + 1]!) * BOUND_SLACK <= threshold) {
           pruned = true
           break
         }
@@ -377,52 +359,12 @@ export class LexicalIndex {
       if (top.full && score < top.threshold) continue
       top.offer(score, slot)
       // A higher k-th score may let more of the weakest terms go unwalked.
-      if (prunable && top.full) raiseEssential()
+      if (prunable && top.full) {
+        const threshold = top.threshold
+        while (essential < byBound.length && (essential + 1) * prefixBound[essential + 1]! * BOUND_SLACK <= threshold)
+          essential++
+      }
     }
     return top.sorted().map((h) => ({ entryId: ids[h.slot]!, score: h.score }))
-  }
-
-  /**
-   * The k-th best exact score among the first SEED_POSTINGS documents of the term with the largest
-   * bound (0 when fewer than k of them are live): every document of the final top k scores at least
-   * this much. Scored as the walk scores (same terms, same order of the sum).
-   */
-  #floor(
-    cursors: ReadonlyArray<Cursor>,
-    byBound: ReadonlyArray<number>,
-    order: ReadonlyArray<number>,
-    limit: number,
-    termScore: (c: Cursor, count: number, slot: number) => number,
-    ids: ReadonlyArray<string | undefined>,
-  ): number {
-    if (cursors.length < 2) return 0
-    const strongest = cursors[byBound[byBound.length - 1]!]!.list
-    let postings = 0
-    for (const c of cursors) postings += c.list.length
-    if (postings < SEED_WORTHWHILE * limit) return 0
-    const slots = strongest.slots.subarray(0, Math.min(strongest.length, SEED_POSTINGS))
-    const seeds = new TopK(limit)
-    const positions = new Int32Array(cursors.length)
-    const contribution = new Float64Array(cursors.length)
-    const held = new Uint8Array(cursors.length)
-    for (const slot of slots) {
-      if (ids[slot] === undefined) continue
-      let matched = 0
-      for (let i = 0; i < cursors.length; i++) {
-        const c = cursors[i]!
-        const at = seek(c.list, positions[i]!, slot)
-        positions[i] = at
-        held[i] = 0
-        if (at < c.list.length && c.list.slots[at] === slot) {
-          contribution[i] = termScore(c, c.list.counts[at]!, slot)
-          held[i] = 1
-          matched++
-        }
-      }
-      let sum = 0
-      for (const i of order) if (held[i] === 1) sum += contribution[i]!
-      seeds.offer(sum * matched, slot)
-    }
-    return seeds.full ? seeds.threshold : 0
   }
 }
