@@ -27,18 +27,11 @@ import { DEFAULT_ENCODING, type Encoding } from "../contracts/agent.ts"
 import type { BuiltContext as BuiltContextSchema, ContextItem as ContextItemSchema } from "../contracts/api.ts"
 import type { RepresentationKind, WorkingEntry } from "../contracts/entry.ts"
 import { focusText } from "../contracts/focus.ts"
-import { type AgentView, availableForms, currentFocus, formText, formTokens, fullestText } from "./agent-view.ts"
+import { type AgentView, currentFocus, formTokens } from "./agent-view.ts"
+import { blockOf, formsOf, statsOf } from "./entry-memo.ts"
 import { bm25Scaled, DEFAULT_RELEVANCE, frequencyOf, fuseRankings, recencyOf, relevance } from "./relevance.ts"
-import {
-  dateLineTokens,
-  dayOf,
-  lineTokens,
-  renderBlock,
-  renderDateLine,
-  renderSittingLine,
-  SITTING_GAP_MS,
-} from "./render.ts"
-import { type TermStats, termStats, terms } from "./terms.ts"
+import { dateLineTokens, dayOf, lineTokens, renderDateLine, renderSittingLine, SITTING_GAP_MS } from "./render.ts"
+import { type TermStats, termStats } from "./terms.ts"
 
 export interface Candidate {
   readonly entry: WorkingEntry
@@ -133,7 +126,7 @@ export const buildContext = (
     const entry = candidate.entry
     const day = dayOf(entry.timestamp)
     const header = days.has(day) ? 0 : dateLineTokens(entry.timestamp, encoding)
-    const forms = availableForms(entry)
+    const forms = formsOf(entry)
     const wanted =
       used < FULL_SHARE * budget
         ? forms[0]!
@@ -141,7 +134,8 @@ export const buildContext = (
           ? compressedForm(entry)
           : compactForm(entry)
     // The wanted form if it fits, else anything more compact that does.
-    for (const form of forms.slice(forms.indexOf(wanted))) {
+    for (let f = forms.indexOf(wanted); f < forms.length; f++) {
+      const form = forms[f]!
       const tokens = formTokens(entry, form)
       if (used + tokens + header > budget) continue
       used += tokens + header
@@ -151,7 +145,7 @@ export const buildContext = (
     }
   })
   for (const c of chosen) {
-    for (const form of availableForms(c.candidate.entry)) {
+    for (const form of formsOf(c.candidate.entry)) {
       if (form === c.form) break
       const tokens = formTokens(c.candidate.entry, form)
       if (used - c.tokens + tokens <= budget) {
@@ -178,7 +172,7 @@ export const buildContext = (
   const items: ContextItem[] = []
   chosen.forEach((c, i) => {
     const e = c.candidate.entry
-    text += headers[i]! + renderBlock(e, c.form, formText(e, c.form))
+    text += headers[i]! + blockOf(e, c.form)
     items.push({
       entryId: e.id,
       timestamp: e.timestamp,
@@ -227,7 +221,7 @@ export const candidatesOf = (
  */
 export const priorityFor = (view: AgentView): ((entry: WorkingEntry, cue: boolean) => number) => {
   const focus = currentFocus(view)
-  const query = terms(focusText(focus))
+  const query = termStats(focusText(focus)).terms
   if (query.length === 0) return recencyPriority
   const weights = view.config.relevance ?? DEFAULT_RELEVANCE
   // Once retrieval has recalled for the step, its similarities rank natives and cues alike.
@@ -253,7 +247,7 @@ export const priorityFor = (view: AgentView): ((entry: WorkingEntry, cue: boolea
 }
 
 /** The lexical terms of the text working holds for an entry. */
-export const entryStats = (entry: WorkingEntry): TermStats => termStats(fullestText(entry))
+export const entryStats = (entry: WorkingEntry): TermStats => statsOf(entry)
 
 export interface ContextOptions {
   readonly limit?: number

@@ -70,16 +70,19 @@ export const bm25Scaled = (
   }
   const avg = totalLength / n || 1
   let max = 0
-  const scores = docs.map((d) => {
+  const scores = new Array<number>(n)
+  for (let j = 0; j < n; j++) {
+    const d = docs[j]!
     let s = 0
     for (let i = 0; i < idfTerms.length; i++) {
       const f = d.frequencies.get(idfTerms[i]!)
       if (f) s += (idfWeights[i]! * f * (k1 + 1)) / (f + k1 * (1 - b + (b * d.terms.length) / avg))
     }
     if (s > max) max = s
-    return s
-  })
-  return max > 0 ? scores.map((s) => s / max) : scores
+    scores[j] = s
+  }
+  if (max > 0) for (let j = 0; j < n; j++) scores[j]! /= max
+  return scores
 }
 
 /**

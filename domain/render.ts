@@ -99,9 +99,23 @@ export const lineTokens = (line: string, encoding: Encoding): number => {
   return tokens
 }
 
-/** Token cost of a plain date line. */
-export const dateLineTokens = (epochMillis: number, encoding: Encoding): number =>
-  lineTokens(renderDateLine(epochMillis), encoding)
+const dateLineCache = new Map<Encoding, Map<number, number>>()
+/** Token cost of a plain date line (cached by day: the line names the day alone). */
+export const dateLineTokens = (epochMillis: number, encoding: Encoding): number => {
+  let byDay = dateLineCache.get(encoding)
+  if (byDay === undefined) {
+    byDay = new Map()
+    dateLineCache.set(encoding, byDay)
+  }
+  const day = dayOf(epochMillis)
+  let tokens = byDay.get(day)
+  if (tokens === undefined) {
+    if (byDay.size > 100_000) byDay.clear()
+    tokens = lineTokens(renderDateLine(epochMillis), encoding)
+    byDay.set(day, tokens)
+  }
+  return tokens
+}
 
 /** UTC minute: "13:56". */
 export const formatTime = (epochMillis: number): string => {

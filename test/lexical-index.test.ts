@@ -92,6 +92,36 @@ describe("the lexical index's top k", () => {
     )
   })
 
+  it("holds when the documents scored up front tie with, or beat, the ones the walk meets first", () => {
+    // Long posting lists (so the walk first scores the strongest term's leading documents for a floor),
+    // many documents identical to each other (their scores tie exactly, and insertion order decides),
+    // the best ones late or early in the lists, and boosted and repeated query terms.
+    fc.assert(
+      fc.property(
+        fc.array(fc.array(fc.constantFrom("a", "b", "c", "d", "e"), { minLength: 1, maxLength: 4 }), {
+          minLength: 1,
+          maxLength: 6,
+        }),
+        fc.array(fc.integer({ min: 0, max: 5 }), { minLength: 300, maxLength: 600 }),
+        fc.array(fc.constantFrom("a", "b", "c", "d", "e", "z"), { minLength: 1, maxLength: 6 }),
+        fc.integer({ min: 1, max: 12 }),
+        fc.option(fc.dictionary(fc.constantFrom("a", "b", "c"), fc.double({ min: 0, max: 3, noNaN: true }))),
+        (shapes, picks, terms, limit, boosts) => {
+          const index = new LexicalIndex()
+          const live: Array<readonly [string, ReadonlyArray<string>]> = []
+          picks.forEach((pick, i) => {
+            const doc = shapes[pick % shapes.length]!
+            index.add("agent", `e${i}`, doc)
+            live.push([`e${i}`, doc])
+          })
+          const boostMap = boosts ? new Map(Object.entries(boosts)) : undefined
+          expect(index.search("agent", terms, limit, boostMap)).toEqual(exhaustive(live, terms, limit, boostMap))
+        },
+      ),
+      { numRuns: 300 },
+    )
+  })
+
   it("holds at a size where pruning skips most postings, after many removals compact the index", () => {
     const index = new LexicalIndex()
     const live = new Map<string, string[]>()
