@@ -67,7 +67,9 @@ const openLeaseBucket = (ttlMs: number) =>
           ttl: ttlMs,
           history: 1,
           replicas: settings.replicas,
-          storage: "memory" as never,
+          // On file, so the leases outlive a broker restart: a memory bucket vanishes with the broker and
+          // every renewal and take would fail against a stream that no longer exists.
+          storage: "file" as never,
         }),
       catch: (cause) => new Error(`cannot open KV bucket ${LEASE_BUCKET}: ${String(cause)}`, { cause }),
     }).pipe(Effect.orDie)
