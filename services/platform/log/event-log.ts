@@ -129,12 +129,29 @@ const isTransient = (error: unknown): boolean => {
 
 export const appendRetryDeadline = Duration.seconds(30)
 
+/**
+ * A stream byte limit is refused on nats-server before 2.10: with discard new, 2.9 checks a write's
+ * payload and headers against the limit but stores it with its subject and record overhead, and when
+ * that passes the limit it deletes the oldest messages — the agents' registrations first.
+ */
+export const streamByteLimitProblem = (maxBytes: number | undefined, serverVersion: string | undefined) => {
+  if (maxBytes === undefined || maxBytes <= 0 || serverVersion === undefined) return null
+  const [major = 0, minor = 0] = serverVersion.split(".").map((n) => Number.parseInt(n, 10))
+  if (major > 2 || (major === 2 && minor >= 10)) return null
+  return (
+    `WM_STREAM_MAX_BYTES needs nats-server 2.10 or later (this one is ${serverVersion}): 2.9 deletes the oldest ` +
+    "events when a write lands just under the limit; unset it or upgrade the server"
+  )
+}
+
 export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/EventLog") {
   static readonly layer = Layer.effect(
     EventLog,
     Effect.gen(function* () {
-      const { js, jsm } = yield* Nats
+      const { nc, js, jsm } = yield* Nats
       const settings = yield* NatsSettings
+      const byteLimitProblem = streamByteLimitProblem(settings.streamMaxBytes, nc.info?.version)
+      if (byteLimitProblem !== null) return yield* Effect.die(new Error(byteLimitProblem))
       yield* ensureTopology(jsm, settings).pipe(Effect.orDie)
 
       const append = (
