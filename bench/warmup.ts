@@ -7,14 +7,13 @@
 
 import { writeFileSync } from "node:fs"
 import { parseArgs } from "node:util"
-import { jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
-import { Effect, ManagedRuntime } from "effect"
+import { ManagedRuntime } from "effect"
 import { startNatsServer } from "../infra/nats-server.ts"
 import { NatsSettings } from "../services/platform/nats/settings.ts"
-import { ensureTopology } from "../services/platform/nats/topology.ts"
 import { workingService } from "../services/system.ts"
 import { Working } from "../services/working/working.ts"
+import { createBenchTopology } from "./speed/services.ts"
 import { fillLog } from "./support/synthetic-log.ts"
 
 const { values } = parseArgs({
@@ -32,14 +31,7 @@ const results: Record<string, { events: number; medianMs: number; eventsPerSec: 
 for (const size of sizes) {
   const server = await startNatsServer()
   const nc = await connect({ servers: server.url })
-  await Effect.runPromise(
-    ensureTopology(await jetstreamManager(nc), {
-      servers: [server.url],
-      name: "bench",
-      replicas: 1,
-      dedupeWindowMs: 120_000,
-    }),
-  )
+  await createBenchTopology(nc, server.url, 120_000)
   await fillLog(nc, size)
   const times: number[] = []
   for (let r = 0; r < runs; r++) {

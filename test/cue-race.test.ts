@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
 import { steppingClock } from "./support/clock.ts"
+import { FILLER_TURNS } from "./support/fillers.ts"
 import { appendEvents, readLog } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -19,14 +20,7 @@ beforeAll(async () => {
 })
 afterAll(async () => system?.stop())
 
-const fillers = [
-  "The weather was grey and the bus was late again this morning.",
-  "Remember to water the tomatoes on the balcony before noon.",
-  "The quarterly tax report is due at the end of the month.",
-  "We talked about repainting the kitchen a pale green colour.",
-  "My brother keeps asking about the football tickets for Sunday.",
-  "The laptop fan is noisy whenever the build runs for long.",
-]
+const fillers = FILLER_TURNS
 
 const waitUntil = async (condition: () => Promise<boolean>, what: string, timeoutMs = 20_000) => {
   const deadline = Date.now() + timeoutMs

@@ -11,6 +11,7 @@ import { LongTermStore, type LongTermStoreShape } from "../services/memory/longt
 import { AgentSharing } from "../services/platform/access/sharing.ts"
 import { memoryService } from "../services/system.ts"
 import { steppingClock } from "./support/clock.ts"
+import { FILLER_TURNS } from "./support/fillers.ts"
 import { readLog } from "./support/log.ts"
 import { settingsFor, startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -32,14 +33,7 @@ const listRecords = async (query: Parameters<LongTermStoreShape["list"]>[0]) => 
   return Effect.runPromise(store.list(query))
 }
 
-const fillers = [
-  "The weather was grey and the bus was late again this morning.",
-  "Remember to water the tomatoes on the balcony before noon.",
-  "The quarterly tax report is due at the end of the month.",
-  "We talked about repainting the kitchen a pale green colour.",
-  "My brother keeps asking about the football tickets for Sunday.",
-  "The laptop fan is noisy whenever the build runs for long.",
-]
+const fillers = FILLER_TURNS
 
 /** Records the memorable entries, then enough filler that they demote out of working. */
 const agentWithHistory = async (

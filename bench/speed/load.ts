@@ -1,20 +1,10 @@
-/**
- * Latency under load: 100 agents record at once, each entry timed from the
- * request until a read that waits for it (`afterSeq`) sees it in the working
- * view; meanwhile `memory.query` requests over those agents are sent one at a
- * time and timed. Every service runs in one process (the embedded default,
- * bench/speed/system-runner.ts) on a nats-server of its own.
- */
-import { jetstreamManager } from "@nats-io/jetstream"
-import { Effect } from "effect"
 import { NotCaughtUp } from "../../contracts/errors.ts"
 import { apiSubject } from "../../contracts/subjects.ts"
 import { startNatsServer } from "../../infra/nats-server.ts"
 import { type AgentClient, WorkingMemoryClient } from "../../sdk/client.ts"
-import { ensureTopology } from "../../services/platform/nats/topology.ts"
 import { memoryQuestion, realisticEntry } from "../support/realistic-entries.ts"
 import { READINESS_PROBE, waitUntilServed } from "./replay.ts"
-import { spawnService, stopChild } from "./services.ts"
+import { createBenchTopology, spawnService, stopChild } from "./services.ts"
 import { percentile } from "./stats.ts"
 
 export interface LoadSizes {
@@ -50,14 +40,7 @@ export const measureLoad = async (sizes: LoadSizes, log: (line: string) => void)
   let services: ReturnType<typeof spawnService> | undefined
   try {
     client = await WorkingMemoryClient.connect({ servers: server.url, name: "bench-load", timeoutMs: 30_000 })
-    await Effect.runPromise(
-      ensureTopology(await jetstreamManager(client.nc), {
-        servers: [server.url],
-        name: "bench",
-        replicas: 1,
-        dedupeWindowMs: 10 * 60_000,
-      }),
-    )
+    await createBenchTopology(client.nc, server.url)
     services = spawnService("bench/speed/system-runner.ts", server.url)
     await Promise.race([
       Promise.all(

@@ -1,19 +1,3 @@
-/**
- * Merged retrieval p99 at 100k long-term records (target < 20 ms).
- *
- * One agent's log holds 100k distinct, realistic memories that faded to
- * summaries and were demoted to long-term (each EntryDemoted event carrying
- * its embedding by the services' offline embedder), followed by a full
- * 12k-token working view. The memory services (long-term and retrieval, with
- * the embedded store) run in their own process and rebuild from that log;
- * then `memory.query` requests (the SDK's `agent.query`, top 10 over both
- * tiers) are sent one at a time and each is timed.
- *
- * It runs on its own nats-server so that its 300k events do not change the
- * log the replay and ingest figures are measured on.
- *
- */
-import { jetstreamManager } from "@nats-io/jetstream"
 import type { NatsConnection } from "@nats-io/transport-node"
 import { Effect } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
@@ -22,13 +6,12 @@ import { startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { encodeVector } from "../../services/platform/embedding/embedder.ts"
 import { EmbeddingProvider } from "../../services/platform/embedding/embedding-provider.ts"
-import { ensureTopology } from "../../services/platform/nats/topology.ts"
 import { FULL_VIEW_T0, fadeScore, fullViewEvents } from "../support/full-view.ts"
 import { memoryQuestion, memoryText } from "../support/realistic-entries.ts"
 import { publishWindowed } from "../support/synthetic-log.ts"
 import { READINESS_PROBE, waitUntilServed } from "./replay.ts"
 import { processRssMb, type RetrievalMemory, retrievalMemoryProbe } from "./retrieval-memory.ts"
-import { spawnService, stopChild } from "./services.ts"
+import { createBenchTopology, spawnService, stopChild } from "./services.ts"
 import { percentile } from "./stats.ts"
 
 export interface RetrievalContext {
@@ -177,14 +160,7 @@ export const measureRetrieval: RetrievalMeasure = async ({ quick, records: reque
   let memory: ReturnType<typeof spawnService> | undefined
   try {
     client = await WorkingMemoryClient.connect({ servers: server.url, name: "bench-retrieval", timeoutMs: 30_000 })
-    await Effect.runPromise(
-      ensureTopology(await jetstreamManager(client.nc), {
-        servers: [server.url],
-        name: "bench",
-        replicas: 1,
-        dedupeWindowMs: 10 * 60_000,
-      }),
-    )
+    await createBenchTopology(client.nc, server.url)
     log(`retrieval: appending ${records} demoted memories and a full working view of one agent...`)
     const probe = retrievalMemoryProbe()
     const model = await fillMemories(client.nc, records, probe)

@@ -1,6 +1,10 @@
 /** Service processes the benchmark starts: `node <script>` against the benchmark's server. */
 import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { jetstreamManager } from "@nats-io/jetstream"
+import type { NatsConnection } from "@nats-io/transport-node"
+import { Effect } from "effect"
+import { ensureTopology } from "../../services/platform/nats/topology.ts"
 
 const repoRoot = fileURLToPath(new URL("../../", import.meta.url))
 
@@ -41,3 +45,9 @@ export const stopChild = (child: ChildProcess): Promise<void> =>
     child.once("exit", () => resolve())
     child.kill("SIGTERM")
   })
+
+/** Creates the event log's streams on the benchmark's server, as a service would at start. */
+export const createBenchTopology = async (nc: NatsConnection, url: string, dedupeWindowMs = 10 * 60_000) =>
+  Effect.runPromise(
+    ensureTopology(await jetstreamManager(nc), { servers: [url], name: "bench", replicas: 1, dedupeWindowMs }),
+  )
