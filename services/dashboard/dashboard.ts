@@ -16,7 +16,7 @@ import { NatsSettings } from "../platform/nats/settings.ts"
 import { createDashboardServer } from "./http.ts"
 import { DashboardModel, type TimelineItem } from "./read-model.ts"
 
-export const DEFAULT_DASHBOARD_PORT = 4380 // as WM_DASHBOARD_PORT's default in contracts/settings.ts
+export const DEFAULT_DASHBOARD_PORT = Number(declared.WM_DASHBOARD_PORT.default)
 /** Where `npm run build:dashboard` writes the page. */
 export const DEFAULT_ASSETS_DIR = join(import.meta.dirname, "..", "..", "dashboard", "dist")
 

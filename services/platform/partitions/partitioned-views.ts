@@ -283,7 +283,7 @@ export const projectPartitionedViews = (service: string) =>
 
     const answering = (partition: number): PartitionState | undefined => {
       const state = states.get(partition)
-      return state !== undefined && state.ready && leases.holds(partition) ? state : undefined
+      return state?.ready && leases.holds(partition) ? state : undefined
     }
 
     /** How far the partition is known complete: its last applied record, what the tracker proved, or just before a halt. */
