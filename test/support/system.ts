@@ -54,7 +54,7 @@ export const startTestSystem = async (
     liveView: async (agentId, afterSeq) => {
       const working = await system.services.runtime.runPromise(Working)
       const seq = afterSeq ?? (await lastSeq(server.url))
-      await system.services.runtime.runPromise(working.views.projection.waitFor(seq))
+      await system.services.runtime.runPromise(working.views.projection.waitFor(seq, undefined, agentId))
       return working.views.get(agentId)
     },
     restartServices: async () => {
