@@ -189,3 +189,67 @@ describe("a working replica killed under load", () => {
     expect({ lost, stale }).toEqual({ lost: 0, stale: 0 })
   })
 })
+
+describe("a replica whose leases lapse", () => {
+  let server: NatsServerProcess
+  let gateway: InProcess<unknown>
+  let a: Awaited<ReturnType<typeof replica>>
+  let client: WorkingMemoryClient
+  let nc: NatsConnection
+
+  beforeAll(async () => {
+    server = await startNatsServer()
+    gateway = await startInProcess(gatewayLayer(server.url))
+    a = await replica(server.url, "stalling")
+    client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 2_000, attempts: 8 })
+    nc = await connect({ servers: server.url })
+  })
+  afterAll(() =>
+    teardown(
+      () => nc?.close(),
+      () => client?.close(),
+      () => a?.services.stop(),
+      () => gateway?.stop(),
+      () => server?.stop(),
+    ),
+  )
+
+  it("stalled past the TTL, it answers again from the views it kept, without catching up again", async () => {
+    await eventually("the replica to own every partition", () => a.working.views.ready().length === P || undefined)
+    const agent = client.agent("stalled-0")
+    await agent.register({ role: "main" })
+    const before = await agent.record({ origin: "USER", content: "Written before the stall." })
+    const catchUps = a.working.views.catchUps().length
+
+    // A process stall longer than the lease TTL (a long GC pause, a starved CPU): no renewal is sent and
+    // the broker expires every lease.
+    const until = Date.now() + TTL + 1_500
+    while (Date.now() < until) {}
+    expect(a.working.views.owns(agent.agentId)).toBe(false)
+
+    await eventually("the replica to answer for every partition again", () =>
+      a.working.views.ready().length === P ? true : undefined,
+    )
+    expect(a.working.views.catchUps().length).toBe(catchUps)
+    const after = await agent.record({ origin: "USER", content: "Written after the stall." })
+    const seen = new Set((await agent.view()).entries.map((e) => e.id))
+    expect(seen.has(before.entryId) && seen.has(after.entryId)).toBe(true)
+    expect((await leaseOwners(nc)).get(partitionOf(agent.agentId))).toBe("stalling")
+  })
+
+  it("drops a partition whose lease another replica holds", async () => {
+    const agentId = "stalled-1"
+    const agent = client.agent(agentId)
+    await agent.register({ role: "main" })
+    const partition = partitionOf(agentId)
+    expect(a.working.views.owns(agentId)).toBe(true)
+    // Another replica's entry where this one's renewal expects its own (as after a lapse and a take).
+    const kv = await new Kvm(nc).open(LEASE_BUCKET)
+    await kv.put(leaseKey("working", partition), JSON.stringify({ replica: "intruder" }))
+    await eventually("the replica to drop the partition", () =>
+      a.working.views.ready().includes(partition) ? undefined : true,
+    )
+    expect(a.working.views.get(agentId)).toBeUndefined()
+    expect(a.working.views.leases.held()).not.toContain(partition)
+  })
+})

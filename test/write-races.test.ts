@@ -12,21 +12,19 @@ import type { MemoryEvent } from "../contracts/events.ts"
 import { agentStepSubject } from "../contracts/subjects.ts"
 import { gatewayService, workingService } from "../services/system.ts"
 import { readLog } from "./support/log.ts"
-import { type RunningServices, settingsFor, startServices, startTestSystem, type TestSystem } from "./support/system.ts"
+import { settingsFor, startTestSystem, type TestSystem } from "./support/system.ts"
 
 let system: TestSystem
-let second: RunningServices
 beforeAll(async () => {
   // No fade worker or retrieval: only the writes under test touch these agents.
   system = await startTestSystem({}, { fade: false, memory: false })
   // A second gateway and working service: the queue groups spread requests over both, so writes race across processes.
   const settings = settingsFor(system.server.url)
-  second = await startServices(
+  await system.startReplica(
     Layer.mergeAll(gatewayService(settings("wm-gateway-2")), workingService(settings("wm-working-2"))),
   )
 })
 afterAll(async () => {
-  await second?.stop()
   await system?.stop()
 })
 

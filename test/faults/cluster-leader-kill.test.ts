@@ -186,6 +186,13 @@ it("the stream leader killed mid-ingest: no acknowledged loss, no duplicates, an
   expect(counts.size).toBe(RECORDS + AFTER_REJOIN)
   expect([...counts.values()].every((n) => n === 1)).toBe(true)
   expect(duplicateEvents(log)).toBe(0)
+  // Leases that lapsed during the elections are the working replica's again: it answers for every agent.
+  await eventually(
+    "the working replica to answer for every agent",
+    async () => AGENTS.every((id) => working.views.owns(id)) || undefined,
+    60_000,
+    100,
+  )
   const rebuilt = rebuildViews(log, last)
   for (const id of AGENTS) {
     expect(snapshotOf(working.views.get(id)), `working ${id}`).toEqual(snapshotOf(rebuilt.get(id)))

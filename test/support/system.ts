@@ -34,7 +34,12 @@ export interface TestSystem {
   services: RunningServices
   /** Stops the services and starts them again on the same log (a restart). */
   readonly restartServices: () => Promise<void>
-  /** The working service's live view of an agent, once it has applied `afterSeq` (default: the log's end). */
+  /** Starts more services against the same server (e.g. a second replica), stopped with the system. */
+  readonly startReplica: <R, E>(layer: Layer.Layer<R, E>) => Promise<RunningServices>
+  /**
+   * The live view of an agent held by the working replica that owns its partition (this system's or a
+   * replica's), once it has applied `afterSeq` (default: the log's end).
+   */
   readonly liveView: (agentId: string, afterSeq?: number) => Promise<AgentView | undefined>
   readonly stop: () => Promise<void>
 }
@@ -47,14 +52,32 @@ export const startTestSystem = async (
   const layer = () => systemLayer(settingsFor(server.url, overrides), options)
   const services = await startServices(layer())
   const client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 5_000 })
+  const replicas: RunningServices[] = []
+  /** The running working replica that answers for the agent now; waits while its partition moves. */
+  const ownerOf = async (agentId: string) => {
+    const deadline = Date.now() + 15_000
+    while (true) {
+      for (const running of [system.services, ...replicas]) {
+        const working = await running.runtime.runPromise(Effect.serviceOption(Working))
+        if (working._tag === "Some" && working.value.views.owns(agentId)) return { running, working: working.value }
+      }
+      if (Date.now() > deadline) throw new Error(`no working replica answers for ${agentId}`)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
   const system: TestSystem = {
     server,
     client,
     services,
+    startReplica: async (layer) => {
+      const running = await startServices(layer)
+      replicas.push(running)
+      return running
+    },
     liveView: async (agentId, afterSeq) => {
-      const working = await system.services.runtime.runPromise(Working)
+      const { running, working } = await ownerOf(agentId)
       const seq = afterSeq ?? (await lastSeq(server.url))
-      await system.services.runtime.runPromise(working.views.projection.waitFor(seq, undefined, agentId))
+      await running.runtime.runPromise(working.views.projection.waitFor(seq, undefined, agentId))
       return working.views.get(agentId)
     },
     restartServices: async () => {
@@ -63,6 +86,7 @@ export const startTestSystem = async (
     },
     stop: async () => {
       await client.close()
+      for (const replica of replicas.splice(0).reverse()) await replica.stop()
       await system.services.stop()
       await server.stop()
     },

@@ -6,19 +6,23 @@
  *
  *   1. puts its heartbeat; the live replicas are the service's heartbeat keys;
  *   2. renews each lease it holds with a compare-and-set on the revision it
- *      last wrote (`kv.update`); a renewal refused means another replica took
- *      the partition after the lease lapsed: it is dropped at once;
+ *      last wrote (`kv.update`);
  *   3. releases leases above its fair share, ceil(P / live replicas), so a
  *      joining replica finds free partitions;
  *   4. takes free partitions (no live entry: never taken, released, or
  *      expired with a dead owner) with `kv.create`, which only one replica
  *      can win, until it holds its share.
  *
- * A replica holds a lease only until a quarter TTL before the server could
- * expire it (measured from when its last renewal was sent), so two replicas
- * never both believe they own a partition. Leases are released at shutdown.
+ * A replica answers for a partition only until a quarter TTL before the
+ * server could expire its lease (measured from when its last renewal was
+ * sent), so two replicas never both answer for one. A lease that lapsed that
+ * way (a stalled process, a broker election) is suspended, not lost: the
+ * partition's projection keeps following the log, and the replica answers
+ * again as soon as the entry is its own once more (its renewal lands, or it
+ * re-creates the expired entry). Only another replica's entry, or a release,
+ * makes it lost. Leases are released at shutdown.
  */
-import type { KV } from "@nats-io/kv"
+import type { KV, KvEntry } from "@nats-io/kv"
 import { Kvm } from "@nats-io/kv"
 import { Deferred, Effect, type Scope } from "effect"
 import { heartbeatKey, LEASE_BUCKET, leaseKey } from "../../../contracts/buckets.ts"
@@ -30,13 +34,13 @@ import { PartitionSettings } from "./settings.ts"
 export interface LeaseCallbacks {
   /** The partition became this replica's: start catching up (return at once; answering waits for readiness). */
   readonly acquired: (partition: number) => void
-  /** The partition is no longer this replica's (released, refused or lapsed): stop answering for it. */
+  /** The partition is another replica's, or was released: drop what is held for it. */
   readonly lost: (partition: number) => void
 }
 
 export interface PartitionLeases {
   readonly replicaId: string
-  /** True while this replica's lease on the partition is certainly valid. */
+  /** True while this replica's lease on the partition is certainly valid (not lapsed, not lost). */
   readonly holds: (partition: number) => boolean
   readonly held: () => ReadonlyArray<number>
   /** Completes after the first round (the replica holds its first share, if any was free). */
@@ -100,35 +104,58 @@ export const holdPartitionLeases = (
       return live
     }
 
-    const renew = async (partition: number, lease: Held) => {
-      const sent = Date.now()
-      try {
-        lease.revision = await kv.update(leaseKey(service, partition), value, lease.revision)
+    const isOurs = (entry: KvEntry | null): boolean =>
+      entry !== null && entry.operation === "PUT" && entry.string() === value
+
+    /** Holds the partition from a write sent at `sent` that produced `revision`. */
+    const hold = (partition: number, revision: number, sent: number) => {
+      const lease = held.get(partition)
+      if (lease === undefined) held.set(partition, { revision, validUntil: sent + leaseTtlMs - period })
+      else {
+        lease.revision = revision
         lease.validUntil = sent + leaseTtlMs - period
-      } catch {
-        // Refused: the lease lapsed and may be another replica's now. A timeout proves nothing either way.
-        if (Date.now() >= lease.validUntil || !(await stillOurs(partition, lease))) drop(partition)
       }
     }
 
-    const stillOurs = async (partition: number, lease: Held) => {
-      const entry = await kv.get(leaseKey(service, partition)).catch(() => null)
-      return entry !== null && entry.operation === "PUT" && entry.revision === lease.revision
+    /**
+     * Renews on the revision last written; when that is refused, the entry decides: still ours (a renewal
+     * whose reply was lost), renewed on its revision; gone (expired while this replica stalled), created
+     * again; another replica's, lost. When the bucket cannot be reached the lease stays suspended.
+     */
+    const renew = async (partition: number, lease: Held) => {
+      const key = leaseKey(service, partition)
+      const sent = Date.now()
+      try {
+        hold(partition, await kv.update(key, value, lease.revision), sent)
+        return
+      } catch {}
+      const entry = await kv.get(key).catch(() => undefined)
+      if (entry === undefined) return
+      const again = Date.now()
+      if (entry !== null && isOurs(entry)) {
+        const revision = await kv.update(key, value, entry.revision).catch(() => null)
+        if (revision !== null) hold(partition, revision, again)
+      } else if (entry === null || entry.operation !== "PUT") {
+        const revision = await kv.create(key, value).catch(() => null)
+        if (revision !== null) hold(partition, revision, again)
+        else if (!isOurs(await kv.get(key).catch(() => null))) drop(partition)
+      } else drop(partition)
     }
 
     const take = async (partition: number): Promise<boolean> => {
       const key = leaseKey(service, partition)
       const current = await kv.get(key)
-      if (current !== null && current.operation === "PUT") return false
       const sent = Date.now()
       try {
-        const revision = await kv.create(key, value)
-        held.set(partition, { revision, validUntil: sent + leaseTtlMs - period })
-        callbacks.acquired(partition)
-        return true
+        // An entry of this replica's own that it no longer counts as held (a release whose delete was lost).
+        if (current !== null && isOurs(current)) hold(partition, await kv.update(key, value, current.revision), sent)
+        else if (current !== null && current.operation === "PUT") return false
+        else hold(partition, await kv.create(key, value), sent)
       } catch {
         return false
       }
+      callbacks.acquired(partition)
+      return true
     }
 
     const release = async (partition: number) => {
@@ -141,12 +168,7 @@ export const holdPartitionLeases = (
     const round = async () => {
       await kv.put(heartbeatKey(service, replicaId), value)
       const share = fairShare(partitions, await liveReplicas())
-      const now = Date.now()
-      await Promise.all(
-        [...held].map(([partition, lease]) =>
-          now >= lease.validUntil ? Promise.resolve(drop(partition)) : renew(partition, lease),
-        ),
-      )
+      await Promise.all([...held].map(([partition, lease]) => renew(partition, lease)))
       const mine = order.filter((p) => held.has(p))
       for (const extra of mine.slice(share).reverse()) await release(extra)
       for (const partition of order) {
@@ -161,10 +183,8 @@ export const holdPartitionLeases = (
       yield* Effect.tryPromise(() => kv.put(heartbeatKey(service, replicaId), value)).pipe(Effect.ignore)
       yield* Effect.sleep(leaseSettleMs)
       while (!stopped) {
-        yield* Effect.tryPromise(round).pipe(
-          Effect.catch((error) =>
-            Effect.sync(() => console.error(`[${service}] lease round failed: ${String(error)}`)),
-          ),
+        yield* Effect.tryPromise({ try: round, catch: (cause) => cause }).pipe(
+          Effect.catch((cause) => Effect.logWarning(`[${service}] lease round failed: ${String(cause)}`)),
         )
         yield* Deferred.succeed(firstRound, undefined)
         yield* Effect.sleep(period)
