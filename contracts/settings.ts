@@ -198,7 +198,7 @@ export const settings = {
   WM_LEASE_TTL_MS: integer(
     "WM_LEASE_TTL_MS",
     6_000,
-    "a working replica's partition leases lapse this long after its last renewal (renewed every quarter of it; at least 1000)",
+    "a working or gateway replica's partition leases lapse this long after its last renewal (renewed every quarter of it; at least 1000)",
   ),
   WM_LEASE_SETTLE_MS: integer(
     "WM_LEASE_SETTLE_MS",
@@ -214,7 +214,7 @@ export const settings = {
   WM_SNAPSHOT_INTERVAL_MS: integer(
     "WM_SNAPSHOT_INTERVAL_MS",
     60_000,
-    "how often a working replica snapshots each partition it owns that changed (0: only at shutdown and after a forget)",
+    "how often a working or gateway replica snapshots each partition it owns that changed (0: only at shutdown and after a forget)",
   ),
   WM_DASHBOARD_PORT: integer(
     "WM_DASHBOARD_PORT",

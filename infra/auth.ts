@@ -269,14 +269,17 @@ export const servicePermissions = (spec: ServiceSpec): Permissions => {
 // ---------------------------------------------------------------------------
 // Default service specs
 
+const partitioned = new Set<string>(["working", "gateway"])
+
 /** The operations of contracts/api.ts a service serves; services/platform/api/serve.ts queues them in `wm-<service>`. */
 const servedBy = (service: string) =>
   Object.values(operations)
     .filter((op) => op.servedBy === service)
-    // The working service is partitioned: each replica has a queue of its own and answers for its partitions.
+    // The working service and the gateway are partitioned: each replica has a queue of its own and answers for
+    // its partitions.
     .map((op) => ({
       subject: op.subject,
-      queue: op.servedBy === "working" ? replicaQueues("working") : `wm-${op.servedBy}`,
+      queue: partitioned.has(op.servedBy) ? replicaQueues(op.servedBy) : `wm-${op.servedBy}`,
     }))
 
 const apiOf = (operation: keyof typeof operations) => `${API_ROOT}.*.${operations[operation].subject}`
@@ -301,8 +304,11 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       return {
         ...base(name),
         appends: [ALL_AGENT_CONFIG, ALL_STEPS, ALL_ENTRIES],
-        // The request ledger: what each write with a request id was answered.
-        buckets: [REQUEST_BUCKET],
+        // The request ledger (what each write with a request id was answered), its partition leases and
+        // heartbeats, and the snapshots of the partitions it owns.
+        buckets: [REQUEST_BUCKET, LEASE_BUCKET, SNAPSHOT_BUCKET],
+        // A rewritten snapshot erases the one it replaces in place (a forget leaves no copy).
+        erases: [kvStream(SNAPSHOT_BUCKET)],
         requests: [apiOf("query"), apiOf("getRaw")],
       }
     case "working":

@@ -31,7 +31,10 @@ type Settings = Layer.Layer<NatsSettings>
 export const foundation = (settings: Settings) =>
   Layer.fresh(EventLog.layer.pipe(Layer.provideMerge(Layer.fresh(Nats.layer)), Layer.provideMerge(settings)))
 
-export const gatewayService = (settings: Settings) => Gateway.layer.pipe(Layer.provide(foundation(settings)))
+export const gatewayService = (
+  settings: Settings,
+  partitions: Layer.Layer<PartitionSettings> = PartitionSettings.fromEnv,
+) => Gateway.layer.pipe(Layer.provide(Layer.merge(foundation(settings), partitions)))
 export const workingService = (
   settings: Settings,
   partitions: Layer.Layer<PartitionSettings> = PartitionSettings.fromEnv,

@@ -18,7 +18,8 @@ let system: TestSystem
 beforeAll(async () => {
   // No fade worker or retrieval: only the writes under test touch these agents.
   system = await startTestSystem({}, { fade: false, memory: false })
-  // A second gateway and working service: the queue groups spread requests over both, so writes race across processes.
+  // A second gateway and working replica: they divide the partitions with the first, so an agent's requests
+  // move between processes while its partition moves; racing writes are decided on their subject's sequence.
   const settings = settingsFor(system.server.url)
   await system.startReplica(
     Layer.mergeAll(gatewayService(settings("wm-gateway-2")), workingService(settings("wm-working-2"))),

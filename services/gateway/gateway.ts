@@ -1,7 +1,8 @@
 /**
  * The gateway: validates every write request, stamps ids and times, counts
- * tokens once, and appends the resulting event to the log. It decides
- * against its own projection of the agents' views; when that says no
+ * tokens once, and appends the resulting event to the log. Its replicas
+ * divide the partitions by lease, as the working service's do; each decides
+ * against its projection of its own partitions' views; when that says no
  * (unknown agent, no open step...), it first catches up with the log and
  * decides again, so a write that just landed through another instance is
  * never refused. Every write goes through the command handler: guarded by
@@ -20,7 +21,13 @@ import {
   ValidationError,
 } from "../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
-import { agentConfigSubject, agentStepSubject, EVENTS_STREAM, entrySubject } from "../../contracts/subjects.ts"
+import {
+  agentConfigSubject,
+  agentStepSubject,
+  EVENTS_STREAM,
+  entrySubject,
+  replicaQueue,
+} from "../../contracts/subjects.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import {
   type Decision,
@@ -44,10 +51,10 @@ import { makeCommandHandler, type Outcome } from "../platform/log/command-handle
 import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { Nats } from "../platform/nats/connection.ts"
-import { type AgentViews, projectAgentViews } from "../platform/views/agent-views.ts"
+import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
 
 export interface GatewayShape {
-  readonly views: AgentViews
+  readonly views: PartitionedViews
   readonly warmUp: WarmUp
 }
 
@@ -57,14 +64,18 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
     Effect.gen(function* () {
       const log = yield* EventLog
       const { nc, jsm } = yield* Nats
-      const views = yield* projectAgentViews("gateway")
+      // Only the partitions this replica holds a lease on (services/platform/partitions).
+      const views = yield* projectPartitionedViews("gateway")
+      const owner = { queue: replicaQueue("gateway", views.leases.replicaId), owns: views.owns }
       const warmUp = yield* views.projection.warmedUp
       for (const view of views.all().values()) preloadEncoding(view.config.encoding)
       const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
 
-      const catchUp = Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, "5 seconds")).pipe(
-        Effect.catch(() => Effect.void),
-      )
+      /** Waits until the agent's partition has applied the log as it stands now. */
+      const catchUp = (agentId: string) =>
+        Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, "5 seconds", agentId)).pipe(
+          Effect.catch(() => Effect.void),
+        )
 
       const stamp = (
         agentId: string,
@@ -158,7 +169,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         const result = yield* appendRegistration(0).pipe(
           Effect.catchTag("SequenceConflict", () =>
             Effect.andThen(
-              catchUp,
+              catchUp(agentId),
               Effect.flatMap(registrationBase, (base) => appendRegistration(base)),
             ),
           ),
@@ -259,7 +270,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         const entryId = request.requestId ?? s.eventId.slice(s.eventId.lastIndexOf(":") + 1)
         let view = views.get(agentId)
         if (view === undefined) {
-          yield* catchUp
+          yield* catchUp(agentId)
           view = views.get(agentId)
         }
         if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
@@ -367,15 +378,15 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         ),
       )
 
-      yield* serveOperation("registerAgent", registerAgent)
-      yield* serveOperation("retuneBudget", retuneBudget)
-      yield* serveOperation("enterHyperfocus", enterHyperfocus)
-      yield* serveOperation("exitHyperfocus", exitHyperfocus)
-      yield* serveOperation("recordEntry", recordEntry)
-      yield* serveOperation("beginStep", beginStep)
-      yield* serveOperation("setFocus", setFocus)
-      yield* serveOperation("referenceEntries", referenceEntries)
-      yield* serveOperation("endStep", endStep)
+      yield* serveOperation("registerAgent", registerAgent, owner)
+      yield* serveOperation("retuneBudget", retuneBudget, owner)
+      yield* serveOperation("enterHyperfocus", enterHyperfocus, owner)
+      yield* serveOperation("exitHyperfocus", exitHyperfocus, owner)
+      yield* serveOperation("recordEntry", recordEntry, owner)
+      yield* serveOperation("beginStep", beginStep, owner)
+      yield* serveOperation("setFocus", setFocus, owner)
+      yield* serveOperation("referenceEntries", referenceEntries, owner)
+      yield* serveOperation("endStep", endStep, owner)
 
       return { views, warmUp }
     }),

@@ -186,10 +186,10 @@ it("the stream leader killed mid-ingest: no acknowledged loss, no duplicates, an
   expect(counts.size).toBe(RECORDS + AFTER_REJOIN)
   expect([...counts.values()].every((n) => n === 1)).toBe(true)
   expect(duplicateEvents(log)).toBe(0)
-  // Leases that lapsed during the elections are the working replica's again: it answers for every agent.
+  // Leases that lapsed during the elections are the replicas' again: they answer for every agent.
   await eventually(
-    "the working replica to answer for every agent",
-    async () => AGENTS.every((id) => working.views.owns(id)) || undefined,
+    "the working and gateway replicas to answer for every agent",
+    async () => AGENTS.every((id) => working.views.owns(id) && gateway.views.owns(id)) || undefined,
     60_000,
     100,
   )

@@ -38,6 +38,7 @@ import { openSnapshotStore } from "./snapshots.ts"
 
 /** A projection whose waits and position can be asked for one agent's partition. */
 export interface PartitionedProjection extends Projection {
+  /** Without an agent: the least over every partition this replica holds, 0 for one that does not answer now. */
   readonly appliedSeq: (agentId?: string) => number
   /** Without an agent: every partition this replica owns has applied `seq`. */
   readonly waitFor: (
@@ -340,8 +341,16 @@ export const projectPartitionedViews = (service: string) =>
           const state = answering(partitionOf(agentId, settings.partitions))
           return state === undefined ? 0 : appliedOf(state)
         }
-        const owned = ready().map((p) => appliedOf(states.get(p)!))
-        return owned.length === 0 ? 0 : Math.min(...owned)
+        // Every partition this replica holds counts, and one that does not answer now (catching up, its
+        // lease suspended) has applied nothing it may answer from.
+        const held = leases.held()
+        if (held.length === 0) return 0
+        return Math.min(
+          ...held.map((p) => {
+            const state = answering(p)
+            return state === undefined ? 0 : appliedOf(state)
+          }),
+        )
       },
       waitFor: (seq, timeout, agentId) =>
         agentId !== undefined
