@@ -38,6 +38,12 @@ export interface ScaleOptions {
   readonly log: (line: string) => void
 }
 
+export interface RestartPhases {
+  readonly millis: number
+  readonly modulesMs: number
+  readonly readyMs: number
+}
+
 export interface ScaleReport {
   readonly agents: number
   readonly events: number
@@ -49,6 +55,12 @@ export interface ScaleReport {
   readonly rssPerReplicaMB: ReadonlyArray<number>
   readonly restartMsSnapshot: number
   readonly restartMsFullReplay: number
+  /** Spawn-to-answer, and the service's own account of when its modules were loaded and it was ready. */
+  readonly restartPhases: {
+    readonly fromSnapshot: RestartPhases
+    readonly fullReplay: RestartPhases
+    readonly leaseSettleMs: number
+  }
   readonly takeoverMs: number
   readonly lostAcked: number
   readonly wrongAnswers: number
@@ -110,15 +122,16 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
     const probeOf = new Map<number, string>()
     for (const id of agentIds) if (!probeOf.has(partitionOf(id, P))) probeOf.set(partitionOf(id, P), id)
 
-    const spawn = (replicaId: string) => {
+    const spawn = (replicaId: string, alone = false) => {
       const child = startServiceProcess("working", {
         NATS_URL: url,
         WM_STREAM_REPLICAS: "3",
         WM_PARTITIONS: String(P),
         WM_REPLICA_ID: replicaId,
         WM_LEASE_TTL_MS: String(options.leaseTtlMs),
-        // Processes spawned together start seconds apart on a loaded machine: settle longer.
-        WM_LEASE_SETTLE_MS: "5000",
+        // Processes spawned together start seconds apart on a loaded machine: settle longer. One started
+        // alone (a restart) keeps the default.
+        ...(alone ? {} : { WM_LEASE_SETTLE_MS: "5000" }),
       })
       children.push(child)
       return child
@@ -181,7 +194,7 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
     const rssPerReplicaMB: number[] = []
     for (const n of options.replicas) {
       const ids = Array.from({ length: n }, (_, i) => `r${n}-${i}`)
-      const procs = ids.map(spawn)
+      const procs = ids.map((id) => spawn(id))
       const t0 = Date.now()
       const found = await balanced(ids)
       await allAnswer(allPartitions)
@@ -199,18 +212,27 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
     // Restart of one replica: from its snapshots (written at its shutdown), then without them.
     const restart = async () => {
       const t0 = Date.now()
-      spawn("restarted")
+      const child = spawn("restarted", true)
       await allAnswer(allPartitions)
-      return Date.now() - t0
+      const millis = Date.now() - t0
+      // The service's own account: when its modules were loaded and when it was ready (announce-ready.ts).
+      const ready = /ready (\d+) ms after the process started \(modules loaded at (\d+) ms/.exec(child.output())
+      return { millis, readyMs: Number(ready?.[1] ?? 0), modulesMs: Number(ready?.[2] ?? 0) }
     }
     await restart()
     await stopAll()
-    const restartMsSnapshot = await restart()
+    const fromSnapshot = await restart()
     await stopAll()
     await new Kvm(nc).open(SNAPSHOT_BUCKET).then((b) => b.destroy())
-    const restartMsFullReplay = await restart()
+    const fullReplay = await restart()
     await stopAll()
-    options.log(`restart: ${restartMsSnapshot} ms from snapshots, ${restartMsFullReplay} ms replaying the log`)
+    const restartMsSnapshot = fromSnapshot.millis
+    const restartMsFullReplay = fullReplay.millis
+    const restartPhases = { fromSnapshot, fullReplay, leaseSettleMs: 1_000 }
+    options.log(
+      `restart: ${restartMsSnapshot} ms from snapshots, ${restartMsFullReplay} ms replaying the log ` +
+        `(modules loaded at ${fromSnapshot.modulesMs} / ${fullReplay.modulesMs} ms, ready at ${fromSnapshot.readyMs} / ${fullReplay.readyMs} ms; default lease settle 1000 ms)`,
+    )
 
     // Takeover: two replicas, one SIGKILLed while agents write and read.
     const [, victim] = [spawn("keeper"), spawn("victim")]
@@ -262,6 +284,7 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
       rssPerReplicaMB,
       restartMsSnapshot,
       restartMsFullReplay,
+      restartPhases,
       takeoverMs,
       lostAcked,
       wrongAnswers,

@@ -1,7 +1,15 @@
 /** Runs the gateway alone: `node services/gateway/main.ts` (NATS_URL, NATS_USER, NATS_PASS). */
-import { NodeRuntime } from "@effect/platform-node"
-import { Layer } from "effect"
-import { NatsSettings } from "../platform/nats/settings.ts"
-import { gatewayService } from "../system.ts"
+const modulesLoadedAt = performance.now()
 
-NodeRuntime.runMain(Layer.launch(gatewayService(NatsSettings.fromEnv("wm-gateway"))))
+import { NodeRuntime } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import { NatsSettings } from "../platform/nats/settings.ts"
+import { announceReady } from "../platform/partitions/announce-ready.ts"
+import { gatewayService } from "../system.ts"
+import { Gateway } from "./gateway.ts"
+
+const ready = Layer.effectDiscard(
+  Effect.flatMap(Gateway, (gateway) => announceReady("gateway", gateway.views, modulesLoadedAt)),
+)
+
+NodeRuntime.runMain(Layer.launch(ready.pipe(Layer.provideMerge(gatewayService(NatsSettings.fromEnv("wm-gateway"))))))

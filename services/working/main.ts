@@ -1,7 +1,15 @@
 /** Runs the working service alone: `node services/working/main.ts` (NATS_URL, NATS_USER, NATS_PASS). */
-import { NodeRuntime } from "@effect/platform-node"
-import { Layer } from "effect"
-import { NatsSettings } from "../platform/nats/settings.ts"
-import { workingService } from "../system.ts"
+const modulesLoadedAt = performance.now()
 
-NodeRuntime.runMain(Layer.launch(workingService(NatsSettings.fromEnv("wm-working"))))
+import { NodeRuntime } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import { NatsSettings } from "../platform/nats/settings.ts"
+import { announceReady } from "../platform/partitions/announce-ready.ts"
+import { workingService } from "../system.ts"
+import { Working } from "./working.ts"
+
+const ready = Layer.effectDiscard(
+  Effect.flatMap(Working, (working) => announceReady("working", working.views, modulesLoadedAt)),
+)
+
+NodeRuntime.runMain(Layer.launch(ready.pipe(Layer.provideMerge(workingService(NatsSettings.fromEnv("wm-working"))))))
