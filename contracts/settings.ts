@@ -106,11 +106,6 @@ export const settings = {
   ),
   WM_STREAM_MAX_MSGS: streamLimit("WM_STREAM_MAX_MSGS", "message limit of the event stream, as `WM_STREAM_MAX_BYTES`"),
   WM_FADE_INTERVAL_MS: integer("WM_FADE_INTERVAL_MS", 30_000, "how often the fade worker re-evaluates every agent"),
-  WM_FADE_SHARD: text(
-    "WM_FADE_SHARD",
-    "0/1",
-    "`<index>/<count>`: this fade worker owns the agents whose id hashes to `index` modulo `count`",
-  ),
   WM_FADE_TAU: number("WM_FADE_TAU", 0.8, "default τ: the share of the budget above which entries fade"),
   WM_SUMMARIZER_URL: optionalText(
     "WM_SUMMARIZER_URL",
@@ -198,7 +193,7 @@ export const settings = {
   WM_LEASE_TTL_MS: integer(
     "WM_LEASE_TTL_MS",
     6_000,
-    "a working or gateway replica's partition leases lapse this long after its last renewal (renewed every quarter of it; at least 1000)",
+    "a working, gateway or fade replica's partition leases lapse this long after its last renewal (renewed every quarter of it; at least 1000)",
   ),
   WM_LEASE_SETTLE_MS: integer(
     "WM_LEASE_SETTLE_MS",

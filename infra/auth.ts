@@ -329,6 +329,8 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
         ...base(name),
         serves: [{ subject: ">", queue: UNKNOWN_OPERATIONS_QUEUE }],
         appends: [ALL_ENTRIES],
+        // Its partition leases and heartbeats (it keeps no snapshots).
+        buckets: [LEASE_BUCKET],
       }
     case "long-term":
       return { ...base("long-term"), serves: [], buckets: [CHECKPOINT_BUCKET] }

@@ -51,11 +51,12 @@ export const fadeService = (
   settings: Settings,
   worker: Layer.Layer<FadeWorkerSettings> = FadeWorkerSettings.fromEnv(),
   models: Layer.Layer<Summarizer | EmbeddingProvider, unknown> = defaultModels(),
+  partitions: Layer.Layer<PartitionSettings> = PartitionSettings.fromEnv,
 ) =>
   // Fade also refuses operations the API does not have: it serves no operation itself, so no request reaches
   // its connection twice (a server with allow_responses refuses a reply from a connection that got the request twice).
   Layer.merge(FadeWorker.layer, Layer.effectDiscard(serveUnknownOperations)).pipe(
-    Layer.provide(Layer.mergeAll(worker, models, foundation(settings))),
+    Layer.provide(Layer.mergeAll(worker, models, foundation(settings), partitions)),
   )
 
 /**

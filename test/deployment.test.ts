@@ -133,14 +133,9 @@ describe("docker-compose.yml", () => {
     }
     const replicas = (name: string) => {
       const s = source[name]!
-      if (name === "fade") return built.filter(([n]) => /^fade(-\d+)?$/.test(n)).length
       return Number(((s.deploy ?? {}) as { replicas?: string }).replicas ?? "1")
     }
     for (const name of COMPOSE_SERVICES) expect(replicas(name), name).toBe(2)
-    expect(built.filter(([n]) => n.startsWith("fade")).map(([, s]) => environmentOf(s).WM_FADE_SHARD)).toEqual([
-      "0/2",
-      "1/2",
-    ])
   })
 
   it("requires QDRANT_API_KEY for Qdrant and for the service that reaches it", () => {

@@ -1,7 +1,7 @@
 /**
  * The fade service against a real nats-server: rung decisions recorded as
  * events with their scores, pressure relief, replay without recomputation,
- * racing workers, and remote models that fail.
+ * workers dividing the agents, and remote models that fail.
  */
 import { createServer, type Server } from "node:http"
 import { Effect, Layer, ManagedRuntime } from "effect"
@@ -53,20 +53,18 @@ interface Running {
 
 const start = async (
   url: string,
-  options: { models?: Layer.Layer<Summarizer | EmbeddingProvider, unknown>; workers?: number; withCore?: boolean } = {},
+  options: { models?: Layer.Layer<Summarizer | EmbeddingProvider, unknown>; withCore?: boolean } = {},
 ): Promise<Running> => {
   const s = settingsFor(url)
-  const fades = Array.from({ length: options.workers ?? 1 }, (_, i) =>
-    fadeService(
-      s(`wm-fade-${i}`),
-      FadeWorkerSettings.make({ intervalMs: 3_600_000, name: `fade-${i}` }),
-      options.models ?? countingModels,
-    ),
+  const fade = fadeService(
+    s("wm-fade"),
+    FadeWorkerSettings.make({ intervalMs: 3_600_000 }),
+    options.models ?? countingModels,
   )
   const layer =
     options.withCore === false
-      ? Layer.mergeAll(...(fades as [(typeof fades)[0]]))
-      : Layer.mergeAll(workingService(s("wm-working")), gatewayService(s("wm-gateway")), ...fades)
+      ? fade
+      : Layer.mergeAll(workingService(s("wm-working")), gatewayService(s("wm-gateway")), fade)
   const runtime = ManagedRuntime.make(layer) as unknown as ManagedRuntime.ManagedRuntime<unknown, unknown>
   await runtime.runPromise(Effect.void)
   return { runtime, fade: () => runtime.runPromise(FadeWorker as unknown as Effect.Effect<FadeWorkerShape>) }
@@ -205,52 +203,77 @@ describe("fading", () => {
     expect(counters.summaries).toBeGreaterThan(0)
     expect(counters.embeddings).toBeGreaterThan(0)
 
-    const restarted = await start(server.url)
-    try {
-      counters.summaries = 0
-      counters.embeddings = 0
-      await settle(restarted, "replayed")
-      const fade = await restarted.fade()
-      expect(viewSnapshot(fade.view("replayed")!)).toEqual(before)
-      expect(counters).toEqual({ summaries: 0, embeddings: 0 })
-    } finally {
-      await restarted.runtime.dispose()
-    }
+    // Stopped and started again: the new worker takes every partition and replays them.
+    await running.runtime.dispose()
+    counters.summaries = 0
+    counters.embeddings = 0
+    running = await start(server.url)
+    await settle(running, "replayed")
+    const fade = await running.fade()
+    expect(viewSnapshot(fade.view("replayed")!)).toEqual(before)
+    expect(counters).toEqual({ summaries: 0, embeddings: 0 })
   })
 })
 
-describe("two fade workers on the same agents", () => {
+describe("two fade workers", () => {
   let other: NatsServerProcess
-  let pair: Running
+  let first: Running
+  let second: Running
   let racingClient: WorkingMemoryClient
   beforeAll(async () => {
     other = await startNatsServer()
-    pair = await start(other.url, { workers: 2 })
+    first = await start(other.url)
+    second = await start(other.url, { withCore: false })
     racingClient = await WorkingMemoryClient.connect({ servers: other.url })
   })
   afterAll(async () => {
     await racingClient?.close()
-    await pair?.runtime.dispose()
+    await second?.runtime.dispose()
+    await first?.runtime.dispose()
     await other?.stop()
   })
 
-  it("never move the same entry twice", async () => {
-    const agent = racingClient.agent("contested")
-    await agent.register({ role: "custom", budget: 400 })
-    for (let i = 0; i < 80; i++)
-      await agent.record({
-        origin: "USER",
-        content: `Item ${i} is ready. It waits for review.`,
-        timestamp: T0 + i * MINUTE,
-      })
-    await settle(pair, "contested", agent.lastSeq)
+  /** The worker whose lease holds the agent's partition, once one does. */
+  const ownerOf = async (agentId: string): Promise<Running> => {
+    for (let wait = 0; wait < 400; wait++) {
+      for (const worker of [first, second]) if ((await worker.fade()).views.owns(agentId)) return worker
+      await new Promise((r) => setTimeout(r, 25))
+    }
+    throw new Error(`no fade worker holds ${agentId}`)
+  }
+
+  it("divide the agents by partition, and never move the same entry twice", async () => {
+    // Agents in different partitions, written while the workers are still dividing them.
+    const agents = Array.from({ length: 6 }, (_, i) => racingClient.agent(`contested-${i}`))
+    for (const agent of agents) {
+      await agent.register({ role: "custom", budget: 400 })
+      for (let i = 0; i < 40; i++)
+        await agent.record({
+          origin: "USER",
+          content: `Item ${i} is ready. It waits for review.`,
+          timestamp: T0 + i * MINUTE,
+        })
+    }
+    const owners = new Set<Running>()
+    for (const agent of agents) {
+      const owner = await ownerOf(agent.agentId)
+      owners.add(owner)
+      await settle(owner, agent.agentId, agent.lastSeq)
+    }
+    // Each worker holds a share of the partitions, and no agent is held by both.
+    const [a, b] = [await first.fade(), await second.fade()]
+    expect(a.views.leases.held().length).toBeGreaterThan(0)
+    expect(b.views.leases.held().length).toBeGreaterThan(0)
+    for (const agent of agents) expect(a.views.owns(agent.agentId) && b.views.owns(agent.agentId)).toBe(false)
     const log = await readLog(other.url)
     const byEntry = new Map<string, number[]>()
-    for (const e of fadeEvents(log, "contested")) {
-      const to = e._tag === "RungChanged" ? e.to : 3
-      byEntry.set(e.entryId, [...(byEntry.get(e.entryId) ?? []), to])
-    }
-    expect(byEntry.size).toBeGreaterThan(10)
+    for (const agent of agents)
+      for (const e of fadeEvents(log, agent.agentId)) {
+        const to = e._tag === "RungChanged" ? e.to : 3
+        const key = `${agent.agentId}/${e.entryId}`
+        byEntry.set(key, [...(byEntry.get(key) ?? []), to])
+      }
+    expect(byEntry.size).toBeGreaterThan(30)
     for (const [, rungs] of byEntry) {
       // Strictly increasing: no rung change applied twice, no demotion twice.
       for (let i = 1; i < rungs.length; i++) expect(rungs[i]).toBeGreaterThan(rungs[i - 1]!)

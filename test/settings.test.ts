@@ -75,8 +75,8 @@ describe("the settings", () => {
           ),
         ),
       )
-    const shard = await withEnv({ WM_FADE_SHARD: "3/2" })
-    expect(Exit.isFailure(shard) && String(shard.cause)).toMatch(/WM_FADE_SHARD: '3\/2' is not <index>\/<count>/)
+    const tau = await withEnv({ WM_FADE_TAU: "most" })
+    expect(Exit.isFailure(tau) && String(tau.cause)).toMatch(/WM_FADE_TAU/)
     const interval = await withEnv({ WM_FADE_INTERVAL_MS: "soon" })
     expect(Exit.isFailure(interval) && String(interval.cause)).toMatch(/WM_FADE_INTERVAL_MS/)
   })

@@ -152,11 +152,11 @@ describe("npm start reads the configuration every service reads", () => {
 })
 
 describe("a service run alone reads the same configuration", () => {
-  it("a fade worker with a malformed WM_FADE_SHARD stops at once, naming it", async () => {
+  it("a fade worker with a malformed WM_FADE_INTERVAL_MS stops at once, naming it", async () => {
     const nats = await server()
     const child = spawn(NODE, ["services/fade/main.ts"], {
       cwd: REPO,
-      env: { ...withoutNatsSettings(process.env), NATS_URL: nats.url, WM_FADE_SHARD: "3/2" },
+      env: { ...withoutNatsSettings(process.env), NATS_URL: nats.url, WM_FADE_INTERVAL_MS: "soon" },
       stdio: ["ignore", "pipe", "pipe"],
     })
     let out = ""
@@ -164,6 +164,6 @@ describe("a service run alone reads the same configuration", () => {
     child.stderr.on("data", (c: Buffer) => (out += c.toString()))
     const code = await new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)))
     expect(code).not.toBe(0)
-    expect(out).toContain("WM_FADE_SHARD: '3/2' is not <index>/<count> with 0 <= index < count")
+    expect(out).toContain("WM_FADE_INTERVAL_MS")
   })
 })

@@ -6,17 +6,19 @@
  * It runs when a step ends, when working usage passes τ, after a budget
  * retune or the end of hyperfocus, after a task transition, and on a
  * timer; never on the path of a context build. Several workers may run for
- * a fleet: each owns the agents whose id hashes to its shard, and every
- * decision is appended with Nats-Expected-Last-Subject-Sequence on the
- * entry's subject, so a decision taken on a stale view is refused and the
- * entry re-evaluated, never moved twice.
+ * a fleet: they divide the partitions by lease as the working replicas do
+ * (services/platform/partitions), each following only its partitions'
+ * events, and every decision is appended with
+ * Nats-Expected-Last-Subject-Sequence on the entry's subject, so a decision
+ * taken on a stale view is refused and the entry re-evaluated, never moved
+ * twice.
  *
  * Summaries and embeddings are computed once, here, and travel in the
  * event; replaying the log applies them and calls nothing.
  */
-import { Config, Context, Effect, HashMap, Layer, Option, Queue, Semaphore } from "effect"
+import { Context, Effect, HashMap, Layer, Option, Queue, Semaphore } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
-import { invalidSetting, settings } from "../../contracts/settings.ts"
+import { settings } from "../../contracts/settings.ts"
 import { agentIdOfEventSubject } from "../../contracts/subjects.ts"
 import { type AgentView, evolve, fullestText, skipUndecodable } from "../../domain/agent-view.ts"
 import { decideFadeMove, type EntryHistory, type MadeRepresentation, NO_HISTORY } from "../../domain/fade-decide.ts"
@@ -26,15 +28,14 @@ import { extractKeyPoints } from "../../domain/key-points.ts"
 import { encodeVector } from "../platform/embedding/embedder.ts"
 import { EmbeddingProvider } from "../platform/embedding/embedding-provider.ts"
 import { EventLog } from "../platform/log/event-log.ts"
-import { runProjection, type WarmUp } from "../platform/log/projection.ts"
+import type { WarmUp } from "../platform/log/projection.ts"
+import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
 import { Summarizer } from "./summarizer.ts"
 
 export interface FadeWorkerSettingsShape {
   readonly fade: FadeConfig
   /** How often every owned agent is re-evaluated even without a trigger. */
   readonly intervalMs: number
-  /** This worker owns the agents whose id hashes to `index` modulo `count`. */
-  readonly shard: { readonly index: number; readonly count: number }
   /** Plan-apply rounds per evaluation. */
   readonly maxPasses: number
   /** Instance name, for dead letters and logs. */
@@ -48,39 +49,18 @@ export class FadeWorkerSettings extends Context.Service<FadeWorkerSettings, Fade
     Layer.succeed(FadeWorkerSettings, {
       fade: DEFAULT_FADE_CONFIG,
       intervalMs: 30_000,
-      shard: { index: 0, count: 1 },
       maxPasses: 8,
       name: "fade",
       ...settings,
     })
 
-  /** WM_FADE_INTERVAL_MS, WM_FADE_SHARD ("index/count"), WM_FADE_TAU, read with Effect Config like every setting. */
+  /** WM_FADE_INTERVAL_MS, WM_FADE_TAU, read with Effect Config like every setting. */
   static readonly fromEnv = () =>
     Layer.unwrap(
       Effect.gen(function* () {
         const intervalMs = yield* settings.WM_FADE_INTERVAL_MS.config
-        const shard = yield* settings.WM_FADE_SHARD.config.pipe(
-          Config.mapEffect((text) => {
-            const match = /^(\d+)\/(\d+)$/.exec(text.trim())
-            const index = Number(match?.[1])
-            const count = Number(match?.[2])
-            return match && count >= 1 && index < count
-              ? Effect.succeed({ index, count })
-              : Effect.fail(
-                  invalidSetting(
-                    settings.WM_FADE_SHARD.name,
-                    `'${text}' is not <index>/<count> with 0 <= index < count`,
-                  ),
-                )
-          }),
-        )
         const tau = yield* settings.WM_FADE_TAU.config
-        return FadeWorkerSettings.make({
-          intervalMs,
-          shard,
-          fade: { ...DEFAULT_FADE_CONFIG, tau },
-          name: shard.count > 1 ? `fade-${shard.index}` : "fade",
-        })
+        return FadeWorkerSettings.make({ intervalMs, fade: { ...DEFAULT_FADE_CONFIG, tau } })
       }).pipe(Effect.orDie),
     )
 }
@@ -95,14 +75,9 @@ export interface FadeWorkerShape {
   /** Evaluates one agent now, until nothing more moves (or the pass limit). */
   readonly evaluate: (agentId: string) => Effect.Effect<FadeRun>
   readonly view: (agentId: string) => AgentView | undefined
+  readonly views: PartitionedViews
   readonly warmUp: WarmUp
   readonly stats: () => { readonly applied: number; readonly conflicts: number; readonly evaluations: number }
-}
-
-const hashOf = (s: string) => {
-  let h = 0
-  for (let i = 0; i < s.length; i++) h = (Math.imul(h, 31) + s.charCodeAt(i)) | 0
-  return h >>> 0
 }
 
 /** Events after which an agent's entries may have to move. */
@@ -130,78 +105,89 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
       const summarizer = yield* Summarizer
       const embeddings = yield* EmbeddingProvider
       const config = settings.fade
-      const owns = (agentId: string) => hashOf(agentId) % settings.shard.count === settings.shard.index
-
-      const views = new Map<string, AgentView>()
-      // The raw text of every working entry: working drops it at rung 2, but demotion embeds it.
-      const rawText = new Map<string, string>()
-      // What a demotion records beside the view: key points working dropped, citations of earlier lives.
-      const histories = new Map<string, EntryHistory>()
-      const keepHistory = (before: AgentView | undefined, event: MemoryEvent) => {
-        if (event._tag === "AgentForgotten") {
-          for (const key of histories.keys()) if (key.startsWith(`${event.agentId}/`)) histories.delete(key)
-          return
+      // Per agent, per entry: the raw text of every working entry (working drops it at rung 2, but demotion
+      // embeds it), and what a demotion records beside the view (key points working dropped, citations of
+      // earlier lives).
+      const rawText = new Map<string, Map<string, string>>()
+      const histories = new Map<string, Map<string, EntryHistory>>()
+      const entryMap = <V>(maps: Map<string, Map<string, V>>, agentId: string) => {
+        let map = maps.get(agentId)
+        if (map === undefined) {
+          map = new Map()
+          maps.set(agentId, map)
         }
+        return map
+      }
+      const keepHistory = (before: AgentView | undefined, event: MemoryEvent) => {
         if (event._tag !== "RungChanged" && event._tag !== "EntryDemoted" && event._tag !== "EntryForgotten") return
-        const key = `${event.agentId}/${event.entryId}`
-        const history = histories.get(key) ?? NO_HISTORY
-        if (event._tag === "EntryForgotten") histories.delete(key)
+        const agentHistories = entryMap(histories, event.agentId)
+        const history = agentHistories.get(event.entryId) ?? NO_HISTORY
+        if (event._tag === "EntryForgotten") agentHistories.delete(event.entryId)
         else if (event._tag === "RungChanged") {
-          if (event.to === 1) histories.set(key, { ...history, keyPoints: { text: event.text, tokens: event.tokens } })
+          if (event.to === 1)
+            agentHistories.set(event.entryId, { ...history, keyPoints: { text: event.text, tokens: event.tokens } })
         } else {
           const working =
             before === undefined ? undefined : Option.getOrUndefined(HashMap.get(before.entries, event.entryId))
-          histories.set(
-            key,
+          agentHistories.set(
+            event.entryId,
             event.entry !== null
               ? { keyPoints: event.entry.keyPoints ?? history.keyPoints, earlierCitations: event.entry.citationCount }
               : { ...history, earlierCitations: history.earlierCitations + (working?.citationCount ?? 0) },
           )
         }
       }
+      const keepRawText = (event: MemoryEvent) => {
+        if (event._tag === "EntryRecorded") entryMap(rawText, event.agentId).set(event.entryId, event.content)
+        else if (event._tag === "CuePromoted" && event.recalled.form === "raw")
+          entryMap(rawText, event.agentId).set(event.entryId, event.recalled.text)
+        else if (event._tag === "EntryDemoted" || event._tag === "EntryForgotten")
+          rawText.get(event.agentId)?.delete(event.entryId)
+      }
+      const forgetAgent = (agentId: string) => {
+        rawText.delete(agentId)
+        histories.delete(agentId)
+        locks.delete(agentId)
+      }
+
       // Agents to evaluate, each queued once until its evaluation starts.
       const dirty = new Set<string>()
       const toEvaluate = yield* Queue.unbounded<string>()
+      const stats = { applied: 0, conflicts: 0, evaluations: 0 }
+      // One evaluation per agent at a time in this worker: a second would only redo the first's work.
+      const locks = new Map<string, Semaphore.Semaphore>()
+
+      // Only the partitions this worker holds a lease on; no snapshots (what it keeps beside the views is
+      // rebuilt from the partitions' events).
+      const views = yield* projectPartitionedViews("fade", {
+        snapshots: false,
+        applied: (event, before, after) => {
+          keepHistory(before, event)
+          if (after === undefined) {
+            if (event._tag === "AgentForgotten") forgetAgent(event.agentId)
+            return
+          }
+          keepRawText(event)
+          if (isTrigger(event)) markDirty(event.agentId)
+        },
+        ready: (_partition, agents) => {
+          for (const agentId of agents) markDirty(agentId)
+        },
+        lost: (_partition, agents) => {
+          for (const agentId of agents) forgetAgent(agentId)
+        },
+      })
       const markDirty = (agentId: string) => {
-        if (!owns(agentId) || dirty.has(agentId)) return
+        if (!views.owns(agentId) || dirty.has(agentId)) return
         dirty.add(agentId)
         Queue.offerUnsafe(toEvaluate, agentId)
       }
-      const stats = { applied: 0, conflicts: 0, evaluations: 0 }
-
-      const projection = yield* runProjection({
-        name: settings.name,
-        apply: (event, record) => {
-          if (!owns(event.agentId)) return
-          const before = views.get(event.agentId)
-          const next = evolve(before, event, record)
-          keepHistory(before, event)
-          if (next === undefined) {
-            views.delete(event.agentId)
-            if (event._tag === "AgentForgotten")
-              for (const key of rawText.keys()) if (key.startsWith(`${event.agentId}/`)) rawText.delete(key)
-            return
-          }
-          views.set(event.agentId, next)
-          const key = `${event.agentId}/${"entryId" in event ? event.entryId : ""}`
-          if (event._tag === "EntryRecorded") rawText.set(key, event.content)
-          else if (event._tag === "CuePromoted" && event.recalled.form === "raw") rawText.set(key, event.recalled.text)
-          else if (event._tag === "EntryDemoted" || event._tag === "EntryForgotten") rawText.delete(key)
-          if (isTrigger(event)) markDirty(event.agentId)
-        },
-        onDeadLetter: (letter) => {
-          const agentId = agentIdOfEventSubject(letter.subject)
-          const view = views.get(agentId)
-          if (view !== undefined) views.set(agentId, skipUndecodable(view, letter.subject, letter.seq))
-        },
-      })
-      const warmUp = yield* projection.warmedUp
+      const warmUp = yield* views.projection.warmedUp
 
       const execute = Effect.fn("FadeWorker.execute")(function* (view: AgentView, move: FadeMove) {
         const entry = Option.getOrUndefined(HashMap.get(view.entries, move.entryId))
         if (entry === undefined) return null
-        const key = `${view.config.id}/${entry.id}`
-        const source = rawText.get(key) ?? fullestText(entry)
+        const source = rawText.get(view.config.id)?.get(entry.id) ?? fullestText(entry)
         const made: MadeRepresentation =
           move.to === 1
             ? { to: 1, keyPoints: extractKeyPoints(source, config.keyPointsShare, view.config.encoding) }
@@ -230,7 +216,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
           causationId: `seq:${move.expectSeq}`,
           correlationId: entry.correlationId,
         }
-        const decision = decideFadeMove(view, move, made, stamp, histories.get(key))
+        const decision = decideFadeMove(view, move, made, stamp, histories.get(view.config.id)?.get(entry.id))
         if (!decision.ok) return null
         return yield* log.append(decision.event, { expectLastSubjectSeq: move.expectSeq }).pipe(
           Effect.map((appended) => appended.seq),
@@ -243,8 +229,6 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         )
       })
 
-      // One evaluation per agent at a time in this worker: a second would only redo the first's work.
-      const locks = new Map<string, Semaphore.Semaphore>()
       const lockOf = (agentId: string) => {
         let lock = locks.get(agentId)
         if (lock === undefined) {
@@ -271,7 +255,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
             conflicts += seqs.length - done.length
             // Plan again only on a view that includes these decisions (and whatever beat them).
             const target = done.length > 0 ? Math.max(...done) : yield* log.lastSeq
-            yield* projection.waitFor(target, "30 seconds").pipe(Effect.ignore)
+            yield* views.projection.waitFor(target, "30 seconds", agentId).pipe(Effect.ignore)
           }
           stats.applied += applied
           return { passes, applied, conflicts }
@@ -302,15 +286,15 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         Effect.gen(function* () {
           while (true) {
             yield* Effect.sleep(settings.intervalMs)
-            for (const agentId of views.keys()) markDirty(agentId)
+            for (const agentId of views.all().keys()) markDirty(agentId)
           }
         }),
       )
-      for (const agentId of views.keys()) markDirty(agentId)
 
       return {
         evaluate,
         view: (agentId) => views.get(agentId),
+        views,
         warmUp,
         stats: () => ({ ...stats }),
       }

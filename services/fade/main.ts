@@ -1,6 +1,6 @@
 /**
- * Runs a fade worker alone: `node services/fade/main.ts`. Environment: NATS_URL, WM_FADE_SHARD
- * ("index/count" for several workers), WM_FADE_INTERVAL_MS, WM_FADE_TAU, WM_SUMMARIZER_URL/_MODEL/_API_KEY,
+ * Runs a fade worker alone: `node services/fade/main.ts`. Environment: NATS_URL, WM_LEASE_TTL_MS,
+ * WM_FADE_INTERVAL_MS, WM_FADE_TAU, WM_SUMMARIZER_URL/_MODEL/_API_KEY,
  * WM_EMBEDDER, WM_EMBEDDER_URL/_MODEL/_API_KEY.
  */
 import { NodeRuntime } from "@effect/platform-node"

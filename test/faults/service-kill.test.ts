@@ -8,16 +8,20 @@
  * counts equal the reads and citations stored in the log.
  */
 
+import { Kvm } from "@nats-io/kv"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { HashMap } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import type { ResponseOf } from "../../contracts/api.ts"
+import { LEASE_BUCKET, leaseKey } from "../../contracts/buckets.ts"
+import { partitionOf } from "../../contracts/partitions.ts"
 import { apiSubject } from "../../contracts/subjects.ts"
 import { entriesByTime } from "../../domain/agent-view.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
 import { loadWordVectors } from "../../services/platform/embedding/offline-embedder.ts"
+import { PartitionSettings } from "../../services/platform/partitions/settings.ts"
 import {
   asJson,
   countsFromLog,
@@ -46,21 +50,17 @@ import {
   startServiceProcess,
 } from "./support/services.ts"
 
-/** The fade worker's shard of an agent (the same hash as services/fade/fade-worker.ts). */
-const shardOf = (agentId: string, count: number) => {
-  let h = 0
-  for (let i = 0; i < agentId.length; i++) h = (Math.imul(h, 31) + agentId.charCodeAt(i)) | 0
-  return (h >>> 0) % count
-}
-/** Four agents, two owned by each fade worker. */
+/** Four agents, each in a partition of its own, so the two fade workers' leases divide them. */
 const AGENTS = (() => {
   const picked: string[] = []
   for (let n = 0; picked.length < 4; n++) {
     const id = `sk-${n}`
-    if (picked.filter((a) => shardOf(a, 2) === shardOf(id, 2)).length < 2) picked.push(id)
+    if (!picked.some((a) => partitionOf(a) === partitionOf(id))) picked.push(id)
   }
   return picked
 })()
+/** Short leases, so a killed fade worker's partitions move within seconds. */
+const LEASE_TTL_MS = 2_000
 const RECORDS = 2_000
 const IN_FLIGHT = 16
 const STEPS_PER_AGENT = 10
@@ -77,10 +77,28 @@ let nc: NatsConnection
 let gateway: GatewayShape
 
 const childEnv = () => ({ NATS_URL: server.url })
-const fadeChildEnv = () => ({ NATS_URL: server.url, WM_FADE_SHARD: "0/2", WM_FADE_INTERVAL_MS: "3600000" })
+const fadeChildEnv = () => ({
+  NATS_URL: server.url,
+  WM_FADE_INTERVAL_MS: "3600000",
+  WM_LEASE_TTL_MS: String(LEASE_TTL_MS),
+  WM_REPLICA_ID: "fade-process",
+})
 const startFadeInProcess = async () => {
-  fadeInProcess = await startInProcess(fadeLayer(server.url, { name: "fade-1", shard: { index: 1, count: 2 } }))
+  fadeInProcess = await startInProcess(
+    fadeLayer(
+      server.url,
+      { name: "fade-1" },
+      undefined,
+      {},
+      PartitionSettings.make({ leaseTtlMs: LEASE_TTL_MS, replicaId: "fade-in-process" }),
+    ),
+  )
   return fadeOf(fadeInProcess)
+}
+/** The fade worker named in the lease of the agent's partition. */
+const fadeOwnerOf = async (agentId: string) => {
+  const entry = await (await new Kvm(nc).open(LEASE_BUCKET)).get(leaseKey("fade", partitionOf(agentId)))
+  return entry !== null && entry.operation === "PUT" ? entry.json<{ replica: string }>().replica : null
 }
 
 /**
@@ -146,6 +164,7 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
   let steps = 0
   const faults: Record<string, { atAcks: number; killedAtSeq: number; recoveredMs: number }> = {}
   const ingestDone = { value: false }
+  const extraAgent = { value: "" }
 
   const faultPlan = (async () => {
     const at = async (acks: number) => {
@@ -173,9 +192,19 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
     const f0Start = Date.now()
     fadeChild = startServiceProcess("fade", fadeChildEnv())
     await fadeReady(fadeChild)
-    // Warm, it is back when it makes a decision for one of its agents again. New records on
-    // one of them make sure there is something to decide, however far the ingest has got.
-    const pressed = AGENTS.find((a) => shardOf(a, 2) === 0)!
+    // Warm, it is back when it holds partitions again (the in-process worker took them over meanwhile and
+    // hands some back) and makes a decision for one of their agents. New records on such an agent make sure
+    // there is something to decide, however far the ingest has got.
+    const pressed = await eventually(
+      "the restarted fade process to hold an agent's partition",
+      async () => {
+        for (const id of AGENTS) if ((await fadeOwnerOf(id)) === "fade-process") return id
+        return undefined
+      },
+      60_000,
+      250,
+    )
+    const pressedFrom = await streamLastSeq(server.url)
     for (let k = 0; k < EXTRA; k++) {
       const r = await callUntilAnswered(
         client,
@@ -189,12 +218,13 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
     const firstMove = await eventually(
       "a fade decision from the restarted worker",
       async () => {
+        if ((await fadeOwnerOf(pressed)) !== "fade-process") return undefined
         const log = await readRecords(server.url)
         return log.find(
           (r) =>
-            r.seq > f0.killedAtSeq &&
+            r.seq > pressedFrom &&
             (r.event?._tag === "RungChanged" || r.event?._tag === "EntryDemoted") &&
-            shardOf(r.event.agentId, 2) === 0,
+            r.event.agentId === pressed,
         )?.seq
       },
       60_000,
@@ -202,6 +232,7 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
     ).catch((error: unknown) => {
       throw new Error(`${String(error)}\nfade process output:\n${fadeChild.output().slice(-3_000)}`)
     })
+    extraAgent.value = pressed
     faults.fadeProcess = { ...f0, recoveredMs: Date.now() - f0Start }
     return firstMove
   })()
@@ -288,13 +319,12 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
   expect(steps).toBeGreaterThanOrEqual(AGENTS.length * (STEPS_PER_AGENT / 2))
 
   let entriesCompared = 0
+  let fadeOneAgents = 0
   let referenceCounts = 0
   let citations = 0
   for (const id of AGENTS) {
     const expected = rebuilt.get(id)!
-    expect(expected.entryCount).toBe(
-      RECORDS / AGENTS.length + (shardOf(id, 2) === 0 && id === AGENTS.find((a) => shardOf(a, 2) === 0) ? EXTRA : 0),
-    )
+    expect(expected.entryCount).toBe(RECORDS / AGENTS.length + (id === extraAgent.value ? EXTRA : 0))
     // The restarted working process, through the API, at the same sequence.
     const live = (await client.call(id, "getView", { afterSeq: last })) as ResponseOf<"getView">
     expect(live.appliedSeq).toBe(last)
@@ -311,9 +341,10 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
       citations += entry.citationCount
     }
     entriesCompared += live.entries.length
-    // The gateway (never stopped) and the restarted in-process fade worker for its own agents.
+    // The gateway (never stopped) and the restarted in-process fade worker for the agents it holds.
     expect(snapshotOf(gateway.views.get(id)), `gateway ${id}`).toEqual(snapshotOf(expected))
-    if (shardOf(id, 2) === 1) {
+    if (fade1.views.owns(id)) {
+      fadeOneAgents++
       await eventually(`fade-1 view of ${id}`, () => (fade1.view(id)?.lastSeq === expected.lastSeq ? true : undefined))
       expect(snapshotOf(fade1.view(id)), `fade-1 ${id}`).toEqual(snapshotOf(expected))
     }
@@ -321,9 +352,11 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
   expect(referenceCounts).toBeGreaterThan(0)
   expect(citations).toBeGreaterThan(0)
   const fadeMoves = log.filter((r) => r.event?._tag === "RungChanged" || r.event?._tag === "EntryDemoted")
-  const movesByShard = [0, 1].map((s) => fadeMoves.filter((r) => shardOf(r.event!.agentId, 2) === s).length)
-  expect(movesByShard[0]).toBeGreaterThan(0)
-  expect(movesByShard[1]).toBeGreaterThan(0)
+  const movesByAgent = Object.fromEntries(
+    AGENTS.map((id) => [id, fadeMoves.filter((r) => r.event!.agentId === id).length]),
+  )
+  expect(Object.values(movesByAgent).every((n) => n > 0)).toBe(true)
+  expect(fadeOneAgents).toBeGreaterThan(0)
   expect(workingChild.isRunning() && fadeChild.isRunning()).toBe(true)
 
   recordFigures("service-kill", {
@@ -344,7 +377,7 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
     },
     ingestSeconds: Math.round(ingestMillis / 100) / 10,
     eventsInLog: last,
-    fadeMovesByWorker: { "fade-0 (process)": movesByShard[0], "fade-1 (in process)": movesByShard[1] },
+    fadeMovesByAgent: movesByAgent,
     workingEntriesCompared: entriesCompared,
     referenceCountsChecked: referenceCounts,
     citationsChecked: citations,

@@ -18,6 +18,7 @@
  */
 import { Cause, Effect, Exit, Fiber, FiberSet, Scope } from "effect"
 import { NotCaughtUp } from "../../../contracts/errors.ts"
+import type { MemoryEvent } from "../../../contracts/events.ts"
 import { allPartitions, partitionOf } from "../../../contracts/partitions.ts"
 import {
   ALL_EVENTS,
@@ -112,7 +113,19 @@ export const checkLogLayout = (partitions: number) =>
       )
   })
 
-export const projectPartitionedViews = (service: string) =>
+/** What a service keeps beside the views of its partitions, told as the views change. */
+export interface PartitionHooks {
+  /** Snapshots of the views (default true); a service whose state is more than its views replays instead. */
+  readonly snapshots?: boolean
+  /** After each event applied to an agent's view (`after` undefined: the view was removed). */
+  readonly applied?: (event: MemoryEvent, before: AgentView | undefined, after: AgentView | undefined) => void
+  /** The partition answers now (caught up); `agents` are the agents it holds. */
+  readonly ready?: (partition: number, agents: ReadonlyArray<string>) => void
+  /** The partition is no longer this replica's: drop what is kept for its agents. */
+  readonly lost?: (partition: number, agents: ReadonlyArray<string>) => void
+}
+
+export const projectPartitionedViews = (service: string, hooks: PartitionHooks = {}) =>
   Effect.gen(function* () {
     const { jsm } = yield* Nats
     const log = yield* EventLog
@@ -125,7 +138,8 @@ export const projectPartitionedViews = (service: string) =>
     /** Why a partition taken at start could not catch up (e.g. an event newer than this code reads). */
     let catchUpFailure: unknown = null
     yield* checkLogLayout(settings.partitions)
-    const snapshots = yield* openSnapshotStore(service, settings.partitions)
+    // Without snapshots the bucket is not even opened (the service's user may have no rights on it).
+    const snapshots = hooks.snapshots === false ? null : yield* openSnapshotStore(service, settings.partitions)
 
     /** The last stored sequence of the partition's subjects (0: none). */
     const lastSeqOf = (partition: number) =>
@@ -136,7 +150,7 @@ export const projectPartitionedViews = (service: string) =>
     const catchUp = (state: PartitionState) =>
       Effect.gen(function* () {
         const began = Date.now()
-        const snapshot = yield* snapshots.load(state.partition)
+        const snapshot = snapshots === null ? null : yield* snapshots.load(state.partition)
         if (snapshot !== null) {
           for (const [id, view] of snapshot.views) state.views.set(id, view)
           state.snapshotSeq = snapshot.seq
@@ -152,9 +166,11 @@ export const projectPartitionedViews = (service: string) =>
           target,
           apply: (event, record) => {
             if (event._tag === "AgentForgotten" || event._tag === "EntryForgotten") state.forgotten = true
-            const next = evolve(state.views.get(event.agentId), event, record)
+            const before = state.views.get(event.agentId)
+            const next = evolve(before, event, record)
             if (next !== undefined) state.views.set(event.agentId, next)
             else state.views.delete(event.agentId)
+            hooks.applied?.(event, before, next)
           },
           onDeadLetter: (letter) => {
             const agentId = agentIdOfEventSubject(letter.subject)
@@ -169,6 +185,7 @@ export const projectPartitionedViews = (service: string) =>
         catchUps.push({ partition: state.partition, snapshotSeq: snapshot?.seq ?? 0, millis: Date.now() - began })
         state.completeTo = Math.max(state.completeTo, streamAtStart)
         state.ready = true
+        hooks.ready?.(state.partition, [...state.views.keys()])
       })
 
     const acquired = (partition: number) => {
@@ -205,6 +222,7 @@ export const projectPartitionedViews = (service: string) =>
       if (state === undefined) return
       state.ready = false
       states.delete(partition)
+      hooks.lost?.(partition, [...state.views.keys()])
       const fiber = state.fiber
       runFork(
         Effect.gen(function* () {
@@ -225,6 +243,7 @@ export const projectPartitionedViews = (service: string) =>
     const snapshot = (state: PartitionState) =>
       Effect.suspend(() => {
         const projection = state.projection
+        if (snapshots === null) return Effect.void
         if (!state.ready || projection === null || !leases.holds(state.partition)) return Effect.void
         if (state.forgotten) {
           state.forgotten = false
@@ -262,10 +281,11 @@ export const projectPartitionedViews = (service: string) =>
       Effect.forEach([...states.values()], snapshot, { concurrency: 4, discard: true }),
     )
     const due = (state: PartitionState, now: number) =>
-      state.forgotten ||
-      (settings.snapshotIntervalMs > 0 &&
-        now - state.snapshotAt >= settings.snapshotIntervalMs &&
-        (state.projection?.appliedSeq() ?? 0) > state.snapshotSeq)
+      snapshots !== null &&
+      (state.forgotten ||
+        (settings.snapshotIntervalMs > 0 &&
+          now - state.snapshotAt >= settings.snapshotIntervalMs &&
+          (state.projection?.appliedSeq() ?? 0) > state.snapshotSeq))
     yield* Effect.forkScoped(
       Effect.forever(
         Effect.gen(function* () {

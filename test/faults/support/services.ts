@@ -21,6 +21,7 @@ import { Gateway, type GatewayShape } from "../../../services/gateway/gateway.ts
 import { EmbeddingProvider } from "../../../services/platform/embedding/embedding-provider.ts"
 import { hashedEmbedder } from "../../../services/platform/embedding/offline-embedder.ts"
 import { NatsSettings, type NatsSettingsShape } from "../../../services/platform/nats/settings.ts"
+import { PartitionSettings } from "../../../services/platform/partitions/settings.ts"
 import { fadeService, gatewayService, workingService } from "../../../services/system.ts"
 import { Working, type WorkingShape } from "../../../services/working/working.ts"
 import { teardown } from "./audit.ts"
@@ -58,7 +59,9 @@ export const fadeLayer = (
   worker: Partial<FadeWorkerSettingsShape> = {},
   models: Layer.Layer<Summarizer | EmbeddingProvider, unknown> = offlineModels,
   overrides: Partial<NatsSettingsShape> = {},
-) => fadeService(settingsFor(servers, overrides)(`wm-${worker.name ?? "fade"}`), fadeSettings(worker), models)
+  partitions: Layer.Layer<PartitionSettings> = PartitionSettings.fromEnv,
+) =>
+  fadeService(settingsFor(servers, overrides)(`wm-${worker.name ?? "fade"}`), fadeSettings(worker), models, partitions)
 
 /** The running service's own interface, from a runtime that composes it. */
 export const gatewayOf = (p: InProcess<unknown>): Promise<GatewayShape> =>
