@@ -5,7 +5,7 @@
  * the caller treats that as "no snapshot" and rebuilds from the log.
  */
 import { HashMap, HashSet } from "effect"
-import type { AgentView, SeenIds } from "../../../domain/agent-view.ts"
+import { type AgentView, type SeenIds, seenGeneration } from "../../../domain/agent-view.ts"
 
 type Json = Record<string, unknown>
 
@@ -67,8 +67,8 @@ const decodeSeen = (value: unknown): SeenIds => {
   const recent = array(seen.recent, "seen.recent").map((h) => number(h, "seen.recent"))
   let node: SeenIds["recent"] = null
   for (let i = recent.length - 1; i >= 0; i--) node = { hash: recent[i]!, next: node }
-  const older = array(seen.older, "seen.older").map(
-    (g) => new Set(array(g, "seen.older").map((h) => number(h, "seen.older"))) as ReadonlySet<number>,
+  const older = array(seen.older, "seen.older").map((g) =>
+    seenGeneration(array(g, "seen.older").map((h) => number(h, "seen.older"))),
   )
   return { recent: node, recentSize: recent.length, older }
 }
