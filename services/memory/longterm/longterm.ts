@@ -76,6 +76,8 @@ export interface LongTermShape {
   readonly storedSeq: () => number
   readonly waitFor: (seq: number) => Effect.Effect<void>
   readonly projection: Projection
+  /** Entries whose facts the projection keeps for their demotion: recorded, not yet demoted or forgotten. */
+  readonly trackedEntries: () => number
 }
 
 export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/LongTerm") {
@@ -203,6 +205,10 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
                   )
                   break
                 }
+                // A demotion that carries the entry's facts (every one written since v2) ends the need for
+                // them: a promoted cue's next demotion carries them again. Kept, they would grow with the
+                // agent's whole history. A v1 log keeps them, as a re-demotion there reads them.
+                if (event.entry !== null) facts.delete(`${event.agentId}/${event.entryId}`)
                 enqueue({ seq: record.seq, upsert: { payload, vector: decodeVector(event.embedding.vector) } })
                 return
               }
@@ -295,6 +301,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
           storedSeq: stored.current,
           waitFor: (seq) => Effect.andThen(projection.waitFor(seq).pipe(Effect.ignore), storedTo(seq)),
           projection,
+          trackedEntries: () => facts.size,
         }
       }),
     )
