@@ -1,7 +1,9 @@
 /**
  * The scale benchmark: a loopback JetStream cluster (3 nodes, R3 streams), a
- * synthetic log of `events` events for `agents` agents, and working replicas
- * run as their own processes (services/working/main.ts, as deployed):
+ * synthetic log of `events` events for `agents` agents at steady state (the
+ * fade worker's demotions keep ~140 entries in each agent's working), and
+ * working replicas run as their own processes (services/working/main.ts, as
+ * deployed):
  *
  *   - for each replica count N: the largest share of the log one replica
  *     consumes (the events of the partitions its leases hold, counted as the
@@ -66,6 +68,9 @@ export interface ScaleReport {
   readonly wrongAnswers: number
 }
 
+/** Entries an agent holds in working once the log is at steady state (~6,300 of its 8,000 tokens). */
+const WORKING_ENTRIES = 140
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 const encoder = new TextEncoder()
 
@@ -101,7 +106,8 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
     await publishWindowed(
       nc,
       (function* () {
-        for (const event of syntheticEvents(options.events, options.agents)) {
+        // At steady state, as the fade worker keeps it: about a budget's worth of entries in working.
+        for (const event of syntheticEvents(options.events, options.agents, { workingEntries: WORKING_ENTRIES })) {
           perPartition[partitionOf(event.agentId, P)]! += 1
           yield { subject: eventSubject(event), data: encoder.encode(JSON.stringify(event)), msgID: event.eventId }
         }

@@ -5,7 +5,7 @@
  */
 import { jetstream } from "@nats-io/jetstream"
 import type { NatsConnection } from "@nats-io/transport-node"
-import type { MemoryEvent } from "../../contracts/events.ts"
+import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
 import { eventSubject } from "../../contracts/subjects.ts"
 import { blockTokens } from "../../domain/render.ts"
 
@@ -25,7 +25,16 @@ export const sentence = (seed: number, n: number): string => {
   return `${out.join(" ")}.`
 }
 
-export function* syntheticEvents(total: number, agents = 50): Generator<MemoryEvent> {
+export interface SyntheticOptions {
+  /**
+   * Fades as the fade worker would at steady state: once an agent holds more recorded entries than this,
+   * its oldest is demoted (an `EntryDemoted` carrying its facts), so working stays within a budget's worth.
+   * Unset: nothing is demoted and working grows with the log.
+   */
+  readonly workingEntries?: number
+}
+
+export function* syntheticEvents(total: number, agents = 50, options: SyntheticOptions = {}): Generator<MemoryEvent> {
   const T0 = Date.UTC(2025, 0, 1)
   let n = 0
   const env = (agentId: string, at: number) => ({
@@ -46,12 +55,51 @@ export function* syntheticEvents(total: number, agents = 50): Generator<MemoryEv
       config: { id: agentId, role: "main", budget: 8_000, encoding: "o200k_base" },
     }
   }
+  const recordedOf = new Map<string, EventOf<"EntryRecorded">>()
   while (n < total) {
     const agentId = `agent-${n % agents}`
     const ids = entriesOf.get(agentId)!
     const at = T0 + n * 1_000
     const kind = n % 10
-    if (kind === 8 && ids.length > 0) {
+    if (options.workingEntries !== undefined && ids.length > options.workingEntries) {
+      const entryId = ids.shift()!
+      const entry = recordedOf.get(entryId)!
+      recordedOf.delete(entryId)
+      yield {
+        _tag: "EntryDemoted",
+        ...env(agentId, at),
+        v: 2,
+        entryId,
+        from: 0,
+        score: {
+          total: 0.9,
+          parts: { age: 0.9, frequency: 0, emotion: 0, focus: 0, pressure: 0 },
+          trigger: "threshold",
+          threshold: 0.5,
+          usage: 0.85,
+          tau: 0.8,
+          now: at,
+        },
+        embedding: {
+          model: "synthetic",
+          dims: 0,
+          vector: "",
+          producer: { kind: "offline", model: "synthetic", fallbackReason: null, attempts: 1 },
+        },
+        entry: {
+          timestamp: entry.timestamp,
+          origin: entry.origin,
+          correlationId: null,
+          tags: [],
+          moodSnapshot: null,
+          emotionalWeight: 0,
+          rawTokens: entry.tokens,
+          keyPoints: null,
+          summary: null,
+          citationCount: 0,
+        },
+      }
+    } else if (kind === 8 && ids.length > 0) {
       yield {
         _tag: "EntriesRead",
         ...env(agentId, at),
@@ -66,7 +114,7 @@ export function* syntheticEvents(total: number, agents = 50): Generator<MemoryEv
       const content = sentence(n, 20 + (n % 30))
       const entryId = `e${n}`
       ids.push(entryId)
-      yield {
+      const event: EventOf<"EntryRecorded"> = {
         _tag: "EntryRecorded",
         ...env(agentId, at),
         entryId,
@@ -78,6 +126,8 @@ export function* syntheticEvents(total: number, agents = 50): Generator<MemoryEv
         emotionalWeight: 0,
         tokens: blockTokens({ timestamp: at, origin: "USER" }, "raw", content, "o200k_base"),
       }
+      if (options.workingEntries !== undefined) recordedOf.set(entryId, event)
+      yield event
     }
     n++
   }
