@@ -2,8 +2,11 @@
  * Snapshots of a partition's views in the `wm_snapshots` KV bucket:
  *
  *   <service>.<p>                  manifest: { format, partitions, stream, seq, id, chunks, bytes, sha256, agents, at }
- *   <service>.<p>.<id>.<n>         chunk n of snapshot <id>: a slice of the JSON
- *                                  { format, seq, views: [[agentId, encodedView], …] }
+ *   <service>.<p>.<id>.<n>         chunk n of snapshot <id>: a slice of its body, JSON lines:
+ *                                  { format, seq, agents } then one [agentId, encodedView] per line
+ *
+ * Written and read a chunk at a time, a view at a time: neither side holds the whole body as one
+ * string, so a partition's snapshot costs little more memory than its views.
  *
  * A forget applied in a partition erases its snapshot (chunks and manifest) in place, and the replica
  * writes none for that partition until it is rebuilt from the log: its live views still count what the
@@ -36,7 +39,7 @@ import { Nats } from "../nats/connection.ts"
 import { NatsSettings } from "../nats/settings.ts"
 import { decodeView, encodeView } from "./view-codec.ts"
 
-export const SNAPSHOT_FORMAT = 1
+export const SNAPSHOT_FORMAT = 2
 
 export interface Manifest {
   readonly format: number
@@ -74,8 +77,6 @@ export interface SnapshotStore {
 }
 
 const textEncoder = new TextEncoder()
-const textDecoder = new TextDecoder("utf-8", { fatal: true })
-const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex")
 
 /** Opens (or creates) the bucket; usable from a plain connection too (`wm verify`). */
 export const openSnapshotKv = (kvm: Kvm, replicas: number): Promise<KV> =>
@@ -119,29 +120,56 @@ export const makeSnapshotStore = (
     if (manifest.format !== SNAPSHOT_FORMAT) return `format ${manifest.format}, this code reads ${SNAPSHOT_FORMAT}`
     if (manifest.partitions !== partitions) return `taken with ${manifest.partitions} partitions, not ${partitions}`
     if (manifest.stream !== streamCreated) return "taken of another event stream (recreated or migrated since)"
-    const parts: Uint8Array[] = []
+    const hash = createHash("sha256")
+    const decoder = new TextDecoder("utf-8", { fatal: true })
+    const views = new Map<string, AgentView>()
+    let header: { format?: unknown; seq?: unknown; agents?: unknown } | null = null
+    let pending = ""
+    let bytes = 0
+    // The body is parsed as it arrives, but a checksum that does not match is what a reader is told first.
+    let parseError: string | null = null
+    const takeLine = (line: string) => {
+      if (parseError !== null) return
+      try {
+        takeView(line)
+      } catch (error) {
+        parseError = `does not decode: ${error instanceof Error ? error.message : String(error)}`
+      }
+    }
+    const takeView = (line: string) => {
+      if (line === "") return
+      if (header === null) {
+        header = JSON.parse(line) as { format?: unknown; seq?: unknown; agents?: unknown }
+        return
+      }
+      const [agentId, view] = JSON.parse(line) as [unknown, unknown]
+      if (typeof agentId !== "string") throw new Error("a view without its agent id")
+      views.set(agentId, decodeView(view))
+    }
+    const text = (bytes: Uint8Array, stream: boolean) => {
+      try {
+        return decoder.decode(bytes, { stream })
+      } catch {
+        parseError ??= "does not decode: not UTF-8"
+        return ""
+      }
+    }
     for (let i = 0; i < manifest.chunks; i++) {
       const chunk = await kv.get(snapshotChunkKey(service, partition, manifest.id, i))
       if (chunk === null || chunk.operation !== "PUT") return `chunk ${i} of ${manifest.chunks} is missing`
-      parts.push(chunk.value)
+      hash.update(chunk.value)
+      bytes += chunk.value.length
+      const lines = (pending + text(chunk.value, true)).split("\n")
+      pending = lines.pop()!
+      for (const line of lines) takeLine(line)
     }
-    const bytes = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
-    let at = 0
-    for (const p of parts) {
-      bytes.set(p, at)
-      at += p.length
-    }
-    if (sha256(bytes) !== manifest.sha256) return "checksum does not match"
-    try {
-      const body = JSON.parse(textDecoder.decode(bytes)) as { format?: unknown; seq?: unknown; views?: unknown }
-      if (body.format !== SNAPSHOT_FORMAT || body.seq !== manifest.seq || !Array.isArray(body.views))
-        return "body does not match its manifest"
-      const views = new Map<string, AgentView>()
-      for (const [agentId, view] of body.views as Array<[string, unknown]>) views.set(agentId, decodeView(view))
-      return { manifest, views }
-    } catch (error) {
-      return `does not decode: ${error instanceof Error ? error.message : String(error)}`
-    }
+    takeLine(pending + text(new Uint8Array(0), false))
+    if (bytes !== manifest.bytes || hash.digest("hex") !== manifest.sha256) return "checksum does not match"
+    if (parseError !== null) return parseError
+    const head = header as { format?: unknown; seq?: unknown; agents?: unknown } | null
+    if (head?.format !== SNAPSHOT_FORMAT || head.seq !== manifest.seq || head.agents !== views.size)
+      return "body does not match its manifest"
+    return { manifest, views }
   }
 
   const load = (partition: number): Effect.Effect<LoadedSnapshot | null> =>
@@ -162,17 +190,46 @@ export const makeSnapshotStore = (
   const save = (partition: number, seq: number, views: ReadonlyMap<string, AgentView>) =>
     Effect.tryPromise({
       try: async (): Promise<Manifest | null> => {
-        const body = textEncoder.encode(
-          JSON.stringify({
-            format: SNAPSHOT_FORMAT,
-            seq,
-            views: [...views].map(([id, view]) => [id, encodeView(view)]),
-          }),
-        )
         const id = nuid.next()
-        const chunks = Math.max(1, Math.ceil(body.length / chunkBytes))
-        for (let i = 0; i < chunks; i++)
-          await kv.put(snapshotChunkKey(service, partition, id, i), body.subarray(i * chunkBytes, (i + 1) * chunkBytes))
+        // Views are immutable: taking the references now fixes the snapshot at `seq`, however the
+        // partition moves on while the chunks are written.
+        const taken = [...views]
+        // The body is cut into chunks as its lines are made: one view's JSON at a time in memory.
+        const hash = createHash("sha256")
+        let chunks = 0
+        let bytes = 0
+        let parts: Uint8Array[] = []
+        let partsBytes = 0
+        const joined = () => {
+          const out = new Uint8Array(partsBytes)
+          let at = 0
+          for (const part of parts) {
+            out.set(part, at)
+            at += part.length
+          }
+          return out
+        }
+        const putChunk = async (chunk: Uint8Array) => {
+          hash.update(chunk)
+          bytes += chunk.length
+          await kv.put(snapshotChunkKey(service, partition, id, chunks), chunk)
+          chunks++
+        }
+        const write = async (line: string) => {
+          const encoded = textEncoder.encode(`${line}\n`)
+          parts.push(encoded)
+          partsBytes += encoded.length
+          while (partsBytes >= chunkBytes) {
+            const all = joined()
+            await putChunk(all.subarray(0, chunkBytes))
+            const rest = all.slice(chunkBytes)
+            parts = rest.length > 0 ? [rest] : []
+            partsBytes = rest.length
+          }
+        }
+        await write(JSON.stringify({ format: SNAPSHOT_FORMAT, seq, agents: taken.length }))
+        for (const [agentId, view] of taken) await write(JSON.stringify([agentId, encodeView(view)]))
+        if (partsBytes > 0) await putChunk(joined())
         const manifest: Manifest = {
           format: SNAPSHOT_FORMAT,
           partitions,
@@ -180,9 +237,9 @@ export const makeSnapshotStore = (
           seq,
           id,
           chunks,
-          bytes: body.length,
-          sha256: sha256(body),
-          agents: views.size,
+          bytes,
+          sha256: hash.digest("hex"),
+          agents: taken.length,
           at: Date.now(),
         }
         const previous = await manifestOf(partition)
