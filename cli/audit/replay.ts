@@ -10,7 +10,7 @@
  * applied, in stream order) or a stream sequence (events up to it).
  */
 import type { NatsConnection } from "@nats-io/transport-node"
-import { HashMap, HashSet } from "effect"
+import { HashMap } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { agentEvents } from "../../contracts/subjects.ts"
 import {
@@ -129,7 +129,7 @@ export const formatReplay = (
   lines.push(
     `Role ${view.config.role}, budget ${view.budgetInForce}${view.hyperfocus ? ` (hyperfocus; base ${baseBudget(view)})` : ""}, ` +
       `usage ${view.usage}/${view.budgetInForce} tokens; entries by rung: r0 ${byRung[0]}, r1 ${byRung[1]}, r2 ${byRung[2]}; ` +
-      `${HashSet.size(view.longTerm)} in long-term; last event seq ${view.lastSeq} at ${iso(view.lastEventAt)}`,
+      `${view.longTermCount} in long-term; last event seq ${view.lastSeq} at ${iso(view.lastEventAt)}`,
   )
   lines.push(
     view.step

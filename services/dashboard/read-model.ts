@@ -7,7 +7,7 @@
  * Forget holds here too: an entry's tombstone drops the events held for it, an agent's drops all of
  * the agent's, so the dashboard never shows what the log itself no longer holds.
  */
-import { HashMap, HashSet } from "effect"
+import { HashMap } from "effect"
 import type { WorkingEntry } from "../../contracts/entry.ts"
 import { entryIdOf, type MemoryEvent } from "../../contracts/events.ts"
 import type { FadeScore } from "../../contracts/fade.ts"
@@ -256,7 +256,7 @@ export class DashboardModel {
       tau: tauFor(view, this.#fade),
       entriesByRung: byRung,
       cues: HashMap.size(view.cues),
-      longTerm: HashSet.size(view.longTerm),
+      longTerm: view.longTermCount,
       events,
       lastSeq: view.lastSeq,
       lastEventAt: view.lastEventAt,

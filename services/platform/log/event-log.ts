@@ -77,6 +77,14 @@ export interface EventLogShape {
   readonly follow: (options: FollowOptions) => Effect.Effect<Subscription, Unavailable>
   /** The sequence of the last stored event (0 when empty). */
   readonly lastSeq: Effect.Effect<number, Unavailable>
+  /** The last message stored on one subject (from the stream's leader), null when the subject holds none. */
+  readonly lastOnSubject: (subject: string) => Effect.Effect<StoredOnSubject | null, Unavailable>
+}
+
+/** The last message on a subject, not yet decoded. */
+export interface StoredOnSubject {
+  readonly seq: number
+  readonly data: Uint8Array
 }
 
 /**
@@ -227,7 +235,16 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
         catch: (error) => new Unavailable({ reason: String(error) }),
       }).pipe(Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))))
 
-      return { append, follow, lastSeq }
+      const lastOnSubject = (subject: string) =>
+        Effect.tryPromise({
+          try: async () => {
+            const stored = await jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: subject })
+            return stored === null ? null : { seq: stored.seq, data: stored.data }
+          },
+          catch: (error) => new Unavailable({ reason: `cannot read '${subject}': ${String(error)}` }),
+        }).pipe(Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "10 seconds" }))))
+
+      return { append, follow, lastSeq, lastOnSubject }
     }),
   )
 }

@@ -36,7 +36,8 @@ import { Nats } from "../nats/connection.ts"
 import { NatsSettings } from "../nats/settings.ts"
 import { decodeView, encodeView } from "./view-codec.ts"
 
-export const SNAPSHOT_FORMAT = 1
+/** 2: views no longer carry the ids of long-term entries nor their subjects' sequences (older snapshots are rebuilt). */
+export const SNAPSHOT_FORMAT = 2
 
 export interface Manifest {
   readonly format: number
