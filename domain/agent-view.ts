@@ -30,18 +30,17 @@ export interface AgentView {
   /** The budget in force: the base budget, expanded during hyperfocus. */
   readonly budgetInForce: number
   readonly hyperfocus: boolean
-  /** Native working entries, rungs 0-2. */
+  /**
+   * Native working entries, rungs 0-2. Entries that left working (long-term,
+   * forgotten) are not kept, so a view is bounded by the budget, not by the
+   * agent's history: where such an entry stands is read from its subject in
+   * the log when a decision needs it (entry-standing.ts).
+   */
   readonly entries: HashMap.HashMap<string, WorkingEntry>
   /** Transient cues rehydrated from long-term (or for a summarised entry, its raw text) for the open step. */
   readonly cues: HashMap.HashMap<string, WorkingEntry>
   /** The relevance each cue was recalled with. */
   readonly cueRelevance: HashMap.HashMap<string, number>
-  /**
-   * How many entries are in long-term: demoted, and neither promoted back nor
-   * forgotten since. Which ones they are is in the log (each entry's subject),
-   * not here, so a view stays the same size however long the agent's history.
-   */
-  readonly longTermCount: number
   /** Tokens working carries: each native entry at the cost of its current rung. */
   readonly usage: number
   readonly step: OpenStep | null
@@ -126,7 +125,6 @@ const registered = (event: EventOf<"AgentRegistered">, position: LogPosition): A
   entries: HashMap.empty(),
   cues: HashMap.empty(),
   cueRelevance: HashMap.empty(),
-  longTermCount: 0,
   usage: 0,
   step: null,
   focus: null,
@@ -215,7 +213,6 @@ const demoted = (view: AgentView, event: EventOf<"EntryDemoted">): AgentView => 
   return {
     ...view,
     entries: HashMap.remove(view.entries, event.entryId),
-    longTermCount: view.longTermCount + 1,
     usage: view.usage - rungCost(current.value),
   }
 }
@@ -269,8 +266,6 @@ const promoted = (view: AgentView, event: EventOf<"CuePromoted">, seq: number): 
     entries: HashMap.set(view.entries, entry.id, entry),
     cues: HashMap.remove(view.cues, event.entryId),
     cueRelevance: HashMap.remove(view.cueRelevance, event.entryId),
-    // Not native: it came back from long-term.
-    longTermCount: existing === undefined ? Math.max(0, view.longTermCount - 1) : view.longTermCount,
     usage: view.usage - (existing ? rungCost(existing) : 0) + rungCost(entry),
     // Fresh fade tracking: the promoted entry counts as the newest.
     entryCount: view.entryCount + 1,
@@ -386,8 +381,6 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
         entries: HashMap.remove(view.entries, event.entryId),
         cues: HashMap.remove(view.cues, event.entryId),
         cueRelevance: HashMap.remove(view.cueRelevance, event.entryId),
-        // Forgetting is decided only for an entry in working or in long-term.
-        longTermCount: native === undefined ? Math.max(0, view.longTermCount - 1) : view.longTermCount,
         usage: view.usage - (native ? rungCost(native) : 0),
       }
     }
@@ -417,6 +410,10 @@ export const evolve = (
     : { ...apply(view, event, position.seq), lastEventAt: event.at, seen: remember(view.seen, hash) }
   return { ...atPosition(next, event, position.seq), lastSeq: position.seq }
 }
+
+/** Whether `evolve` applies this event to this view (not before it, not already applied, not a stored copy). */
+export const applies = (view: AgentView | undefined, event: MemoryEvent, position: LogPosition): boolean =>
+  view !== undefined && position.seq > view.lastSeq && !hasSeen(view.seen, eventIdHash(event.eventId))
 
 /**
  * A record on one of the agent's subjects that no projection could decode
@@ -552,7 +549,6 @@ export const viewSnapshot = (view: AgentView) => ({
   lastSeq: view.lastSeq,
   entries: entriesByTime(HashMap.values(view.entries)),
   cues: entriesByTime(HashMap.values(view.cues)),
-  longTermCount: view.longTermCount,
 })
 
 /** What `view.get` answers for a view: budget use, entries by rung, the entries (cues last), the open step. */

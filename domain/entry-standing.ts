@@ -21,7 +21,12 @@ export type EntryStanding = "absent" | "working" | "long-term" | "forgotten"
 /** One entry, as its subject's last event tells. */
 export interface EntryFact {
   readonly standing: EntryStanding
-  /** Stream sequence of the last message on the entry's subject (0: none). */
+  /** Stream sequence of the event the standing follows from: the last on the subject that decodes (0: none). */
+  readonly standingSeq: number
+  /**
+   * Stream sequence of the last message on the entry's subject, decodable or
+   * not (0: none): what a write to the subject must expect.
+   */
   readonly subjectSeq: number
 }
 
@@ -30,11 +35,11 @@ export type EntryFacts = ReadonlyMap<string, EntryFact>
 
 export const NO_ENTRY_FACTS: EntryFacts = new Map()
 
-export const ABSENT_ENTRY: EntryFact = { standing: "absent", subjectSeq: 0 }
+export const ABSENT_ENTRY: EntryFact = { standing: "absent", standingSeq: 0, subjectSeq: 0 }
 
 /**
- * Where an entry stands after `last`, the last event on its subject (null:
- * none, or not decodable). A cue rehydrated or dropped last means long-term
+ * Where an entry stands after `last`, the last event on its subject that
+ * decodes (null: none). A cue rehydrated or dropped last means long-term
  * for an entry the view does not hold natively; for a summarised native
  * entry the view's own entry answers first.
  */
@@ -55,6 +60,13 @@ export const standingAfter = (last: MemoryEvent | null): EntryStanding => {
       return "absent"
   }
 }
+
+/** The fact of an entry whose subject's last decodable event is `last` (at `standingSeq`), its last message at `subjectSeq`. */
+export const factAfter = (last: MemoryEvent | null, standingSeq: number, subjectSeq: number): EntryFact => ({
+  standing: standingAfter(last),
+  standingSeq: last === null ? 0 : standingSeq,
+  subjectSeq,
+})
 
 export const factOf = (facts: EntryFacts, entryId: string): EntryFact => facts.get(entryId) ?? ABSENT_ENTRY
 

@@ -16,7 +16,7 @@ import { errors, type NatsConnection } from "@nats-io/transport-node"
 import { agentEvents, entrySubject, eventSubject } from "../../contracts/subjects.ts"
 import { type AgentView, evolve } from "../../domain/agent-view.ts"
 import type { DecisionError } from "../../domain/decision.ts"
-import { type EntryFacts, NO_ENTRY_FACTS, standingAfter } from "../../domain/entry-standing.ts"
+import { type EntryFacts, factAfter, factOf, NO_ENTRY_FACTS } from "../../domain/entry-standing.ts"
 import { decideForget, type Tombstone } from "../../domain/forget.ts"
 import { completeErasure, type ErasureReport } from "../../services/platform/log/erase.ts"
 import { scanLog } from "./log.ts"
@@ -53,8 +53,13 @@ const readAgent = async (nc: NatsConnection, agentId: string, entryId: string | 
   const subject = entryId === undefined ? null : entrySubject(agentId, entryId)
   await scanLog(nc, { filter: agentEvents(agentId) }, (record) => {
     const event = record.event
-    if (entryId !== undefined && record.subject === subject)
-      known = new Map([[entryId, { standing: standingAfter(event), subjectSeq: record.seq }]])
+    if (entryId !== undefined && record.subject === subject) {
+      // A record that does not decode moves the subject's position, not where the entry stands.
+      const before = factOf(known, entryId)
+      known = new Map([
+        [entryId, event !== null ? factAfter(event, record.seq, record.seq) : { ...before, subjectSeq: record.seq }],
+      ])
+    }
     if (event === null) return
     view = evolve(view, event, { seq: record.seq })
     if (entryId === undefined) {

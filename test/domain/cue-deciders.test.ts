@@ -181,7 +181,7 @@ describe("cue deciders", () => {
           recalledText("The lease ends."),
           "lease",
           { at: 4, causationId: "ref-1" },
-          new Map([["e1", { standing: "long-term", subjectSeq: 2 }]]),
+          new Map([["e1", { standing: "long-term", standingSeq: 2, subjectSeq: 2 }]]),
         ),
       )
       .then({

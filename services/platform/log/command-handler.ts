@@ -91,9 +91,8 @@ export interface Command<D, A> extends Omit<LedgerRequest<A>, "requestId"> {
   readonly reply: (outcome: Outcome<D>) => A
 }
 
-/** Whether a view has applied what a fact read from the log says (a record that does not decode has nothing to apply). */
-const viewHas = (view: AgentView, fact: EntryFact): boolean =>
-  fact.standing === "absent" || fact.subjectSeq <= view.lastSeq
+/** Whether a view has applied the event a fact read from the log follows from (a record that does not decode has nothing to apply). */
+const viewHas = (view: AgentView, fact: EntryFact): boolean => fact.standingSeq <= view.lastSeq
 
 /** Decisions retaken after losing a race; beyond, the request is Unavailable (nothing stored, safe to retry). */
 export const MAX_DECISION_ATTEMPTS = 8
@@ -172,7 +171,7 @@ export const makeCommandHandler = (views: ViewSource) =>
           // Facts and view must agree: the view decides once it has applied what the log says of those entries.
           const behind = [...known.values()].filter((fact) => !viewHas(view, fact))
           if (behind.length > 0) {
-            yield* catchUpTo(command.agentId, Math.max(...behind.map((fact) => fact.subjectSeq)))
+            yield* catchUpTo(command.agentId, Math.max(...behind.map((fact) => fact.standingSeq)))
             view = yield* viewOf(command.agentId)
           }
           const decision = command.decide(view, known)
@@ -194,7 +193,7 @@ export const makeCommandHandler = (views: ViewSource) =>
             const fact = known.get(entryId) ?? (yield* readEntryFact(log, command.agentId, entryId))
             if (!viewHas(view, fact)) {
               // The subject moved on past the view, as a lost race would say: catch up and decide again.
-              yield* catchUpTo(command.agentId, fact.subjectSeq)
+              yield* catchUpTo(command.agentId, fact.standingSeq)
               continue
             }
             expected = fact.subjectSeq

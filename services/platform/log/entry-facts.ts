@@ -6,28 +6,49 @@
 import { Effect } from "effect"
 import { decodeEvent } from "../../../contracts/decode.ts"
 import type { Unavailable } from "../../../contracts/errors.ts"
+import type { MemoryEvent } from "../../../contracts/events.ts"
 import { isSubjectToken } from "../../../contracts/ids.ts"
 import { entrySubject } from "../../../contracts/subjects.ts"
-import { ABSENT_ENTRY, type EntryFact, type EntryFacts, standingAfter } from "../../../domain/entry-standing.ts"
+import { ABSENT_ENTRY, type EntryFact, type EntryFacts, factAfter } from "../../../domain/entry-standing.ts"
 import type { EventLogShape } from "./event-log.ts"
 
+/** The last event on a subject that decodes, at or before `untilSeq`, walking its history (an entry's is short). */
+const lastDecodable = (log: EventLogShape, subject: string, untilSeq: number) =>
+  Effect.gen(function* () {
+    let found: { readonly event: MemoryEvent; readonly seq: number } | null = null
+    let from = 1
+    while (from <= untilSeq) {
+      const next = yield* log.nextOnSubject(subject, from)
+      if (next === null || next.seq > untilSeq) break
+      const decoded = decodeEvent(next.data)
+      if (decoded.ok) found = { event: decoded.event, seq: next.seq }
+      from = next.seq + 1
+    }
+    return found
+  })
+
 /**
- * Where one entry stands; a last record that does not decode gives `absent`
- * at its sequence. An id that cannot be a subject token names no entry (and
- * must never reach the server as a wildcard).
+ * Where one entry stands. A last record that does not decode (it was
+ * dead-lettered) is skipped for the standing, as projections skip it, and
+ * still counts for the subject's position. An id that cannot be a subject
+ * token names no entry (and must never reach the server as a wildcard).
  */
 export const readEntryFact = (
   log: EventLogShape,
   agentId: string,
   entryId: string,
-): Effect.Effect<EntryFact, Unavailable> =>
-  !isSubjectToken(entryId)
-    ? Effect.succeed(ABSENT_ENTRY)
-    : Effect.map(log.lastOnSubject(entrySubject(agentId, entryId)), (last) => {
-        if (last === null) return ABSENT_ENTRY
-        const decoded = decodeEvent(last.data)
-        return { standing: standingAfter(decoded.ok ? decoded.event : null), subjectSeq: last.seq }
-      })
+): Effect.Effect<EntryFact, Unavailable> => {
+  if (!isSubjectToken(entryId)) return Effect.succeed(ABSENT_ENTRY)
+  const subject = entrySubject(agentId, entryId)
+  return Effect.gen(function* () {
+    const last = yield* log.lastOnSubject(subject)
+    if (last === null) return ABSENT_ENTRY
+    const decoded = decodeEvent(last.data)
+    if (decoded.ok) return factAfter(decoded.event, last.seq, last.seq)
+    const earlier = yield* lastDecodable(log, subject, last.seq - 1)
+    return factAfter(earlier?.event ?? null, earlier?.seq ?? 0, last.seq)
+  })
+}
 
 export const readEntryFacts = (
   log: EventLogShape,

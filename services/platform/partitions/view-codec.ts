@@ -75,7 +75,6 @@ const decodeSeen = (value: unknown): SeenIds => {
 const NUMERIC_FIELDS = [
   "budgetInForce",
   "usage",
-  "longTermCount",
   "entryCount",
   "clock",
   "configSeq",
