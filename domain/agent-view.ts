@@ -30,14 +30,17 @@ export interface AgentView {
   /** The budget in force: the base budget, expanded during hyperfocus. */
   readonly budgetInForce: number
   readonly hyperfocus: boolean
-  /** Native working entries, rungs 0-2. */
+  /**
+   * Native working entries, rungs 0-2. Entries that left working (long-term,
+   * forgotten) are not kept, so a view is bounded by the budget, not by the
+   * agent's history: where such an entry stands is read from its subject in
+   * the log when a decision needs it (entry-standing.ts).
+   */
   readonly entries: HashMap.HashMap<string, WorkingEntry>
   /** Transient cues rehydrated from long-term (or for a summarised entry, its raw text) for the open step. */
   readonly cues: HashMap.HashMap<string, WorkingEntry>
   /** The relevance each cue was recalled with. */
   readonly cueRelevance: HashMap.HashMap<string, number>
-  /** Entries that have left working for long-term. */
-  readonly longTerm: HashSet.HashSet<string>
   /** Tokens working carries: each native entry at the cost of its current rung. */
   readonly usage: number
   readonly step: OpenStep | null
@@ -51,12 +54,6 @@ export interface AgentView {
   readonly configSeq: number
   /** Sequence of the last event on the agent's step subject (guards steps, focus, reads and references). */
   readonly stepSeq: number
-  /**
-   * Sequence of the last event on the subject of each entry that is not a
-   * native working entry (long-term, cue, forgotten): guards cue writes.
-   * Native entries carry theirs as `lastEventSeq`.
-   */
-  readonly otherEntrySeqs: HashMap.HashMap<string, number>
   /** Sequence of the AgentRegistered event: one registration of this id (it may be registered again after a forget). */
   readonly registeredSeq: number
   readonly lastSeq: number
@@ -128,7 +125,6 @@ const registered = (event: EventOf<"AgentRegistered">, position: LogPosition): A
   entries: HashMap.empty(),
   cues: HashMap.empty(),
   cueRelevance: HashMap.empty(),
-  longTerm: HashSet.empty(),
   usage: 0,
   step: null,
   focus: null,
@@ -137,7 +133,6 @@ const registered = (event: EventOf<"AgentRegistered">, position: LogPosition): A
   clock: 0,
   configSeq: position.seq,
   stepSeq: 0,
-  otherEntrySeqs: HashMap.empty(),
   registeredSeq: position.seq,
   seen: remember(NO_SEEN_IDS, eventIdHash(event.eventId)),
   lastSeq: position.seq,
@@ -145,8 +140,9 @@ const registered = (event: EventOf<"AgentRegistered">, position: LogPosition): A
 })
 
 const recorded = (view: AgentView, event: EventOf<"EntryRecorded">, seq: number): AgentView => {
-  // A second record of the same entry (a retry outside the dedupe window) changes nothing.
-  if (HashMap.has(view.entries, event.entryId) || HashSet.has(view.longTerm, event.entryId)) return view
+  // An entry is recorded once: the record is appended only on an empty entry subject, and a copy of
+  // the same event stored under another message id is caught by `seen`. A working entry is kept as is.
+  if (HashMap.has(view.entries, event.entryId)) return view
   const entry: WorkingEntry = {
     id: event.entryId,
     timestamp: event.timestamp,
@@ -217,7 +213,6 @@ const demoted = (view: AgentView, event: EventOf<"EntryDemoted">): AgentView => 
   return {
     ...view,
     entries: HashMap.remove(view.entries, event.entryId),
-    longTerm: HashSet.add(view.longTerm, event.entryId),
     usage: view.usage - rungCost(current.value),
   }
 }
@@ -271,7 +266,6 @@ const promoted = (view: AgentView, event: EventOf<"CuePromoted">, seq: number): 
     entries: HashMap.set(view.entries, entry.id, entry),
     cues: HashMap.remove(view.cues, event.entryId),
     cueRelevance: HashMap.remove(view.cueRelevance, event.entryId),
-    longTerm: HashSet.remove(view.longTerm, event.entryId),
     usage: view.usage - (existing ? rungCost(existing) : 0) + rungCost(entry),
     // Fresh fade tracking: the promoted entry counts as the newest.
     entryCount: view.entryCount + 1,
@@ -387,7 +381,6 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
         entries: HashMap.remove(view.entries, event.entryId),
         cues: HashMap.remove(view.cues, event.entryId),
         cueRelevance: HashMap.remove(view.cueRelevance, event.entryId),
-        longTerm: HashSet.remove(view.longTerm, event.entryId),
         usage: view.usage - (native ? rungCost(native) : 0),
       }
     }
@@ -417,6 +410,10 @@ export const evolve = (
     : { ...apply(view, event, position.seq), lastEventAt: event.at, seen: remember(view.seen, hash) }
   return { ...atPosition(next, event, position.seq), lastSeq: position.seq }
 }
+
+/** Whether `evolve` applies this event to this view (not before it, not already applied, not a stored copy). */
+export const applies = (view: AgentView | undefined, event: MemoryEvent, position: LogPosition): boolean =>
+  view !== undefined && position.seq > view.lastSeq && !hasSeen(view.seen, eventIdHash(event.eventId))
 
 /**
  * A record on one of the agent's subjects that no projection could decode
@@ -527,40 +524,29 @@ const atPosition = (view: AgentView, event: MemoryEvent, seq: number): AgentView
   return atEntrySubject(view, entryId, seq)
 }
 
+/** A native entry carries the position of its subject; other entries' subjects are read from the log when written to. */
 const atEntrySubject = (view: AgentView, entryId: string, seq: number): AgentView => {
   const entry = Option.getOrUndefined(HashMap.get(view.entries, entryId))
-  if (entry !== undefined) {
-    // A native entry carries its own position; the map keeps only the others.
-    const others = HashMap.has(view.otherEntrySeqs, entryId)
-      ? HashMap.remove(view.otherEntrySeqs, entryId)
-      : view.otherEntrySeqs
-    if (entry.lastEventSeq >= seq) return others === view.otherEntrySeqs ? view : { ...view, otherEntrySeqs: others }
-    return {
-      ...view,
-      entries: HashMap.set(view.entries, entryId, { ...entry, lastEventSeq: seq }),
-      otherEntrySeqs: others,
-    }
-  }
-  const known = Option.getOrElse(HashMap.get(view.otherEntrySeqs, entryId), () => 0)
-  return known >= seq ? view : { ...view, otherEntrySeqs: HashMap.set(view.otherEntrySeqs, entryId, seq) }
+  if (entry === undefined || entry.lastEventSeq >= seq) return view
+  return { ...view, entries: HashMap.set(view.entries, entryId, { ...entry, lastEventSeq: seq }) }
 }
 
-/** The sequence of the last event on an entry's subject that this view has applied (0: none). */
-export const entrySubjectSeq = (view: AgentView, entryId: string): number => {
-  const entry = Option.getOrUndefined(HashMap.get(view.entries, entryId))
-  return entry !== undefined ? entry.lastEventSeq : Option.getOrElse(HashMap.get(view.otherEntrySeqs, entryId), () => 0)
-}
+/** The sequence of the last event on a native entry's subject that this view has applied (null: not a native entry). */
+export const nativeSubjectSeq = (view: AgentView, entryId: string): number | null =>
+  Option.getOrUndefined(HashMap.get(view.entries, entryId))?.lastEventSeq ?? null
 
 /**
  * The sequence an event's subject must still be at for a decision taken on
  * this view to stand (its Nats-Expected-Last-Subject-Sequence): the
  * configuration subject for registrations and budgets, the step subject for
- * steps, focus, reads and references, the entry's subject for everything
- * that happens to one entry.
+ * steps, focus, reads and references, a native entry's subject for what
+ * happens to it. Null for the subject of an entry the view does not hold
+ * natively (in long-term, a cue, forgotten, unknown): the writer reads that
+ * subject's last sequence from the log (`EntryFact.subjectSeq`).
  */
-export const expectedSeqOf = (view: AgentView, event: MemoryEvent): number => {
+export const expectedSeqOf = (view: AgentView, event: MemoryEvent): number | null => {
   const entryId = entryIdOf(event)
-  if (entryId !== null) return entrySubjectSeq(view, entryId)
+  if (entryId !== null) return nativeSubjectSeq(view, entryId)
   return eventSubject(event) === agentConfigSubject(view.config.id) ? view.configSeq : view.stepSeq
 }
 
@@ -586,7 +572,6 @@ export const viewSnapshot = (view: AgentView) => ({
   lastSeq: view.lastSeq,
   entries: entriesByTime(HashMap.values(view.entries)),
   cues: entriesByTime(HashMap.values(view.cues)),
-  longTerm: Array.from(view.longTerm).sort(),
 })
 
 /** What `view.get` answers for a view: budget use, entries by rung, the entries (cues last), the open step. */

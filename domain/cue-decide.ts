@@ -14,6 +14,7 @@ import { InvalidState } from "../contracts/errors.ts"
 import type { EventOf } from "../contracts/events.ts"
 import type { AgentView } from "./agent-view.ts"
 import { accept, type Decision, envelope, refuse } from "./decision.ts"
+import { type EntryFacts, isLongTerm } from "./entry-standing.ts"
 
 export type Recalled = EventOf<"CueRehydrated">["recalled"]
 export type CueTrigger = EventOf<"CueRehydrated">["trigger"]
@@ -94,7 +95,11 @@ export const decideRecall = (
   return accept([recalled, ...cues])
 }
 
-/** A long-term entry named by the agent in its step comes back as a cue (and is then promoted: it is in use). */
+/**
+ * A long-term entry named by the agent in its step comes back as a cue (and
+ * is then promoted: it is in use). Whether it is in long-term is what the
+ * service read of the entry's subject (`known`).
+ */
 export const decideExplicitRehydration = (
   view: AgentView,
   stepId: string,
@@ -102,10 +107,11 @@ export const decideExplicitRehydration = (
   recalled: Recalled,
   correlationId: string | null,
   stamp: CueStamp,
+  known: EntryFacts,
 ): Decision<EventOf<"CueRehydrated">> => {
   const closed = notOpen(view, stepId)
   if (closed) return refuse(closed)
-  if (!HashSet.has(view.longTerm, entryId)) {
+  if (!isLongTerm(known, entryId)) {
     return refuse(new InvalidState({ field: "entryId", reason: `'${entryId}' is not in long-term memory` }))
   }
   return accept({

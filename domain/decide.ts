@@ -3,7 +3,7 @@
  * record or the typed error that refuses it. Pure: ids and times come in
  * the stamp, token counts from the deterministic tokenizer.
  */
-import { HashMap, HashSet } from "effect"
+import { HashMap } from "effect"
 import {
   type AgentConfig,
   DEFAULT_ENCODING,
@@ -18,6 +18,7 @@ import type { Focus } from "../contracts/focus.ts"
 import { type AgentView, baseBudget } from "./agent-view.ts"
 import { type BuiltContext, contextOfView, effectiveBudget } from "./context-builder.ts"
 import { accept, type Decision, envelope, refuse, type Stamp } from "./decision.ts"
+import { type EntryFacts, isLongTerm, NO_ENTRY_FACTS } from "./entry-standing.ts"
 import { blockTokens } from "./render.ts"
 
 export type { Decision, DecisionError, Stamp } from "./decision.ts"
@@ -203,17 +204,23 @@ const openStep = (view: AgentView, stepId: string): InvalidState | null =>
       ? new InvalidState({ field: "stepId", reason: `the open step is '${view.step.stepId}', not '${stepId}'` })
       : null
 
+/**
+ * A reference names entries the agent holds: working entries and cues of
+ * the view, or entries the log says are in long-term (`known`: what the
+ * service read of the entries the view does not hold).
+ */
 export const decideReference = (
   view: AgentView,
   request: RequestOf<"referenceEntries">,
   stamp: Stamp,
+  known: EntryFacts = NO_ENTRY_FACTS,
 ): Decision<EventOf<"EntriesReferenced">> => {
   const ids = Array.from(new Set(request.entryIds ?? []))
   if (ids.length === 0) return refuse(ValidationError.one("entryIds", "name at least one entry, by id or by a quote"))
   const notOpen = openStep(view, request.stepId)
   if (notOpen) return refuse(notOpen)
   const unknown = ids.filter(
-    (id) => !HashMap.has(view.entries, id) && !HashMap.has(view.cues, id) && !HashSet.has(view.longTerm, id),
+    (id) => !HashMap.has(view.entries, id) && !HashMap.has(view.cues, id) && !isLongTerm(known, id),
   )
   if (unknown.length > 0) return refuse(new UnknownEntries({ entryIds: unknown }))
   return accept({ _tag: "EntriesReferenced", ...envelope(stamp), stepId: request.stepId, entryIds: ids })

@@ -7,13 +7,14 @@
  * records of the agent's subjects, so the operator's CLI and the eraser
  * service that resumes after a crash erase exactly the same messages.
  */
-import { HashMap, HashSet } from "effect"
+import { HashMap } from "effect"
 import { AgentNotFound, UnknownEntries, ValidationError } from "../contracts/errors.ts"
 import type { EventOf } from "../contracts/events.ts"
 import { isSubjectToken } from "../contracts/ids.ts"
 import { agentEvents, entrySubject } from "../contracts/subjects.ts"
 import type { AgentView } from "./agent-view.ts"
 import { accept, type Decision, envelope, refuse, type Stamp } from "./decision.ts"
+import { type EntryFacts, isLongTerm, NO_ENTRY_FACTS } from "./entry-standing.ts"
 
 export type Tombstone = EventOf<"EntryForgotten"> | EventOf<"AgentForgotten">
 
@@ -24,20 +25,22 @@ export interface ForgetRequest {
 
 /**
  * Forgetting an agent needs it registered; forgetting an entry needs the
- * agent to hold it, in working or in long-term. Anything else is refused
- * and nothing is written.
+ * agent to hold it, in working (the view) or in long-term (`known`: what the
+ * caller read of the entry's subject). Anything else is refused and nothing
+ * is written.
  */
 export const decideForget = (
   view: AgentView | undefined,
   request: ForgetRequest,
   stamp: Stamp,
+  known: EntryFacts = NO_ENTRY_FACTS,
 ): Decision<Tombstone> => {
   if (view === undefined) return refuse(new AgentNotFound({ agentId: stamp.agentId }))
   const entryId = request.entryId
   if (entryId === undefined) return accept({ _tag: "AgentForgotten", ...envelope(stamp) })
   if (!isSubjectToken(entryId))
     return refuse(ValidationError.one("entryId", "must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'"))
-  if (!HashMap.has(view.entries, entryId) && !HashSet.has(view.longTerm, entryId))
+  if (!HashMap.has(view.entries, entryId) && !isLongTerm(known, entryId))
     return refuse(new UnknownEntries({ entryIds: [entryId] }))
   return accept({ _tag: "EntryForgotten", ...envelope(stamp), entryId })
 }

@@ -12,7 +12,7 @@
  *   - a long history: one agent recording 100k entries over 10k steps, the
  *     fade keeping a budget's worth in working and demoting the rest.
  */
-import { HashMap, HashSet } from "effect"
+import { HashMap } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { type AgentView, evolve, SEEN_GENERATION, SEEN_IDS, seenIdCount } from "../../domain/agent-view.ts"
 import { encodeView } from "../../services/platform/partitions/view-codec.ts"
@@ -76,8 +76,6 @@ export interface HistoryCheckpoint {
   readonly demoted: number
   readonly working: number
   readonly usage: number
-  readonly longTerm: number
-  readonly otherEntrySeqs: number
   readonly seenIds: number
   /** Retained by the agent's view, beyond the heap before it was registered. */
   readonly viewBytes: number
@@ -94,9 +92,6 @@ export interface HistoryFigures {
   /** Slope between the first and last checkpoints. */
   readonly bytesPerDemoted: number
   readonly snapshotBytesPerDemoted: number
-  /** At the end, what each of the two structures holds per demoted entry (the id strings they share counted with `otherEntrySeqs`). */
-  readonly longTermBytesPerDemoted: number
-  readonly otherEntrySeqsBytesPerDemoted: number
 }
 
 export interface MemoryReport {
@@ -240,10 +235,6 @@ const SUMMARY_AFTER = 80
 const DEMOTE_AFTER = 200
 
 /** Replaces an agent's view, keeping no reference to the one it replaces. */
-const replaceView = (views: Views, agentId: string, change: (view: AgentView) => AgentView): void => {
-  views.byAgent.set(agentId, change(views.byAgent.get(agentId)!))
-}
-
 const measureHistory = (options: MemoryOptions): HistoryFigures => {
   const { historyEntries: total, historySteps: steps, budget, log } = options
   const notes = entryTexts("note", TEXTS_PER_KIND, 2_000_000)
@@ -278,17 +269,15 @@ const measureHistory = (options: MemoryOptions): HistoryFigures => {
         const bytes = retained() - before
         checkpoints.push({
           entries: n + 1,
-          demoted: HashSet.size(view.longTerm),
+          demoted: Math.max(0, n + 1 - DEMOTE_AFTER),
           working: HashMap.size(view.entries),
           usage: view.usage,
-          longTerm: HashSet.size(view.longTerm),
-          otherEntrySeqs: HashMap.size(view.otherEntrySeqs),
           seenIds: seenIdCount(view.seen),
           viewBytes: bytes,
           snapshotBytes: snapshotBytes(view),
         })
         log(
-          `history: ${n + 1} entries, ${HashSet.size(view.longTerm)} demoted, view ${(bytes / 2 ** 20).toFixed(1)} MB`,
+          `history: ${n + 1} entries, ${Math.max(0, n + 1 - DEMOTE_AFTER)} demoted, view ${(bytes / 2 ** 20).toFixed(1)} MB`,
         )
       }
     }
@@ -298,13 +287,6 @@ const measureHistory = (options: MemoryOptions): HistoryFigures => {
   const last = checkpoints.at(-1)!
   const slope = (f: (c: HistoryCheckpoint) => number) => round((f(last) - f(first)) / (last.demoted - first.demoted))
 
-  // What the two structures take, dropped one after the other (they share the id strings).
-  const demoted = HashSet.size(views.byAgent.get(agentId)!.longTerm)
-  const full = retained()
-  replaceView(views, agentId, (view) => ({ ...view, longTerm: HashSet.empty() }))
-  const withoutLongTerm = retained()
-  replaceView(views, agentId, (view) => ({ ...view, otherEntrySeqs: HashMap.empty() }))
-  const withoutEither = retained()
   return {
     entries: total,
     steps,
@@ -314,8 +296,6 @@ const measureHistory = (options: MemoryOptions): HistoryFigures => {
     checkpoints,
     bytesPerDemoted: slope((c) => c.viewBytes),
     snapshotBytesPerDemoted: slope((c) => c.snapshotBytes),
-    longTermBytesPerDemoted: round((full - withoutLongTerm) / demoted),
-    otherEntrySeqsBytesPerDemoted: round((withoutLongTerm - withoutEither) / demoted),
   }
 }
 

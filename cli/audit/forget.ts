@@ -13,9 +13,10 @@
  */
 import { JetStreamApiError, jetstream } from "@nats-io/jetstream"
 import { errors, type NatsConnection } from "@nats-io/transport-node"
-import { agentEvents, eventSubject } from "../../contracts/subjects.ts"
+import { agentEvents, entrySubject, eventSubject } from "../../contracts/subjects.ts"
 import { type AgentView, evolve } from "../../domain/agent-view.ts"
 import type { DecisionError } from "../../domain/decision.ts"
+import { type EntryFacts, factAfter, factOf, NO_ENTRY_FACTS } from "../../domain/entry-standing.ts"
 import { decideForget, type Tombstone } from "../../domain/forget.ts"
 import { completeErasure, type ErasureReport } from "../../services/platform/log/erase.ts"
 import { scanLog } from "./log.ts"
@@ -41,13 +42,24 @@ interface AgentState {
   readonly view: AgentView | undefined
   /** The latest tombstone for what is asked, when one is stored and not overtaken by a re-registration. */
   readonly tombstone: { readonly event: Tombstone; readonly seq: number } | null
+  /** Where the entry asked for stands, from the last record on its subject (none when the agent is asked for). */
+  readonly known: EntryFacts
 }
 
 const readAgent = async (nc: NatsConnection, agentId: string, entryId: string | undefined): Promise<AgentState> => {
   let view: AgentView | undefined
   let tombstone: AgentState["tombstone"] = null
+  let known = NO_ENTRY_FACTS
+  const subject = entryId === undefined ? null : entrySubject(agentId, entryId)
   await scanLog(nc, { filter: agentEvents(agentId) }, (record) => {
     const event = record.event
+    if (entryId !== undefined && record.subject === subject) {
+      // A record that does not decode moves the subject's position, not where the entry stands.
+      const before = factOf(known, entryId)
+      known = new Map([
+        [entryId, event !== null ? factAfter(event, record.seq, record.seq) : { ...before, subjectSeq: record.seq }],
+      ])
+    }
     if (event === null) return
     view = evolve(view, event, { seq: record.seq })
     if (entryId === undefined) {
@@ -57,7 +69,7 @@ const readAgent = async (nc: NatsConnection, agentId: string, entryId: string | 
     else if (event._tag === "AgentRegistered" || (event._tag === "EntryRecorded" && event.entryId === entryId))
       tombstone = null
   })
-  return { view, tombstone }
+  return { view, tombstone, known }
 }
 
 const PUBLISH_DEADLINE_MS = 30_000
@@ -95,13 +107,18 @@ export const forget = async (
   let recorded = false
   if (tombstone === null) {
     const at = Date.now()
-    const decision = decideForget(state.view, entryId !== undefined ? { entryId } : {}, {
-      eventId: `${agentId}:forget:${entryId ?? "agent"}:${at}`,
-      agentId,
-      at,
-      causationId: "operator:forget",
-      correlationId: null,
-    })
+    const decision = decideForget(
+      state.view,
+      entryId !== undefined ? { entryId } : {},
+      {
+        eventId: `${agentId}:forget:${entryId ?? "agent"}:${at}`,
+        agentId,
+        at,
+        causationId: "operator:forget",
+        correlationId: null,
+      },
+      state.known,
+    )
     if (!decision.ok) throw new ForgetRefused(decision.error)
     tombstone = { event: decision.event, seq: await storeTombstone(nc, decision.event) }
     recorded = true

@@ -10,7 +10,7 @@
  * applied, in stream order) or a stream sequence (events up to it).
  */
 import type { NatsConnection } from "@nats-io/transport-node"
-import { HashMap, HashSet } from "effect"
+import { HashMap } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { agentEvents } from "../../contracts/subjects.ts"
 import {
@@ -22,6 +22,7 @@ import {
   viewSnapshot,
 } from "../../domain/agent-view.ts"
 import type { BuiltContext } from "../../domain/context-builder.ts"
+import { trackLongTerm } from "../../domain/long-term-ids.ts"
 import { scanLog } from "./log.ts"
 import type { Progress } from "./progress.ts"
 
@@ -36,6 +37,8 @@ export interface Replayed {
   readonly agentId: string
   readonly cut: Cut
   readonly view: AgentView | undefined
+  /** The ids of the agent's entries in long-term at the cut. */
+  readonly longTerm: ReadonlySet<string>
   /** Events of the agent read from the log, and how many of them the cut admitted. */
   readonly read: number
   readonly applied: number
@@ -49,6 +52,7 @@ export const foldAgent = (
   cut: Cut,
 ): Omit<Replayed, "undecodable"> => {
   let view: AgentView | undefined
+  const longTerm = new Set<string>()
   let read = 0
   let applied = 0
   for (const { seq, event } of events) {
@@ -56,10 +60,11 @@ export const foldAgent = (
     read++
     if (cut.seq !== undefined && seq > cut.seq) break
     if (cut.at !== undefined && event.at > cut.at) continue
+    trackLongTerm(longTerm, view, event, { seq })
     view = evolve(view, event, { seq })
     applied++
   }
-  return { agentId, cut, view, read, applied }
+  return { agentId, cut, view, longTerm, read, applied }
 }
 
 export const replayAgent = async (
@@ -129,7 +134,7 @@ export const formatReplay = (
   lines.push(
     `Role ${view.config.role}, budget ${view.budgetInForce}${view.hyperfocus ? ` (hyperfocus; base ${baseBudget(view)})` : ""}, ` +
       `usage ${view.usage}/${view.budgetInForce} tokens; entries by rung: r0 ${byRung[0]}, r1 ${byRung[1]}, r2 ${byRung[2]}; ` +
-      `${HashSet.size(view.longTerm)} in long-term; last event seq ${view.lastSeq} at ${iso(view.lastEventAt)}`,
+      `${replayed.longTerm.size} in long-term; last event seq ${view.lastSeq} at ${iso(view.lastEventAt)}`,
   )
   lines.push(
     view.step
@@ -174,7 +179,7 @@ export const replayJson = (replayed: Replayed, context: BuiltContext | undefined
   read: replayed.read,
   applied: replayed.applied,
   undecodable: replayed.undecodable,
-  view: replayed.view ? viewSnapshot(replayed.view) : null,
+  view: replayed.view ? { ...viewSnapshot(replayed.view), longTerm: [...replayed.longTerm].sort() } : null,
   context: context ?? null,
 })
 

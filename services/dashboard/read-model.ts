@@ -7,13 +7,14 @@
  * Forget holds here too: an entry's tombstone drops the events held for it, an agent's drops all of
  * the agent's, so the dashboard never shows what the log itself no longer holds.
  */
-import { HashMap, HashSet } from "effect"
+import { HashMap } from "effect"
 import type { WorkingEntry } from "../../contracts/entry.ts"
 import { entryIdOf, type MemoryEvent } from "../../contracts/events.ts"
 import type { FadeScore } from "../../contracts/fade.ts"
 import { type AgentView, baseBudget, entriesByTime, evolve } from "../../domain/agent-view.ts"
 import { type BuiltContext, type ContextOptions, contextOfView } from "../../domain/context-builder.ts"
 import { DEFAULT_FADE_CONFIG, type FadeConfig, tauFor } from "../../domain/fade-score.ts"
+import { trackLongTerm } from "../../domain/long-term-ids.ts"
 
 export interface LoggedEvent {
   readonly seq: number
@@ -195,22 +196,26 @@ const card = (entry: WorkingEntry, cue: boolean): EntryCard => ({
 export const foldEvents = (
   events: Iterable<LoggedEvent>,
   cut: Cut | null,
-): { view: AgentView | undefined; applied: number } => {
+): { view: AgentView | undefined; applied: number; longTerm: ReadonlySet<string> } => {
   let view: AgentView | undefined
   let applied = 0
+  const longTerm = new Set<string>()
   for (const { seq, event } of events) {
     if (cut?.seq !== undefined && seq > cut.seq) break
     if (cut?.at !== undefined && event.at > cut.at) continue
+    trackLongTerm(longTerm, view, event, { seq })
     view = evolve(view, event, { seq })
     applied++
   }
-  return { view, applied }
+  return { view, applied, longTerm }
 }
 
 interface AgentLog {
   events: LoggedEvent[]
   /** The live view: every held event folded. */
   view: AgentView | undefined
+  /** The ids of its entries in long-term (the view does not carry them). */
+  readonly longTerm: Set<string>
 }
 
 /** Every agent's events as the log holds them, and their live views. */
@@ -233,17 +238,18 @@ export class DashboardModel {
     this.#lastSeq = Math.max(this.#lastSeq, logged.seq)
     let agent = this.#agents.get(event.agentId)
     if (agent === undefined) {
-      agent = { events: [], view: undefined }
+      agent = { events: [], view: undefined, longTerm: new Set() }
       this.#agents.set(event.agentId, agent)
     }
     if (event._tag === "AgentForgotten") agent.events = []
     if (event._tag === "EntryForgotten") agent.events = agent.events.filter((e) => entryIdOf(e.event) !== event.entryId)
     agent.events.push(logged)
+    trackLongTerm(agent.longTerm, agent.view, event, { seq: logged.seq })
     agent.view = evolve(agent.view, event, { seq: logged.seq })
     return timelineItem(logged)
   }
 
-  #summary(agentId: string, view: AgentView, events: number): AgentSummary {
+  #summary(agentId: string, view: AgentView, events: number, longTerm: number): AgentSummary {
     const byRung = { "0": 0, "1": 0, "2": 0 }
     for (const e of HashMap.values(view.entries)) byRung[e.rung] += 1
     return {
@@ -256,7 +262,7 @@ export class DashboardModel {
       tau: tauFor(view, this.#fade),
       entriesByRung: byRung,
       cues: HashMap.size(view.cues),
-      longTerm: HashSet.size(view.longTerm),
+      longTerm,
       events,
       lastSeq: view.lastSeq,
       lastEventAt: view.lastEventAt,
@@ -266,7 +272,7 @@ export class DashboardModel {
   /** The registered agents, by id. */
   agents(): AgentSummary[] {
     return [...this.#agents.entries()]
-      .flatMap(([id, a]) => (a.view ? [this.#summary(id, a.view, a.events.length)] : []))
+      .flatMap(([id, a]) => (a.view ? [this.#summary(id, a.view, a.events.length, a.longTerm.size)] : []))
       .sort((a, b) => a.agentId.localeCompare(b.agentId))
   }
 
@@ -274,14 +280,16 @@ export class DashboardModel {
   page(agentId: string, cut: Cut | null, options: ContextOptions = {}): AgentPage | undefined {
     const agent = this.#agents.get(agentId)
     if (agent === undefined || agent.view === undefined) return undefined
-    const { view, applied } =
-      cut === null ? { view: agent.view, applied: agent.events.length } : foldEvents(agent.events, cut)
+    const { view, applied, longTerm } =
+      cut === null
+        ? { view: agent.view, applied: agent.events.length, longTerm: agent.longTerm }
+        : foldEvents(agent.events, cut)
     if (view === undefined) return undefined
     const entries = entriesByTime(HashMap.values(view.entries)).map((e) => card(e, false))
     const first = agent.events[0]!
     const last = agent.events[agent.events.length - 1]!
     return {
-      agent: this.#summary(agentId, view, agent.events.length),
+      agent: this.#summary(agentId, view, agent.events.length, longTerm.size),
       cut,
       applied,
       range: { firstAt: first.event.at, lastAt: last.event.at, firstSeq: first.seq, lastSeq: last.seq },

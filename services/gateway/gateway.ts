@@ -43,6 +43,7 @@ import {
   recordConflict,
   type Stamp,
 } from "../../domain/decide.ts"
+import type { EntryFacts } from "../../domain/entry-standing.ts"
 import { replyOfEvent } from "../../domain/requests.ts"
 import { preloadEncoding } from "../../domain/tokens.ts"
 import { callOperation } from "../platform/api/call.ts"
@@ -99,8 +100,9 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         operation: O,
         request: RequestOf<O> & { readonly requestId?: string },
         subject: string,
-        decide: (view: AgentView, s: Stamp) => Decision<E>,
+        decide: (view: AgentView, s: Stamp, known: EntryFacts) => Decision<E>,
         reply: (outcome: Outcome<E>) => A,
+        lookUp?: (view: AgentView) => Iterable<string>,
       ) => {
         const s = stamp(agentId, operation, request)
         return commands.handle<E, A>({
@@ -110,7 +112,8 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           request,
           eventId: s.eventId,
           subject,
-          decide: (view) => decide(view, s),
+          ...(lookUp ? { lookUp } : {}),
+          decide: (view, known) => decide(view, s, known),
           reply,
           // An attempt that stored its event and died before answering: the reply follows from the event.
           fromEvent: (event, seq, view) => replyOfEvent(view, event, seq) as A,
@@ -362,8 +365,10 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           "referenceEntries",
           request,
           agentStepSubject(agentId),
-          (view, s) => decideReference(view, merged, s),
+          (view, s, known) => decideReference(view, merged, s, known),
           ({ decided, seq }): ResponseOf<"referenceEntries"> => ({ entryIds: decided.entryIds, seq }),
+          // Entries neither in working nor cues may be in long-term: the log says.
+          (view) => merged.entryIds.filter((id) => !HashMap.has(view.entries, id) && !HashMap.has(view.cues, id)),
         )
       })
 

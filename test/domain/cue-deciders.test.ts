@@ -8,6 +8,7 @@ import {
   decideRecall,
   type Recalled,
 } from "../../domain/cue-decide.ts"
+import { NO_ENTRY_FACTS } from "../../domain/entry-standing.ts"
 import { given } from "../support/decider-spec.ts"
 import {
   AGENT,
@@ -173,10 +174,15 @@ describe("cue deciders", () => {
   it("rehydrates a long-term entry named in the open step", () => {
     given(registered(), ...longTermEntry, stepStarted("s1", 3))
       .when((view) =>
-        decideExplicitRehydration(view!, "s1", "e1", recalledText("The lease ends."), "lease", {
-          at: 4,
-          causationId: "ref-1",
-        }),
+        decideExplicitRehydration(
+          view!,
+          "s1",
+          "e1",
+          recalledText("The lease ends."),
+          "lease",
+          { at: 4, causationId: "ref-1" },
+          new Map([["e1", { standing: "long-term", standingSeq: 2, subjectSeq: 2 }]]),
+        ),
       )
       .then({
         _tag: "CueRehydrated",
@@ -190,7 +196,17 @@ describe("cue deciders", () => {
 
   it("refuses to rehydrate an entry that is not in long-term memory", () => {
     given(registered(), recorded("e1", "Still in working.", 1), stepStarted("s1", 2))
-      .when((view) => decideExplicitRehydration(view!, "s1", "e1", recalledText("Still in working."), null, { at: 3 }))
+      .when((view) =>
+        decideExplicitRehydration(
+          view!,
+          "s1",
+          "e1",
+          recalledText("Still in working."),
+          null,
+          { at: 3 },
+          NO_ENTRY_FACTS,
+        ),
+      )
       .thenFails("InvalidState")
   })
 

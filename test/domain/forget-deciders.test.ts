@@ -25,7 +25,14 @@ describe("forget decider", () => {
 
   it("forgets an entry that has been demoted to long-term", () => {
     given(registered(), recorded("e1", SECRET, 1), demoted("e1", 2))
-      .when((view) => decideForget(view, { entryId: "e1" }, stamp("f1")))
+      .when((view) =>
+        decideForget(
+          view,
+          { entryId: "e1" },
+          stamp("f1"),
+          new Map([["e1", { standing: "long-term", standingSeq: 2, subjectSeq: 2 }]]),
+        ),
+      )
       .then({ _tag: "EntryForgotten", entryId: "e1" })
   })
 

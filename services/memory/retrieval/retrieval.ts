@@ -14,7 +14,7 @@
  * entry with fresh fade tracking; the others are dropped at step end. Both
  * are events; the long-term record is never changed by a cue.
  */
-import { Context, Effect, FiberSet, HashMap, HashSet, Layer, Option } from "effect"
+import { Context, Effect, FiberSet, HashMap, Layer, Option } from "effect"
 import type { RequestOf, ResponseOf } from "../../../contracts/api.ts"
 import { AgentNotFound, InvalidState, NotCaughtUp } from "../../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
@@ -30,6 +30,7 @@ import {
 } from "../../../domain/cue-decide.ts"
 import type { Decision } from "../../../domain/decision.ts"
 import { accept } from "../../../domain/decision.ts"
+import { isLongTerm } from "../../../domain/entry-standing.ts"
 import { recalledKeyPoints } from "../../../domain/key-points.ts"
 import { DEFAULT_RELEVANCE } from "../../../domain/relevance.ts"
 import { terms } from "../../../domain/terms.ts"
@@ -37,6 +38,8 @@ import { AgentSharing } from "../../platform/access/sharing.ts"
 import { serveOperation } from "../../platform/api/serve.ts"
 import { EmbeddingProvider } from "../../platform/embedding/embedding-provider.ts"
 import { makeCommandHandler, type ViewSource } from "../../platform/log/command-handler.ts"
+import { readEntryFacts } from "../../platform/log/entry-facts.ts"
+import { EventLog } from "../../platform/log/event-log.ts"
 import { type Projection, READ_WAIT, runProjection } from "../../platform/log/projection.ts"
 import { SubstrateReader } from "../../platform/substrate-reader.ts"
 import { makeOpenStepMemo } from "../../platform/views/open-step-memo.ts"
@@ -106,6 +109,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       const longTerm = yield* LongTerm
       const embeddings = yield* EmbeddingProvider
       const substrate = yield* SubstrateReader
+      const log = yield* EventLog
       const sharing = yield* AgentSharing
       const runFork = yield* FiberSet.makeRuntime<never>()
 
@@ -327,7 +331,10 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
                 Effect.gen(function* () {
                   const cue = cueOf(after, id)
                   if (cue) return yield* promote(after, event.stepId, id, "similarity", recalledOf(cue), event.stepId)
-                  if (!HashSet.has(after.longTerm, id)) return
+                  if (HashMap.has(after.entries, id)) return
+                  // Whether the entry is in long-term is the log's word (its subject), not the view's.
+                  const known = yield* readEntryFacts(log, after.config.id, [id]).pipe(Effect.orDie)
+                  if (!isLongTerm(known, id)) return
                   // Explicit reference to a long-term entry: rehydrate it, and since it is used, make it native.
                   const raw = yield* substrate.get(after.config.id, id)
                   if (raw === null) return
@@ -337,18 +344,30 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
                     text: raw.content,
                     tokens: raw.tokens,
                   }
-                  const rehydration = decideExplicitRehydration(after, event.stepId, id, recalled, raw.correlationId, {
-                    at: Date.now(),
-                    causationId: event.eventId,
-                  })
-                  // The step may have ended meanwhile: then there is nothing to rehydrate into.
-                  if (!rehydration.ok) return
-                  yield* appendWhile(
-                    after.config.id,
-                    rehydration.event,
-                    (current) =>
-                      stepOpen(event.stepId)(current) && notHeldInFull(id)(current) && !HashMap.has(current.cues, id),
-                  ).pipe(Effect.orDie)
+                  const stamp = { at: Date.now(), causationId: event.eventId }
+                  const rehydrated = yield* commands
+                    .handle({
+                      agentId: after.config.id,
+                      operation: "CueRehydrated",
+                      lookUp: () => [id],
+                      decide: (current, facts) => {
+                        if (!notHeldInFull(id)(current) || HashMap.has(current.cues, id)) return accept(null)
+                        const rehydration = decideExplicitRehydration(
+                          current,
+                          event.stepId,
+                          id,
+                          recalled,
+                          raw.correlationId,
+                          stamp,
+                          facts,
+                        )
+                        // The step may have ended, or the entry left long-term, meanwhile: nothing to rehydrate.
+                        return rehydration.ok ? rehydration : accept(null)
+                      },
+                      reply: (outcome) => outcome.recorded,
+                    })
+                    .pipe(Effect.orDie)
+                  if (!rehydrated) return
                   yield* promote(after, event.stepId, id, "explicit-reference", recalled, event.stepId)
                 }),
               { discard: true },

@@ -4,9 +4,13 @@
  *   1. a request with a request id is first looked up in the request ledger:
  *      a retry of any age is answered as the first attempt was, and writes
  *      nothing;
- *   2. the decider runs on the service's view of the agent;
+ *   2. the decider runs on the service's view of the agent, and on what the
+ *      log says of the entries the view does not hold natively (long-term,
+ *      cues, forgotten: the view does not carry them), read at decision time;
  *   3. the event is appended with Nats-Expected-Last-Subject-Sequence on its
- *      subject (configuration, step or entry) at the position the view had;
+ *      subject (configuration, step or entry) at the position the view had,
+ *      or, for an entry the view does not hold natively, at the last
+ *      sequence read on the entry's subject once the view has applied it;
  *   4. when another write reached that subject first, the view catches up
  *      with it and the decider runs again (bounded): of two racing writes one
  *      wins, and the other is decided again on the winner's outcome — a
@@ -24,11 +28,13 @@ import {
   type NotCaughtUp,
   Unavailable,
 } from "../../../contracts/errors.ts"
-import type { MemoryEvent } from "../../../contracts/events.ts"
+import { entryIdOf, type MemoryEvent } from "../../../contracts/events.ts"
 import { agentEvents } from "../../../contracts/subjects.ts"
 import { type AgentView, expectedSeqOf } from "../../../domain/agent-view.ts"
 import type { Decision } from "../../../domain/decision.ts"
+import { type EntryFact, type EntryFacts, NO_ENTRY_FACTS } from "../../../domain/entry-standing.ts"
 import { ledgerKey, type PendingRequest, requestBody } from "../../../domain/requests.ts"
+import { readEntryFact, readEntryFacts } from "./entry-facts.ts"
 import { EventLog, type SequenceConflict } from "./event-log.ts"
 import { openRequestLedger } from "./request-ledger.ts"
 
@@ -73,11 +79,20 @@ export interface LedgerRequest<A> {
 export interface Command<D, A> extends Omit<LedgerRequest<A>, "requestId"> {
   /** A write without a request id cannot be retried, and is not kept in the ledger. */
   readonly requestId?: string | undefined
-  readonly decide: (view: AgentView) => Decision<D>
+  /**
+   * The entries the decision needs the log's word on (ones the view does not
+   * hold natively): their subjects' last events are read before each attempt
+   * and passed to `decide`.
+   */
+  readonly lookUp?: (view: AgentView) => Iterable<string>
+  readonly decide: (view: AgentView, known: EntryFacts) => Decision<D>
   /** The event a decision records, if any (default: the decision itself). */
   readonly eventOf?: (decided: D) => MemoryEvent | null
   readonly reply: (outcome: Outcome<D>) => A
 }
+
+/** Whether a view has applied the event a fact read from the log follows from (a record that does not decode has nothing to apply). */
+const viewHas = (view: AgentView, fact: EntryFact): boolean => fact.standingSeq <= view.lastSeq
 
 /** Decisions retaken after losing a race; beyond, the request is Unavailable (nothing stored, safe to retry). */
 export const MAX_DECISION_ATTEMPTS = 8
@@ -150,8 +165,16 @@ export const makeCommandHandler = (views: ViewSource) =>
         const eventOf = command.eventOf ?? ((d: D) => d as unknown as MemoryEvent | null)
         let caughtUpAfterRefusal = false
         for (let attempt = 1; attempt <= MAX_DECISION_ATTEMPTS; attempt++) {
-          const view = yield* viewOf(command.agentId)
-          const decision = command.decide(view)
+          let view = yield* viewOf(command.agentId)
+          const lookedUp = command.lookUp ? [...command.lookUp(view)] : []
+          const known = lookedUp.length > 0 ? yield* readEntryFacts(log, command.agentId, lookedUp) : NO_ENTRY_FACTS
+          // Facts and view must agree: the view decides once it has applied what the log says of those entries.
+          const behind = [...known.values()].filter((fact) => !viewHas(view, fact))
+          if (behind.length > 0) {
+            yield* catchUpTo(command.agentId, Math.max(...behind.map((fact) => fact.standingSeq)))
+            view = yield* viewOf(command.agentId)
+          }
+          const decision = command.decide(view, known)
           if (!decision.ok) {
             // A refusal a lagging view could explain is retaken once, on the log's end.
             if (decision.error._tag === "ValidationError" || caughtUpAfterRefusal)
@@ -163,8 +186,20 @@ export const makeCommandHandler = (views: ViewSource) =>
           const event = eventOf(decision.event)
           if (event === null)
             return { view, decided: decision.event, seq: view.lastSeq, duplicate: true, recorded: false }
+          let expected = expectedSeqOf(view, event)
+          if (expected === null) {
+            // An entry the view does not hold natively: its subject's position is the log's.
+            const entryId = entryIdOf(event)!
+            const fact = known.get(entryId) ?? (yield* readEntryFact(log, command.agentId, entryId))
+            if (!viewHas(view, fact)) {
+              // The subject moved on past the view, as a lost race would say: catch up and decide again.
+              yield* catchUpTo(command.agentId, fact.standingSeq)
+              continue
+            }
+            expected = fact.subjectSeq
+          }
           const appended = yield* log
-            .append(event, { expectLastSubjectSeq: expectedSeqOf(view, event) })
+            .append(event, { expectLastSubjectSeq: expected })
             .pipe(
               Effect.catchTag("SequenceConflict", (conflict: SequenceConflict) =>
                 Effect.as(catchUpTo(command.agentId, conflict.actual), null),

@@ -13,6 +13,7 @@ import {
   JetStreamApiCodes,
   JetStreamApiError,
   type JsMsg,
+  type MsgRequest,
 } from "@nats-io/jetstream"
 import { errors } from "@nats-io/transport-node"
 import { Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
@@ -77,6 +78,16 @@ export interface EventLogShape {
   readonly follow: (options: FollowOptions) => Effect.Effect<Subscription, Unavailable>
   /** The sequence of the last stored event (0 when empty). */
   readonly lastSeq: Effect.Effect<number, Unavailable>
+  /** The last message stored on one subject (from the stream's leader), null when the subject holds none. */
+  readonly lastOnSubject: (subject: string) => Effect.Effect<StoredOnSubject | null, Unavailable>
+  /** The first message on one subject at or after `fromSeq` (from the stream's leader), null when there is none. */
+  readonly nextOnSubject: (subject: string, fromSeq: number) => Effect.Effect<StoredOnSubject | null, Unavailable>
+}
+
+/** The last message on a subject, not yet decoded. */
+export interface StoredOnSubject {
+  readonly seq: number
+  readonly data: Uint8Array
 }
 
 /**
@@ -227,7 +238,20 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
         catch: (error) => new Unavailable({ reason: String(error) }),
       }).pipe(Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))))
 
-      return { append, follow, lastSeq }
+      const getOnSubject = (subject: string, query: MsgRequest) =>
+        Effect.tryPromise({
+          try: async () => {
+            const stored = await jsm.streams.getMessage(EVENTS_STREAM, query)
+            return stored === null ? null : { seq: stored.seq, data: stored.data }
+          },
+          catch: (error) => new Unavailable({ reason: `cannot read '${subject}': ${String(error)}` }),
+        }).pipe(Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "10 seconds" }))))
+      const lastOnSubject = (subject: string) => getOnSubject(subject, { last_by_subj: subject })
+      // The server's message get takes `next_by_subj` with `seq` (nats-server 2.9+); the client's type omits it.
+      const nextOnSubject = (subject: string, fromSeq: number) =>
+        getOnSubject(subject, { seq: fromSeq, next_by_subj: subject } as unknown as MsgRequest)
+
+      return { append, follow, lastSeq, lastOnSubject, nextOnSubject }
     }),
   )
 }

@@ -39,6 +39,10 @@ import { Nats } from "../nats/connection.ts"
 import { NatsSettings } from "../nats/settings.ts"
 import { decodeView, encodeView } from "./view-codec.ts"
 
+/**
+ * 2: one view per line, and views no longer carry the ids of long-term entries nor their subjects'
+ * sequences (older snapshots are ignored and rebuilt).
+ */
 export const SNAPSHOT_FORMAT = 2
 
 export interface Manifest {

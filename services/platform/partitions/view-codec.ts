@@ -24,8 +24,6 @@ export const encodeView = (view: AgentView): Json => ({
   entries: pairs(view.entries),
   cues: pairs(view.cues),
   cueRelevance: pairs(view.cueRelevance),
-  longTerm: ids(view.longTerm),
-  otherEntrySeqs: pairs(view.otherEntrySeqs),
   step: view.step && {
     ...view.step,
     referenced: ids(view.step.referenced),
@@ -95,8 +93,6 @@ export const decodeView = (value: unknown): AgentView => {
     entries: hashMap(v.entries, "entries"),
     cues: hashMap(v.cues, "cues"),
     cueRelevance: hashMap(v.cueRelevance, "cueRelevance"),
-    longTerm: hashSet(v.longTerm, "longTerm"),
-    otherEntrySeqs: hashMap(v.otherEntrySeqs, "otherEntrySeqs"),
     step:
       step === null
         ? null
