@@ -215,6 +215,9 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
             }
             enqueue({ seq: record.seq, checkpointOnly: true })
           },
+          // A record no one can read still moves the store's position past it: otherwise every wait for
+          // a later sequence, the warm-up's included, would wait for it for ever.
+          onDeadLetter: (letter) => enqueue({ seq: letter.seq, checkpointOnly: true }),
         })
 
         const failed = (what: string) => (error: unknown) => Effect.logError(`[longterm] ${what} failed`, error)
