@@ -68,8 +68,6 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
       // Only the partitions this replica holds a lease on (services/platform/partitions).
       const views = yield* projectPartitionedViews("gateway")
       const owner = { queue: replicaQueue("gateway", views.leases.replicaId), owns: views.owns }
-      const warmUp = yield* views.projection.warmedUp
-      for (const view of views.all().values()) preloadEncoding(view.config.encoding)
       const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
 
       /** Waits until the agent's partition has applied the log as it stands now. */
@@ -393,6 +391,9 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
       yield* serveOperation("referenceEntries", referenceEntries, owner)
       yield* serveOperation("endStep", endStep, owner)
 
+      // Serving starts before warm-up ends: each partition answers once it has caught up (`views.owns`).
+      const warmUp = yield* views.projection.warmedUp
+      for (const view of views.all().values()) preloadEncoding(view.config.encoding)
       return { views, warmUp }
     }),
   )

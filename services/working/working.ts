@@ -37,7 +37,6 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
       // Only the partitions this replica holds a lease on (services/platform/partitions).
       const views = yield* projectPartitionedViews("working")
       const owner = { queue: replicaQueue("working", views.leases.replicaId), owns: views.owns }
-      const warmUp = yield* views.projection.warmedUp
       const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
 
       /**
@@ -130,6 +129,8 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
       yield* serveOperation("getView", getView, owner)
       yield* serveOperation("readEvents", readEvents, owner)
 
+      // Serving starts before warm-up ends: each partition answers once it has caught up (`views.owns`).
+      const warmUp = yield* views.projection.warmedUp
       return { views, warmUp }
     }),
   )
