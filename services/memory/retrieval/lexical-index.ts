@@ -12,13 +12,6 @@
  * on what it can add to a score; once k documents are held, the terms whose
  * bounds together cannot lift a document past the k-th score are no longer
  * walked, only probed for the documents the other terms bring.
- *
- * Block-max bounds (Block-Max MaxScore): each posting list is cut into blocks
- * of BLOCK postings, each with its own largest count and shortest document.
- * The walk looks at the stretch of slots where every term's block stays the
- * same; when the blocks' bounds together cannot beat the k-th score, the
- * whole stretch is skipped, and otherwise a term whose block bound is low, or
- * whose blocks leave a gap there, is not probed for the document.
  */
 
 export interface LexicalHit {
@@ -32,14 +25,7 @@ const DELTA = 0.5
 /** Bounds are compared with room for floating-point rounding, so pruning never drops a document that ties or wins. */
 const BOUND_SLACK = 1 + 1e-9
 
-/** Postings per block of block-max bounds. */
-const BLOCK = 128
-const BLOCK_SHIFT = 7
-
-/**
- * The documents holding one term, by slot ascending, with the term's count in
- * each; block b holds postings [b·BLOCK, (b+1)·BLOCK).
- */
+/** The documents holding one term, by slot ascending, with the term's count in each. */
 class Postings {
   slots = new Int32Array(4)
   counts = new Int32Array(4)
@@ -47,11 +33,6 @@ class Postings {
   /** Upper bounds over the postings (not lowered by removals: they stay bounds). */
   maxCount = 0
   minLength = Number.POSITIVE_INFINITY
-  /** The same bounds per block, and each block's last slot. */
-  blockMaxCount = new Int32Array(1)
-  blockMinLength = new Int32Array(1)
-  blockLast = new Int32Array(1)
-  blocks = 0
 
   push(slot: number, count: number, documentLength: number): void {
     if (this.length === this.slots.length) {
@@ -62,27 +43,6 @@ class Postings {
       counts.set(this.counts)
       this.counts = counts
     }
-    const block = this.length >> BLOCK_SHIFT
-    if ((this.length & (BLOCK - 1)) === 0) {
-      if (block === this.blockMaxCount.length) {
-        const maxCounts = new Int32Array(block * 2)
-        maxCounts.set(this.blockMaxCount)
-        this.blockMaxCount = maxCounts
-        const minLengths = new Int32Array(block * 2)
-        minLengths.set(this.blockMinLength)
-        this.blockMinLength = minLengths
-        const lasts = new Int32Array(block * 2)
-        lasts.set(this.blockLast)
-        this.blockLast = lasts
-      }
-      this.blocks++
-      this.blockMaxCount[block] = count
-      this.blockMinLength[block] = documentLength
-    } else {
-      if (count > this.blockMaxCount[block]!) this.blockMaxCount[block] = count
-      if (documentLength < this.blockMinLength[block]!) this.blockMinLength[block] = documentLength
-    }
-    this.blockLast[block] = slot
     this.slots[this.length] = slot
     this.counts[this.length] = count
     this.length++
@@ -242,7 +202,7 @@ const seek = (list: Postings, from: number, slot: number): number => {
   return hi
 }
 
-/** One query term's posting list, weight and bounds, and where the walk is in it. */
+/** One query term's posting list, weight and bound, and where the walk is in it. */
 interface Cursor {
   readonly list: Postings
   readonly idf: number
@@ -253,63 +213,7 @@ interface Cursor {
   /** The same for all its occurrences. */
   bound: number
   position: number
-  /** The first block whose last slot is at or after the walk's document. */
-  block: number
-  /** The bound of `boundedBlock` over all the term's occurrences. */
-  blockBound: number
-  boundedBlock: number
 }
-
-/**
- * Moves every term's block to the first one ending at or after `slot`, and returns the last slot up to
- * which no term's block changes (the window). A term whose block holds `slot` spans the window and can
- * add at most its block bound; one whose next block starts later holds nothing in it. Fills, by the
- * terms' order of bound, how many span (`spanned`) and their block bounds' sum (`blockPrefix`), as
- * prefixes, and which terms span (`spans`, by cursor).
- */
-const openWindow = (
-  cursors: ReadonlyArray<Cursor>,
-  byBound: ReadonlyArray<number>,
-  slot: number,
-  averageLength: number,
-  spans: Uint8Array,
-  spanned: Int32Array,
-  blockPrefix: Float64Array,
-): number => {
-  let end = Number.MAX_SAFE_INTEGER
-  for (let e = 0; e < byBound.length; e++) {
-    const i = byBound[e]!
-    const c = cursors[i]!
-    const list = c.list
-    const blocks = list.blocks
-    const lasts = list.blockLast
-    while (c.block < blocks && lasts[c.block]! < slot) c.block++
-    spans[i] = 0
-    if (c.block < blocks) {
-      const first = list.slots[c.block << BLOCK_SHIFT]!
-      if (first <= slot) {
-        if (c.boundedBlock !== c.block) {
-          c.boundedBlock = c.block
-          c.blockBound =
-            c.boost *
-            c.idf *
-            saturation(list.blockMaxCount[c.block]!, list.blockMinLength[c.block]!, averageLength) *
-            c.occurrences
-        }
-        spans[i] = 1
-        const last = lasts[c.block]!
-        if (last < end) end = last
-      } else if (first - 1 < end) end = first - 1
-    }
-    spanned[e + 1] = spanned[e]! + spans[i]!
-    blockPrefix[e + 1] = blockPrefix[e]! + (spans[i] === 1 ? c.blockBound : 0)
-  }
-  return end
-}
-
-/** What a document with `count` occurrences of a term and `length` distinct terms gets from one occurrence of it in the query, before idf and boost. */
-const saturation = (count: number, length: number, averageLength: number) =>
-  DELTA + (count * (K1 + 1)) / (count + K1 * (1 - B + (B * length) / averageLength))
 
 export class LexicalIndex {
   readonly #indexes = new Map<string, AgentIndex>()
@@ -376,21 +280,11 @@ export class LexicalIndex {
         const idf = Math.log(1 + (documents - df + 0.5) / (df + 0.5))
         const boost = boosts?.get(t) ?? 1
         if (!(boost >= 0)) prunable = false
-        const single = boost * idf * saturation(list.maxCount, list.minLength, averageLength)
+        const best =
+          DELTA + (list.maxCount * (K1 + 1)) / (list.maxCount + K1 * (1 - B + (B * list.minLength) / averageLength))
         c = cursors.length
         cursorOf.set(t, c)
-        cursors.push({
-          list,
-          idf,
-          boost,
-          single,
-          occurrences: 0,
-          bound: 0,
-          position: 0,
-          block: 0,
-          blockBound: 0,
-          boundedBlock: -1,
-        })
+        cursors.push({ list, idf, boost, single: boost * idf * best, occurrences: 0, bound: 0, position: 0 })
       }
       cursors[c]!.occurrences++
       cursors[c]!.bound += cursors[c]!.single
@@ -410,98 +304,66 @@ export class LexicalIndex {
     const lengths = index.lengths
 
     const termScore = (c: Cursor, count: number, slot: number) =>
-      c.boost * (c.idf * saturation(count, lengths[slot]!, averageLength))
+      c.boost * (c.idf * (DELTA + (count * (K1 + 1)) / (count + K1 * (1 - B + (B * lengths[slot]!) / averageLength))))
 
-    // The current window's block bounds (see openWindow).
-    const spans = new Uint8Array(cursors.length)
-    const spanned = new Int32Array(byBound.length + 1)
-    const blockPrefix = new Float64Array(byBound.length + 1)
-    const n = byBound.length
-    // Window by window; in each, the terms from `local` on are walked: those before it cannot, on their
-    // block bounds alone, lift a document of the window into the top k (`local` ≥ `essential`, since a
-    // block bound is at most the term's bound and at most every term spans). When no term is left to walk,
-    // nothing in the window can make the top k (a tie loses: every held document came earlier), and the
-    // window is skipped whole.
-    let windowStart = 0
-    while (windowStart < ids.length) {
-      let local = essential
-      let windowEnd = Number.MAX_SAFE_INTEGER
-      if (prunable) {
-        windowEnd = openWindow(cursors, byBound, windowStart, averageLength, spans, spanned, blockPrefix)
-        if (top.full) {
-          const threshold = top.threshold
-          while (local < n && spanned[local + 1]! * blockPrefix[local + 1]! * BOUND_SLACK <= threshold) local++
+    for (;;) {
+      // The next document any walked term holds.
+      let slot = Number.MAX_SAFE_INTEGER
+      for (let e = essential; e < byBound.length; e++) {
+        const c = cursors[byBound[e]!]!
+        if (c.position < c.list.length) {
+          const s = c.list.slots[c.position]!
+          if (s < slot) slot = s
         }
       }
-      for (;;) {
-        // Every walked term's next document in the window, and the first of them.
-        let slot = Number.MAX_SAFE_INTEGER
-        for (let e = local; e < n; e++) {
-          const c = cursors[byBound[e]!]!
-          if (c.position < c.list.length && c.list.slots[c.position]! < windowStart)
-            c.position = seek(c.list, c.position, windowStart)
-          if (c.position < c.list.length) {
-            const s = c.list.slots[c.position]!
-            if (s < slot) slot = s
-          }
-        }
-        if (slot === Number.MAX_SAFE_INTEGER || slot > windowEnd) break
-        held.fill(0)
-        let matched = 0
-        let partial = 0
-        for (let e = local; e < n; e++) {
-          const i = byBound[e]!
-          const c = cursors[i]!
-          if (c.position < c.list.length && c.list.slots[c.position] === slot) {
-            if (ids[slot] !== undefined) {
-              contribution[i] = termScore(c, c.list.counts[c.position]!, slot)
-              held[i] = 1
-              matched++
-              partial += contribution[i]! * c.occurrences
-            }
-            c.position++
-          }
-        }
-        if (ids[slot] === undefined || matched === 0) continue
-        // Probe the other terms, the strongest first, while the document can still make the top k.
-        let pruned = false
-        for (let e = local - 1; e >= 0; e--) {
-          if (
-            prunable &&
-            top.full &&
-            (matched + spanned[e + 1]!) * (partial + blockPrefix[e + 1]!) * BOUND_SLACK <= top.threshold
-          ) {
-            pruned = true
-            break
-          }
-          const i = byBound[e]!
-          // Outside every block of the term: it does not hold the document.
-          if (prunable && spans[i] === 0) continue
-          const c = cursors[i]!
-          c.position = seek(c.list, prunable ? Math.max(c.position, c.block << BLOCK_SHIFT) : c.position, slot)
-          if (c.position < c.list.length && c.list.slots[c.position] === slot) {
+      if (slot === Number.MAX_SAFE_INTEGER) break
+      held.fill(0)
+      let matched = 0
+      let partial = 0
+      for (let e = essential; e < byBound.length; e++) {
+        const i = byBound[e]!
+        const c = cursors[i]!
+        if (c.position < c.list.length && c.list.slots[c.position] === slot) {
+          if (ids[slot] !== undefined) {
             contribution[i] = termScore(c, c.list.counts[c.position]!, slot)
             held[i] = 1
             matched++
             partial += contribution[i]! * c.occurrences
           }
-        }
-        if (pruned) continue
-        let sum = 0
-        for (const i of order) if (held[i] === 1) sum += contribution[i]!
-        const score = sum * matched
-        if (top.full && score < top.threshold) continue
-        top.offer(score, slot)
-        // A higher k-th score may let more of the weakest terms go unwalked.
-        if (prunable && top.full) {
-          const threshold = top.threshold
-          while (essential < n && (essential + 1) * prefixBound[essential + 1]! * BOUND_SLACK <= threshold) essential++
-          if (local < essential) local = essential
-          while (local < n && spanned[local + 1]! * blockPrefix[local + 1]! * BOUND_SLACK <= threshold) local++
+          c.position++
         }
       }
-      if (windowEnd >= ids.length - 1) break
-      windowStart = windowEnd + 1
+      if (ids[slot] === undefined || matched === 0) continue
+      // Probe the other terms, the strongest first, while the document can still make the top k.
+      let pruned = false
+      for (let e = essential - 1; e >= 0; e--) {
+        const threshold = top.threshold
+        if (prunable && top.full && (matched + e + 1) * (partial + prefixBound[e + 1]!) * BOUND_SLACK <= threshold) {
+          pruned = true
+          break
+        }
+        const i = byBound[e]!
+        const c = cursors[i]!
+        c.position = seek(c.list, c.position, slot)
+        if (c.position < c.list.length && c.list.slots[c.position] === slot) {
+          contribution[i] = termScore(c, c.list.counts[c.position]!, slot)
+          held[i] = 1
+          matched++
+          partial += contribution[i]! * c.occurrences
+        }
+      }
+      if (pruned) continue
+      let sum = 0
+      for (const i of order) if (held[i] === 1) sum += contribution[i]!
+      const score = sum * matched
+      if (top.full && score < top.threshold) continue
+      top.offer(score, slot)
+      // A higher k-th score may let more of the weakest terms go unwalked.
+      if (prunable && top.full) {
+        const threshold = top.threshold
+        while (essential < byBound.length && (essential + 1) * prefixBound[essential + 1]! * BOUND_SLACK <= threshold)
+          essential++
+      }
     }
     return top.sorted().map((h) => ({ entryId: ids[h.slot]!, score: h.score }))
   }
