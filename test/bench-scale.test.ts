@@ -24,7 +24,11 @@ it("bench:scale at a smoke size reports every figure, with no acknowledged write
   for (const ms of [report.restartMsSnapshot, report.restartMsFullReplay, report.takeoverMs])
     expect(Number.isFinite(ms) && ms > 0).toBe(true)
   // The restarted replica said when its modules were loaded and when it was ready.
-  for (const phases of [report.restartPhases.fromSnapshot, report.restartPhases.fullReplay])
+  for (const phases of [
+    report.restartPhases.fromSnapshot,
+    report.restartPhases.fromSnapshotNoSettle,
+    report.restartPhases.fullReplay,
+  ])
     expect(phases.readyMs > phases.modulesMs && phases.modulesMs > 0).toBe(true)
   expect({ lostAcked: report.lostAcked, wrongAnswers: report.wrongAnswers }).toEqual({ lostAcked: 0, wrongAnswers: 0 })
 }, 600_000)

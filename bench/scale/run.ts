@@ -44,6 +44,7 @@ export interface RestartPhases {
   readonly millis: number
   readonly modulesMs: number
   readonly readyMs: number
+  readonly slowestPartitionMs: number
 }
 
 export interface ScaleReport {
@@ -60,6 +61,8 @@ export interface ScaleReport {
   /** Spawn-to-answer, and the service's own account of when its modules were loaded and it was ready. */
   readonly restartPhases: {
     readonly fromSnapshot: RestartPhases
+    /** From snapshots with WM_LEASE_SETTLE_MS=0. */
+    readonly fromSnapshotNoSettle: RestartPhases
     readonly fullReplay: RestartPhases
     readonly leaseSettleMs: number
   }
@@ -128,7 +131,8 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
     const probeOf = new Map<number, string>()
     for (const id of agentIds) if (!probeOf.has(partitionOf(id, P))) probeOf.set(partitionOf(id, P), id)
 
-    const spawn = (replicaId: string, alone = false) => {
+    /** `settleMs`: a replica started alone (a restart) keeps the default unless told otherwise. */
+    const spawn = (replicaId: string, alone = false, settleMs?: number) => {
       const child = startServiceProcess("working", {
         NATS_URL: url,
         WM_STREAM_REPLICAS: "3",
@@ -137,7 +141,11 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
         WM_LEASE_TTL_MS: String(options.leaseTtlMs),
         // Processes spawned together start seconds apart on a loaded machine: settle longer. One started
         // alone (a restart) keeps the default.
-        ...(alone ? {} : { WM_LEASE_SETTLE_MS: "5000" }),
+        ...(alone
+          ? settleMs === undefined
+            ? {}
+            : { WM_LEASE_SETTLE_MS: String(settleMs) }
+          : { WM_LEASE_SETTLE_MS: "5000" }),
       })
       children.push(child)
       return child
@@ -216,27 +224,39 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
     }
 
     // Restart of one replica: from its snapshots (written at its shutdown), then without them.
-    const restart = async () => {
+    const restart = async (settleMs?: number) => {
       const t0 = Date.now()
-      const child = spawn("restarted", true)
+      const child = spawn("restarted", true, settleMs)
       await allAnswer(allPartitions)
       const millis = Date.now() - t0
-      // The service's own account: when its modules were loaded and when it was ready (announce-ready.ts).
-      const ready = /ready (\d+) ms after the process started \(modules loaded at (\d+) ms/.exec(child.output())
-      return { millis, readyMs: Number(ready?.[1] ?? 0), modulesMs: Number(ready?.[2] ?? 0) }
+      // The service's own account (announce-ready.ts): when its modules were loaded, when it was ready,
+      // and how long its slowest partition took to catch up once taken.
+      const ready =
+        /ready (\d+) ms after the process started \(modules loaded at (\d+) ms; .* slowest caught up in (\d+) ms/.exec(
+          child.output(),
+        )
+      return {
+        millis,
+        readyMs: Number(ready?.[1] ?? 0),
+        modulesMs: Number(ready?.[2] ?? 0),
+        slowestPartitionMs: Number(ready?.[3] ?? 0),
+      }
     }
     await restart()
     await stopAll()
     const fromSnapshot = await restart()
+    await stopAll()
+    // The same with no settling (WM_LEASE_SETTLE_MS=0, fit for a replica that runs alone).
+    const fromSnapshotNoSettle = await restart(0)
     await stopAll()
     await new Kvm(nc).open(SNAPSHOT_BUCKET).then((b) => b.destroy())
     const fullReplay = await restart()
     await stopAll()
     const restartMsSnapshot = fromSnapshot.millis
     const restartMsFullReplay = fullReplay.millis
-    const restartPhases = { fromSnapshot, fullReplay, leaseSettleMs: 1_000 }
+    const restartPhases = { fromSnapshot, fromSnapshotNoSettle, fullReplay, leaseSettleMs: 1_000 }
     options.log(
-      `restart: ${restartMsSnapshot} ms from snapshots, ${restartMsFullReplay} ms replaying the log ` +
+      `restart: ${restartMsSnapshot} ms from snapshots (${fromSnapshotNoSettle.millis} ms without settling), ${restartMsFullReplay} ms replaying the log ` +
         `(modules loaded at ${fromSnapshot.modulesMs} / ${fullReplay.modulesMs} ms, ready at ${fromSnapshot.readyMs} / ${fullReplay.readyMs} ms; default lease settle 1000 ms)`,
     )
 
