@@ -8,7 +8,8 @@
 import { Effect, Layer } from "effect"
 import { FadeWorker, FadeWorkerSettings } from "./fade/fade-worker.ts"
 import { Summarizer } from "./fade/summarizer.ts"
-import { Gateway } from "./gateway/gateway.ts"
+import type { Gateway } from "./gateway/gateway.ts"
+import { gatewayService } from "./gateway/service.ts"
 import { LongTerm } from "./memory/longterm/longterm.ts"
 import { longTermStoreConfig } from "./memory/longterm/qdrant-config.ts"
 import type { LongTermStore } from "./memory/longterm/store.ts"
@@ -16,29 +17,18 @@ import { Retrieval, RetrievalSettings } from "./memory/retrieval/retrieval.ts"
 import { AgentSharing } from "./platform/access/sharing.ts"
 import { serveUnknownOperations } from "./platform/api/serve.ts"
 import { EmbeddingProvider } from "./platform/embedding/embedding-provider.ts"
-import { EventLog } from "./platform/log/event-log.ts"
-import { Nats } from "./platform/nats/connection.ts"
+import { foundation } from "./platform/foundation.ts"
 import type { NatsSettings } from "./platform/nats/settings.ts"
 import { PartitionSettings } from "./platform/partitions/settings.ts"
 import { SubstrateReader } from "./platform/substrate-reader.ts"
 import { ForgetEraser } from "./substrate/eraser.ts"
 import { Substrate } from "./substrate/substrate.ts"
-import { Working } from "./working/working.ts"
+import { workingService } from "./working/service.ts"
+import type { Working } from "./working/working.ts"
 
 type Settings = Layer.Layer<NatsSettings>
 
-/** The connection and the log of one service: fresh, so every service has its own connection (and credentials). */
-export const foundation = (settings: Settings) =>
-  Layer.fresh(EventLog.layer.pipe(Layer.provideMerge(Layer.fresh(Nats.layer)), Layer.provideMerge(settings)))
-
-export const gatewayService = (
-  settings: Settings,
-  partitions: Layer.Layer<PartitionSettings> = PartitionSettings.fromEnv,
-) => Gateway.layer.pipe(Layer.provide(Layer.merge(foundation(settings), partitions)))
-export const workingService = (
-  settings: Settings,
-  partitions: Layer.Layer<PartitionSettings> = PartitionSettings.fromEnv,
-) => Working.layer.pipe(Layer.provide(Layer.merge(foundation(settings), partitions)))
+export { foundation, gatewayService, workingService }
 /** The substrate, and beside it the eraser that finishes every forget (it may erase what the substrate stores). */
 export const substrateService = (settings: Settings) =>
   Layer.merge(Substrate.layer, ForgetEraser.layer).pipe(Layer.provide(foundation(settings)))

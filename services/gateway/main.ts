@@ -5,8 +5,8 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { NatsSettings } from "../platform/nats/settings.ts"
 import { announceReady } from "../platform/partitions/announce-ready.ts"
-import { gatewayService } from "../system.ts"
 import { Gateway } from "./gateway.ts"
+import { gatewayService } from "./service.ts"
 
 const ready = Layer.effectDiscard(
   Effect.flatMap(Gateway, (gateway) => announceReady("gateway", gateway.views, modulesLoadedAt)),

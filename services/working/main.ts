@@ -5,7 +5,7 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { NatsSettings } from "../platform/nats/settings.ts"
 import { announceReady } from "../platform/partitions/announce-ready.ts"
-import { workingService } from "../system.ts"
+import { workingService } from "./service.ts"
 import { Working } from "./working.ts"
 
 const ready = Layer.effectDiscard(

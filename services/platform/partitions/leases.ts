@@ -11,7 +11,7 @@
  *      joining replica finds free partitions;
  *   4. takes free partitions (no live entry: never taken, released, or
  *      expired with a dead owner) with `kv.create`, which only one replica
- *      can win, until it holds its share.
+ *      can win, until it holds its share: as many at once as it lacks.
  *
  * A replica answers for a partition only until a quarter TTL before the
  * server could expire its lease (measured from when its last renewal was
@@ -171,10 +171,10 @@ export const holdPartitionLeases = (
       await Promise.all([...held].map(([partition, lease]) => renew(partition, lease)))
       const mine = order.filter((p) => held.has(p))
       for (const extra of mine.slice(share).reverse()) await release(extra)
-      for (const partition of order) {
-        if (held.size >= share || stopped) break
-        if (!held.has(partition)) await take(partition)
-      }
+      // As many takes at once as the share still lacks, in preference order, until it is held or none is free.
+      const candidates = order.filter((p) => !held.has(p))
+      while (held.size < share && candidates.length > 0 && !stopped)
+        await Promise.all(candidates.splice(0, share - held.size).map(take))
     }
 
     const loop = Effect.gen(function* () {
