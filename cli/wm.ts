@@ -328,6 +328,9 @@ const forgetCommand = async (args: string[]): Promise<number> => {
         : [
             `${result.recorded ? "forgot" : "resumed forgetting"} ${what}: tombstone at sequence ${result.tombstoneSeq}`,
             `  erased ${result.erasedEvents} event(s) from the log and ${result.erasedDeadLetters} dead letter(s)`,
+            ...(result.erasedSubstrateRecords > 0
+              ? [`  erased ${result.erasedSubstrateRecords} record(s) from the retired wm_substrate bucket`]
+              : []),
             `  confirmed by: ${result.confirmed.join(", ") || "(no durable projection)"}`,
             result.complete
               ? "  complete: no stream or store holds the content"

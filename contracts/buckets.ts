@@ -3,14 +3,17 @@
  * is one service's read model or bookkeeping; others read it by these names.
  */
 
-/** The raw text and metadata of every entry ever recorded, written by the substrate. */
-export const SUBSTRATE_BUCKET = "wm_substrate"
+/**
+ * Where versions before this one copied the raw text and metadata of every entry; no longer written (the
+ * substrate reads the event log). Forgets still erase from it while it exists; an operator may delete it.
+ */
+export const LEGACY_SUBSTRATE_BUCKET = "wm_substrate"
 /** The last stream sequence each durable projection applied. */
 export const CHECKPOINT_BUCKET = "wm_checkpoints"
 /** What every write with a request id was answered (see domain/requests.ts). */
 export const REQUEST_BUCKET = "wm_requests"
 
-/** An entry's key in the substrate bucket. */
+/** An entry's key in the legacy substrate bucket. */
 export const substrateKey = (agentId: string, entryId: string) => `${agentId}.${entryId}`
 /** A projection's key in the checkpoint bucket. */
 export const checkpointKey = (projection: string) => `projection.${projection}`

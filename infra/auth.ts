@@ -26,9 +26,9 @@ import { operations } from "../contracts/api.ts"
 import {
   CHECKPOINT_BUCKET,
   LEASE_BUCKET,
+  LEGACY_SUBSTRATE_BUCKET,
   REQUEST_BUCKET,
   SNAPSHOT_BUCKET,
-  SUBSTRATE_BUCKET,
 } from "../contracts/buckets.ts"
 import { isSubjectToken } from "../contracts/ids.ts"
 import { agentInboxPrefix, tenantInboxPrefix } from "../contracts/inboxes.ts"
@@ -335,30 +335,34 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
     case "long-term":
       return { ...base("long-term"), serves: [], buckets: [CHECKPOINT_BUCKET] }
     case "substrate":
-      // The forget eraser runs beside it: it erases forgotten records from the log, the dead letters and the substrate.
+      // Raw text is read from the log (readsEvents: direct and message get of an entry's first message).
+      // The forget eraser runs beside it: it erases forgotten records from the log, the dead letters and the
+      // retired wm_substrate bucket of an upgraded deployment (erase rights only: it cannot create it), keeps
+      // its checkpoint, and reads the snapshot manifests to see a forget confirmed.
       return {
         ...base(name),
-        buckets: [SUBSTRATE_BUCKET, CHECKPOINT_BUCKET],
-        erases: [EVENTS_STREAM, DEAD_LETTER_STREAM, kvStream(SUBSTRATE_BUCKET)],
+        buckets: [CHECKPOINT_BUCKET],
+        readsBuckets: [SNAPSHOT_BUCKET],
+        erases: [EVENTS_STREAM, DEAD_LETTER_STREAM, kvStream(LEGACY_SUBSTRATE_BUCKET)],
       }
     case "retrieval":
-      // Cue rehydrated / promoted / dropped on the entry's subject, the step's recall on the step's; recalled text from the substrate.
+      // Cue rehydrated / promoted / dropped on the entry's subject, the step's recall on the step's; recalled raw
+      // text is read from the log (the entry's first message), as the substrate reads it.
       return {
         ...base(name),
         appends: [ALL_ENTRIES, ALL_STEPS],
         buckets: [CHECKPOINT_BUCKET, REQUEST_BUCKET],
-        readsBuckets: [SUBSTRATE_BUCKET],
       }
     case "memory":
       return mergeSpecs("memory", defaultServiceSpec("long-term"), defaultServiceSpec("retrieval"))
     case "audit":
-      // Read-only: the log, the substrate, the working snapshots, and the working views through the API.
+      // Read-only: the log (raw text included), the working snapshots, and the working views through the API.
       return {
         ...base(name),
         serves: [],
         managesStreams: false,
         deadLetters: false,
-        readsBuckets: [SUBSTRATE_BUCKET, SNAPSHOT_BUCKET],
+        readsBuckets: [SNAPSHOT_BUCKET],
         requests: [apiOf("getView"), apiOf("getRaw")],
       }
   }

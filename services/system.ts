@@ -3,7 +3,7 @@
  * when built; `systemLayer` composes them all into one process, the embedded
  * default. Deployed apart, each runs alone (services/<name>/main.ts) and they
  * meet only through the event log, the API subjects and the stores they
- * publish (the substrate's KV bucket, the long-term collections).
+ * publish (the long-term collections, the partition snapshots).
  */
 import { Effect, Layer } from "effect"
 import { FadeWorker, FadeWorkerSettings } from "./fade/fade-worker.ts"
@@ -29,7 +29,7 @@ import type { Working } from "./working/working.ts"
 type Settings = Layer.Layer<NatsSettings>
 
 export { foundation, gatewayService, workingService }
-/** The substrate, and beside it the eraser that finishes every forget (it may erase what the substrate stores). */
+/** The substrate (raw text read from the log), and beside it the eraser that finishes every forget. */
 export const substrateService = (settings: Settings) =>
   Layer.merge(Substrate.layer, ForgetEraser.layer).pipe(Layer.provide(foundation(settings)))
 

@@ -1,8 +1,10 @@
 /**
  * Forget is durable intent first: once the tombstone is stored, the forget
  * finishes whatever stops in between. Here the services are down when the
- * operator forgets, so the substrate cannot confirm: the command records the
- * tombstone, erases the log, says the forget is not complete and exits 1.
+ * operator forgets, so the working partition snapshots taken at shutdown
+ * still hold the text and nobody erases them: the command records the
+ * tombstone, erases the log, says the forget is not complete (waiting for
+ * those snapshots) and exits 1.
  * When the services start again, the eraser beside the substrate finishes
  * it — no store file holds the content any more — and running the command
  * again writes nothing new and reports it complete.
@@ -12,6 +14,7 @@ import { execFile } from "node:child_process"
 import { promisify } from "node:util"
 import { jetstream } from "@nats-io/jetstream"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import { partitionOf } from "../contracts/partitions.ts"
 import { agentEvents, agentStepSubject, entrySubject } from "../contracts/subjects.ts"
 import { type AgentView, evolve } from "../domain/agent-view.ts"
 import { decideForget } from "../domain/forget.ts"
@@ -68,8 +71,9 @@ it("a forget the services could not confirm is finished by the eraser when they 
     tombstoneSeq: number
   }
   expect(report).toMatchObject({ complete: false, recorded: true })
-  expect(report.pending).toContain("substrate")
-  // The intent is on record, and the log is already erased; the substrate still holds the text.
+  // The partition's snapshots, written when the services stopped, are what it waits for.
+  expect(report.pending).toContain(`snapshot working.${partitionOf("interrupted")}`)
+  // The intent is on record, and the log is already erased; the snapshots still hold the text.
   expect((await readLog(system.server.url, entrySubject("interrupted", entryId))).map((s) => s.event._tag)).toEqual([
     "EntryForgotten",
   ])

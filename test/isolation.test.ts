@@ -19,7 +19,7 @@ import { Kvm } from "@nats-io/kv"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { ConfigProvider, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { SUBSTRATE_BUCKET } from "../contracts/buckets.ts"
+import { LEGACY_SUBSTRATE_BUCKET as SUBSTRATE_BUCKET } from "../contracts/buckets.ts"
 import {
   agentConfigSubject,
   agentEvents,
@@ -343,7 +343,11 @@ describe("another agent's memory, refused by the broker", () => {
       [`$JS.API.DIRECT.GET.${EVENTS_STREAM}`, { seq: bobEntry.seq }],
       [`$JS.API.DIRECT.GET.${EVENTS_STREAM}`, { last_by_subj: bobSubject }],
       [`$JS.API.STREAM.MSG.GET.${EVENTS_STREAM}`, { seq: bobEntry.seq }],
-      // The substrate bucket: bob's raw text.
+      // Bob's raw text as the substrate reads it: the first message on his entry's subject.
+      [`$JS.API.DIRECT.GET.${EVENTS_STREAM}`, { next_by_subj: bobSubject, seq: 0 }],
+      [`$JS.API.STREAM.MSG.GET.${EVENTS_STREAM}`, { next_by_subj: bobSubject, seq: 0 }],
+      [`$JS.API.STREAM.MSG.GET.${EVENTS_STREAM}`, { last_by_subj: bobSubject }],
+      // The retired substrate bucket of an upgraded deployment.
       [`$JS.API.DIRECT.GET.KV_${SUBSTRATE_BUCKET}.$KV.${SUBSTRATE_BUCKET}.bob.${bobEntry.entryId}`, undefined],
       [
         `$JS.API.STREAM.MSG.GET.KV_${SUBSTRATE_BUCKET}`,
@@ -406,41 +410,60 @@ describe("another agent's memory, refused by the broker", () => {
     expect(got).toEqual([])
   })
 
-  it("the substrate bucket is out of reach; the services that own it use it", async () => {
-    // A probe key beside Bob's records (the real ones stay untouched, so a later audit still matches the log).
+  it("bob's raw text is read from the log by the substrate and memory users, through the request alice is refused", async () => {
+    const first = { next_by_subj: entrySubject("bob", bobEntry.entryId), seq: 0 }
+    for (const service of ["substrate", "memory"]) {
+      const nc = await connect({ servers: server.url, ...auth.service(service) })
+      try {
+        const jsm = await jetstreamManager(nc)
+        const direct = await jsm.direct.getMessage(EVENTS_STREAM, first)
+        expect(direct?.seq, service).toBe(bobEntry.seq)
+        expect(direct?.string(), service).toContain("Bob's private plan: resign on Friday.")
+        const leader = await jsm.streams.getMessage(EVENTS_STREAM, first as unknown as { seq: number })
+        expect(leader?.seq, service).toBe(bobEntry.seq)
+      } finally {
+        await nc.close()
+      }
+    }
+  })
+
+  it("the retired substrate bucket of an upgraded deployment: the eraser's user erases from it but cannot create it; agents and the audit user cannot read it", async () => {
     const key = `bob.isolation-probe`
     const substrate = await connect({ servers: server.url, ...auth.service("substrate") })
     const audit = await connect({ servers: server.url, ...auth.service("audit") })
     try {
-      // Control: the substrate service's user creates, writes and reads the bucket.
-      const kv = await new Kvm(substrate).create(SUBSTRATE_BUCKET, { history: 1 })
+      // The substrate's user may not create the bucket (it is never written again).
+      expect((await refusal(new Kvm(substrate).create(SUBSTRATE_BUCKET, { history: 1 }))).message).toContain(
+        "Permissions Violation for Publish to",
+      )
+      // As a version before this one left it: created and written by the administrator here.
+      const kv = await new Kvm(admin).create(SUBSTRATE_BUCKET, { history: 1 })
+      const put = await kv.put(key, encode("Bob's private plan: resign on Friday."))
+      // The substrate's user erases the record in place (what a forget does to the bucket).
+      expect(await (await jetstreamManager(substrate)).streams.deleteMessage(`KV_${SUBSTRATE_BUCKET}`, put, true)).toBe(
+        true,
+      )
       await kv.put(key, encode("Bob's private plan: resign on Friday."))
-      expect((await kv.get(key))?.string()).toBe("Bob's private plan: resign on Friday.")
-      // The audit user reads it, but may not write.
-      expect((await (await new Kvm(audit).open(SUBSTRATE_BUCKET)).get(key))?.string()).toBe(
-        "Bob's private plan: resign on Friday.",
-      )
-      const auditErrors = serverErrors(audit)
-      audit.publish(`$KV.${SUBSTRATE_BUCKET}.${key}`, encode("overwritten"))
-      await audit.flush()
-      await until("the audit write refusal", () =>
-        auditErrors.some((e) => e.includes(publishViolation(`$KV.${SUBSTRATE_BUCKET}.${key}`))),
-      )
 
-      // Alice can neither read nor write it.
-      const get = `$JS.API.DIRECT.GET.KV_${SUBSTRATE_BUCKET}.$KV.${SUBSTRATE_BUCKET}.${key}`
-      expect((await refusal(alice.nc.request(get, undefined, { timeout: 2_000 }))).message).toContain(
-        publishViolation(get),
-      )
-      const info = `$JS.API.STREAM.INFO.KV_${SUBSTRATE_BUCKET}`
-      expect((await refusal(alice.nc.request(info, undefined, { timeout: 2_000 }))).message).toContain(
-        publishViolation(info),
-      )
+      // Neither the audit user nor alice can read it; alice cannot write it.
+      for (const [nc, who] of [
+        [audit, "audit"],
+        [alice.nc, "alice"],
+      ] as const) {
+        const get = `$JS.API.DIRECT.GET.KV_${SUBSTRATE_BUCKET}.$KV.${SUBSTRATE_BUCKET}.${key}`
+        expect((await refusal(nc.request(get, undefined, { timeout: 2_000 }))).message, who).toContain(
+          publishViolation(get),
+        )
+        const info = `$JS.API.STREAM.INFO.KV_${SUBSTRATE_BUCKET}`
+        expect((await refusal(nc.request(info, undefined, { timeout: 2_000 }))).message, who).toContain(
+          publishViolation(info),
+        )
+      }
       expect(
         (await refusal(jetstream(alice.nc).publish(`$KV.${SUBSTRATE_BUCKET}.${key}`, encode("x")))).message,
       ).toContain(publishViolation(`$KV.${SUBSTRATE_BUCKET}.${key}`))
       expect((await kv.get(key))?.string()).toBe("Bob's private plan: resign on Friday.")
-      await kv.purge(key)
+      await kv.destroy()
     } finally {
       await substrate.close()
       await audit.close()

@@ -13,6 +13,9 @@
  * bucket) against the log folded to the sequence the snapshot covers, so
  * snapshot, live view and rebuild are all compared.
  *
+ * substrate: every EntryRecorded of the log read back as `getRaw` reads it
+ * (the first message on the entry's subject).
+ *
  * Further projections are added as checks in CHECKS (the embedded long-term
  * store lives inside its service; it is checked by rebuilding it in the tests).
  */
@@ -22,13 +25,14 @@ import { Kvm } from "@nats-io/kv"
 import type { NatsConnection } from "@nats-io/transport-node"
 import { Effect } from "effect"
 import type { ResponseOf } from "../../contracts/api.ts"
-import { SNAPSHOT_BUCKET, SUBSTRATE_BUCKET } from "../../contracts/buckets.ts"
+import { SNAPSHOT_BUCKET } from "../../contracts/buckets.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { partitionCount, partitionOf } from "../../contracts/partitions.ts"
 import { ALL_AGENT_CONFIG, ALL_EVENTS, agentIdOfEventSubject, EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { type AgentView, evolve, viewResponseOf as viewOf } from "../../domain/agent-view.ts"
 import { callOperation, type NoAnswer } from "../../services/platform/api/call.ts"
 import { makeSnapshotStore } from "../../services/platform/partitions/snapshots.ts"
+import { readRecorded } from "../../services/platform/substrate-reader.ts"
 import { scanLog, subjectsMatching } from "./log.ts"
 import type { Progress } from "./progress.ts"
 
@@ -234,58 +238,47 @@ export const workingViewsCheck: VerifyCheck = {
 }
 
 /**
- * The substrate: every entry recorded in the log has its raw text and
- * metadata in the `wm_substrate` bucket, and the bucket holds nothing else
- * (nothing forgotten, nothing invented). Compared once the substrate has
- * checkpointed past the log's end.
+ * The substrate: every EntryRecorded of the log is the first message on its
+ * entry's subject, and reading it as `getRaw` does (the first message on the
+ * subject, services/platform/substrate-reader.ts) gives back the same raw
+ * text at the same sequence. The substrate keeps no store of its own, so
+ * this is what it can get wrong: an entry subject whose first message is
+ * not its EntryRecorded, or a second EntryRecorded for one entry.
  */
 export const substrateCheck: VerifyCheck = {
   name: "substrate",
-  description: "the substrate bucket against the EntryRecorded events of the log",
+  description: "each EntryRecorded of the log against the entry as the substrate reads it from the log",
   run: async ({ nc, progress }) => {
-    const kv = await new Kvm(nc).open(SUBSTRATE_BUCKET).catch(() => null)
-    // No bucket: no substrate service has ever run against this log; there is nothing to compare.
-    if (kv === null) return { summary: "no substrate bucket", differences: [], unchecked: [] }
-    try {
-      await kv.status()
-    } catch {
-      return { summary: "no substrate bucket", differences: [], unchecked: [] }
-    }
-    const expected = new Map<string, { content: string; seq: number }>()
+    const expected = new Map<string, { agent: string; entry: string; content: string; seq: number }>()
+    const differences: Difference[] = []
     await scanLog(nc, { filter: ALL_EVENTS, progress: progress("verify substrate") }, (r) => {
       const event: MemoryEvent | null = r.event
-      if (event?._tag === "EntryRecorded")
-        expected.set(`${event.agentId}.${event.entryId}`, { content: event.content, seq: r.seq })
-    })
-    const differences: Difference[] = []
-    const present = new Set<string>()
-    for await (const key of await kv.keys()) {
-      const entry = await kv.get(key)
-      if (entry?.operation !== "PUT" || entry.value.length === 0) continue
-      present.add(key)
-      const [agent, id] = key.split(".") as [string, string]
-      let record: { content: string }
-      try {
-        record = entry.json<{ content: string }>()
-      } catch {
+      if (event?._tag !== "EntryRecorded") return
+      const key = `${event.agentId}.${event.entryId}`
+      const first = expected.get(key)
+      if (first === undefined)
+        expected.set(key, { agent: event.agentId, entry: event.entryId, content: event.content, seq: r.seq })
+      else
         differences.push({
-          agent,
-          entry: id,
+          agent: event.agentId,
+          entry: event.entryId,
           field: "(record)",
-          live: `not a substrate record: ${entry.string().slice(0, 40)}`,
-          log: expected.has(key) ? "present" : "absent",
+          live: `recorded first at ${first.seq}`,
+          log: `recorded again at ${r.seq}`,
         })
-        continue
-      }
-      const want = expected.get(key)
-      if (want === undefined) differences.push({ agent, entry: id, field: "(record)", live: "present", log: "absent" })
+    })
+    const jsm = await jetstreamManager(nc)
+    const read = await mapLimited(
+      [...expected.values()],
+      32,
+      async (want) => [want, await readRecorded(jsm, want.agent, want.entry)] as const,
+    )
+    for (const [want, record] of read) {
+      const at = { agent: want.agent, entry: want.entry }
+      if (record === null) differences.push({ ...at, field: "(record)", live: "absent", log: `present at ${want.seq}` })
+      else if (record.seq !== want.seq) differences.push({ ...at, field: "seq", live: record.seq, log: want.seq })
       else if (record.content !== want.content)
-        differences.push({ agent, entry: id, field: "content", live: record.content, log: want.content })
-    }
-    for (const [key] of expected) {
-      if (present.has(key)) continue
-      const [agent, id] = key.split(".") as [string, string]
-      differences.push({ agent, entry: id, field: "(record)", live: "absent", log: "present" })
+        differences.push({ ...at, field: "content", live: record.content, log: want.content })
     }
     return {
       summary: `${expected.size} recorded entr${expected.size === 1 ? "y" : "ies"} compared`,

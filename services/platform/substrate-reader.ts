@@ -1,21 +1,70 @@
 /**
- * Reads the substrate's store (its KV bucket is its read model, like a
- * Qdrant collection is long-term's): the raw text of any entry by id.
+ * Reads the substrate — the raw text and metadata of any entry by id —
+ * straight from the event log. Every entry's EntryRecorded is the first
+ * message on the entry's own subject (the gateway creates the subject with
+ * Nats-Expected-Last-Subject-Sequence 0), and the log keeps every event, so
+ * one message get by subject answers for a working, faded or long since
+ * demoted entry alike; nothing is copied elsewhere. A forget erases the
+ * entry's messages, after which the read finds nothing.
+ *
+ * The request is `{ next_by_subj: <entry subject>, seq: 0 }` (the first
+ * message on the subject), as a direct get — answered by any replica of the
+ * stream, so reads spread over a cluster — and, when that finds nothing, as a
+ * message get answered by the stream's leader, which holds every
+ * acknowledged write: a replica still catching up never answers "unknown"
+ * for an entry that is recorded. Both shapes work on nats-server 2.9.10 and
+ * 2.12.3 (test/substrate-stream.test.ts runs on both).
  */
-
-import type { KV } from "@nats-io/kv"
+import type { JetStreamManager, MsgRequest, StoredMsg } from "@nats-io/jetstream"
 import { Context, Effect, Layer } from "effect"
 import type { ResponseOf } from "../../contracts/api.ts"
-import { SUBSTRATE_BUCKET, substrateKey } from "../../contracts/buckets.ts"
-import { openBucket } from "./nats/buckets.ts"
+import { decodeEvent } from "../../contracts/decode.ts"
+import { EVENTS_STREAM, entrySubject } from "../../contracts/subjects.ts"
+import { Nats } from "./nats/connection.ts"
 
 export type SubstrateRecord = ResponseOf<"getRaw">
 
-export const readSubstrate = (kv: KV, agentId: string, entryId: string) =>
-  Effect.promise(async () => {
-    const entry = await kv.get(substrateKey(agentId, entryId))
-    return entry && entry.operation === "PUT" && entry.value.length > 0 ? (entry.json() as SubstrateRecord) : null
-  })
+/** The first message on the entry's subject (`seq: 0` with `next_by_subj`: from the stream's start). */
+const firstOnSubject = (agentId: string, entryId: string) =>
+  ({ next_by_subj: entrySubject(agentId, entryId), seq: 0 }) as const
+
+/** The record an entry's first message makes, or null when that message is not the entry's EntryRecorded. */
+export const substrateRecordOf = (agentId: string, entryId: string, message: StoredMsg): SubstrateRecord | null => {
+  const decoded = decodeEvent(message.data)
+  if (!decoded.ok) return null
+  const event = decoded.event
+  if (event._tag !== "EntryRecorded" || event.agentId !== agentId || event.entryId !== entryId) return null
+  return {
+    agentId: event.agentId,
+    entryId: event.entryId,
+    timestamp: event.timestamp,
+    origin: event.origin,
+    content: event.content,
+    tags: event.tags,
+    correlationId: event.correlationId,
+    moodSnapshot: event.moodSnapshot,
+    emotionalWeight: event.emotionalWeight,
+    tokens: event.tokens,
+    seq: message.seq,
+  }
+}
+
+/** The entry's record from the log, or null: never recorded, or forgotten. */
+export const readRecorded = async (
+  jsm: JetStreamManager,
+  agentId: string,
+  entryId: string,
+): Promise<SubstrateRecord | null> => {
+  const request = firstOnSubject(agentId, entryId)
+  const message =
+    (await jsm.direct.getMessage(EVENTS_STREAM, request)) ??
+    // The message get takes `next_by_subj` on every server this runs on; the client's type names only seq and last_by_subj.
+    (await jsm.streams.getMessage(EVENTS_STREAM, request as unknown as MsgRequest))
+  return message === null ? null : substrateRecordOf(agentId, entryId, message)
+}
+
+export const readSubstrate = (jsm: JetStreamManager, agentId: string, entryId: string) =>
+  Effect.promise(() => readRecorded(jsm, agentId, entryId))
 
 export class SubstrateReader extends Context.Service<
   SubstrateReader,
@@ -23,8 +72,9 @@ export class SubstrateReader extends Context.Service<
 >()("wm/SubstrateReader") {
   static readonly layer = Layer.effect(
     SubstrateReader,
-    Effect.map(openBucket(SUBSTRATE_BUCKET), (kv) => ({
-      get: (agentId: string, entryId: string) => readSubstrate(kv, agentId, entryId),
-    })),
+    Effect.gen(function* () {
+      const { jsm } = yield* Nats
+      return { get: (agentId: string, entryId: string) => readSubstrate(jsm, agentId, entryId) }
+    }),
   )
 }

@@ -3,7 +3,9 @@
  * whoever started it and whatever crashed in between. It follows the log
  * from its own checkpoint, and for each tombstone erases the log records,
  * waits for every durable projection to confirm (its checkpoint past the
- * tombstone), erases the dead letters, and retries until all of it is done;
+ * tombstone) and the partition's snapshots to be erased or retaken, erases
+ * the dead letters and the records of the retired `wm_substrate` bucket of
+ * an upgraded deployment, and retries until all of it is done;
  * only then does its checkpoint move past the tombstone, so a restart
  * resumes the forgets that were not finished.
  *

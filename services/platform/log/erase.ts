@@ -25,8 +25,19 @@ import {
 } from "@nats-io/jetstream"
 import { Kvm } from "@nats-io/kv"
 import type { NatsConnection } from "@nats-io/transport-node"
-import { CHECKPOINT_BUCKET } from "../../../contracts/buckets.ts"
-import { DEAD_LETTER_STREAM, EVENTS_STREAM } from "../../../contracts/subjects.ts"
+import {
+  CHECKPOINT_BUCKET,
+  checkpointKey,
+  LEGACY_SUBSTRATE_BUCKET,
+  SNAPSHOT_BUCKET,
+  substrateKey,
+} from "../../../contracts/buckets.ts"
+import {
+  DEAD_LETTER_STREAM,
+  EVENTS_STREAM,
+  eventSubject,
+  partitionOfEventSubject,
+} from "../../../contracts/subjects.ts"
 import {
   coversSubject,
   erasedSequences,
@@ -163,39 +174,127 @@ export const sweepDeadLetters = async (nc: NatsConnection, tombstone?: Tombstone
   return erased
 }
 
+/**
+ * The stream of the `wm_substrate` bucket, where versions before the
+ * substrate read the log kept a copy of every entry's raw text. It is no
+ * longer written; a deployment upgraded from such a version may still have
+ * it, so every forget erases the forgotten records from it while it exists.
+ */
+const LEGACY_SUBSTRATE_STREAM = `KV_${LEGACY_SUBSTRATE_BUCKET}`
+
+const legacySubstrateFilter = (tombstone: Tombstone) =>
+  tombstone._tag === "EntryForgotten"
+    ? `$KV.${LEGACY_SUBSTRATE_BUCKET}.${substrateKey(tombstone.agentId, tombstone.entryId)}`
+    : `$KV.${LEGACY_SUBSTRATE_BUCKET}.${tombstone.agentId}.>`
+
+/** The stored records of the tombstone in the legacy substrate bucket; none when the bucket does not exist (it is never created). */
+const legacySubstrateRecords = async (nc: NatsConnection, tombstone: Tombstone): Promise<StoredRecord[]> => {
+  const jsm = await jetstreamManager(nc)
+  const exists = await jsm.streams.info(LEGACY_SUBSTRATE_STREAM).then(
+    () => true,
+    (error: unknown) => {
+      if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound) return false
+      throw error
+    },
+  )
+  return exists ? storedRecords(nc, LEGACY_SUBSTRATE_STREAM, legacySubstrateFilter(tombstone)) : []
+}
+
+/** Erases every revision of the forgotten keys from the legacy `wm_substrate` bucket, if it exists; returns how many this call erased. */
+export const eraseFromLegacySubstrate = async (nc: NatsConnection, tombstone: Tombstone): Promise<number> => {
+  const records = await legacySubstrateRecords(nc, tombstone)
+  if (records.length === 0) return 0
+  return eraseMessages(
+    await jetstreamManager(nc),
+    LEGACY_SUBSTRATE_STREAM,
+    records.map((r) => r.seq),
+  )
+}
+
 export interface Confirmations {
-  /** Durable projections whose checkpoint is at or past the tombstone: their stores no longer hold the content. */
-  readonly confirmed: ReadonlyArray<string>
-  /** Durable projections that have not applied the tombstone yet. */
-  readonly pending: ReadonlyArray<string>
+  /** Durable projections whose checkpoint is at or past the tombstone, and snapshots that cannot hold the content. */
+  readonly confirmed: string[]
+  /** Durable projections that have not applied the tombstone yet, and snapshots taken before it (`snapshot <key>`). */
+  readonly pending: string[]
 }
 
 const CHECKPOINT_PREFIX = "projection."
-
 /**
- * A durable projection confirms a forget by moving its checkpoint past the
- * tombstone: a checkpoint says every event up to it is applied in the
- * projection's store, and applying a tombstone erases what the store held.
- * Every projection that keeps a checkpoint in `wm_checkpoints` is asked.
+ * Checkpoints of projections that no longer exist, left in the bucket of an
+ * upgraded deployment: they never move again, so no forget waits for them.
+ * The substrate kept one while it copied the log into `wm_substrate`; it now
+ * reads the log, and every forget erases that bucket itself.
  */
-export const confirmations = async (nc: NatsConnection, tombstoneSeq: number): Promise<Confirmations> => {
-  const kv = await new Kvm(nc).open(CHECKPOINT_BUCKET).catch((error: unknown) => {
+const RETIRED_CHECKPOINTS = new Set<string>([checkpointKey("substrate")])
+
+const openIfExists = (nc: NatsConnection, bucket: string) =>
+  new Kvm(nc).open(bucket).catch((error: unknown) => {
     if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound) return null
     throw error
   })
-  const confirmed: string[] = []
-  const pending: string[] = []
-  if (kv === null) return { confirmed, pending }
+
+/** Durable projections' checkpoints: each confirms once it is at or past the tombstone. */
+const checkpointConfirmations = async (nc: NatsConnection, tombstoneSeq: number, into: Confirmations) => {
+  const kv = await openIfExists(nc, CHECKPOINT_BUCKET)
+  if (kv === null) return
   const keys: string[] = []
   for await (const key of await kv.keys(`${CHECKPOINT_PREFIX}>`)) keys.push(key)
   for (const key of keys.sort()) {
+    if (RETIRED_CHECKPOINTS.has(key)) continue
     const entry = await kv.get(key)
     if (entry === null || entry.operation !== "PUT") continue
     const name = key.slice(CHECKPOINT_PREFIX.length)
-    if (Number(entry.string()) >= tombstoneSeq) confirmed.push(name)
-    else pending.push(name)
+    ;(Number(entry.string()) >= tombstoneSeq ? into.confirmed : into.pending).push(name)
   }
-  return { confirmed, pending }
+}
+
+/**
+ * The partition snapshots of the tombstone's partition (`<service>.<p>`
+ * manifests): one taken before the tombstone may hold the forgotten content
+ * until the replica owning the partition applies the tombstone and erases
+ * it; one at or past the tombstone was rebuilt from the erased log.
+ */
+const snapshotConfirmations = async (
+  nc: NatsConnection,
+  tombstone: Tombstone,
+  tombstoneSeq: number,
+  into: Confirmations,
+) => {
+  const partition = partitionOfEventSubject(eventSubject(tombstone))
+  const kv = partition === null ? null : await openIfExists(nc, SNAPSHOT_BUCKET)
+  if (kv === null) return
+  const keys: string[] = []
+  for await (const key of await kv.keys(`*.${partition}`)) keys.push(key)
+  for (const key of keys.sort()) {
+    const entry = await kv.get(key)
+    if (entry === null || entry.operation !== "PUT" || entry.value.length === 0) continue
+    let seq = 0
+    try {
+      seq = Number((entry.json() as { seq?: unknown }).seq) || 0
+    } catch {
+      // A manifest that does not decode is still a stored snapshot: it waits like one taken before the tombstone.
+    }
+    ;(seq >= tombstoneSeq ? into.confirmed : into.pending).push(`snapshot ${key}`)
+  }
+}
+
+/**
+ * What confirms a forget: a durable projection by moving its checkpoint
+ * past the tombstone (a checkpoint says every event up to it is applied in
+ * the projection's store, and applying a tombstone erases what the store
+ * held) — every projection that keeps a checkpoint in `wm_checkpoints` is
+ * asked — and a partition snapshot of the tombstone's partition by being
+ * erased, or taken after the tombstone.
+ */
+export const confirmations = async (
+  nc: NatsConnection,
+  tombstone: Tombstone,
+  tombstoneSeq: number,
+): Promise<Confirmations> => {
+  const result = { confirmed: [] as string[], pending: [] as string[] }
+  await checkpointConfirmations(nc, tombstoneSeq, result)
+  await snapshotConfirmations(nc, tombstone, tombstoneSeq, result)
+  return result
 }
 
 export interface ErasureReport {
@@ -203,9 +302,11 @@ export interface ErasureReport {
   /** Log records this run erased (zero when an earlier run erased them). */
   readonly erasedEvents: number
   readonly erasedDeadLetters: number
+  /** Records this run erased from the legacy `wm_substrate` bucket of an upgraded deployment (zero without it). */
+  readonly erasedSubstrateRecords: number
   readonly confirmed: ReadonlyArray<string>
   readonly pending: ReadonlyArray<string>
-  /** Every projection confirmed, and neither the log nor the dead letters hold anything the tombstone covers. */
+  /** Every projection confirmed, and neither the log, the dead letters nor a legacy substrate bucket hold anything the tombstone covers. */
   readonly complete: boolean
 }
 
@@ -214,9 +315,11 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 /**
  * Completes a forget whose tombstone is stored: erases the log, waits (up to
  * `waitMs`) for every durable projection to confirm, then erases the dead
- * letters and checks the log again — a projection that was still catching up
- * may have dead-lettered a record, or a racing decision reached an erased
- * entry's subject, in the meantime.
+ * letters and the legacy substrate bucket (if any), and checks the log
+ * again — a projection that was still catching up may have dead-lettered a
+ * record, or a racing decision reached an erased entry's subject, in the
+ * meantime; a substrate replica of the version before may still have been
+ * copying the log into its bucket.
  */
 export const completeErasure = async (
   nc: NatsConnection,
@@ -226,13 +329,17 @@ export const completeErasure = async (
 ): Promise<ErasureReport> => {
   let erasedEvents = await eraseFromLog(nc, tombstone, tombstoneSeq)
   const deadline = Date.now() + options.waitMs
-  let confirmation = await confirmations(nc, tombstoneSeq)
+  let confirmation = await confirmations(nc, tombstone, tombstoneSeq)
   while (confirmation.pending.length > 0 && Date.now() < deadline) {
     await sleep(200)
-    confirmation = await confirmations(nc, tombstoneSeq)
+    confirmation = await confirmations(nc, tombstone, tombstoneSeq)
   }
   erasedEvents += await eraseFromLog(nc, tombstone, tombstoneSeq)
   const erasedDeadLetters = await sweepDeadLetters(nc, tombstone)
-  const complete = confirmation.pending.length === 0 && (await remainingInLog(nc, tombstone, tombstoneSeq)) === 0
-  return { tombstoneSeq, erasedEvents, erasedDeadLetters, ...confirmation, complete }
+  const erasedSubstrateRecords = await eraseFromLegacySubstrate(nc, tombstone)
+  const complete =
+    confirmation.pending.length === 0 &&
+    (await remainingInLog(nc, tombstone, tombstoneSeq)) === 0 &&
+    (await legacySubstrateRecords(nc, tombstone)).length === 0
+  return { tombstoneSeq, erasedEvents, erasedDeadLetters, erasedSubstrateRecords, ...confirmation, complete }
 }
