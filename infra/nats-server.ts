@@ -187,9 +187,20 @@ export const startNatsCluster = async (
   mkdirSync(root, { recursive: true })
   const clientPorts: number[] = []
   const routePorts: number[] = []
+  // A port closed after probing may be handed out again: every node's two ports must differ from the rest.
+  const taken = new Set<number>()
+  const distinctFreePort = async () => {
+    for (;;) {
+      const port = await freePort()
+      if (!taken.has(port)) {
+        taken.add(port)
+        return port
+      }
+    }
+  }
   for (let i = 0; i < size; i++) {
-    clientPorts.push(options.firstPort !== undefined ? options.firstPort + i : await freePort())
-    routePorts.push(options.firstPort !== undefined ? options.firstPort + 2000 + i : await freePort())
+    clientPorts.push(options.firstPort !== undefined ? options.firstPort + i : await distinctFreePort())
+    routePorts.push(options.firstPort !== undefined ? options.firstPort + 2000 + i : await distinctFreePort())
   }
   const routes = routePorts.map((p) => `nats-route://127.0.0.1:${p}`).join(", ")
   const nodes = await Promise.all(
