@@ -24,7 +24,7 @@
  */
 import type { KV, KvEntry } from "@nats-io/kv"
 import { Kvm } from "@nats-io/kv"
-import { Deferred, Effect, type Scope } from "effect"
+import { Deferred, Effect, Schedule, type Scope } from "effect"
 import { heartbeatKey, LEASE_BUCKET, leaseKey } from "../../../contracts/buckets.ts"
 import { fnv1a32 } from "../../../contracts/partitions.ts"
 import { Nats } from "../nats/connection.ts"
@@ -76,7 +76,8 @@ const openLeaseBucket = (ttlMs: number) =>
           storage: "file" as never,
         }),
       catch: (cause) => new Error(`cannot open KV bucket ${LEASE_BUCKET}: ${String(cause)}`, { cause }),
-    }).pipe(Effect.orDie)
+      // A cluster that has just formed may time out creating a replicated bucket: try again, as openBucket does.
+    }).pipe(Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))), Effect.orDie)
   })
 
 export const holdPartitionLeases = (

@@ -31,7 +31,7 @@ import { JetStreamApiError } from "@nats-io/jetstream"
 import type { KV } from "@nats-io/kv"
 import { Kvm } from "@nats-io/kv"
 import { nuid } from "@nats-io/nuid"
-import { Effect } from "effect"
+import { Effect, Schedule } from "effect"
 import { SNAPSHOT_BUCKET, snapshotChunkKey, snapshotManifestKey } from "../../../contracts/buckets.ts"
 import { EVENTS_STREAM } from "../../../contracts/subjects.ts"
 import type { AgentView } from "../../../domain/agent-view.ts"
@@ -285,9 +285,15 @@ export const openSnapshotStore = (service: string, partitions: number) =>
   Effect.gen(function* () {
     const { js, jsm, nc } = yield* Nats
     const settings = yield* NatsSettings
-    const kv = yield* Effect.tryPromise(() => openSnapshotKv(new Kvm(js), settings.replicas)).pipe(Effect.orDie)
+    // A cluster that has just formed may time out creating a replicated bucket: try again, as openBucket does.
+    const untilAnswered = Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))
+    const kv = yield* Effect.tryPromise(() => openSnapshotKv(new Kvm(js), settings.replicas)).pipe(
+      Effect.retry(untilAnswered),
+      Effect.orDie,
+    )
     const streamCreated = yield* Effect.tryPromise(() => jsm.streams.info(EVENTS_STREAM)).pipe(
       Effect.map((info) => info.created),
+      Effect.retry(untilAnswered),
       Effect.orDie,
     )
     const maxPayload = nc.info?.max_payload ?? 1024 * 1024
