@@ -10,7 +10,7 @@
 import { readFileSync } from "node:fs"
 import { jetstream } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Effect, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { decodeEvent } from "../contracts/decode.ts"
 import { NotCaughtUp } from "../contracts/errors.ts"
@@ -18,13 +18,13 @@ import { agentStepSubject, upgradeLegacySubject } from "../contracts/subjects.ts
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { followOwnEvents, type OwnEvent, readOwnEvents } from "../sdk/own-events.ts"
-import { embeddedStoreLayer } from "../services/memory/longterm/embedded-store.ts"
 import { LongTerm, type LongTermShape } from "../services/memory/longterm/longterm.ts"
 import { LongTermStore, type LongTermStoreShape } from "../services/memory/longterm/store.ts"
-import { foundation, workingService } from "../services/system.ts"
+import { workingService } from "../services/system.ts"
 import { readRecords, rebuildViews } from "./faults/support/audit.ts"
 import { settingsFor } from "./faults/support/services.ts"
 import { comparableView, readFixture, V1_EXPECTED, V1_LOG } from "./fixtures/v1-log.ts"
+import { startLongTermAlone } from "./support/longterm.ts"
 
 let server: NatsServerProcess
 let nc: NatsConnection
@@ -37,16 +37,7 @@ const expected = JSON.parse(readFileSync(V1_EXPECTED, "utf8")) as {
 
 beforeAll(async () => {
   server = await startNatsServer()
-  const store = embeddedStoreLayer
-  runtime = ManagedRuntime.make(
-    Layer.merge(
-      LongTerm.layer({ durable: false }).pipe(
-        Layer.provide(Layer.merge(store, foundation(settingsFor(server.url)("wm-memory")))),
-      ),
-      store,
-    ) as Layer.Layer<LongTerm | LongTermStore, unknown>,
-  )
-  await runtime.runPromise(Effect.void)
+  runtime = await startLongTermAlone(server.url)
   nc = await connect({ servers: server.url })
   const js = jetstream(nc)
   for (const record of readFixture(V1_LOG))

@@ -6,17 +6,15 @@
  */
 import { jetstream } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Effect, type ManagedRuntime } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
 import { eventSubject } from "../contracts/subjects.ts"
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
-import { embeddedStoreLayer } from "../services/memory/longterm/embedded-store.ts"
 import { LongTerm, type LongTermShape } from "../services/memory/longterm/longterm.ts"
 import { LongTermStore, type LongTermStoreShape } from "../services/memory/longterm/store.ts"
-import { foundation } from "../services/system.ts"
-import { settingsFor } from "./faults/support/services.ts"
 import { AGENT, demoted, recorded, registered } from "./support/events.ts"
+import { startLongTermAlone } from "./support/longterm.ts"
 
 const RECORDED = 3_000
 const STILL_WORKING = 25
@@ -27,16 +25,7 @@ let runtime: ManagedRuntime.ManagedRuntime<LongTerm | LongTermStore, unknown>
 
 beforeAll(async () => {
   server = await startNatsServer()
-  const store = embeddedStoreLayer
-  runtime = ManagedRuntime.make(
-    Layer.merge(
-      LongTerm.layer({ durable: false }).pipe(
-        Layer.provide(Layer.merge(store, foundation(settingsFor(server.url)("wm-memory")))),
-      ),
-      store,
-    ) as Layer.Layer<LongTerm | LongTermStore, unknown>,
-  )
-  await runtime.runPromise(Effect.void)
+  runtime = await startLongTermAlone(server.url)
   nc = await connect({ servers: server.url })
 })
 afterAll(async () => {
