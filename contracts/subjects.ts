@@ -101,5 +101,12 @@ export const replicaQueue = (service: string, replicaId: string) => `wm-${servic
 export const replicaQueues = (service: string) => `wm-${service}.*`
 /** Queue group of the gateway's subscriber to `wm.api.*.>` that refuses operations the API does not have. */
 export const UNKNOWN_OPERATIONS_QUEUE = "wm-unknown-operations"
+/**
+ * Requests memory replicas make of one another: the part of a thread held by the partition's owner
+ * (`wm.peer.memory.thread.<p>`). Only memory services may publish or subscribe there.
+ */
+export const MEMORY_PEERS_ROOT = "wm.peer.memory"
+export const threadPartSubject = (partition: number) => `${MEMORY_PEERS_ROOT}.thread.${partition}`
+export const ALL_THREAD_PARTS = `${MEMORY_PEERS_ROOT}.thread.*`
 /** The agent id is the third token of an API subject. */
 export const agentIdOfApiSubject = (subject: string): string => subject.split(".")[2] ?? ""

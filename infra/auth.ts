@@ -40,6 +40,7 @@ import {
   DEAD_LETTER_ROOT,
   DEAD_LETTER_STREAM,
   EVENTS_STREAM,
+  MEMORY_PEERS_ROOT,
   replicaQueues,
   UNKNOWN_OPERATIONS_QUEUE,
 } from "../contracts/subjects.ts"
@@ -104,6 +105,8 @@ export interface ServiceSpec {
   readonly requests: ReadonlyArray<string>
   /** Streams whose messages it reads and erases in place (the forget eraser). */
   readonly erases?: ReadonlyArray<string>
+  /** Subjects its replicas ask one another on (publish and subscribe; e.g. `wm.peer.memory.>`). */
+  readonly peers?: ReadonlyArray<string>
   readonly password?: string
 }
 
@@ -250,6 +253,7 @@ export const servicePermissions = (spec: ServiceSpec): Permissions => {
   for (const b of spec.readsBuckets) publish.push(...bucketRights(b, false))
   publish.push(...spec.requests)
   for (const stream of spec.erases ?? []) publish.push(...eraseRights(stream))
+  publish.push(...(spec.peers ?? []))
   return {
     publish: { allow: unique(publish), deny: [] },
     subscribe: {
@@ -259,24 +263,25 @@ export const servicePermissions = (spec: ServiceSpec): Permissions => {
         // Each operation only in the service's queue group: a second, non-queue
         // subscriber could otherwise read every agent's requests.
         ...spec.serves.map((s) => `${API_ROOT}.*.${s.subject} ${s.queue}`),
+        ...(spec.peers ?? []),
       ],
       deny: [],
     },
-    allowResponses: spec.serves.length > 0,
+    allowResponses: spec.serves.length > 0 || (spec.peers ?? []).length > 0,
   }
 }
 
 // ---------------------------------------------------------------------------
 // Default service specs
 
-const partitioned = new Set<string>(["working", "gateway"])
+const partitioned = new Set<string>(["working", "gateway", "retrieval"])
 
 /** The operations of contracts/api.ts a service serves; services/platform/api/serve.ts queues them in `wm-<service>`. */
 const servedBy = (service: string) =>
   Object.values(operations)
     .filter((op) => op.servedBy === service)
-    // The working service and the gateway are partitioned: each replica has a queue of its own and answers for
-    // its partitions.
+    // The working service, the gateway and retrieval are partitioned: each replica has a queue of its own and
+    // answers for its partitions.
     .map((op) => ({
       subject: op.subject,
       queue: partitioned.has(op.servedBy) ? replicaQueues(op.servedBy) : `wm-${op.servedBy}`,
@@ -333,7 +338,8 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
         buckets: [LEASE_BUCKET],
       }
     case "long-term":
-      return { ...base("long-term"), serves: [], buckets: [CHECKPOINT_BUCKET] }
+      // Its checkpoints (per partition, for a durable store) and the partition leases of the memory service.
+      return { ...base("long-term"), serves: [], buckets: [CHECKPOINT_BUCKET, LEASE_BUCKET] }
     case "substrate":
       // Raw text is read from the log (readsEvents: direct and message get of an entry's first message).
       // The forget eraser runs beside it: it erases forgotten records from the log, the dead letters and the
@@ -348,10 +354,12 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
     case "retrieval":
       // Cue rehydrated / promoted / dropped on the entry's subject, the step's recall on the step's; recalled raw
       // text is read from the log (the entry's first message), as the substrate reads it.
+      // Its partition leases; the parts of a thread other replicas hold are asked of them on `wm.peer.memory`.
       return {
         ...base(name),
         appends: [ALL_ENTRIES, ALL_STEPS],
-        buckets: [CHECKPOINT_BUCKET, REQUEST_BUCKET],
+        buckets: [CHECKPOINT_BUCKET, REQUEST_BUCKET, LEASE_BUCKET],
+        peers: [`${MEMORY_PEERS_ROOT}.>`],
       }
     case "memory":
       return mergeSpecs("memory", defaultServiceSpec("long-term"), defaultServiceSpec("retrieval"))
@@ -378,6 +386,7 @@ export const mergeSpecs = (name: string, ...specs: ReadonlyArray<ServiceSpec>): 
   deadLetters: specs.some((s) => s.deadLetters),
   buckets: unique(specs.flatMap((s) => s.buckets)),
   readsBuckets: unique(specs.flatMap((s) => s.readsBuckets)).filter((b) => !specs.some((s) => s.buckets.includes(b))),
+  peers: unique(specs.flatMap((s) => s.peers ?? [])),
   requests: unique(specs.flatMap((s) => s.requests)),
   erases: unique(specs.flatMap((s) => s.erases ?? [])),
 })

@@ -65,6 +65,8 @@ export const memoryService = (
     readonly retrieval?: Layer.Layer<RetrievalSettings>
     /** Who sees whose entries across agents (default: WM_TENANTS). */
     readonly sharing?: Layer.Layer<AgentSharing>
+    /** How its replicas divide the partitions (default: WM_PARTITIONS, WM_LEASE_* and WM_REPLICA_ID). */
+    readonly partitions?: Layer.Layer<PartitionSettings>
   } = {},
 ) => {
   const base = foundation(settings)
@@ -82,6 +84,7 @@ export const memoryService = (
     SubstrateReader.layer.pipe(Layer.provide(base)),
     options.retrieval ?? RetrievalSettings.make(),
     options.sharing ?? AgentSharing.fromEnv,
+    options.partitions ?? PartitionSettings.fromEnv,
     base,
   )
   return Retrieval.layer.pipe(Layer.provideMerge(deps))

@@ -9,6 +9,7 @@ import { jetstream } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, expect, it, vi } from "vitest"
+import { upgradeLegacySubject } from "../contracts/subjects.ts"
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { makeEmbeddedStore } from "../services/memory/longterm/embedded-store.ts"
 import { LongTerm, type LongTermShape } from "../services/memory/longterm/longterm.ts"
@@ -47,7 +48,7 @@ it("a store failing its first 12 writes still ends with every record, in log ord
   }
   const store = Layer.succeed(LongTermStore, flaky)
   const runtime = ManagedRuntime.make(
-    LongTerm.layer({ durable: false }).pipe(
+    LongTerm.everyPartition({ durable: false }).pipe(
       Layer.provide(Layer.merge(store, foundation(settingsFor(server.url)("wm-memory")))),
     ) as Layer.Layer<LongTerm, unknown>,
   )
@@ -55,7 +56,8 @@ it("a store failing its first 12 writes still ends with every record, in log ord
     const longTerm = await runtime.runPromise(LongTerm as unknown as Effect.Effect<LongTermShape>)
     const js = jetstream(nc)
     let last = 0
-    for (const record of readFixture(V1_LOG)) last = (await js.publish(record.subject, JSON.stringify(record.data))).seq
+    for (const record of readFixture(V1_LOG))
+      last = (await js.publish(upgradeLegacySubject(record.subject) ?? record.subject, JSON.stringify(record.data))).seq
     await runtime.runPromise(longTerm.waitFor(last))
     expect(failures).toBe(12)
     const expected = (JSON.parse(readFileSync(V1_EXPECTED, "utf8")) as { longTerm: unknown[] }).longTerm

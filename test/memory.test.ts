@@ -2,18 +2,18 @@
  * Long-term tier, substrate, merged retrieval and transient cues, against a
  * real nats-server with every service running on the embedded store.
  */
-import { Effect, ManagedRuntime } from "effect"
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
 import { countTokens } from "../domain/tokens.ts"
 import type { AgentClient } from "../sdk/client.ts"
 import { LongTermStore, type LongTermStoreShape } from "../services/memory/longterm/store.ts"
 import { AgentSharing } from "../services/platform/access/sharing.ts"
-import { memoryService } from "../services/system.ts"
 import { steppingClock } from "./support/clock.ts"
 import { FILLER_TURNS } from "./support/fillers.ts"
 import { readLog } from "./support/log.ts"
-import { settingsFor, startTestSystem, type TestSystem } from "./support/system.ts"
+import { startLongTermAlone } from "./support/longterm.ts"
+import { startTestSystem, type TestSystem } from "./support/system.ts"
 
 const MINUTE = 60_000
 const T0 = Date.UTC(2024, 5, 3, 8)
@@ -336,8 +336,9 @@ describe("the long-term projection", () => {
     await agentWithHistory("rebuilt", [{ content: "Something worth keeping for later." }])
     const live = await listRecords({})
     expect(live.length).toBeGreaterThan(0)
+    // The long-term projection alone, over every partition, on a store of its own.
     const rebuild = async () => {
-      const runtime = ManagedRuntime.make(memoryService(settingsFor(system.server.url)("wm-memory-rebuild")))
+      const runtime = await startLongTermAlone(system.server.url)
       try {
         const fresh = await runtime.runPromise(LongTermStore as unknown as Effect.Effect<LongTermStoreShape>)
         return await runtime.runPromise(fresh.list({}))

@@ -341,7 +341,8 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
               )
               .map((e) => e.id)
             if (inWorking.length > 0) return inWorking
-            const found = yield* ask(agentId, "query", { query: quote, limit: 5 })
+            // Retrieval answers once it has seen what this view has (the demotion that put the entry there).
+            const found = yield* ask(agentId, "query", { query: quote, limit: 5, afterSeq: view.lastSeq })
             const candidates = (found?.results ?? []).filter((r) => r.tier === "long-term").map((r) => r.entryId)
             const raws = yield* Effect.forEach(candidates, (entryId) => ask(agentId, "getRaw", { entryId }))
             return raws.filter((r) => r !== null && normalise(r.content).includes(needle)).map((r) => r!.entryId)

@@ -97,7 +97,7 @@ const rebuildFromLog = async (url: string, upTo: number): Promise<ReadonlyArray<
   const store = embeddedStoreLayer
   const runtime = ManagedRuntime.make(
     Layer.merge(
-      LongTerm.layer({ durable: false }).pipe(
+      LongTerm.everyPartition({ durable: false }).pipe(
         Layer.provide(Layer.merge(store, foundation(settingsFor(url)("wm-rebuild")))),
       ),
       store,

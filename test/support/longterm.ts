@@ -10,7 +10,7 @@ export const startLongTermAlone = async (url: string) => {
   const store = embeddedStoreLayer
   const runtime = ManagedRuntime.make(
     Layer.merge(
-      LongTerm.layer({ durable: false }).pipe(
+      LongTerm.everyPartition({ durable: false }).pipe(
         Layer.provide(Layer.merge(store, foundation(settingsFor(url)("wm-memory")))),
       ),
       store,

@@ -13,15 +13,19 @@
  * after the commit) is deleted at each commit. A forgotten entry's text is
  * then in no file this store writes.
  *
- * The checkpoint names the log it belongs to (the event stream's creation
- * time): opened against another log, or one shorter than the checkpoint,
- * the store empties itself and the projection rebuilds it from the start.
+ * Each partition's checkpoint names the log it belongs to (the event
+ * stream's creation time): opened against another log, or one shorter than
+ * the checkpoint, the partition's records are dropped and the projection
+ * rebuilds them from the start. A file from before partitions (one
+ * checkpoint for the whole log) counts as that checkpoint for every
+ * partition.
  */
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { Effect, Layer, Schema } from "effect"
 import { LongTermPayload } from "../../../contracts/longterm.ts"
+import { allPartitions, partitionOf } from "../../../contracts/partitions.ts"
 import { makeEmbeddedStore } from "./embedded-store.ts"
 import {
   type CheckpointedStore,
@@ -61,14 +65,32 @@ export const makeDurableStore = (
       log TEXT NOT NULL,
       seq INTEGER NOT NULL
     );
+    CREATE TABLE IF NOT EXISTS partition_checkpoints (
+      partition INTEGER PRIMARY KEY,
+      log TEXT NOT NULL,
+      seq INTEGER NOT NULL
+    );
   `)
   const putRecord = db.prepare(
     "INSERT OR REPLACE INTO records (agent_id, entry_id, payload, vector) VALUES (?, ?, ?, ?)",
   )
   const deleteRecord = db.prepare("DELETE FROM records WHERE agent_id = ? AND entry_id = ?")
   const deleteAgent = db.prepare("DELETE FROM records WHERE agent_id = ?")
-  const readCheckpoint = db.prepare("SELECT log, seq FROM checkpoint WHERE id = 1")
-  const putCheckpoint = db.prepare("INSERT OR REPLACE INTO checkpoint (id, log, seq) VALUES (1, ?, ?)")
+  const readCheckpoint = db.prepare("SELECT log, seq FROM partition_checkpoints WHERE partition = ?")
+  const putCheckpoint = db.prepare(
+    "INSERT OR REPLACE INTO partition_checkpoints (partition, log, seq) VALUES (?, ?, ?)",
+  )
+  const deleteCheckpoint = db.prepare("DELETE FROM partition_checkpoints WHERE partition = ?")
+  // A file from before partitions: its whole-log checkpoint becomes every partition's.
+  const wholeLog = db.prepare("SELECT log, seq FROM checkpoint WHERE id = 1").get() as
+    | { log: string; seq: number }
+    | undefined
+  if (wholeLog !== undefined) {
+    db.exec("BEGIN IMMEDIATE")
+    for (const partition of allPartitions()) putCheckpoint.run(partition, wholeLog.log, wholeLog.seq)
+    db.exec("DELETE FROM checkpoint")
+    db.exec("COMMIT")
+  }
 
   // The search index: every stored record, loaded once.
   const memory = makeEmbeddedStore()
@@ -117,31 +139,42 @@ export const makeDurableStore = (
   const apply = (
     what: string,
     writes: ReadonlyArray<StoreWrite>,
-    checkpoint?: { readonly log: string; readonly seq: number },
+    checkpoint?: { readonly log: string; readonly partition: number; readonly seq: number },
   ) =>
     Effect.andThen(
       transaction(what, () => {
         for (const w of writes) writeOnDisk(w)
-        if (checkpoint) putCheckpoint.run(checkpoint.log, checkpoint.seq)
+        if (checkpoint) putCheckpoint.run(checkpoint.partition, checkpoint.log, checkpoint.seq)
       }),
       Effect.forEach(writes, writeInMemory, { discard: true }),
     )
 
+  /** The partition's agents' records and its checkpoint, gone from the file and the index. */
+  const dropPartition = (partition: number, agents: ReadonlyArray<string>, then?: { log: string }) =>
+    Effect.andThen(
+      transaction(`drop partition ${partition}`, () => {
+        for (const agentId of agents) deleteAgent.run(agentId)
+        if (then) putCheckpoint.run(partition, then.log, 0)
+        else deleteCheckpoint.run(partition)
+      }),
+      Effect.forEach(agents, (removeAgent) => writeInMemory({ removeAgent }), { discard: true }),
+    )
+  const agentsOf = (partition: number) =>
+    Effect.map(memory.list({}), (records) => [
+      ...new Set(records.map((r) => r.agentId).filter((id) => partitionOf(id) === partition)),
+    ])
+
   const checkpointed: CheckpointedStore = {
-    resume: (log, lastSeq) =>
+    resume: (log, partition, lastSeq) =>
       Effect.gen(function* () {
-        const row = readCheckpoint.get() as { log: string; seq: number } | undefined
+        const row = readCheckpoint.get(partition) as { log: string; seq: number } | undefined
         if (row !== undefined && row.log === log && row.seq <= lastSeq) return row.seq
-        // Another log, or one shorter than the checkpoint: start again from nothing.
-        yield* transaction("reset", () => {
-          db.exec("DELETE FROM records")
-          putCheckpoint.run(log, 0)
-        })
-        const agents = new Set((yield* memory.list({})).map((p) => p.agentId))
-        for (const removeAgent of agents) yield* writeInMemory({ removeAgent })
+        // Another log, or one shorter than the checkpoint: the partition starts again from nothing.
+        yield* dropPartition(partition, yield* agentsOf(partition), { log })
         return 0
       }),
-    commit: (writes, log, seq) => apply(`commit through seq ${seq}`, writes, { log, seq }),
+    commit: (writes, log, partition, seq) => apply(`commit through seq ${seq}`, writes, { log, partition, seq }),
+    release: (partition, agents) => dropPartition(partition, agents),
   }
 
   return {

@@ -427,6 +427,7 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
       .update(`${new URL(config.url).href}\n${prefix}`)
       .digest("hex")
       .slice(0, 8)}`,
+    shared: true,
 
     upsert: (records) => (records.length === 0 ? Effect.void : upsert(records).pipe(Effect.mapError(toStoreError))),
 

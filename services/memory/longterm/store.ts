@@ -29,24 +29,29 @@ export type StoreWrite =
   | { readonly remove: { readonly agentId: string; readonly entryIds: ReadonlyArray<string> } }
   | { readonly removeAgent: string }
 
-/** A store that keeps the projection's checkpoint itself, written atomically with the records. */
+/** A store that keeps the projection's checkpoint of each partition itself, written atomically with the records. */
 export interface CheckpointedStore {
   /**
-   * The sequence up to which the store holds every record of `log` (0 when
-   * none). A store written from another log, or from one shorter than its
-   * checkpoint (`lastSeq`), is emptied first.
+   * The sequence up to which the store holds every record of the partition
+   * in `log` (0 when none). A partition written from another log, or from
+   * one shorter than its checkpoint (`lastSeq`), is emptied first.
    */
-  readonly resume: (log: string, lastSeq: number) => Effect.Effect<number, LongTermStoreError>
-  /** Applies the writes and moves the checkpoint to `seq`, in one transaction. */
+  readonly resume: (log: string, partition: number, lastSeq: number) => Effect.Effect<number, LongTermStoreError>
+  /** Applies the writes and moves the partition's checkpoint to `seq`, in one transaction. */
   readonly commit: (
     writes: ReadonlyArray<StoreWrite>,
     log: string,
+    partition: number,
     seq: number,
   ) => Effect.Effect<void, LongTermStoreError>
+  /** Drops the partition's checkpoint and the records of its agents, in one transaction. */
+  readonly release: (partition: number, agents: ReadonlyArray<string>) => Effect.Effect<void, LongTermStoreError>
 }
 
 export interface LongTermStoreShape {
   readonly name: string
+  /** Shared by every replica (a server): a partition's records stay when it moves to another replica. */
+  readonly shared?: boolean
   /** Present when the store keeps its own checkpoint (the durable embedded store). */
   readonly checkpointed?: CheckpointedStore
   /** Idempotent: a record with the same agent and entry replaces the previous one. */

@@ -16,11 +16,13 @@
  */
 import { Context, Effect, FiberSet, HashMap, Layer, Option } from "effect"
 import type { RequestOf, ResponseOf } from "../../../contracts/api.ts"
-import { AgentNotFound, InvalidState, NotCaughtUp } from "../../../contracts/errors.ts"
+import { AgentNotFound, InvalidState, NotCaughtUp, Unavailable } from "../../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
 import { focusText } from "../../../contracts/focus.ts"
+import { allPartitions, partitionOf } from "../../../contracts/partitions.ts"
 import { settings as configured } from "../../../contracts/settings.ts"
-import { type AgentView, currentFocus, evolve, fullestForm, fullestText } from "../../../domain/agent-view.ts"
+import { ALL_THREAD_PARTS, replicaQueue, threadPartSubject } from "../../../contracts/subjects.ts"
+import { type AgentView, currentFocus, fullestForm, fullestText } from "../../../domain/agent-view.ts"
 import {
   decideCueDrops,
   decideExplicitRehydration,
@@ -35,12 +37,18 @@ import { recalledKeyPoints } from "../../../domain/key-points.ts"
 import { DEFAULT_RELEVANCE } from "../../../domain/relevance.ts"
 import { terms } from "../../../domain/terms.ts"
 import { AgentSharing } from "../../platform/access/sharing.ts"
-import { serveOperation } from "../../platform/api/serve.ts"
+import { encodeError, serveOperation } from "../../platform/api/serve.ts"
 import { EmbeddingProvider } from "../../platform/embedding/embedding-provider.ts"
-import { makeCommandHandler, type ViewSource } from "../../platform/log/command-handler.ts"
+import { makeCommandHandler } from "../../platform/log/command-handler.ts"
 import { readEntryFacts } from "../../platform/log/entry-facts.ts"
 import { EventLog } from "../../platform/log/event-log.ts"
-import { type Projection, READ_WAIT, runProjection } from "../../platform/log/projection.ts"
+import { READ_WAIT } from "../../platform/log/projection.ts"
+import { Nats } from "../../platform/nats/connection.ts"
+import {
+  type PartitionedViews,
+  type PartitionHooks,
+  projectPartitionedViews,
+} from "../../platform/partitions/partitioned-views.ts"
 import { SubstrateReader } from "../../platform/substrate-reader.ts"
 import { makeOpenStepMemo } from "../../platform/views/open-step-memo.ts"
 import { LongTerm } from "../longterm/longterm.ts"
@@ -48,6 +56,7 @@ import { LongTermStore } from "../longterm/store.ts"
 import { EpisodeIndex } from "./episodes.ts"
 import { LexicalIndex } from "./lexical-index.ts"
 import { hitText, type RankedHit, type RankingSources, rankBothTiers } from "./rank.ts"
+import { decodeThreadPartReply, decodeThreadPartRequest, PEER_WAIT_MS } from "./thread-parts.ts"
 
 /** The metadata a recalled entry carries back, from whatever holds it (a working entry, a record, the substrate). */
 const recalledMeta = (m: {
@@ -98,6 +107,8 @@ export class RetrievalSettings extends Context.Service<RetrievalSettings, Retrie
 
 export interface RetrievalShape {
   readonly view: (agentId: string) => AgentView | undefined
+  /** The views of the partitions this replica owns. */
+  readonly views: PartitionedViews
 }
 
 export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/Retrieval") {
@@ -111,9 +122,9 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       const substrate = yield* SubstrateReader
       const log = yield* EventLog
       const sharing = yield* AgentSharing
+      const { nc } = yield* Nats
       const runFork = yield* FiberSet.makeRuntime<never>()
 
-      const views = new Map<string, AgentView>()
       const lexical = new LexicalIndex()
       const episodes = new EpisodeIndex()
       const vectors = new Map<string, { text: string; vector: Float32Array }>()
@@ -140,13 +151,63 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         },
       }
       const recalledSteps = makeOpenStepMemo<{ cues: number; seq: number }>()
+      /** Set once the partitioned views exist: reactions run only for agents whose partition answers. */
+      let partitioned: PartitionedViews | null = null
+      // Reactions start once every handler below is defined.
       let live = false
-      // Cue writes are decided on this service's views and guarded on their subject, like every write.
-      const source: ViewSource = {
-        get: (agentId) => views.get(agentId),
-        waitFor: (seq, timeout) => projection.waitFor(seq, timeout),
+
+      const dropAgents = (agents: ReadonlyArray<string>) => {
+        const gone = new Set(agents)
+        for (const agentId of agents) {
+          lexical.dropAgent(agentId)
+          episodes.dropAgent(agentId)
+          recalledSteps.forget(agentId)
+        }
+        for (const key of vectors.keys()) if (gone.has(key.slice(0, key.indexOf("/")))) vectors.delete(key)
       }
-      const commands = yield* makeCommandHandler(source)
+
+      /** Indexes both tiers' texts as the log goes; the partition's long-term projection runs beside it. */
+      const hooks: PartitionHooks = {
+        // The lexical and episode indexes are more than the views: a partition is rebuilt from the log.
+        snapshots: false,
+        opened: (partition, scope) => Effect.asVoid(longTerm.open(partition, scope)),
+        settled: (partition) => longTerm.partitions().get(partition)?.caughtUp ?? Effect.void,
+        applied: (event, before, after) => {
+          if (after === undefined) {
+            if (event._tag === "AgentForgotten") dropAgents([event.agentId])
+            return
+          }
+          if (event._tag === "EntryRecorded") {
+            lexical.add(event.agentId, event.entryId, terms(event.content))
+            episodes.add(event.agentId, event.entryId, event.timestamp, event.correlationId)
+          } else if (event._tag === "EntryDemoted") vectors.delete(`${event.agentId}/${event.entryId}`)
+          else if (event._tag === "EntryForgotten") {
+            lexical.remove(event.agentId, event.entryId)
+            episodes.remove(event.agentId, event.entryId)
+            vectors.delete(`${event.agentId}/${event.entryId}`)
+          }
+          if (live && partitioned?.owns(event.agentId))
+            runFork(react(before, after, event).pipe(Effect.catchCause((c) => Effect.logError("[retrieval]", c))))
+        },
+        lost: (partition, agents) => {
+          dropAgents(agents)
+          // Released at shutdown, a durable store keeps the partition: the next start resumes it if it is still
+          // this replica's, and drops it if not.
+          if (!stopping) runFork(longTerm.release(partition))
+        },
+      }
+      let stopping = false
+      const views = yield* projectPartitionedViews("memory", hooks)
+      partitioned = views
+      // Runs before the views' own finalizers (last added, first run), which release the leases.
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          stopping = true
+        }),
+      )
+      const projection = views.projection
+      // Cue writes are decided on this service's views and guarded on their subject, like every write.
+      const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
       /** Appends `event` unless, on the view as it stands, `holds` no longer does; retaken after a lost race. */
       const appendWhile = (agentId: string, event: MemoryEvent, holds: (view: AgentView) => boolean) =>
         commands.handle({
@@ -396,52 +457,40 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         }
       }
 
-      const projection: Projection = yield* runProjection({
-        name: "retrieval",
-        apply: (event, record) => {
-          const before = views.get(event.agentId)
-          const after = evolve(before, event, record)
-          if (after === undefined) {
-            views.delete(event.agentId)
-            if (event._tag === "AgentForgotten") {
-              lexical.dropAgent(event.agentId)
-              episodes.dropAgent(event.agentId)
-              for (const key of vectors.keys()) if (key.startsWith(`${event.agentId}/`)) vectors.delete(key)
-            }
-            return
-          }
-          views.set(event.agentId, after)
-          if (event._tag === "EntryRecorded") {
-            lexical.add(event.agentId, event.entryId, terms(event.content))
-            episodes.add(event.agentId, event.entryId, event.timestamp, event.correlationId)
-          } else if (event._tag === "EntryDemoted") vectors.delete(`${event.agentId}/${event.entryId}`)
-          else if (event._tag === "EntryForgotten") {
-            lexical.remove(event.agentId, event.entryId)
-            episodes.remove(event.agentId, event.entryId)
-            vectors.delete(`${event.agentId}/${event.entryId}`)
-          }
-          if (live)
-            runFork(react(before, after, event).pipe(Effect.catchCause((c) => Effect.logError("[retrieval]", c))))
-        },
-      })
-      yield* projection.warmedUp
       live = true
+      yield* projection.warmedUp
+      // A local store holds only the partitions this replica serves: what an earlier run left of others goes.
+      const held = new Set(views.leases.held())
+      yield* Effect.forEach(
+        allPartitions().filter((p) => !held.has(p) && !longTerm.partitions().has(p)),
+        longTerm.release,
+        { discard: true },
+      )
 
       // Both tiers have applied `afterSeq`, or the read is told NotCaughtUp within READ_WAIT (inside one SDK attempt).
-      const caughtUpTo = (afterSeq: number) =>
-        Effect.all([projection.waitFor(afterSeq), longTerm.waitFor(afterSeq)], { concurrency: 2, discard: true }).pipe(
+      const caughtUpTo = (afterSeq: number, agentId: string) =>
+        Effect.all([projection.waitFor(afterSeq, READ_WAIT, agentId), longTerm.waitFor(afterSeq, agentId)], {
+          concurrency: 2,
+          discard: true,
+        }).pipe(
           Effect.timeoutOrElse({
             duration: READ_WAIT,
             orElse: () =>
               Effect.fail(
-                new NotCaughtUp({ afterSeq, appliedSeq: Math.min(projection.appliedSeq(), longTerm.storedSeq()) }),
+                new NotCaughtUp({
+                  afterSeq,
+                  appliedSeq: Math.min(
+                    projection.appliedSeq(agentId),
+                    longTerm.partitions().get(partitionOf(agentId))?.storedSeq() ?? 0,
+                  ),
+                }),
               ),
           }),
         )
 
       const viewAfter = (agentId: string, afterSeq?: number) =>
         Effect.gen(function* () {
-          if (afterSeq !== undefined) yield* caughtUpTo(afterSeq)
+          if (afterSeq !== undefined) yield* caughtUpTo(afterSeq, agentId)
           const view = views.get(agentId)
           if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
           return view
@@ -485,40 +534,107 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         } satisfies ResponseOf<"query">
       })
 
-      // A thread spans the caller and the agents that share a tenant with it (AgentSharing), never anyone else.
-      const thread = Effect.fn("Retrieval.thread")(function* (agentId: string, request: RequestOf<"thread">) {
-        if (request.afterSeq !== undefined) yield* caughtUpTo(request.afterSeq)
-        const visible = sharing.visibleTo(agentId)
-        const entries: Array<ResponseOf<"thread">["entries"][number]> = []
-        for (const view of views.values()) {
-          if (!visible.has(view.config.id)) continue
-          for (const e of HashMap.values(view.entries)) {
-            if (e.correlationId !== request.correlationId) continue
-            const t = fullestForm(e)
+      type ThreadEntry = ResponseOf<"thread">["entries"][number]
+      /** The thread's entries of these agents, all of one partition this replica answers for. */
+      const threadPart = (agents: ReadonlyArray<string>, correlationId: string) =>
+        Effect.gen(function* () {
+          const of = new Set(agents)
+          const entries: ThreadEntry[] = []
+          for (const agentId of agents) {
+            const view = views.get(agentId)
+            if (view === undefined) continue
+            for (const e of HashMap.values(view.entries)) {
+              if (e.correlationId !== correlationId) continue
+              entries.push({
+                agentId,
+                entryId: e.id,
+                tier: "working",
+                timestamp: e.timestamp,
+                origin: e.origin,
+                ...fullestForm(e),
+              })
+            }
+          }
+          for (const r of yield* store.list({ correlationId }).pipe(Effect.orDie)) {
+            if (!of.has(r.agentId)) continue
+            if (entries.some((e) => e.agentId === r.agentId && e.entryId === r.entryId)) continue
             entries.push({
-              agentId: view.config.id,
-              entryId: e.id,
-              tier: "working",
-              timestamp: e.timestamp,
-              origin: e.origin,
-              ...t,
+              agentId: r.agentId,
+              entryId: r.entryId,
+              tier: "long-term",
+              timestamp: r.timestamp,
+              origin: r.origin,
+              form: r.summaryForm,
+              text: r.summary,
             })
           }
+          return entries
+        })
+
+      /** The part of a thread another replica holds: asked of whichever replica answers for the partition. */
+      const threadPartOfPeer = (partition: number, agents: ReadonlyArray<string>, request: RequestOf<"thread">) =>
+        Effect.tryPromise({
+          try: () =>
+            nc.request(
+              threadPartSubject(partition),
+              JSON.stringify({ agents, correlationId: request.correlationId, afterSeq: request.afterSeq }),
+              { timeout: PEER_WAIT_MS },
+            ),
+          catch: () =>
+            new Unavailable({ reason: `no memory replica answers for partition ${partition} now (it is moving)` }),
+        }).pipe(Effect.flatMap((reply) => decodeThreadPartReply(reply.data)))
+
+      // A thread spans the caller and the agents that share a tenant with it (AgentSharing), never anyone else;
+      // each partition's part comes from the replica that answers for it.
+      const thread = Effect.fn("Retrieval.thread")(function* (agentId: string, request: RequestOf<"thread">) {
+        const byPartition = new Map<number, string[]>()
+        for (const id of sharing.visibleTo(agentId)) {
+          const p = partitionOf(id)
+          byPartition.set(p, [...(byPartition.get(p) ?? []), id])
         }
-        for (const r of yield* store.list({ correlationId: request.correlationId }).pipe(Effect.orDie)) {
-          if (!visible.has(r.agentId)) continue
-          if (entries.some((e) => e.agentId === r.agentId && e.entryId === r.entryId)) continue
-          entries.push({
-            agentId: r.agentId,
-            entryId: r.entryId,
-            tier: "long-term",
-            timestamp: r.timestamp,
-            origin: r.origin,
-            form: r.summaryForm,
-            text: r.summary,
-          })
-        }
+        const parts = yield* Effect.forEach(
+          [...byPartition],
+          ([partition, agents]) =>
+            views.owns(agents[0]!)
+              ? Effect.andThen(
+                  request.afterSeq === undefined ? Effect.void : caughtUpTo(request.afterSeq, agents[0]!),
+                  threadPart(agents, request.correlationId),
+                )
+              : threadPartOfPeer(partition, agents, request),
+          { concurrency: "unbounded" },
+        )
+        const entries = parts.flat()
         return { entries: entries.sort((a, b) => a.timestamp - b.timestamp || (a.entryId < b.entryId ? -1 : 1)) }
+      })
+
+      // The part of a thread another replica asks of this one: answered only for a partition this replica owns.
+      const servePeerThreadParts = Effect.gen(function* () {
+        const subscription = nc.subscribe(ALL_THREAD_PARTS, {
+          callback: (error, msg) => {
+            if (error !== null) return
+            const partition = Number(msg.subject.slice(msg.subject.lastIndexOf(".") + 1))
+            const asked = decodeThreadPartRequest(msg.data)
+            if (asked === null || asked.agents.some((id) => partitionOf(id) !== partition)) return
+            if (!asked.agents.every((id) => views.owns(id))) return
+            runFork(
+              Effect.andThen(
+                asked.afterSeq === undefined ? Effect.void : caughtUpTo(asked.afterSeq, asked.agents[0]!),
+                threadPart(asked.agents, asked.correlationId),
+              ).pipe(
+                Effect.match({
+                  onSuccess: (entries) => ({ ok: true, entries }),
+                  onFailure: (error) => ({ ok: false, error: encodeError(error) }),
+                }),
+                Effect.tap((reply) =>
+                  Effect.sync(() => {
+                    if (asked.agents.every((id) => views.owns(id))) msg.respond(JSON.stringify(reply))
+                  }),
+                ),
+              ),
+            )
+          },
+        })
+        yield* Effect.addFinalizer(() => Effect.promise(() => subscription.drain().catch(() => undefined)))
       })
 
       const recall = Effect.fn("Retrieval.recall")(function* (agentId: string, request: RequestOf<"recall">) {
@@ -569,12 +685,14 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             ),
       )
 
-      yield* serveOperation("query", query)
-      yield* serveOperation("thread", thread)
-      yield* serveOperation("recall", recall)
-      yield* serveOperation("warmUp", warmUp)
+      const owner = { queue: replicaQueue("retrieval", views.leases.replicaId), owns: views.owns }
+      yield* servePeerThreadParts
+      yield* serveOperation("query", query, owner)
+      yield* serveOperation("thread", thread, owner)
+      yield* serveOperation("recall", recall, owner)
+      yield* serveOperation("warmUp", warmUp, owner)
 
-      return { view: (agentId) => views.get(agentId) }
+      return { view: (agentId) => views.get(agentId), views }
     }),
   )
 }

@@ -29,11 +29,12 @@ import {
   upgradeLegacySubject,
 } from "../../../contracts/subjects.ts"
 import { type AgentView, evolve, skipUndecodable } from "../../../domain/agent-view.ts"
-import { EventLog } from "../log/event-log.ts"
+import { EventLog, type LogRecord } from "../log/event-log.ts"
 import { type Halt, type Projection, runProjection, type WarmUp } from "../log/projection.ts"
 import { Nats } from "../nats/connection.ts"
 import type { AgentViews } from "../views/agent-views.ts"
 import { holdPartitionLeases, type PartitionLeases } from "./leases.ts"
+import { lastSeqOfPartition } from "./partition-position.ts"
 import { PartitionSettings } from "./settings.ts"
 import { openSnapshotStore } from "./snapshots.ts"
 
@@ -118,7 +119,21 @@ export interface PartitionHooks {
   /** Snapshots of the views (default true); a service whose state is more than its views replays instead. */
   readonly snapshots?: boolean
   /** After each event applied to an agent's view (`after` undefined: the view was removed). */
-  readonly applied?: (event: MemoryEvent, before: AgentView | undefined, after: AgentView | undefined) => void
+  readonly applied?: (
+    event: MemoryEvent,
+    before: AgentView | undefined,
+    after: AgentView | undefined,
+    record: LogRecord,
+  ) => void
+  /** After a record of the partition was dead-lettered (its sequence still counts as applied). */
+  readonly deadLettered?: (partition: number, seq: number) => void
+  /**
+   * The partition was taken: runs before its projection starts, in the partition's scope (closed when
+   * the partition is lost or the service stops); what it starts there is the partition's.
+   */
+  readonly opened?: (partition: number, scope: Scope.Scope) => Effect.Effect<void>
+  /** Once the projection has caught up, and before the partition answers: what else must have caught up. */
+  readonly settled?: (partition: number) => Effect.Effect<void>
   /** The partition answers now (caught up); `agents` are the agents it holds. */
   readonly ready?: (partition: number, agents: ReadonlyArray<string>) => void
   /** The partition is no longer this replica's: drop what is kept for its agents. */
@@ -127,7 +142,7 @@ export interface PartitionHooks {
 
 export const projectPartitionedViews = (service: string, hooks: PartitionHooks = {}) =>
   Effect.gen(function* () {
-    const { jsm } = yield* Nats
+    const nats = yield* Nats
     const log = yield* EventLog
     const settings = yield* PartitionSettings
     const runFork = yield* FiberSet.makeRuntime<EventLog | Nats>()
@@ -141,15 +156,12 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
     // Without snapshots the bucket is not even opened (the service's user may have no rights on it).
     const snapshots = hooks.snapshots === false ? null : yield* openSnapshotStore(service, settings.partitions)
 
-    /** The last stored sequence of the partition's subjects (0: none). */
-    const lastSeqOf = (partition: number) =>
-      Effect.tryPromise(() => jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: partitionEvents(partition) })).pipe(
-        Effect.map((m) => m?.seq ?? 0),
-      )
+    const lastSeqOf = (partition: number) => lastSeqOfPartition(partition).pipe(Effect.provideService(Nats, nats))
 
     const catchUp = (state: PartitionState) =>
       Effect.gen(function* () {
         const began = Date.now()
+        if (hooks.opened !== undefined) yield* hooks.opened(state.partition, state.scope)
         const snapshot = snapshots === null ? null : yield* snapshots.load(state.partition)
         if (snapshot !== null) {
           for (const [id, view] of snapshot.views) state.views.set(id, view)
@@ -170,16 +182,18 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
             const next = evolve(before, event, record)
             if (next !== undefined) state.views.set(event.agentId, next)
             else state.views.delete(event.agentId)
-            hooks.applied?.(event, before, next)
+            hooks.applied?.(event, before, next, record)
           },
           onDeadLetter: (letter) => {
             const agentId = agentIdOfEventSubject(letter.subject)
             const view = state.views.get(agentId)
             if (view !== undefined) state.views.set(agentId, skipUndecodable(view, letter.subject, letter.seq))
+            hooks.deadLettered?.(state.partition, letter.seq)
           },
         }).pipe(Scope.provide(state.scope))
         state.projection = projection
         const warm = yield* projection.warmedUp
+        if (hooks.settled !== undefined) yield* hooks.settled(state.partition)
         // The log's position the replica caught up with (each partition's target is a stream sequence).
         caughtUpEvents = Math.max(caughtUpEvents, warm.events)
         catchUps.push({ partition: state.partition, snapshotSeq: snapshot?.seq ?? 0, millis: Date.now() - began })

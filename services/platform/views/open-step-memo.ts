@@ -8,6 +8,8 @@
 export interface OpenStepMemo<V> {
   readonly get: (agentId: string, stepId: string) => V | undefined
   readonly set: (agentId: string, stepId: string, value: V) => void
+  /** The agent is no longer this replica's. */
+  readonly forget: (agentId: string) => void
   /** Records held: at most one per agent. */
   readonly size: () => number
 }
@@ -20,6 +22,7 @@ export const makeOpenStepMemo = <V>(): OpenStepMemo<V> => {
       return memo !== undefined && memo.stepId === stepId ? memo.value : undefined
     },
     set: (agentId, stepId, value) => void byAgent.set(agentId, { stepId, value }),
+    forget: (agentId) => void byAgent.delete(agentId),
     size: () => byAgent.size,
   }
 }
