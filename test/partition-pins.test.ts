@@ -20,6 +20,10 @@ import type { AgentView } from "../domain/agent-view.ts"
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import type { Gateway } from "../services/gateway/gateway.ts"
+import { Nats } from "../services/platform/nats/connection.ts"
+import { NatsSettings } from "../services/platform/nats/settings.ts"
+import { ensureTopology } from "../services/platform/nats/topology.ts"
+import { checkLogLayout } from "../services/platform/partitions/partitioned-views.ts"
 import { partitionSettingsFromConfig } from "../services/platform/partitions/settings.ts"
 import { systemLayer } from "../services/system.ts"
 import { Working } from "../services/working/working.ts"
@@ -306,5 +310,48 @@ describe("a deployment with a pinned tenant", () => {
 
     deployment.services = await startServices(deployment.layer())
     for (const id of agents) expect(await entriesServed(deployment, id), id).toEqual([2, 2])
+  })
+})
+
+describe("the log layout check of a partitioned service", () => {
+  let server: NatsServerProcess | undefined
+  afterEach(async () => {
+    await server?.stop()
+    server = undefined
+  })
+
+  /** Stores records under these subjects (their bytes do not matter to the check) and runs the check. */
+  const checkOn = async (subjects: ReadonlyArray<string>) => {
+    server = await startNatsServer()
+    const url = server.url
+    return Effect.runPromiseExit(
+      Effect.gen(function* () {
+        const { jsm, js } = yield* Nats
+        yield* ensureTopology(jsm, yield* NatsSettings)
+        for (const subject of subjects) yield* Effect.promise(() => js.publish(subject, "{}"))
+        yield* checkLogLayout(16)
+      }).pipe(Effect.provide(Nats.layer), Effect.provide(NatsSettings.make({ servers: [url] })), Effect.scoped),
+    )
+  }
+
+  it("finds a pinned agent's records outside its partitions though every partition's last record is in place", async () => {
+    setPlacementEnv({ WM_TENANTS: E2E_TENANTS })
+    const unpinnedAt = partitionOf("planner")
+    const misplaced = entrySubject("planner", "e1")
+    setPlacementEnv({ WM_TENANTS: E2E_TENANTS, WM_PARTITION_PINS: "acme=5,9" })
+    expect([5, 9]).not.toContain(unpinnedAt)
+    // An agent placed, under the pins, on the partition the planner was on without them: its record is
+    // that partition's last and the log's last, and both are in place.
+    const neighbour = OTHERS.find((id) => partitionOf(id) === unpinnedAt)!
+    const exit = await checkOn([misplaced, entrySubject(neighbour, "e2")])
+    expect(Exit.isFailure(exit) && String(exit.cause)).toMatch(
+      new RegExp(`${misplaced.replaceAll(".", "\\.")} belongs in wm\\.evt\\.${partitionOf("planner")}\\.planner`),
+    )
+  })
+
+  it("passes a log whose every record is where this deployment places its agent", async () => {
+    setPlacementEnv({ WM_TENANTS: E2E_TENANTS, WM_PARTITION_PINS: "acme=5,9" })
+    const exit = await checkOn(["planner", "critic", "scout"].map((id) => entrySubject(id, "e1")))
+    expect(Exit.isSuccess(exit)).toBe(true)
   })
 })
