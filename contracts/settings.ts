@@ -188,7 +188,7 @@ export const settings = {
   WM_PARTITIONS: integer(
     "WM_PARTITIONS",
     16,
-    "partitions the agents are divided into (1–1024); the same in every process of a deployment, fixed for its log (the working service refuses a log written with another count; changing it means re-partitioning the log)",
+    "partitions the agents are divided into (1–1024); the same in every process of a deployment, fixed for its log (the working service refuses a log written with another count; changing it means `wm migrate`)",
   ),
   WM_PARTITION_PINS: text(
     "WM_PARTITION_PINS",
