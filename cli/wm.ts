@@ -4,7 +4,8 @@
  * prints a configuration, and `forget`, which records the tombstone every
  * projection forgets by, then erases an entry or an agent from the log,
  * the dead letters and (through the projections) every store, and `migrate`,
- * which rewrites a log of the layout before partitions (services stopped).
+ * which rewrites a log of the layout before partitions, or of another
+ * WM_PARTITIONS or WM_PARTITION_PINS, into today's (services stopped).
  *
  *   npm run wm -- history <entryId> [--agent <id>] [--json] [--full]
  *   npm run wm -- replay --agent <id> (--at <ISO time | epoch ms> | --seq <n>) [--limit <tokens>] [--order timestamp|priority] [--entries <n>|all] [--json]
@@ -54,7 +55,8 @@ const USAGE = `wm — audit working memory from its event log
       (checks: ${CHECKS.map((c) => c.name).join(", ")})
   wm migrate [--json]
       with every service stopped: rewrite a log of the layout before partitions
-      (wm.evt.<agent>.…) into today's (wm.evt.<partition>.<agent>.…); resumable
+      (wm.evt.<agent>.…), or one written with another WM_PARTITIONS or
+      WM_PARTITION_PINS, into today's (wm.evt.<partition>.<agent>.…); resumable
   wm auth-config --agent <id>... [--tenant <name>=<agent>,<agent>]... [--service <name>]...
                  [--deny-op <operation>]... [--no-admin] --credentials <file> [--out <file> [--compose-env <file>]]
       a nats-server authorization block isolating each agent (see SECURITY.md); --compose-env
@@ -352,8 +354,8 @@ const migrateCommand = async (args: string[]): Promise<number> => {
       values.json
         ? `${JSON.stringify(result)}\n`
         : result.alreadyCurrent
-          ? "the log is already partitioned: nothing to migrate\n"
-          : `migrated ${result.records} record(s), ${result.upgraded} of them to a partitioned subject; checkpoints, snapshots and the request ledger were cleared\n`,
+          ? "every record is in its agent's partition already: nothing to migrate\n"
+          : `migrated ${result.records} record(s), ${result.upgraded} of them to their agent's partition now; checkpoints, snapshots and the request ledger were cleared\n`,
     )
     return 0
   })

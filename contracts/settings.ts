@@ -188,7 +188,13 @@ export const settings = {
   WM_PARTITIONS: integer(
     "WM_PARTITIONS",
     16,
-    "partitions the agents are divided into (1–1024); the same in every process of a deployment, fixed for its log (the working service refuses a log written with another count; changing it means re-partitioning the log)",
+    "partitions the agents are divided into (1–1024); the same in every process of a deployment, fixed for its log (the working service refuses a log written with another count; changing it means `wm migrate`)",
+  ),
+  WM_PARTITION_PINS: text(
+    "WM_PARTITION_PINS",
+    "",
+    '`acme=0-3;beta=4,6`: each named tenant of `WM_TENANTS` has its agents placed only on these partitions, which no other agent is placed on; the same in every process of a deployment, and changing it moves agents (`wm migrate`; see "Running a fleet")',
+    "none",
   ),
   WM_LEASE_TTL_MS: integer(
     "WM_LEASE_TTL_MS",

@@ -40,6 +40,8 @@ export const agentEvents = (agentId: string) => `${agentRoot(agentId)}.>`
 export const agentConfigSubject = (agentId: string) => `${agentRoot(agentId)}.agent`
 export const agentStepSubject = (agentId: string) => `${agentRoot(agentId)}.step`
 export const entrySubject = (agentId: string, entryId: string) => `${agentRoot(agentId)}.entry.${entryId}`
+/** One agent's events whatever partition they were written to (a log of another placement). */
+export const agentEventsInAnyPartition = (agentId: string) => `${EVENTS_ROOT}.*.${agentId}.>`
 /** Every agent's configuration events: the gateway's admission state needs only these. */
 export const ALL_AGENT_CONFIG = `${EVENTS_ROOT}.*.*.agent`
 /** Every agent's step subjects. */
@@ -72,10 +74,26 @@ export const upgradeLegacySubject = (subject: string): string | null => {
   return null
 }
 
-const isPartitionedSubject = (t: ReadonlyArray<string>): boolean => {
+const isPartitionShaped = (t: ReadonlyArray<string>): boolean => {
   const kind = t[4]
   const shaped = (t.length === 5 && (kind === "agent" || kind === "step")) || (t.length === 6 && kind === "entry")
-  return shaped && /^\d+$/.test(t[2] ?? "") && Number(t[2]) === partitionOf(t[3] ?? "")
+  return shaped && /^\d+$/.test(t[2] ?? "")
+}
+const isPartitionedSubject = (t: ReadonlyArray<string>): boolean =>
+  isPartitionShaped(t) && Number(t[2]) === partitionOf(t[3] ?? "")
+
+/**
+ * Where a record of the log belongs in this deployment's layout: null when it is there already (or its
+ * subject is not an event subject); otherwise the subject of today's layout for a record of the layout
+ * before partitions, or for one written with another WM_PARTITIONS or WM_PARTITION_PINS (the same
+ * subject in its agent's partition now).
+ */
+export const relocatedSubject = (subject: string): string | null => {
+  const upgraded = upgradeLegacySubject(subject)
+  if (upgraded !== null) return upgraded
+  const t = subject.split(".")
+  if (t[0] !== "wm" || t[1] !== "evt" || !isPartitionShaped(t) || isPartitionedSubject(t)) return null
+  return [EVENTS_ROOT, String(partitionOf(t[3] ?? "")), ...t.slice(3)].join(".")
 }
 
 export const eventSubject = (event: MemoryEvent): string => {

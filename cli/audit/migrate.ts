@@ -1,12 +1,14 @@
 /**
  * `wm migrate`: rewrites a log of the layout before partitions
  * (`wm.evt.<agent>.…`) into today's (`wm.evt.<p>.<agent>.…`, see
- * contracts/subjects.ts), with every service stopped:
+ * contracts/subjects.ts), or one written with another WM_PARTITIONS or
+ * WM_PARTITION_PINS into this environment's placement (each record in its
+ * agent's partition by `partitionOf` now), with every service stopped:
  *
  *   1. copies every record of WM_EVENTS, in order, into WM_EVENTS_MIGRATION
  *      (its subject in a header), then a marker holding the count;
  *   2. deletes WM_EVENTS and creates it again with the same configuration;
- *   3. appends every copied record in order, legacy subjects upgraded;
+ *   3. appends every copied record in order, subjects of another layout rewritten;
  *   4. deletes the copy, and the state that holds positions in the old
  *      stream: projection checkpoints, snapshots and the request ledger
  *      (the projections rebuild from the new log; a request retried across a
@@ -26,7 +28,7 @@ import {
 import { Kvm } from "@nats-io/kv"
 import { headers, type NatsConnection } from "@nats-io/transport-node"
 import { CHECKPOINT_BUCKET, REQUEST_BUCKET, SNAPSHOT_BUCKET } from "../../contracts/buckets.ts"
-import { ALL_EVENTS, EVENTS_STREAM, upgradeLegacySubject } from "../../contracts/subjects.ts"
+import { ALL_EVENTS, EVENTS_STREAM, relocatedSubject } from "../../contracts/subjects.ts"
 
 export const MIGRATION_STREAM = "WM_EVENTS_MIGRATION"
 const COPY_ROOT = "wm.migrate"
@@ -37,7 +39,7 @@ const SUBJECT_HEADER = "Wm-Subject"
 export interface Migrated {
   readonly records: number
   readonly upgraded: number
-  /** True when the log had nothing of the old layout (nothing was changed). */
+  /** True when every record was of this deployment's layout already (nothing was changed). */
   readonly alreadyCurrent: boolean
 }
 
@@ -83,11 +85,11 @@ export const migrateLog = async (nc: NatsConnection): Promise<Migrated> => {
   let copied = (await streamExists(jsm, MIGRATION_STREAM)) ? await copyComplete(jsm) : null
   if (copied === null) {
     if (await streamExists(jsm, MIGRATION_STREAM)) await jsm.streams.delete(MIGRATION_STREAM)
-    let legacy = 0
+    let misplaced = 0
     await readAll(nc, EVENTS_STREAM, ALL_EVENTS, async (m) => {
-      if (upgradeLegacySubject(m.subject) !== null) legacy++
+      if (relocatedSubject(m.subject) !== null) misplaced++
     })
-    if (legacy === 0) return { records: 0, upgraded: 0, alreadyCurrent: true }
+    if (misplaced === 0) return { records: 0, upgraded: 0, alreadyCurrent: true }
     const events = await jsm.streams.info(EVENTS_STREAM)
     await jsm.streams.add({
       name: MIGRATION_STREAM,
@@ -116,7 +118,7 @@ export const migrateLog = async (nc: NatsConnection): Promise<Migrated> => {
   let upgraded = 0
   await readAll(nc, MIGRATION_STREAM, COPY_RECORD, async (m) => {
     const old = m.header(SUBJECT_HEADER)
-    const subject = upgradeLegacySubject(old)
+    const subject = relocatedSubject(old)
     if (subject !== null) upgraded++
     await js.publish(subject ?? old, m.data)
     records++
