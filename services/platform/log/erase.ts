@@ -233,14 +233,30 @@ const openIfExists = (nc: NatsConnection, bucket: string) =>
     throw error
   })
 
-/** Durable projections' checkpoints: each confirms once it is at or past the tombstone. */
-const checkpointConfirmations = async (nc: NatsConnection, tombstoneSeq: number, into: Confirmations) => {
+/** A checkpoint of one partition's projection: `projection.<name>.p<partition>`. */
+const PARTITION_CHECKPOINT = /^(.*)\.p(\d+)$/
+
+/**
+ * Durable projections' checkpoints: each confirms once it is at or past the tombstone. A projection
+ * checkpointed per partition is asked for the tombstone's partition only (the others never see it), and
+ * its whole-log checkpoint from before partitions no longer moves.
+ */
+const checkpointConfirmations = async (
+  nc: NatsConnection,
+  tombstone: Tombstone,
+  tombstoneSeq: number,
+  into: Confirmations,
+) => {
   const kv = await openIfExists(nc, CHECKPOINT_BUCKET)
   if (kv === null) return
   const keys: string[] = []
   for await (const key of await kv.keys(`${CHECKPOINT_PREFIX}>`)) keys.push(key)
+  const partition = partitionOfEventSubject(eventSubject(tombstone))
+  const partitioned = new Set(keys.flatMap((key) => PARTITION_CHECKPOINT.exec(key)?.[1] ?? []))
   for (const key of keys.sort()) {
-    if (RETIRED_CHECKPOINTS.has(key)) continue
+    if (RETIRED_CHECKPOINTS.has(key) || partitioned.has(key)) continue
+    const ofPartition = PARTITION_CHECKPOINT.exec(key)
+    if (ofPartition !== null && Number(ofPartition[2]) !== partition) continue
     const entry = await kv.get(key)
     if (entry === null || entry.operation !== "PUT") continue
     const name = key.slice(CHECKPOINT_PREFIX.length)
@@ -292,7 +308,7 @@ export const confirmations = async (
   tombstoneSeq: number,
 ): Promise<Confirmations> => {
   const result = { confirmed: [] as string[], pending: [] as string[] }
-  await checkpointConfirmations(nc, tombstoneSeq, result)
+  await checkpointConfirmations(nc, tombstone, tombstoneSeq, result)
   await snapshotConfirmations(nc, tombstone, tombstoneSeq, result)
   return result
 }
