@@ -5,27 +5,54 @@
  * records and indexes, and answers only for them; a thread across
  * partitions gathers each part from the replica that owns it; when a
  * replica stops, the survivor takes its partitions and answers for their
- * agents from the log.
+ * agents from the log. Every service runs as its own user under the
+ * permissions infra/auth.ts generates, and each agent with its own
+ * credentials: an agent cannot ask a replica for a thread's part itself.
  */
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { partitionOf } from "../contracts/partitions.ts"
-import type { AgentClient } from "../sdk/client.ts"
+import { threadPartSubject } from "../contracts/subjects.ts"
+import { type NatsAuth, natsAuth } from "../infra/auth.ts"
+import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
+import { type AgentClient, WorkingMemoryClient } from "../sdk/client.ts"
+import { FadeWorkerSettings } from "../services/fade/fade-worker.ts"
 import { LongTerm, type LongTermShape } from "../services/memory/longterm/longterm.ts"
 import { LongTermStore, type LongTermStoreShape } from "../services/memory/longterm/store.ts"
 import { Retrieval, type RetrievalShape } from "../services/memory/retrieval/retrieval.ts"
 import { AgentSharing } from "../services/platform/access/sharing.ts"
-import { memoryService } from "../services/system.ts"
+import { NatsSettings } from "../services/platform/nats/settings.ts"
+import {
+  defaultModels,
+  fadeService,
+  gatewayService,
+  memoryService,
+  substrateService,
+  workingService,
+} from "../services/system.ts"
 import { steppingClock } from "./support/clock.ts"
 import { FILLER_TURNS } from "./support/fillers.ts"
 import { lastSeq } from "./support/log.ts"
-import { type RunningServices, settingsFor, startServices, startTestSystem, type TestSystem } from "./support/system.ts"
+import { type RunningServices, startServices } from "./support/system.ts"
 
 const T0 = Date.UTC(2024, 5, 3, 8)
 const THREAD = "crew-handover"
 
-let system: TestSystem
+let server!: NatsServerProcess
+let auth!: NatsAuth
+let services!: RunningServices
 let second: RunningServices | null = null
+const clients = new Map<string, WorkingMemoryClient>()
+/** The agent, connected with its own credentials. */
+const agentClient = async (agentId: string): Promise<AgentClient> => {
+  let client = clients.get(agentId)
+  if (client === undefined) {
+    client = await WorkingMemoryClient.connect({ servers: server.url, ...auth.agent(agentId), timeoutMs: 5_000 })
+    clients.set(agentId, client)
+  }
+  return client.agent(agentId)
+}
+const streamLast = () => lastSeq(server.url, auth.admin!)
 /** Agents whose partitions the first replica owns, and the second's. */
 const ofFirst: string[] = []
 const ofSecond: string[] = []
@@ -65,7 +92,7 @@ const withDemotedEntry = async (agent: AgentClient, text: string) => {
   for (let i = 0; i < 30; i++)
     await agent.record({ origin: "USER", content: FILLER_TURNS[i % FILLER_TURNS.length]!, timestamp: clock.next() })
   await waitUntil(async () => {
-    agent.lastSeq = await lastSeq(system.server.url)
+    agent.lastSeq = await streamLast()
     const { results } = await agent.query(text, { limit: 3 })
     return results.some((r) => r.entryId === entryId && r.tier === "long-term")
   }, `${agent.agentId}'s entry in long-term`)
@@ -75,18 +102,31 @@ const withDemotedEntry = async (agent: AgentClient, text: string) => {
 const facts: Record<string, { entryId: string; text: string }> = {}
 
 beforeAll(async () => {
-  system = await startTestSystem({}, { sharing: sharing() })
-  second = await startServices(
-    memoryService(settingsFor(system.server.url)("wm-memory-second"), { sharing: sharing() }),
+  auth = natsAuth({ agents: [...crew, "mp-outsider"] })
+  server = await startNatsServer({ config: auth.config })
+  const settings = (name: string, service = name) =>
+    NatsSettings.make({ servers: [server.url], name: `wm-${name}`, ...auth.service(service) })
+  const models = defaultModels()
+  services = await startServices(
+    Layer.mergeAll(
+      Layer.fresh(workingService(settings("working"))),
+      Layer.fresh(gatewayService(settings("gateway"))),
+      Layer.fresh(fadeService(settings("fade"), FadeWorkerSettings.fromEnv(), models)),
+      Layer.fresh(substrateService(settings("substrate"))),
+      Layer.fresh(memoryService(settings("memory"), { models, sharing: sharing() })),
+    ),
   )
+  second = await startServices(memoryService(settings("memory-second", "memory"), { models, sharing: sharing() }))
 }, 60_000)
 afterAll(async () => {
+  for (const client of clients.values()) await client.close()
   await second?.stop()
-  await system?.stop()
+  await services?.stop()
+  await server?.stop()
 })
 
 it("two memory replicas divide the partitions: each follows, holds and answers for its own", async () => {
-  const first = await retrievalOf(system.services)
+  const first = await retrievalOf(services)
   const other = await retrievalOf(second!)
   await waitUntil(
     async () =>
@@ -102,12 +142,12 @@ it("two memory replicas divide the partitions: each follows, holds and answers f
   }
   for (const id of [...ofFirst, ...ofSecond]) {
     const text = `${id} keeps the spare key of the boathouse under the blue flowerpot`
-    facts[id] = { entryId: await withDemotedEntry(system.client.agent(id), text), text }
+    facts[id] = { entryId: await withDemotedEntry(await agentClient(id), text), text }
   }
   // Each replica's long-term projection runs for its partitions only, and its store holds only their agents.
-  const firstLongTerm = [...(await longTermOf(system.services)).partitions().keys()].sort((a, b) => a - b)
+  const firstLongTerm = [...(await longTermOf(services)).partitions().keys()].sort((a, b) => a - b)
   expect(firstLongTerm).toEqual([...first.views.ready()].sort((a, b) => a - b))
-  const firstAgents = new Set((await recordsOf(system.services)).map((r) => r.agentId))
+  const firstAgents = new Set((await recordsOf(services)).map((r) => r.agentId))
   const secondAgents = new Set((await recordsOf(second!)).map((r) => r.agentId))
   expect(ofFirst.every((id) => firstAgents.has(id) && !secondAgents.has(id))).toBe(true)
   expect(ofSecond.every((id) => secondAgents.has(id) && !firstAgents.has(id))).toBe(true)
@@ -118,33 +158,41 @@ it("two memory replicas divide the partitions: each follows, holds and answers f
 
 it("a thread spans the tenant's agents in every partition, each part from the replica that owns it", async () => {
   for (const id of [...ofFirst, ...ofSecond]) {
-    const agent = system.client.agent(id)
-    agent.lastSeq = await lastSeq(system.server.url)
+    const agent = await agentClient(id)
+    agent.lastSeq = await streamLast()
     const { entries } = await agent.thread(THREAD)
     expect(entries.map((e) => `${e.agentId}/${e.entryId}/${e.tier}`).sort()).toEqual(
       [...ofFirst, ...ofSecond].map((a) => `${a}/${facts[a]!.entryId}/long-term`).sort(),
     )
   }
   // An agent outside the tenant sees only its own thread, wherever the crew's parts are.
-  const outsider = system.client.agent("mp-outsider")
+  const outsider = await agentClient("mp-outsider")
   await outsider.register({ role: "custom", budget: 200 })
   expect((await outsider.thread(THREAD)).entries).toEqual([])
+  // Nor can it ask the replicas for a part of the crew's thread itself: the broker refuses the request.
+  const nc = clients.get("mp-outsider")!.nc
+  const asked = nc.request(
+    threadPartSubject(partitionOf(ofFirst[0]!)),
+    JSON.stringify({ agents: [ofFirst[0]], correlationId: THREAD }),
+    { timeout: 1_500 },
+  )
+  await expect(asked).rejects.toThrow(/permission|timeout|no responders/i)
 }, 60_000)
 
 it("a replica that stops hands its partitions over: the survivor answers for its agents, records included", async () => {
   await second!.stop()
   second = null
-  const first = await retrievalOf(system.services)
+  const first = await retrievalOf(services)
   await waitUntil(async () => first.views.ready().length === 16, "the survivor to answer for every partition")
   for (const id of ofSecond) {
-    const agent = system.client.agent(id)
-    agent.lastSeq = await lastSeq(system.server.url)
+    const agent = await agentClient(id)
+    agent.lastSeq = await streamLast()
     const { results } = await agent.query(facts[id]!.text, { limit: 3 })
     expect(results.some((r) => r.entryId === facts[id]!.entryId && r.tier === "long-term")).toBe(true)
   }
-  const agents = new Set((await recordsOf(system.services)).map((r) => r.agentId))
+  const agents = new Set((await recordsOf(services)).map((r) => r.agentId))
   expect([...ofFirst, ...ofSecond].every((id) => agents.has(id))).toBe(true)
-  expect((await system.client.agent(ofFirst[0]!).thread(THREAD)).entries.map((e) => e.agentId).sort()).toEqual(
+  expect((await (await agentClient(ofFirst[0]!)).thread(THREAD)).entries.map((e) => e.agentId).sort()).toEqual(
     [...ofFirst, ...ofSecond].sort(),
   )
 }, 60_000)

@@ -35,8 +35,11 @@ export const readLog = async (url: string, filter = ALL_EVENTS): Promise<StoredE
   }
 }
 
-export const lastSeq = async (url: string): Promise<number> => {
-  const nc = await connect({ servers: url })
+export const lastSeq = async (
+  url: string,
+  credentials: { readonly user: string; readonly pass: string } = { user: "", pass: "" },
+): Promise<number> => {
+  const nc = await connect({ servers: url, ...(credentials.user !== "" ? credentials : {}) })
   try {
     return (await (await jetstreamManager(nc)).streams.info(EVENTS_STREAM)).state.last_seq
   } finally {
