@@ -21,6 +21,8 @@ export interface LexicalHit {
 
 const K1 = 1.2
 const B = 0.7
+/** Below this a boost's products with scores may fall out of the normal range, and bounds would round wrongly. */
+const TINY_BOOST = 1e-280
 const DELTA = 0.5
 /** Bounds are compared with room for floating-point rounding, so pruning never drops a document that ties or wins. */
 const BOUND_SLACK = 1 + 1e-9
@@ -279,7 +281,9 @@ export class LexicalIndex {
         const df = index.documentFrequency.get(t)!
         const idf = Math.log(1 + (documents - df + 0.5) / (df + 0.5))
         const boost = boosts?.get(t) ?? 1
-        if (!(boost >= 0)) prunable = false
+        // Bounds need exact arithmetic: a negative boost, or one so small that its products lose their precision
+        // (subnormal), is scored exhaustively.
+        if (!(boost >= 0) || (boost > 0 && boost < TINY_BOOST)) prunable = false
         const best =
           DELTA + (list.maxCount * (K1 + 1)) / (list.maxCount + K1 * (1 - B + (B * list.minLength) / averageLength))
         c = cursors.length
