@@ -24,4 +24,7 @@ COPY examples ./examples
 COPY dashboard ./dashboard
 COPY --from=dashboard-page /app/dashboard/dist ./dashboard/dist
 ENV NODE_ENV=production
+# Node keeps the compiled code of every module here, so a restarted service loads its modules from it
+# (about a third of a start's module loading; README, "Running a fleet").
+ENV NODE_COMPILE_CACHE=/var/cache/working-memory/node-compile
 CMD ["node", "cli/start.ts", "--no-demo"]

@@ -15,6 +15,8 @@
  *     missing afterwards and how many reads missed one of the reader's writes.
  */
 import { readFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { Kvm } from "@nats-io/kv"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Effect, Layer, ManagedRuntime } from "effect"
@@ -131,6 +133,7 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
     const probeOf = new Map<number, string>()
     for (const id of agentIds) if (!probeOf.has(partitionOf(id, P))) probeOf.set(partitionOf(id, P), id)
 
+    const compileCache = join(tmpdir(), `wm-scale-node-compile-${process.pid}`)
     /** `settleMs`: a replica started alone (a restart) keeps the default unless told otherwise. */
     const spawn = (replicaId: string, alone = false, settleMs?: number) => {
       const child = startServiceProcess("working", {
@@ -139,6 +142,8 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
         WM_PARTITIONS: String(P),
         WM_REPLICA_ID: replicaId,
         WM_LEASE_TTL_MS: String(options.leaseTtlMs),
+        // As the image sets it: a restarted replica loads its compiled modules from Node's cache.
+        NODE_COMPILE_CACHE: compileCache,
         // Processes spawned together start seconds apart on a loaded machine: settle longer. One started
         // alone (a restart) keeps the default.
         ...(alone
