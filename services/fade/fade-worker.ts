@@ -26,6 +26,7 @@ import { DEFAULT_FADE_CONFIG, type FadeConfig } from "../../domain/fade-score.ts
 import { extractKeyPoints } from "../../domain/key-points.ts"
 import { encodeVector } from "../platform/embedding/embedder.ts"
 import { EmbeddingProvider } from "../platform/embedding/embedding-provider.ts"
+import { readLastDemotion } from "../platform/log/entry-facts.ts"
 import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
@@ -77,6 +78,8 @@ export interface FadeWorkerShape {
   readonly views: PartitionedViews
   readonly warmUp: WarmUp
   readonly stats: () => { readonly applied: number; readonly conflicts: number; readonly evaluations: number }
+  /** Entries whose history is kept (working entries with key points or an earlier life): not the demoted ones. */
+  readonly trackedHistories: () => number
 }
 
 /** Events after which an agent's entries may have to move. */
@@ -108,7 +111,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
       // embeds it), and what a demotion records beside the view (key points working dropped, citations of
       // earlier lives).
       const rawText = new Map<string, Map<string, string>>()
-      const histories = new Map<string, Map<string, EntryHistory>>()
+      const histories = new Map<string, Map<string, EntryHistory & { readonly earlierLife?: true }>>()
       const entryMap = <V>(maps: Map<string, Map<string, V>>, agentId: string) => {
         let map = maps.get(agentId)
         if (map === undefined) {
@@ -117,25 +120,49 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         }
         return map
       }
+      /**
+       * Histories are kept for working entries only: a demotion carries the entry's facts (v2), so a cue of it
+       * promoted back to working reads them from its subject when it demotes again (`earlierLife`); kept for
+       * every demoted entry, they would grow with the agent's whole history.
+       */
       const keepHistory = (before: AgentView | undefined, event: MemoryEvent) => {
-        if (event._tag !== "RungChanged" && event._tag !== "EntryDemoted" && event._tag !== "EntryForgotten") return
+        if (
+          event._tag !== "RungChanged" &&
+          event._tag !== "EntryDemoted" &&
+          event._tag !== "EntryForgotten" &&
+          event._tag !== "CuePromoted"
+        )
+          return
         const agentHistories = entryMap(histories, event.agentId)
         const history = agentHistories.get(event.entryId) ?? NO_HISTORY
         if (event._tag === "EntryForgotten") agentHistories.delete(event.entryId)
+        // Back in working: a v1 demotion's history stays; otherwise the earlier life is read when it is needed.
+        else if (event._tag === "CuePromoted")
+          agentHistories.set(event.entryId, agentHistories.get(event.entryId) ?? { ...NO_HISTORY, earlierLife: true })
         else if (event._tag === "RungChanged") {
           if (event.to === 1)
             agentHistories.set(event.entryId, { ...history, keyPoints: { text: event.text, tokens: event.tokens } })
-        } else {
+        } else if (event.entry !== null) agentHistories.delete(event.entryId)
+        else {
+          // A v1 demotion carries nothing: what the entry's next life needs is kept from here.
           const working =
             before === undefined ? undefined : Option.getOrUndefined(HashMap.get(before.entries, event.entryId))
-          agentHistories.set(
-            event.entryId,
-            event.entry !== null
-              ? { keyPoints: event.entry.keyPoints ?? history.keyPoints, earlierCitations: event.entry.citationCount }
-              : { ...history, earlierCitations: history.earlierCitations + (working?.citationCount ?? 0) },
-          )
+          agentHistories.set(event.entryId, {
+            ...history,
+            earlierCitations: history.earlierCitations + (working?.citationCount ?? 0),
+          })
         }
       }
+      /** An entry promoted back from long-term: its earlier life is what its subject's last demotion carried. */
+      const historyOf = (agentId: string, entryId: string) =>
+        Effect.gen(function* () {
+          const kept = histories.get(agentId)?.get(entryId)
+          if (kept?.earlierLife !== true) return kept
+          const demotion = yield* readLastDemotion(log, agentId, entryId)
+          const earlier = demotion?.entry ?? null
+          if (earlier === null) return kept
+          return { keyPoints: kept.keyPoints ?? earlier.keyPoints, earlierCitations: earlier.citationCount }
+        })
       const keepRawText = (event: MemoryEvent) => {
         if (event._tag === "EntryRecorded") entryMap(rawText, event.agentId).set(event.entryId, event.content)
         else if (event._tag === "CuePromoted" && event.recalled.form === "raw")
@@ -215,7 +242,8 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
           causationId: `seq:${move.expectSeq}`,
           correlationId: entry.correlationId,
         }
-        const decision = decideFadeMove(view, move, made, stamp, histories.get(view.config.id)?.get(entry.id))
+        const history = move.to === 3 ? yield* historyOf(view.config.id, entry.id) : undefined
+        const decision = decideFadeMove(view, move, made, stamp, history)
         if (!decision.ok) return null
         return yield* log.append(decision.event, { expectLastSubjectSeq: move.expectSeq }).pipe(
           Effect.map((appended) => appended.seq),
@@ -296,6 +324,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         views,
         warmUp,
         stats: () => ({ ...stats }),
+        trackedHistories: () => [...histories.values()].reduce((n, m) => n + m.size, 0),
       }
     }),
   )

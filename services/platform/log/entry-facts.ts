@@ -6,7 +6,7 @@
 import { Effect } from "effect"
 import { decodeEvent } from "../../../contracts/decode.ts"
 import type { Unavailable } from "../../../contracts/errors.ts"
-import type { MemoryEvent } from "../../../contracts/events.ts"
+import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
 import { isSubjectToken } from "../../../contracts/ids.ts"
 import { entrySubject } from "../../../contracts/subjects.ts"
 import { ABSENT_ENTRY, type EntryFact, type EntryFacts, factAfter } from "../../../domain/entry-standing.ts"
@@ -63,3 +63,22 @@ export const readEntryFacts = (
     ),
     (pairs) => new Map(pairs),
   )
+
+/** The entry's last demotion on its subject (null: it never demoted, or no demotion decodes). */
+export const readLastDemotion = (
+  log: EventLogShape,
+  agentId: string,
+  entryId: string,
+): Effect.Effect<EventOf<"EntryDemoted"> | null, Unavailable> =>
+  Effect.gen(function* () {
+    if (!isSubjectToken(entryId)) return null
+    const subject = entrySubject(agentId, entryId)
+    let found: EventOf<"EntryDemoted"> | null = null
+    for (let from = 1; ; ) {
+      const next = yield* log.nextOnSubject(subject, from)
+      if (next === null) return found
+      const decoded = decodeEvent(next.data)
+      if (decoded.ok && decoded.event._tag === "EntryDemoted") found = decoded.event
+      from = next.seq + 1
+    }
+  })
