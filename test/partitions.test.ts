@@ -103,7 +103,8 @@ describe("two working replicas, fifty agents", () => {
     for (const id of AGENTS) {
       const [owner, other] =
         owners.get(partitionOf(id)) === "replica-a" ? [a.working, b.working] : [b.working, a.working]
-      expect(owner.views.owns(id)).toBe(true)
+      // A lease suspended by a stalled event loop (a loaded machine, TTL 2 s here) answers again once renewed.
+      await eventually(`${id}'s owner to answer`, () => owner.views.owns(id) || undefined)
       // The other replica holds nothing of the agent and would not answer for it.
       expect(other.views.owns(id)).toBe(false)
       expect(other.views.get(id)).toBeUndefined()

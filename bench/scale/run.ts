@@ -237,7 +237,7 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
       // The service's own account (announce-ready.ts): when its modules were loaded, when it was ready,
       // and how long its slowest partition took to catch up once taken.
       const ready =
-        /ready (\d+) ms after the process started \(modules loaded at (\d+) ms; .* slowest caught up in (\d+) ms/.exec(
+        /ready (\d+) ms after the process started \(modules loaded at (\d+) ms; .* slowest caught up in (\d+) ms, slowest snapshot read in (\d+) ms/.exec(
           child.output(),
         )
       return {
@@ -245,6 +245,7 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
         readyMs: Number(ready?.[1] ?? 0),
         modulesMs: Number(ready?.[2] ?? 0),
         slowestPartitionMs: Number(ready?.[3] ?? 0),
+        slowestSnapshotReadMs: Number(ready?.[4] ?? 0),
       }
     }
     await restart()

@@ -11,9 +11,10 @@ export const announceReady = (service: string, views: PartitionedViews, modulesL
     const catchUps = views.catchUps()
     const fromSnapshot = catchUps.filter((c) => c.snapshotSeq > 0).length
     const slowest = Math.max(0, ...catchUps.map((c) => c.millis))
+    const slowestLoad = Math.max(0, ...catchUps.map((c) => c.snapshotMillis))
     return Effect.log(
       `${service} ready ${Math.round(performance.now())} ms after the process started ` +
         `(modules loaded at ${Math.round(modulesLoadedAt)} ms; ${catchUps.length} partitions, ` +
-        `${fromSnapshot} from snapshots, slowest caught up in ${slowest} ms)`,
+        `${fromSnapshot} from snapshots, slowest caught up in ${slowest} ms, slowest snapshot read in ${slowestLoad} ms)`,
     )
   })

@@ -68,6 +68,8 @@ export interface CatchUp {
   readonly partition: number
   /** The sequence the snapshot it started from covers (0: none, rebuilt from the log). */
   readonly snapshotSeq: number
+  /** How long reading and decoding its snapshot took (0: none was read). */
+  readonly snapshotMillis: number
   readonly millis: number
 }
 
@@ -176,6 +178,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         const began = Date.now()
         if (hooks.opened !== undefined) yield* hooks.opened(state.partition, state.scope)
         const snapshot = snapshots === null ? null : yield* snapshots.load(state.partition)
+        const snapshotMillis = snapshots === null ? 0 : Date.now() - began
         if (snapshot !== null) {
           for (const [id, view] of snapshot.views) state.views.set(id, view)
           state.snapshotSeq = snapshot.seq
@@ -209,7 +212,12 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         if (hooks.settled !== undefined) yield* hooks.settled(state.partition)
         // The log's position the replica caught up with (each partition's target is a stream sequence).
         caughtUpEvents = Math.max(caughtUpEvents, warm.events)
-        catchUps.push({ partition: state.partition, snapshotSeq: snapshot?.seq ?? 0, millis: Date.now() - began })
+        catchUps.push({
+          partition: state.partition,
+          snapshotSeq: snapshot?.seq ?? 0,
+          snapshotMillis,
+          millis: Date.now() - began,
+        })
         state.completeTo = Math.max(state.completeTo, streamAtStart)
         state.ready = true
         hooks.ready?.(state.partition, [...state.views.keys()])

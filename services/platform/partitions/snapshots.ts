@@ -176,13 +176,29 @@ export const makeSnapshotStore = (
     return { manifest, views }
   }
 
+  /**
+   * Per partition, the sweep of chunks no manifest names (left by a writer that died mid-snapshot) that a
+   * load started: it runs beside the partition's catch-up, off its path (listing keys asks the server for
+   * a consumer), and a save or a drop of the partition waits for it, so it never meets a new snapshot's chunks.
+   */
+  const sweeps = new Map<number, Promise<void>>()
+  const sweepOrphans = (partition: number, named: string) => {
+    const previous = sweeps.get(partition) ?? Promise.resolve()
+    const sweep = previous.then(async () => {
+      for (const key of await chunkKeys(partition).catch(() => []))
+        if (named === "" || !key.startsWith(named)) await eraseKey(key).catch(() => undefined)
+    })
+    sweeps.set(partition, sweep)
+  }
+  const swept = (partition: number) => sweeps.get(partition) ?? Promise.resolve()
+
   const load = (partition: number): Effect.Effect<LoadedSnapshot | null> =>
     Effect.promise(async () => {
       const found = await read(partition).catch((error: unknown) => `cannot be read: ${String(error)}`)
-      // Chunks no manifest names: left by a writer that died mid-snapshot.
-      const named = typeof found === "string" ? "" : `${snapshotManifestKey(service, partition)}.${found.manifest.id}.`
-      for (const key of await chunkKeys(partition).catch(() => []))
-        if (named === "" || !key.startsWith(named)) await eraseKey(key).catch(() => undefined)
+      sweepOrphans(
+        partition,
+        typeof found === "string" ? "" : `${snapshotManifestKey(service, partition)}.${found.manifest.id}.`,
+      )
       if (typeof found === "string") {
         if (found !== "no snapshot")
           console.error(`[${service}] snapshot of partition ${partition} ignored (${found}): rebuilding from the log`)
@@ -194,6 +210,7 @@ export const makeSnapshotStore = (
   const save = (partition: number, seq: number, views: ReadonlyMap<string, AgentView>) =>
     Effect.tryPromise({
       try: async (): Promise<Manifest | null> => {
+        await swept(partition)
         const id = nuid.next()
         // Views are immutable: taking the references now fixes the snapshot at `seq`, however the
         // partition moves on while the chunks are written.
@@ -270,6 +287,7 @@ export const makeSnapshotStore = (
   const drop = (partition: number) =>
     Effect.tryPromise({
       try: async () => {
+        await swept(partition)
         for (const key of await chunkKeys(partition)) await eraseKey(key)
         await eraseKey(snapshotManifestKey(service, partition))
         revisions.delete(partition)
