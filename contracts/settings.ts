@@ -199,7 +199,7 @@ export const settings = {
   WM_LEASE_TTL_MS: integer(
     "WM_LEASE_TTL_MS",
     6_000,
-    "a working, gateway or fade replica's partition leases lapse this long after its last renewal (renewed every quarter of it; at least 1000)",
+    "a working, gateway, fade or memory replica's partition leases lapse this long after its last renewal (renewed every quarter of it; at least 1000)",
   ),
   WM_LEASE_SETTLE_MS: integer(
     "WM_LEASE_SETTLE_MS",
