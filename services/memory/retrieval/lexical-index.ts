@@ -179,10 +179,8 @@ class TopK {
   }
 }
 
-/** The first index at or after `from` whose slot is ≥ `slot` (galloping, then binary search). */
-const seek = (list: Postings, from: number, slot: number): number => {
-  const slots = list.slots
-  const n = list.length
+/** The first index at or after `from` of `slots` (its first `n`) holding a slot ≥ `slot` (galloping, then binary search). */
+const seek = (slots: Int32Array, n: number, from: number, slot: number): number => {
   if (from >= n || slots[from]! >= slot) return from
   let step = 1
   let lo = from
@@ -202,7 +200,7 @@ const seek = (list: Postings, from: number, slot: number): number => {
   return hi
 }
 
-/** One query term's posting list, weight and bound, and where the walk is in it. */
+/** One query term's posting list, weight and bound. */
 interface Cursor {
   readonly list: Postings
   readonly idf: number
@@ -212,7 +210,6 @@ interface Cursor {
   occurrences: number
   /** The same for all its occurrences. */
   bound: number
-  position: number
 }
 
 export class LexicalIndex {
@@ -284,7 +281,7 @@ export class LexicalIndex {
           DELTA + (list.maxCount * (K1 + 1)) / (list.maxCount + K1 * (1 - B + (B * list.minLength) / averageLength))
         c = cursors.length
         cursorOf.set(t, c)
-        cursors.push({ list, idf, boost, single: boost * idf * best, occurrences: 0, bound: 0, position: 0 })
+        cursors.push({ list, idf, boost, single: boost * idf * best, occurrences: 0, bound: 0 })
       }
       cursors[c]!.occurrences++
       cursors[c]!.bound += cursors[c]!.single
@@ -292,77 +289,108 @@ export class LexicalIndex {
     }
     if (cursors.length === 0) return []
 
-    // Terms by bound ascending; `essential` is where the walked terms start.
+    // Terms by bound ascending, each one's state in typed arrays at its place e in that order; `essential`
+    // is where the walked terms start.
     const byBound = cursors.map((_, i) => i).sort((a, b) => cursors[a]!.bound - cursors[b]!.bound)
-    const prefixBound = new Float64Array(byBound.length + 1)
-    for (let i = 0; i < byBound.length; i++) prefixBound[i + 1] = prefixBound[i]! + cursors[byBound[i]!]!.bound
+    const m = byBound.length
+    const placeOf = new Int32Array(m)
+    const postingSlots: Int32Array[] = []
+    const postingCounts: Int32Array[] = []
+    const postingLength = new Int32Array(m)
+    const position = new Int32Array(m)
+    const idf = new Float64Array(m)
+    const boost = new Float64Array(m)
+    const occurrences = new Float64Array(m)
+    const prefixBound = new Float64Array(m + 1)
+    for (let e = 0; e < m; e++) {
+      const c = cursors[byBound[e]!]!
+      placeOf[byBound[e]!] = e
+      postingSlots.push(c.list.slots)
+      postingCounts.push(c.list.counts)
+      postingLength[e] = c.list.length
+      idf[e] = c.idf
+      boost[e] = c.boost
+      occurrences[e] = c.occurrences
+      prefixBound[e + 1] = prefixBound[e]! + c.bound
+    }
+    // The query's terms in its order, as places: the sum runs in this order, as exhaustive scoring's does.
+    const sumOrder = Int32Array.from(order, (i) => placeOf[i]!)
     let essential = 0
     const top = new TopK(limit)
-    const contribution = new Float64Array(cursors.length)
-    const held = new Uint8Array(cursors.length)
+    const contribution = new Float64Array(m)
+    // heldBy[e] === document: term e is in the document being scored (no clearing between documents).
+    const heldBy = new Int32Array(m).fill(-1)
+    let document = 0
     const ids = index.ids
     const lengths = index.lengths
 
-    const termScore = (c: Cursor, count: number, slot: number) =>
-      c.boost * (c.idf * (DELTA + (count * (K1 + 1)) / (count + K1 * (1 - B + (B * lengths[slot]!) / averageLength))))
-
-    for (;;) {
+    for (; ; document++) {
       // The next document any walked term holds.
       let slot = Number.MAX_SAFE_INTEGER
-      for (let e = essential; e < byBound.length; e++) {
-        const c = cursors[byBound[e]!]!
-        if (c.position < c.list.length) {
-          const s = c.list.slots[c.position]!
+      for (let e = essential; e < m; e++) {
+        const p = position[e]!
+        if (p < postingLength[e]!) {
+          const s = postingSlots[e]![p]!
           if (s < slot) slot = s
         }
       }
       if (slot === Number.MAX_SAFE_INTEGER) break
-      held.fill(0)
+      const live = ids[slot] !== undefined
+      // The length part of BM25's denominator, the same for every term of the document.
+      const lengthNorm = live ? K1 * (1 - B + (B * lengths[slot]!) / averageLength) : 0
       let matched = 0
       let partial = 0
-      for (let e = essential; e < byBound.length; e++) {
-        const i = byBound[e]!
-        const c = cursors[i]!
-        if (c.position < c.list.length && c.list.slots[c.position] === slot) {
-          if (ids[slot] !== undefined) {
-            contribution[i] = termScore(c, c.list.counts[c.position]!, slot)
-            held[i] = 1
+      for (let e = essential; e < m; e++) {
+        const p = position[e]!
+        if (p < postingLength[e]! && postingSlots[e]![p] === slot) {
+          if (live) {
+            const count = postingCounts[e]![p]!
+            const score = boost[e]! * (idf[e]! * (DELTA + (count * (K1 + 1)) / (count + lengthNorm)))
+            contribution[e] = score
+            heldBy[e] = document
             matched++
-            partial += contribution[i]! * c.occurrences
+            partial += score * occurrences[e]!
           }
-          c.position++
+          position[e] = p + 1
         }
       }
-      if (ids[slot] === undefined || matched === 0) continue
+      if (!live || matched === 0) continue
       // Probe the other terms, the strongest first, while the document can still make the top k.
       let pruned = false
       for (let e = essential - 1; e >= 0; e--) {
-        const threshold = top.threshold
-        if (prunable && top.full && (matched + e + 1) * (partial + prefixBound[e + 1]!) * BOUND_SLACK <= threshold) {
+        if (
+          prunable &&
+          top.full &&
+          (matched + e + 1) * (partial + prefixBound[e + 1]!) * BOUND_SLACK <= top.threshold
+        ) {
           pruned = true
           break
         }
-        const i = byBound[e]!
-        const c = cursors[i]!
-        c.position = seek(c.list, c.position, slot)
-        if (c.position < c.list.length && c.list.slots[c.position] === slot) {
-          contribution[i] = termScore(c, c.list.counts[c.position]!, slot)
-          held[i] = 1
+        const slots = postingSlots[e]!
+        const p = seek(slots, postingLength[e]!, position[e]!, slot)
+        position[e] = p
+        if (p < postingLength[e]! && slots[p] === slot) {
+          const count = postingCounts[e]![p]!
+          const score = boost[e]! * (idf[e]! * (DELTA + (count * (K1 + 1)) / (count + lengthNorm)))
+          contribution[e] = score
+          heldBy[e] = document
           matched++
-          partial += contribution[i]! * c.occurrences
+          partial += score * occurrences[e]!
         }
       }
       if (pruned) continue
       let sum = 0
-      for (const i of order) if (held[i] === 1) sum += contribution[i]!
+      for (let j = 0; j < sumOrder.length; j++) {
+        const e = sumOrder[j]!
+        if (heldBy[e] === document) sum += contribution[e]!
+      }
       const score = sum * matched
       if (top.full && score < top.threshold) continue
       top.offer(score, slot)
       // A higher k-th score may let more of the weakest terms go unwalked.
       if (prunable && top.full) {
         const threshold = top.threshold
-        while (essential < byBound.length && (essential + 1) * prefixBound[essential + 1]! * BOUND_SLACK <= threshold)
-          essential++
+        while (essential < m && (essential + 1) * prefixBound[essential + 1]! * BOUND_SLACK <= threshold) essential++
       }
     }
     return top.sorted().map((h) => ({ entryId: ids[h.slot]!, score: h.score }))
