@@ -324,8 +324,8 @@ export class LexicalIndex {
     const ids = index.ids
     const lengths = index.lengths
 
-    for (; ; document++) {
-      // The next document any walked term holds.
+    /** The next document any walked term holds. */
+    const nextSlot = () => {
       let slot = Number.MAX_SAFE_INTEGER
       for (let e = essential; e < m; e++) {
         const p = position[e]!
@@ -334,42 +334,53 @@ export class LexicalIndex {
           if (s < slot) slot = s
         }
       }
-      if (slot === Number.MAX_SAFE_INTEGER) break
+      return slot
+    }
+    // The k-th score held, once k are (read here rather than from the heap at every test).
+    let full = false
+    let kth = 0
+
+    for (let slot = nextSlot(); slot !== Number.MAX_SAFE_INTEGER; document++) {
       const live = ids[slot] !== undefined
       // The length part of BM25's denominator, the same for every term of the document.
       const lengthNorm = live ? K1 * (1 - B + (B * lengths[slot]!) / averageLength) : 0
       let matched = 0
       let partial = 0
+      // The walked terms holding this document move past it; the least slot they are at is the next one.
+      let next = Number.MAX_SAFE_INTEGER
       for (let e = essential; e < m; e++) {
-        const p = position[e]!
-        if (p < postingLength[e]! && postingSlots[e]![p] === slot) {
-          if (live) {
-            const count = postingCounts[e]![p]!
-            const score = boost[e]! * (idf[e]! * (DELTA + (count * (K1 + 1)) / (count + lengthNorm)))
-            contribution[e] = score
-            heldBy[e] = document
-            matched++
-            partial += score * occurrences[e]!
+        let p = position[e]!
+        const n = postingLength[e]!
+        if (p < n) {
+          const slots = postingSlots[e]!
+          if (slots[p] === slot) {
+            if (live) {
+              const count = postingCounts[e]![p]!
+              const score = boost[e]! * (idf[e]! * (DELTA + (count * (K1 + 1)) / (count + lengthNorm)))
+              contribution[e] = score
+              heldBy[e] = document
+              matched++
+              partial += score * occurrences[e]!
+            }
+            position[e] = ++p
           }
-          position[e] = p + 1
+          if (p < n && slots[p]! < next) next = slots[p]!
         }
       }
+      const current = slot
+      slot = next
       if (!live || matched === 0) continue
       // Probe the other terms, the strongest first, while the document can still make the top k.
       let pruned = false
       for (let e = essential - 1; e >= 0; e--) {
-        if (
-          prunable &&
-          top.full &&
-          (matched + e + 1) * (partial + prefixBound[e + 1]!) * BOUND_SLACK <= top.threshold
-        ) {
+        if (prunable && full && (matched + e + 1) * (partial + prefixBound[e + 1]!) * BOUND_SLACK <= kth) {
           pruned = true
           break
         }
         const slots = postingSlots[e]!
-        const p = seek(slots, postingLength[e]!, position[e]!, slot)
+        const p = seek(slots, postingLength[e]!, position[e]!, current)
         position[e] = p
-        if (p < postingLength[e]! && slots[p] === slot) {
+        if (p < postingLength[e]! && slots[p] === current) {
           const count = postingCounts[e]![p]!
           const score = boost[e]! * (idf[e]! * (DELTA + (count * (K1 + 1)) / (count + lengthNorm)))
           contribution[e] = score
@@ -385,12 +396,15 @@ export class LexicalIndex {
         if (heldBy[e] === document) sum += contribution[e]!
       }
       const score = sum * matched
-      if (top.full && score < top.threshold) continue
-      top.offer(score, slot)
+      if (full && score < kth) continue
+      top.offer(score, current)
+      full = top.full
+      kth = top.threshold
       // A higher k-th score may let more of the weakest terms go unwalked.
-      if (prunable && top.full) {
-        const threshold = top.threshold
-        while (essential < m && (essential + 1) * prefixBound[essential + 1]! * BOUND_SLACK <= threshold) essential++
+      if (prunable && full) {
+        const before = essential
+        while (essential < m && (essential + 1) * prefixBound[essential + 1]! * BOUND_SLACK <= kth) essential++
+        if (essential !== before) slot = nextSlot()
       }
     }
     return top.sorted().map((h) => ({ entryId: ids[h.slot]!, score: h.score }))
