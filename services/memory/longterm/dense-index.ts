@@ -1,9 +1,11 @@
 /**
  * Exact inner-product search over one agent's vectors of one model: a dense
- * Float32 row-major matrix scanned in full by a SIMD kernel (dot-kernel.ts),
- * the best `limit` rows kept in a bounded heap. At 100k 100-d records a scan
- * is 10 M multiply-adds, a few milliseconds; exact keeps results those of
- * brute force, and nothing has to be built at start beyond the matrix.
+ * Float32 row-major matrix and an int8 copy of it, scanned by SIMD kernels
+ * (dot-kernel.ts). The int8 scan bounds every row's float32 score; only the
+ * rows those bounds cannot rule out are scored in float32, the best `limit`
+ * kept in a bounded heap (see DenseIndex). Exact keeps results those of the
+ * full float32 scan, and nothing has to be built at start beyond the two
+ * matrices.
  */
 import {
   type BoundsFunction,
