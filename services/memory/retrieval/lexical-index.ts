@@ -181,10 +181,8 @@ class TopK {
   }
 }
 
-/** The first index at or after `from` whose slot is ≥ `slot` (galloping, then binary search). */
-const seek = (list: Postings, from: number, slot: number): number => {
-  const slots = list.slots
-  const n = list.length
+/** The first index at or after `from` of `slots` (its first `n`) holding a slot ≥ `slot` (galloping, then binary search). */
+const seek = (slots: Int32Array, n: number, from: number, slot: number): number => {
   if (from >= n || slots[from]! >= slot) return from
   let step = 1
   let lo = from
@@ -204,7 +202,7 @@ const seek = (list: Postings, from: number, slot: number): number => {
   return hi
 }
 
-/** One query term's posting list, weight and bound, and where the walk is in it. */
+/** One query term's posting list, weight and bound. */
 interface Cursor {
   readonly list: Postings
   readonly idf: number
@@ -214,7 +212,6 @@ interface Cursor {
   occurrences: number
   /** The same for all its occurrences. */
   bound: number
-  position: number
 }
 
 export class LexicalIndex {
@@ -288,7 +285,7 @@ export class LexicalIndex {
           DELTA + (list.maxCount * (K1 + 1)) / (list.maxCount + K1 * (1 - B + (B * list.minLength) / averageLength))
         c = cursors.length
         cursorOf.set(t, c)
-        cursors.push({ list, idf, boost, single: boost * idf * best, occurrences: 0, bound: 0, position: 0 })
+        cursors.push({ list, idf, boost, single: boost * idf * best, occurrences: 0, bound: 0 })
       }
       cursors[c]!.occurrences++
       cursors[c]!.bound += cursors[c]!.single
@@ -296,77 +293,122 @@ export class LexicalIndex {
     }
     if (cursors.length === 0) return []
 
-    // Terms by bound ascending; `essential` is where the walked terms start.
+    // Terms by bound ascending, each one's state in typed arrays at its place e in that order; `essential`
+    // is where the walked terms start.
     const byBound = cursors.map((_, i) => i).sort((a, b) => cursors[a]!.bound - cursors[b]!.bound)
-    const prefixBound = new Float64Array(byBound.length + 1)
-    for (let i = 0; i < byBound.length; i++) prefixBound[i + 1] = prefixBound[i]! + cursors[byBound[i]!]!.bound
+    const m = byBound.length
+    const placeOf = new Int32Array(m)
+    const postingSlots: Int32Array[] = []
+    const postingCounts: Int32Array[] = []
+    const postingLength = new Int32Array(m)
+    const position = new Int32Array(m)
+    const idf = new Float64Array(m)
+    const boost = new Float64Array(m)
+    const occurrences = new Float64Array(m)
+    const prefixBound = new Float64Array(m + 1)
+    for (let e = 0; e < m; e++) {
+      const c = cursors[byBound[e]!]!
+      placeOf[byBound[e]!] = e
+      postingSlots.push(c.list.slots)
+      postingCounts.push(c.list.counts)
+      postingLength[e] = c.list.length
+      idf[e] = c.idf
+      boost[e] = c.boost
+      occurrences[e] = c.occurrences
+      prefixBound[e + 1] = prefixBound[e]! + c.bound
+    }
+    // The query's terms in its order, as places: the sum runs in this order, as exhaustive scoring's does.
+    const sumOrder = Int32Array.from(order, (i) => placeOf[i]!)
     let essential = 0
     const top = new TopK(limit)
-    const contribution = new Float64Array(cursors.length)
-    const held = new Uint8Array(cursors.length)
+    const contribution = new Float64Array(m)
+    // heldBy[e] === document: term e is in the document being scored (no clearing between documents).
+    const heldBy = new Int32Array(m).fill(-1)
+    let document = 0
     const ids = index.ids
     const lengths = index.lengths
 
-    const termScore = (c: Cursor, count: number, slot: number) =>
-      c.boost * (c.idf * (DELTA + (count * (K1 + 1)) / (count + K1 * (1 - B + (B * lengths[slot]!) / averageLength))))
-
-    for (;;) {
-      // The next document any walked term holds.
+    /** The next document any walked term holds. */
+    const nextSlot = () => {
       let slot = Number.MAX_SAFE_INTEGER
-      for (let e = essential; e < byBound.length; e++) {
-        const c = cursors[byBound[e]!]!
-        if (c.position < c.list.length) {
-          const s = c.list.slots[c.position]!
+      for (let e = essential; e < m; e++) {
+        const p = position[e]!
+        if (p < postingLength[e]!) {
+          const s = postingSlots[e]![p]!
           if (s < slot) slot = s
         }
       }
-      if (slot === Number.MAX_SAFE_INTEGER) break
-      held.fill(0)
+      return slot
+    }
+    // The k-th score held, once k are (read here rather than from the heap at every test).
+    let full = false
+    let kth = 0
+
+    for (let slot = nextSlot(); slot !== Number.MAX_SAFE_INTEGER; document++) {
+      const live = ids[slot] !== undefined
+      // The length part of BM25's denominator, the same for every term of the document.
+      const lengthNorm = live ? K1 * (1 - B + (B * lengths[slot]!) / averageLength) : 0
       let matched = 0
       let partial = 0
-      for (let e = essential; e < byBound.length; e++) {
-        const i = byBound[e]!
-        const c = cursors[i]!
-        if (c.position < c.list.length && c.list.slots[c.position] === slot) {
-          if (ids[slot] !== undefined) {
-            contribution[i] = termScore(c, c.list.counts[c.position]!, slot)
-            held[i] = 1
-            matched++
-            partial += contribution[i]! * c.occurrences
+      // The walked terms holding this document move past it; the least slot they are at is the next one.
+      let next = Number.MAX_SAFE_INTEGER
+      for (let e = essential; e < m; e++) {
+        let p = position[e]!
+        const n = postingLength[e]!
+        if (p < n) {
+          const slots = postingSlots[e]!
+          if (slots[p] === slot) {
+            if (live) {
+              const count = postingCounts[e]![p]!
+              const score = boost[e]! * (idf[e]! * (DELTA + (count * (K1 + 1)) / (count + lengthNorm)))
+              contribution[e] = score
+              heldBy[e] = document
+              matched++
+              partial += score * occurrences[e]!
+            }
+            position[e] = ++p
           }
-          c.position++
+          if (p < n && slots[p]! < next) next = slots[p]!
         }
       }
-      if (ids[slot] === undefined || matched === 0) continue
+      const current = slot
+      slot = next
+      if (!live || matched === 0) continue
       // Probe the other terms, the strongest first, while the document can still make the top k.
       let pruned = false
       for (let e = essential - 1; e >= 0; e--) {
-        const threshold = top.threshold
-        if (prunable && top.full && (matched + e + 1) * (partial + prefixBound[e + 1]!) * BOUND_SLACK <= threshold) {
+        if (prunable && full && (matched + e + 1) * (partial + prefixBound[e + 1]!) * BOUND_SLACK <= kth) {
           pruned = true
           break
         }
-        const i = byBound[e]!
-        const c = cursors[i]!
-        c.position = seek(c.list, c.position, slot)
-        if (c.position < c.list.length && c.list.slots[c.position] === slot) {
-          contribution[i] = termScore(c, c.list.counts[c.position]!, slot)
-          held[i] = 1
+        const slots = postingSlots[e]!
+        const p = seek(slots, postingLength[e]!, position[e]!, current)
+        position[e] = p
+        if (p < postingLength[e]! && slots[p] === current) {
+          const count = postingCounts[e]![p]!
+          const score = boost[e]! * (idf[e]! * (DELTA + (count * (K1 + 1)) / (count + lengthNorm)))
+          contribution[e] = score
+          heldBy[e] = document
           matched++
-          partial += contribution[i]! * c.occurrences
+          partial += score * occurrences[e]!
         }
       }
       if (pruned) continue
       let sum = 0
-      for (const i of order) if (held[i] === 1) sum += contribution[i]!
+      for (let j = 0; j < sumOrder.length; j++) {
+        const e = sumOrder[j]!
+        if (heldBy[e] === document) sum += contribution[e]!
+      }
       const score = sum * matched
-      if (top.full && score < top.threshold) continue
-      top.offer(score, slot)
+      if (full && score < kth) continue
+      top.offer(score, current)
+      full = top.full
+      kth = top.threshold
       // A higher k-th score may let more of the weakest terms go unwalked.
-      if (prunable && top.full) {
-        const threshold = top.threshold
-        while (essential < byBound.length && (essential + 1) * prefixBound[essential + 1]! * BOUND_SLACK <= threshold)
-          essential++
+      if (prunable && full) {
+        const before = essential
+        while (essential < m && (essential + 1) * prefixBound[essential + 1]! * BOUND_SLACK <= kth) essential++
+        if (essential !== before) slot = nextSlot()
       }
     }
     return top.sorted().map((h) => ({ entryId: ids[h.slot]!, score: h.score }))
