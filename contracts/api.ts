@@ -249,6 +249,8 @@ export const WarmUpRequest = Schema.Struct({
   ...base,
   /** How many of the most recently demoted records come back (default 5). */
   count: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100 }))),
+  /** Chosen once the memory service has seen the log up to here (the caller's last write): its demotions included. */
+  afterSeq: Schema.optionalKey(Seq),
 })
 export const WarmUpResponse = Schema.Struct({ entryIds: Schema.Array(EntryId), seq: Seq })
 

@@ -209,6 +209,6 @@ export class AgentClient {
   }
   /** After the agent restarts: brings its most recently demoted records back into working. */
   warmUp(count?: number) {
-    return this.#write("warmUp", count === undefined ? {} : { count })
+    return this.#write("warmUp", { ...(count === undefined ? {} : { count }), afterSeq: this.lastSeq })
   }
 }

@@ -50,7 +50,8 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
         if (step === null || currentFocus(view) === null || recalled.get(view.config.id, step.stepId))
           return Effect.void
         recalled.set(view.config.id, step.stepId, true)
-        return callOperation(nc, view.config.id, "recall", { stepId: step.stepId }).pipe(
+        // Retrieval answers once it has seen what this view has: the step it recalls for, at least.
+        return callOperation(nc, view.config.id, "recall", { stepId: step.stepId, afterSeq: view.lastSeq }).pipe(
           Effect.flatMap((recalled) => views.projection.waitFor(recalled.seq, undefined, view.config.id)),
           Effect.ignore,
         )

@@ -652,9 +652,12 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       })
 
       /** Promotes the agent's most recently demoted records not in working, as a warm-up asks. */
-      const promoteRecent = (agentId: string, request: { readonly count?: number; readonly requestId?: string }) =>
+      const promoteRecent = (
+        agentId: string,
+        request: { readonly count?: number; readonly requestId?: string; readonly afterSeq?: number },
+      ) =>
         Effect.gen(function* () {
-          const view = yield* viewAfter(agentId)
+          const view = yield* viewAfter(agentId, request.afterSeq)
           const count = request.count ?? settings.warmUpCount
           const records = (yield* store.list({ agentId }).pipe(Effect.orDie))
             .filter((r) => !HashMap.has(view.entries, r.entryId))

@@ -429,4 +429,7 @@ class AgentClient:
 
     async def warm_up(self, count: int | None = None, *, request_id: str | None = None) -> WarmUpResponse:
         """After the agent restarts: brings its most recently demoted records back into working."""
-        return cast(WarmUpResponse, await self._write("warmUp", _without_none(count=count), request_id))
+        return cast(
+            WarmUpResponse,
+            await self._write("warmUp", _without_none(count=count, afterSeq=self.last_seq), request_id),
+        )

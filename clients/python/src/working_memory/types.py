@@ -203,6 +203,7 @@ class RecallRequest(TypedDict):
 class WarmUpRequest(TypedDict):
     requestId: NotRequired[str]
     count: NotRequired[int]
+    afterSeq: NotRequired[int]
 
 
 # ---- replies -----------------------------------------------------------------
