@@ -136,7 +136,7 @@ beforeAll(async () => {
     content: "Bob's private plan: resign on Friday.",
     requestId: "bob-secret",
   })
-})
+}, 120_000)
 
 afterAll(async () => {
   await alice?.close()
