@@ -69,40 +69,62 @@ const timeOrder = (a: WorkingEntry, b: WorkingEntry): number => {
   return ordinal > 0 ? 1 : ordinal < 0 ? -1 : 0
 }
 
-// What a build decides for each candidate, by rank: the form it serves, its
-// tokens, and the start of its sitting. Shared by every build and grown to
-// the largest view seen: a build runs to its end without yielding, and only
-// the ranks it takes are read, so a build of a remembered ranking allocates
-// little beyond its output.
+// What a build decides for each candidate, by rank: whether it is taken,
+// the form it serves, its tokens, the start of its sitting and the header
+// line before it. Shared by every build and grown to the largest view seen:
+// a build runs to its end without yielding, and reads only what it wrote, so
+// a build of a remembered ranking allocates little beyond its output.
+let takenAt = new Uint8Array(256)
 const formAt: RepresentationKind[] = []
 const tokensAt: number[] = []
 const sittingAt: number[] = []
+const headerAt: string[] = []
 
 const makeRoom = (candidates: number) => {
+  if (takenAt.length < candidates) takenAt = new Uint8Array(Math.max(candidates, 2 * takenAt.length))
+  takenAt.fill(0, 0, candidates)
   while (formAt.length < candidates) {
     formAt.push("raw")
     tokensAt.push(0)
     sittingAt.push(0)
+    headerAt.push("")
   }
 }
 
+// The ranks of a remembered (frozen) ranking in time order, made once per ranking.
+const timeOrders = new WeakMap<ReadonlyArray<Candidate>, Int32Array>()
+
+/** The ranks of `ranked` oldest first; ties in time keep priority order, as a stable sort would. */
+const timeOrderOf = (ranked: ReadonlyArray<Candidate>): Int32Array => {
+  const known = timeOrders.get(ranked)
+  if (known !== undefined) return known
+  const ranks = Array.from({ length: ranked.length }, (_, rank) => rank)
+  ranks.sort((a, b) => timeOrder(ranked[a]!.entry, ranked[b]!.entry) || a - b)
+  const inTime = Int32Array.from(ranks)
+  if (Object.isFrozen(ranked)) timeOrders.set(ranked, inTime)
+  return inTime
+}
+
 /**
- * The header line before each taken rank of `blocks` (in output order), or
- * "" for none. Sittings are found in time order: a new one starts on a new
- * day or after a gap of more than SITTING_GAP_MS; a day with several
- * sittings shows the time of each.
+ * Writes the header line before each taken rank (`headerAt`), or "" for
+ * none, for the blocks laid out in `order`, and returns the tokens of the
+ * taken blocks and their headers. Sittings are found in time order: a new
+ * one starts on a new day or after a gap of more than SITTING_GAP_MS; a day
+ * with several sittings shows the time of each.
  */
-const headersOf = (
+const layOut = (
   ranked: ReadonlyArray<Candidate>,
-  blocks: ReadonlyArray<number>,
+  inTime: Int32Array,
   order: ContextOrder,
-  byTime: (a: number, b: number) => number,
-): string[] => {
-  const inTime = order === "timestamp" ? blocks : [...blocks].sort(byTime)
+  encoding: Encoding,
+): number => {
+  const n = ranked.length
   const sittingsPerDay = new Map<number, number>()
   let start = Number.NaN
   let previous = Number.NaN
-  for (const rank of inTime) {
+  for (let i = 0; i < n; i++) {
+    const rank = inTime[i]!
+    if (takenAt[rank] === 0) continue
     const t = ranked[rank]!.entry.timestamp
     if (Number.isNaN(previous) || dayOf(t) !== dayOf(previous) || t - previous > SITTING_GAP_MS) {
       start = t
@@ -113,24 +135,28 @@ const headersOf = (
   }
   let shown = Number.NaN
   let shownDay = Number.NaN
-  const headers: string[] = []
-  for (const rank of blocks) {
+  let tokens = 0
+  for (let i = 0; i < n; i++) {
+    const rank = order === "timestamp" ? inTime[i]! : i
+    if (takenAt[rank] === 0) continue
+    tokens += tokensAt[rank]!
     const sitting = sittingAt[rank]!
     if (sitting === shown) {
-      headers.push("")
+      headerAt[rank] = ""
       continue
     }
     const day = dayOf(sitting)
     const several = (sittingsPerDay.get(day) ?? 1) > 1
-    headers.push(
+    const line =
       order === "timestamp" && day === shownDay && several
         ? renderSittingLine(sitting)
-        : renderDateLine(sitting, several),
-    )
+        : renderDateLine(sitting, several)
+    headerAt[rank] = line
+    tokens += lineTokens(line, encoding)
     shown = sitting
     shownDay = day
   }
-  return headers
+  return tokens
 }
 
 export const buildContext = (
@@ -147,12 +173,12 @@ export const packContext = (
   order: ContextOrder = "timestamp",
   encoding: Encoding = DEFAULT_ENCODING,
 ): BuiltContext => {
-  makeRoom(ranked.length)
-  // The ranks taken: in priority order until laid out.
-  let chosen: number[] = []
+  const n = ranked.length
+  makeRoom(n)
+  let taken = 0
   const days = new Set<number>()
   let used = 0
-  for (let rank = 0; rank < ranked.length; rank++) {
+  for (let rank = 0; rank < n; rank++) {
     const entry = ranked[rank]!.entry
     const day = dayOf(entry.timestamp)
     const header = days.has(day) ? 0 : dateLineTokens(entry.timestamp, encoding)
@@ -170,13 +196,15 @@ export const packContext = (
       if (used + tokens + header > budget) continue
       used += tokens + header
       days.add(day)
+      takenAt[rank] = 1
       formAt[rank] = form
       tokensAt[rank] = tokens
-      chosen.push(rank)
+      taken++
       break
     }
   }
-  for (const rank of chosen) {
+  for (let rank = 0; rank < n; rank++) {
+    if (takenAt[rank] === 0) continue
     const entry = ranked[rank]!.entry
     for (const form of formsOf(entry)) {
       if (form === formAt[rank]) break
@@ -189,36 +217,27 @@ export const packContext = (
       }
     }
   }
-  // Ties in time keep priority order, as a stable sort of the ranks would.
-  const byTime = (a: number, b: number) => timeOrder(ranked[a]!.entry, ranked[b]!.entry) || a - b
-  if (order === "timestamp") chosen.sort(byTime)
+  const inTime = timeOrderOf(ranked)
   // Headers exactly: sittings may cost more lines than the plan's one per day. Drop the least important blocks until they fit.
-  let headers = headersOf(ranked, chosen, order, byTime)
-  const total = () => {
-    let sum = 0
-    for (let i = 0; i < chosen.length; i++) {
-      const header = headers[i]!
-      sum += tokensAt[chosen[i]!]! + (header ? lineTokens(header, encoding) : 0)
-    }
-    return sum
-  }
-  used = total()
-  while (used > budget && chosen.length > 0) {
-    let worst = 0
-    for (let i = 1; i < chosen.length; i++) if (chosen[i]! > chosen[worst]!) worst = i
-    chosen = chosen.filter((_, i) => i !== worst)
-    headers = headersOf(ranked, chosen, order, byTime)
-    used = total()
+  used = layOut(ranked, inTime, order, encoding)
+  while (used > budget && taken > 0) {
+    let worst = n - 1
+    while (takenAt[worst] === 0) worst--
+    takenAt[worst] = 0
+    taken--
+    used = layOut(ranked, inTime, order, encoding)
   }
   let text = ""
-  const items: ContextItem[] = []
-  for (let i = 0; i < chosen.length; i++) {
-    const rank = chosen[i]!
+  const items = new Array<ContextItem>(taken)
+  let next = 0
+  for (let i = 0; i < n; i++) {
+    const rank = order === "timestamp" ? inTime[i]! : i
+    if (takenAt[rank] === 0) continue
     const candidate = ranked[rank]!
     const e = candidate.entry
     const form = formAt[rank]!
-    text += headers[i]! + blockOf(e, form)
-    items.push({
+    text += headerAt[rank]! + blockOf(e, form)
+    items[next++] = {
       entryId: e.id,
       timestamp: e.timestamp,
       origin: e.origin,
@@ -226,9 +245,9 @@ export const packContext = (
       form,
       cue: candidate.cue,
       tokens: tokensAt[rank]!,
-    })
+    }
   }
-  return { text, tokens: used, budget, items, omitted: ranked.length - chosen.length }
+  return { text, tokens: used, budget, items, omitted: n - taken }
 }
 
 /** The budget a build may use: the agent's, or a lower per-call limit. */
