@@ -26,7 +26,7 @@ import { DEFAULT_ENCODING, type Encoding } from "../contracts/agent.ts"
 import type { BuiltContext as BuiltContextSchema, ContextItem as ContextItemSchema } from "../contracts/api.ts"
 import type { RepresentationKind, WorkingEntry } from "../contracts/entry.ts"
 import { type AgentView, formTokens } from "./agent-view.ts"
-import { type Candidate, rankCandidates, rankedCandidates } from "./context-ranking.ts"
+import { type Candidate, rankCandidates, rankedCandidates, timeOrderOf } from "./context-ranking.ts"
 import { blockOf, formsOf } from "./entry-memo.ts"
 import { dateLineTokens, dayOf, lineTokens, renderDateLine, renderSittingLine, SITTING_GAP_MS } from "./render.ts"
 
@@ -60,15 +60,6 @@ const compactForm = (entry: WorkingEntry): RepresentationKind =>
 const compressedForm = (entry: WorkingEntry): RepresentationKind =>
   entry.keyPoints !== null ? "keyPoints" : compactForm(entry)
 
-/** Oldest first; -1, 0 or 1, so a sort boxes no numbers. */
-const timeOrder = (a: WorkingEntry, b: WorkingEntry): number => {
-  const time = a.timestamp - b.timestamp
-  if (time > 0) return 1
-  if (time < 0) return -1
-  const ordinal = a.ordinal - b.ordinal
-  return ordinal > 0 ? 1 : ordinal < 0 ? -1 : 0
-}
-
 // What a build decides for each candidate, by rank: whether it is taken,
 // the form it serves, its tokens, the start of its sitting and the header
 // line before it. Shared by every build and grown to the largest view seen:
@@ -89,20 +80,6 @@ const makeRoom = (candidates: number) => {
     sittingAt.push(0)
     headerAt.push("")
   }
-}
-
-// The ranks of a remembered (frozen) ranking in time order, made once per ranking.
-const timeOrders = new WeakMap<ReadonlyArray<Candidate>, Int32Array>()
-
-/** The ranks of `ranked` oldest first; ties in time keep priority order, as a stable sort would. */
-const timeOrderOf = (ranked: ReadonlyArray<Candidate>): Int32Array => {
-  const known = timeOrders.get(ranked)
-  if (known !== undefined) return known
-  const ranks = Array.from({ length: ranked.length }, (_, rank) => rank)
-  ranks.sort((a, b) => timeOrder(ranked[a]!.entry, ranked[b]!.entry) || a - b)
-  const inTime = Int32Array.from(ranks)
-  if (Object.isFrozen(ranked)) timeOrders.set(ranked, inTime)
-  return inTime
 }
 
 /**

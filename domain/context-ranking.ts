@@ -101,6 +101,29 @@ export const priorityFor = (view: AgentView): ((entry: WorkingEntry, cue: boolea
   }
 }
 
+/** Oldest first; -1, 0 or 1, so a sort boxes no numbers. */
+const timeOrder = (a: WorkingEntry, b: WorkingEntry): number => {
+  const time = a.timestamp - b.timestamp
+  if (time > 0) return 1
+  if (time < 0) return -1
+  const ordinal = a.ordinal - b.ordinal
+  return ordinal > 0 ? 1 : ordinal < 0 ? -1 : 0
+}
+
+// The ranks of a remembered (frozen) ranking in time order, made once per ranking.
+const timeOrders = new WeakMap<ReadonlyArray<Candidate>, Int32Array>()
+
+/** The ranks of candidates in priority order, oldest first; ties in time keep priority order, as a stable sort would. */
+export const timeOrderOf = (ranked: ReadonlyArray<Candidate>): Int32Array => {
+  const known = timeOrders.get(ranked)
+  if (known !== undefined) return known
+  const ranks = Array.from({ length: ranked.length }, (_, rank) => rank)
+  ranks.sort((a, b) => timeOrder(ranked[a]!.entry, ranked[b]!.entry) || a - b)
+  const inTime = Int32Array.from(ranks)
+  if (Object.isFrozen(ranked)) timeOrders.set(ranked, inTime)
+  return inTime
+}
+
 /** A view's ranking and every part of the view it was made from. */
 interface Ranking {
   readonly cues: AgentView["cues"]
@@ -110,39 +133,105 @@ interface Ranking {
   readonly weights: RelevanceWeights | undefined
   readonly clock: number
   readonly ranked: ReadonlyArray<Candidate>
+  /** The native entries in the order the entries map yields them (the order BM25 ties are broken in), with their rank. */
+  readonly natives: ReadonlyArray<WorkingEntry>
+  readonly rankOf: ReadonlyMap<string, number>
 }
 
 // Keyed by the entries map, the part that changes most often; the other parts are compared on a hit.
 const rankings = new WeakMap<AgentView["entries"], Ranking>()
+// The last ranking made for an agent's views (by its configuration object), for a view whose entries were copied.
+const latest = new WeakMap<AgentView["config"], Ranking>()
+
+const sameOtherParts = (
+  known: Ranking,
+  view: AgentView,
+  focus: Focus | null,
+  similarities: Ranking["similarities"],
+): boolean =>
+  known.cues === view.cues &&
+  known.cueRelevance === view.cueRelevance &&
+  known.similarities === similarities &&
+  known.focus === focus &&
+  known.weights === view.config.relevance &&
+  known.clock === view.clock
+
+/** Whether an entry ranks as another: the same texts, time, citations and place in the record. */
+const ranksAs = (a: WorkingEntry, b: WorkingEntry): boolean =>
+  a.id === b.id &&
+  a.content === b.content &&
+  a.keyPoints === b.keyPoints &&
+  a.summary === b.summary &&
+  a.timestamp === b.timestamp &&
+  a.ordinal === b.ordinal &&
+  a.citationCount === b.citationCount &&
+  a.lastCitedAt === b.lastCitedAt
 
 /**
- * `rankCandidates(candidatesOf(view, priorityFor(view)))`, remembered while
- * the parts of the view it reads stay the same objects.
+ * A read copies the entries it served with new reference counts, which no
+ * ranking reads: when every entry of `view` ranks as the one at its place in
+ * `known`, the ranking is `known`'s with the new entry objects, else null.
  */
-export const rankedCandidates = (view: AgentView): ReadonlyArray<Candidate> => {
-  const focus = currentFocus(view)
-  const similarities = view.step?.similarities ?? null
-  const weights = view.config.relevance
-  const known = rankings.get(view.entries)
-  if (
-    known !== undefined &&
-    known.cues === view.cues &&
-    known.cueRelevance === view.cueRelevance &&
-    known.similarities === similarities &&
-    known.focus === focus &&
-    known.weights === weights &&
-    known.clock === view.clock
-  )
-    return known.ranked
+const carriedOver = (known: Ranking, view: AgentView): Ranking | null => {
+  const natives = new Array<WorkingEntry>(known.natives.length)
+  if (HashMap.size(view.entries) !== natives.length) return null
+  let changed = false
+  let i = 0
+  for (const entry of HashMap.values(view.entries)) {
+    const before = known.natives[i]!
+    if (entry !== before && !ranksAs(entry, before)) return null
+    changed ||= entry !== before
+    natives[i++] = entry
+  }
+  if (!changed) return known
+  const ranked = [...known.ranked]
+  for (const entry of natives) {
+    const rank = known.rankOf.get(entry.id)
+    // A native entry a cue stands in for is not among the candidates.
+    if (rank !== undefined && ranked[rank]!.entry !== entry) ranked[rank] = { ...ranked[rank]!, entry }
+  }
+  Object.freeze(ranked)
+  // Times and ordinals are those of the known ranking's entries, so is the time order.
+  timeOrders.set(ranked, timeOrderOf(known.ranked))
+  return { ...known, ranked, natives }
+}
+
+const rankingOf = (view: AgentView, focus: Focus | null, similarities: Ranking["similarities"]): Ranking => {
   const ranked = Object.freeze(rankCandidates(candidatesOf(view, priorityFor(view))))
-  rankings.set(view.entries, {
+  const rankOf = new Map<string, number>()
+  ranked.forEach((c, rank) => {
+    if (!c.cue) rankOf.set(c.entry.id, rank)
+  })
+  return {
     cues: view.cues,
     cueRelevance: view.cueRelevance,
     similarities,
     focus,
-    weights,
+    weights: view.config.relevance,
     clock: view.clock,
     ranked,
-  })
-  return ranked
+    natives: [...HashMap.values(view.entries)],
+    rankOf,
+  }
+}
+
+/**
+ * `rankCandidates(candidatesOf(view, priorityFor(view)))`, remembered while
+ * the parts of the view it reads stay the same objects, and carried over to
+ * a view whose entries differ from the last ranked view's only in what no
+ * ranking reads (a read's reference counts).
+ */
+export const rankedCandidates = (view: AgentView): ReadonlyArray<Candidate> => {
+  const focus = currentFocus(view)
+  const similarities = view.step?.similarities ?? null
+  const known = rankings.get(view.entries)
+  if (known !== undefined && sameOtherParts(known, view, focus, similarities)) return known.ranked
+  const previous = latest.get(view.config)
+  const ranking =
+    (previous !== undefined && sameOtherParts(previous, view, focus, similarities)
+      ? carriedOver(previous, view)
+      : null) ?? rankingOf(view, focus, similarities)
+  rankings.set(view.entries, ranking)
+  latest.set(view.config, ranking)
+  return ranking.ranked
 }

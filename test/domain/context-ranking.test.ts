@@ -25,8 +25,8 @@ const ORIGINS: ReadonlyArray<Origin> = ["USER", "INTERNAL", "ADVISOR", "SYSTEM"]
 /** The same view with every entry and map a new object: nothing remembered of the original applies to it. */
 const withFreshParts = (view: AgentView): AgentView => ({
   ...view,
-  entries: HashMap.map(view.entries, (entry) => ({ ...entry })),
-  cues: HashMap.map(view.cues, (entry) => ({ ...entry })),
+  entries: HashMap.map(view.entries, (entry) => ({ ...entry, tokens: { ...entry.tokens } })),
+  cues: HashMap.map(view.cues, (entry) => ({ ...entry, tokens: { ...entry.tokens } })),
   cueRelevance: HashMap.map(view.cueRelevance, (r) => r),
 })
 
@@ -192,7 +192,9 @@ describe("context build with the view's ranking remembered", () => {
                 return recorded(`e-new-${pick}`, words, end + MINUTE, { origin: "INTERNAL" })
               case "fade": {
                 const entry = events.find((e): e is EventOf<"EntryRecorded"> => e._tag === "EntryRecorded")
-                return entry !== undefined ? faded(entry, 1, words) : recorded("e-only", words, end + MINUTE)
+                return entry !== undefined
+                  ? faded(entry, pick % 2 === 0 ? 1 : 2, words)
+                  : recorded("e-only", words, end + MINUTE)
               }
               case "cite":
                 return referenced("s1", [id], end + 2 * MINUTE)
@@ -221,6 +223,20 @@ describe("context build with the view's ranking remembered", () => {
         },
       ),
       { numRuns: 300 },
+    )
+  })
+
+  it("builds after each read of the view, as the working service does, what a fresh build of the view read makes", () => {
+    fc.assert(
+      fc.property(randomView, request, ({ events }, r) => {
+        let view = given(...events)
+        for (let seq = events.length + 1; seq <= events.length + 4; seq++) {
+          const built = contextOfView(view, optionsOf(r))
+          expectSame(built, coldContext(view, optionsOf(r)))
+          view = folded(view, read(built, T0 + seq * MINUTE), seq)
+        }
+      }),
+      { numRuns: 200 },
     )
   })
 
