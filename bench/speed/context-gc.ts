@@ -19,6 +19,9 @@ import { parseArgs } from "node:util"
 interface Timed {
   readonly p50Ms: number
   readonly p99Ms: number
+  /** The process's CPU time per build (its threads, GC helpers included): what preemption on a shared machine does not add to. */
+  readonly cpuP50Ms: number
+  readonly cpuP99Ms: number
   readonly minorGcs: number
 }
 
@@ -35,10 +38,9 @@ const measure = async (root: string, builds: number): Promise<{ unchanged: Timed
         minor++
   })
   const settle = () => new Promise((resolve) => setTimeout(resolve, 50))
-  const percentiles = (samples: Float64Array, gcs: number): Timed => {
+  const percentile = (samples: Float64Array, p: number) => {
     const sorted = Float64Array.from(samples).sort()
-    const at = (p: number) => sorted[Math.ceil((p / 100) * sorted.length) - 1]!
-    return { p50Ms: at(50), p99Ms: at(99), minorGcs: gcs }
+    return sorted[Math.ceil((p / 100) * sorted.length) - 1]!
   }
   let sink = 0
   /** Times `build` alone; `between` runs untimed after each build, its collections counted with the builds'. */
@@ -51,15 +53,25 @@ const measure = async (root: string, builds: number): Promise<{ unchanged: Timed
     minor = 0
     observer.observe({ entryTypes: ["gc"] })
     const samples = new Float64Array(builds)
+    const cpu = new Float64Array(builds)
     for (let i = 0; i < builds; i++) {
+      const cpuStart = process.cpuUsage()
       const start = performance.now()
       build()
       samples[i] = performance.now() - start
+      const used = process.cpuUsage(cpuStart)
+      cpu[i] = (used.user + used.system) / 1000
       between()
     }
     await settle()
     observer.disconnect()
-    return percentiles(samples, minor)
+    return {
+      p50Ms: percentile(samples, 50),
+      p99Ms: percentile(samples, 99),
+      cpuP50Ms: percentile(cpu, 50),
+      cpuP99Ms: percentile(cpu, 99),
+      minorGcs: minor,
+    }
   }
   const view = fullSupervisorView()
   const unchanged = await run(() => {
@@ -119,7 +131,7 @@ if (values.child) {
       })
       const r = JSON.parse(out) as { unchanged: Timed; afterRead: Timed }
       const show = (t: Timed) =>
-        `p50 ${t.p50Ms.toFixed(3)} ms, p99 ${t.p99Ms.toFixed(3)} ms, ${t.minorGcs} minor GCs / ${builds}`
+        `p50 ${t.p50Ms.toFixed(3)} ms, p99 ${t.p99Ms.toFixed(3)} ms (CPU p50 ${t.cpuP50Ms.toFixed(3)}, p99 ${t.cpuP99Ms.toFixed(3)}), ${t.minorGcs} minor GCs / ${builds}`
       console.log(
         `round ${round} ${root} (load ${loadavg()[0]!.toFixed(2)}): unchanged view ${show(r.unchanged)}; after each read ${show(r.afterRead)}`,
       )
