@@ -133,8 +133,9 @@ interface Ranking {
   readonly weights: RelevanceWeights | undefined
   readonly clock: number
   readonly ranked: ReadonlyArray<Candidate>
-  /** The native entries in the order the entries map yields them (the order BM25 ties are broken in), with their rank. */
+  /** The native entries in the order the entries map yields them (the order BM25 ties are broken in). */
   readonly natives: ReadonlyArray<WorkingEntry>
+  /** The rank of each native entry among the candidates (none for one a cue stands in for). */
   readonly rankOf: ReadonlyMap<string, number>
 }
 
