@@ -277,11 +277,9 @@ const read = (view: AgentView, event: EventOf<"EntriesRead">): AgentView => {
   const entries = HashMap.mutate(view.entries, (mutable) => {
     for (const item of event.served) {
       if (item.cue) continue
-      HashMap.modify(mutable, item.entryId, (e) => ({
-        ...e,
-        referenceCount: e.referenceCount + 1,
-        lastReadAt: event.at,
-      }))
+      const e = Option.getOrUndefined(HashMap.get(mutable, item.entryId))
+      if (e !== undefined)
+        HashMap.set(mutable, item.entryId, { ...e, referenceCount: e.referenceCount + 1, lastReadAt: event.at })
     }
   })
   return { ...view, entries }
