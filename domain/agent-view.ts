@@ -277,9 +277,11 @@ const read = (view: AgentView, event: EventOf<"EntriesRead">): AgentView => {
   const entries = HashMap.mutate(view.entries, (mutable) => {
     for (const item of event.served) {
       if (item.cue) continue
-      const e = Option.getOrUndefined(HashMap.get(mutable, item.entryId))
-      if (e !== undefined)
-        HashMap.set(mutable, item.entryId, { ...e, referenceCount: e.referenceCount + 1, lastReadAt: event.at })
+      HashMap.modify(mutable, item.entryId, (e) => ({
+        ...e,
+        referenceCount: e.referenceCount + 1,
+        lastReadAt: event.at,
+      }))
     }
   })
   return { ...view, entries }
