@@ -273,15 +273,17 @@ const promoted = (view: AgentView, event: EventOf<"CuePromoted">, seq: number): 
 }
 
 const read = (view: AgentView, event: EventOf<"EntriesRead">): AgentView => {
-  let entries = view.entries
-  for (const item of event.served) {
-    if (item.cue) continue
-    entries = HashMap.modify(entries, item.entryId, (e) => ({
-      ...e,
-      referenceCount: e.referenceCount + 1,
-      lastReadAt: event.at,
-    }))
-  }
+  // One transient copy for the whole read: a read serves most of the view, and a copy of the map's path per entry was most of its garbage.
+  const entries = HashMap.mutate(view.entries, (mutable) => {
+    for (const item of event.served) {
+      if (item.cue) continue
+      HashMap.modify(mutable, item.entryId, (e) => ({
+        ...e,
+        referenceCount: e.referenceCount + 1,
+        lastReadAt: event.at,
+      }))
+    }
+  })
   return { ...view, entries }
 }
 

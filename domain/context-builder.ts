@@ -22,23 +22,23 @@
  * the sum is the exact count of the text. Only header lines are tokenised
  * here, once per distinct line.
  */
-import { HashMap, Option } from "effect"
 import { DEFAULT_ENCODING, type Encoding } from "../contracts/agent.ts"
 import type { BuiltContext as BuiltContextSchema, ContextItem as ContextItemSchema } from "../contracts/api.ts"
 import type { RepresentationKind, WorkingEntry } from "../contracts/entry.ts"
-import { focusText } from "../contracts/focus.ts"
-import { type AgentView, currentFocus, formTokens } from "./agent-view.ts"
-import { blockOf, formsOf, statsOf } from "./entry-memo.ts"
-import { bm25Scaled, DEFAULT_RELEVANCE, frequencyOf, fuseRankings, recencyOf, relevance } from "./relevance.ts"
+import { type AgentView, formTokens } from "./agent-view.ts"
+import { type Candidate, rankCandidates, rankedCandidates, timeOrderOf } from "./context-ranking.ts"
+import { blockOf, formsOf } from "./entry-memo.ts"
 import { dateLineTokens, dayOf, lineTokens, renderDateLine, renderSittingLine, SITTING_GAP_MS } from "./render.ts"
-import { type TermStats, termStats } from "./terms.ts"
 
-export interface Candidate {
-  readonly entry: WorkingEntry
-  /** Higher is more important. */
-  readonly priority: number
-  readonly cue: boolean
-}
+export {
+  type Candidate,
+  candidatesOf,
+  entryStats,
+  priorityFor,
+  rankCandidates,
+  rankedCandidates,
+  recencyPriority,
+} from "./context-ranking.ts"
 
 export type ContextItem = typeof ContextItemSchema.Type
 
@@ -60,56 +60,80 @@ const compactForm = (entry: WorkingEntry): RepresentationKind =>
 const compressedForm = (entry: WorkingEntry): RepresentationKind =>
   entry.keyPoints !== null ? "keyPoints" : compactForm(entry)
 
-const byPriority = (a: Candidate, b: Candidate) =>
-  b.priority - a.priority || b.entry.timestamp - a.entry.timestamp || b.entry.ordinal - a.entry.ordinal
+// What a build decides for each candidate, by rank: whether it is taken,
+// the form it serves, its tokens, the start of its sitting and the header
+// line before it. Shared by every build and grown to the largest view seen:
+// a build runs to its end without yielding, and reads only what it wrote, so
+// a build of a remembered ranking allocates little beyond its output.
+let takenAt = new Uint8Array(256)
+const formAt: RepresentationKind[] = []
+const tokensAt: number[] = []
+const sittingAt: number[] = []
+const headerAt: string[] = []
 
-const byTime = (a: Chosen, b: Chosen) =>
-  a.candidate.entry.timestamp - b.candidate.entry.timestamp || a.candidate.entry.ordinal - b.candidate.entry.ordinal
-
-interface Chosen {
-  readonly candidate: Candidate
-  /** Position in priority order. */
-  readonly rank: number
-  form: RepresentationKind
-  tokens: number
+const makeRoom = (candidates: number) => {
+  if (takenAt.length < candidates) takenAt = new Uint8Array(Math.max(candidates, 2 * takenAt.length))
+  takenAt.fill(0, 0, candidates)
+  while (formAt.length < candidates) {
+    formAt.push("raw")
+    tokensAt.push(0)
+    sittingAt.push(0)
+    headerAt.push("")
+  }
 }
 
 /**
- * The header line before each block of `blocks` (in output order), or "" for
- * none. Sittings are found in time order: a new one starts on a new day or
- * after a gap of more than SITTING_GAP_MS; a day with several sittings shows
- * the time of each.
+ * Writes the header line before each taken rank (`headerAt`), or "" for
+ * none, for the blocks laid out in `order`, and returns the tokens of the
+ * taken blocks and their headers. Sittings are found in time order: a new
+ * one starts on a new day or after a gap of more than SITTING_GAP_MS; a day
+ * with several sittings shows the time of each.
  */
-const headersOf = (blocks: ReadonlyArray<Chosen>, order: ContextOrder): string[] => {
-  const inTime = order === "timestamp" ? blocks : [...blocks].sort(byTime)
-  const sittingStart = new Map<Chosen, number>()
+const layOut = (
+  ranked: ReadonlyArray<Candidate>,
+  inTime: Int32Array,
+  order: ContextOrder,
+  encoding: Encoding,
+): number => {
+  const n = ranked.length
   const sittingsPerDay = new Map<number, number>()
   let start = Number.NaN
   let previous = Number.NaN
-  for (const c of inTime) {
-    const t = c.candidate.entry.timestamp
+  for (let i = 0; i < n; i++) {
+    const rank = inTime[i]!
+    if (takenAt[rank] === 0) continue
+    const t = ranked[rank]!.entry.timestamp
     if (Number.isNaN(previous) || dayOf(t) !== dayOf(previous) || t - previous > SITTING_GAP_MS) {
       start = t
       sittingsPerDay.set(dayOf(t), (sittingsPerDay.get(dayOf(t)) ?? 0) + 1)
     }
-    sittingStart.set(c, start)
+    sittingAt[rank] = start
     previous = t
   }
   let shown = Number.NaN
   let shownDay = Number.NaN
-  return blocks.map((c) => {
-    const sitting = sittingStart.get(c)!
-    if (sitting === shown) return ""
+  let tokens = 0
+  for (let i = 0; i < n; i++) {
+    const rank = order === "timestamp" ? inTime[i]! : i
+    if (takenAt[rank] === 0) continue
+    tokens += tokensAt[rank]!
+    const sitting = sittingAt[rank]!
+    if (sitting === shown) {
+      headerAt[rank] = ""
+      continue
+    }
     const day = dayOf(sitting)
     const several = (sittingsPerDay.get(day) ?? 1) > 1
     const line =
       order === "timestamp" && day === shownDay && several
         ? renderSittingLine(sitting)
         : renderDateLine(sitting, several)
+    headerAt[rank] = line
+    tokens += lineTokens(line, encoding)
     shown = sitting
     shownDay = day
-    return line
-  })
+  }
+  return tokens
 }
 
 export const buildContext = (
@@ -117,13 +141,22 @@ export const buildContext = (
   budget: number,
   order: ContextOrder = "timestamp",
   encoding: Encoding = DEFAULT_ENCODING,
+): BuiltContext => packContext(rankCandidates(candidates), budget, order, encoding)
+
+/** `buildContext` of candidates already in priority order (`rankCandidates`, `rankedCandidates`). */
+export const packContext = (
+  ranked: ReadonlyArray<Candidate>,
+  budget: number,
+  order: ContextOrder = "timestamp",
+  encoding: Encoding = DEFAULT_ENCODING,
 ): BuiltContext => {
-  const ranked = [...candidates].sort(byPriority)
-  let chosen: Chosen[] = []
+  const n = ranked.length
+  makeRoom(n)
+  let taken = 0
   const days = new Set<number>()
   let used = 0
-  ranked.forEach((candidate, rank) => {
-    const entry = candidate.entry
+  for (let rank = 0; rank < n; rank++) {
+    const entry = ranked[rank]!.entry
     const day = dayOf(entry.timestamp)
     const header = days.has(day) ? 0 : dateLineTokens(entry.timestamp, encoding)
     const forms = formsOf(entry)
@@ -140,114 +173,63 @@ export const buildContext = (
       if (used + tokens + header > budget) continue
       used += tokens + header
       days.add(day)
-      chosen.push({ candidate, rank, form, tokens })
-      return
+      takenAt[rank] = 1
+      formAt[rank] = form
+      tokensAt[rank] = tokens
+      taken++
+      break
     }
-  })
-  for (const c of chosen) {
-    for (const form of formsOf(c.candidate.entry)) {
-      if (form === c.form) break
-      const tokens = formTokens(c.candidate.entry, form)
-      if (used - c.tokens + tokens <= budget) {
-        used += tokens - c.tokens
-        c.form = form
-        c.tokens = tokens
+  }
+  for (let rank = 0; rank < n; rank++) {
+    if (takenAt[rank] === 0) continue
+    const entry = ranked[rank]!.entry
+    for (const form of formsOf(entry)) {
+      if (form === formAt[rank]) break
+      const tokens = formTokens(entry, form)
+      if (used - tokensAt[rank]! + tokens <= budget) {
+        used += tokens - tokensAt[rank]!
+        formAt[rank] = form
+        tokensAt[rank] = tokens
         break
       }
     }
   }
-  if (order === "timestamp") chosen.sort(byTime)
+  const inTime = timeOrderOf(ranked)
   // Headers exactly: sittings may cost more lines than the plan's one per day. Drop the least important blocks until they fit.
-  let headers = headersOf(chosen, order)
-  const total = () =>
-    chosen.reduce((sum, c, i) => sum + c.tokens + (headers[i] ? lineTokens(headers[i]!, encoding) : 0), 0)
-  used = total()
-  while (used > budget && chosen.length > 0) {
-    const worst = chosen.reduce((w, c, i) => (c.rank > chosen[w]!.rank ? i : w), 0)
-    chosen = chosen.filter((_, i) => i !== worst)
-    headers = headersOf(chosen, order)
-    used = total()
+  used = layOut(ranked, inTime, order, encoding)
+  while (used > budget && taken > 0) {
+    let worst = n - 1
+    while (takenAt[worst] === 0) worst--
+    takenAt[worst] = 0
+    taken--
+    used = layOut(ranked, inTime, order, encoding)
   }
   let text = ""
-  const items: ContextItem[] = []
-  chosen.forEach((c, i) => {
-    const e = c.candidate.entry
-    text += headers[i]! + blockOf(e, c.form)
-    items.push({
+  const items = new Array<ContextItem>(taken)
+  let next = 0
+  for (let i = 0; i < n; i++) {
+    const rank = order === "timestamp" ? inTime[i]! : i
+    if (takenAt[rank] === 0) continue
+    const candidate = ranked[rank]!
+    const e = candidate.entry
+    const form = formAt[rank]!
+    text += headerAt[rank]! + blockOf(e, form)
+    items[next++] = {
       entryId: e.id,
       timestamp: e.timestamp,
       origin: e.origin,
       rung: e.rung,
-      form: c.form,
-      cue: c.candidate.cue,
-      tokens: c.tokens,
-    })
-  })
-  return { text, tokens: used, budget, items, omitted: candidates.length - chosen.length }
+      form,
+      cue: candidate.cue,
+      tokens: tokensAt[rank]!,
+    }
+  }
+  return { text, tokens: used, budget, items, omitted: n - taken }
 }
-
-/** Newest first: the default priority when the agent has no focus to rank by. */
-export const recencyPriority = (entry: WorkingEntry): number => entry.timestamp
 
 /** The budget a build may use: the agent's, or a lower per-call limit. */
 export const effectiveBudget = (view: AgentView, limit?: number): number =>
   limit === undefined ? view.budgetInForce : Math.min(view.budgetInForce, limit)
-
-/**
- * Native entries and the open step's cues, ranked by `priority`. A cue that
- * recalls a summarised entry's raw text stands in for the native entry.
- */
-export const candidatesOf = (
-  view: AgentView,
-  priority: (entry: WorkingEntry, cue: boolean) => number = recencyPriority,
-): Candidate[] => {
-  const candidates: Candidate[] = []
-  for (const entry of HashMap.values(view.entries)) {
-    if (!HashMap.has(view.cues, entry.id)) candidates.push({ entry, priority: priority(entry, false), cue: false })
-  }
-  for (const entry of HashMap.values(view.cues)) candidates.push({ entry, priority: priority(entry, true), cue: true })
-  return candidates
-}
-
-/**
- * The priority of a build: with a focus, the relevance of each entry to it,
- * r = α·sim + β·recency + γ·frequency. Once retrieval has recalled for the
- * step, sim is the similarity it recorded (StepRecalled for working
- * entries, CueRehydrated for cues): one ranking over both tiers. Before
- * that, sim comes from an entry's BM25 rank against the focus among the
- * candidates, on the same reciprocal-rank scale. Without a focus, recency.
- * A pure function of the view, so an audit replay ranks exactly as the
- * build did.
- */
-export const priorityFor = (view: AgentView): ((entry: WorkingEntry, cue: boolean) => number) => {
-  const focus = currentFocus(view)
-  const query = termStats(focusText(focus)).terms
-  if (query.length === 0) return recencyPriority
-  const weights = view.config.relevance ?? DEFAULT_RELEVANCE
-  // Once retrieval has recalled for the step, its similarities rank natives and cues alike.
-  const recalledNative = view.step?.similarities ?? null
-  const pool = [...HashMap.values(view.entries), ...HashMap.values(view.cues)]
-  const lexical = recalledNative ? [] : bm25Scaled(query, pool.map(entryStats))
-  const ranked = pool
-    .map((entry, i) => ({ entry, score: lexical[i] ?? 0 }))
-    .filter((x) => x.score > 0)
-    .sort((a, b) => b.score - a.score)
-  const similarity = recalledNative ? new Map(recalledNative) : fuseRankings([ranked.map((x) => x.entry.id)], 1)
-  return (entry, cue) => {
-    const recalled = cue ? Option.getOrElse(HashMap.get(view.cueRelevance, entry.id), () => 0) : 0
-    return relevance(
-      {
-        similarity: Math.max(similarity.get(entry.id) ?? 0, recalled),
-        recency: recencyOf(view.clock, Math.max(entry.timestamp, entry.lastCitedAt ?? 0)),
-        frequency: frequencyOf(entry.citationCount),
-      },
-      weights,
-    )
-  }
-}
-
-/** The lexical terms of the text working holds for an entry. */
-export const entryStats = (entry: WorkingEntry): TermStats => statsOf(entry)
 
 export interface ContextOptions {
   readonly limit?: number
@@ -259,8 +241,8 @@ export interface ContextOptions {
  * build, and what `wm replay` and the dashboard rebuild at a past instant.
  */
 export const contextOfView = (view: AgentView, options: ContextOptions = {}): BuiltContext =>
-  buildContext(
-    candidatesOf(view, priorityFor(view)),
+  packContext(
+    rankedCandidates(view),
     effectiveBudget(view, options.limit),
     options.order ?? "timestamp",
     view.config.encoding,

@@ -5,23 +5,17 @@
  * service builds it for a `context.build` request.
  */
 import type { AgentView } from "../../domain/agent-view.ts"
-import {
-  type BuiltContext,
-  buildContext,
-  candidatesOf,
-  effectiveBudget,
-  priorityFor,
-} from "../../domain/context-builder.ts"
+import { type BuiltContext, contextOfView } from "../../domain/context-builder.ts"
 import { fullSupervisorView } from "../support/full-view.ts"
 import { median, percentile } from "./stats.ts"
 
 /**
  * What the working service does for a `context.build` request without a
- * limit, once the step's cues are in the view: rank by relevance to the
- * focus, then build.
+ * limit, once the step's cues are in the view (`decideRead`): rank by
+ * relevance to the focus (remembered with the view's parts), then pack and
+ * render.
  */
-export const buildAsTheServiceDoes = (view: AgentView): BuiltContext =>
-  buildContext(candidatesOf(view, priorityFor(view)), effectiveBudget(view, undefined), "timestamp")
+export const buildAsTheServiceDoes = (view: AgentView): BuiltContext => contextOfView(view)
 
 export interface ContextBuildRound {
   readonly p50Ms: number

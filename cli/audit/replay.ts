@@ -1,10 +1,9 @@
 /**
  * An agent's working view and built context as they were at an instant,
  * rebuilt from the log with the shared reducer (`evolve`) and the context
- * builder exactly as the working service calls it: `buildContext(
- * candidatesOf(view, priorityFor(view)), effectiveBudget(view, limit), order,
- * view.config.encoding)` — with a focus, entries are ranked by their
- * relevance to it, a pure function of the view.
+ * builder exactly as the working service calls it: `contextOfView(view,
+ * { limit, order })` — with a focus, entries are ranked by their relevance
+ * to it, a pure function of the view.
  *
  * The instant is a time (events whose envelope `at` is at or before it are
  * applied, in stream order) or a stream sequence (events up to it).

@@ -9,8 +9,8 @@ import { dateLineTokens, lineTokens, renderDateLine } from "../../domain/render.
 /** The same view with every entry a new object: nothing remembered of the originals applies to it. */
 const withFreshEntries = (view: AgentView): AgentView => ({
   ...view,
-  entries: HashMap.map(view.entries, (entry) => ({ ...entry })),
-  cues: HashMap.map(view.cues, (entry) => ({ ...entry })),
+  entries: HashMap.map(view.entries, (entry) => ({ ...entry, tokens: { ...entry.tokens } })),
+  cues: HashMap.map(view.cues, (entry) => ({ ...entry, tokens: { ...entry.tokens } })),
 })
 
 describe("context build with remembered entry forms, terms and blocks", () => {
