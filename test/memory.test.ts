@@ -7,11 +7,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
 import { countTokens } from "../domain/tokens.ts"
 import type { AgentClient } from "../sdk/client.ts"
+import { LongTerm, type LongTermShape } from "../services/memory/longterm/longterm.ts"
 import { LongTermStore, type LongTermStoreShape } from "../services/memory/longterm/store.ts"
 import { AgentSharing } from "../services/platform/access/sharing.ts"
 import { steppingClock } from "./support/clock.ts"
 import { FILLER_TURNS } from "./support/fillers.ts"
-import { readLog } from "./support/log.ts"
+import { lastSeq, readLog } from "./support/log.ts"
 import { startLongTermAlone } from "./support/longterm.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -346,6 +347,17 @@ describe("the long-term projection", () => {
         await runtime.dispose()
       }
     }
+    // Fading goes on after the memorable entry demotes: compare once the log is quiet and the live store has
+    // stored all of it.
+    let seq = await lastSeq(system.server.url)
+    for (let quiet = 0; quiet < 5; ) {
+      await new Promise((r) => setTimeout(r, 200))
+      const now = await lastSeq(system.server.url)
+      quiet = now === seq ? quiet + 1 : 0
+      seq = now
+    }
+    const liveLongTerm = await system.services.runtime.runPromise(LongTerm as unknown as Effect.Effect<LongTermShape>)
+    await system.services.runtime.runPromise(liveLongTerm.waitFor(seq))
     const first = await rebuild()
     expect(first).toEqual(await listRecords({}))
     expect(await rebuild()).toEqual(first)
