@@ -74,6 +74,60 @@ const build = (operations: ReadonlyArray<{ kind: "add" | "remove"; id: number; t
   return { index, live }
 }
 
+/**
+ * The top k over posting lists of many blocks whose bounds differ, with ties, removals inside blocks and
+ * boosts, against exhaustive scoring.
+ * Runs of documents of one kind each (a topic the memory dwells on for a while), so that a term's
+ * largest count and shortest document differ from block to block of its postings and the walk can
+ * skip whole stretches; within a run the documents tie exactly, so insertion order decides.
+ */
+const manyBlocksProperty = () => {
+  const shape = fc.array(fc.constantFrom("a", "b", "c", "d", "e", "f"), { minLength: 1, maxLength: 7 })
+  return fc.property(
+    fc.array(
+      fc.record({
+        shapes: fc.array(shape, { minLength: 1, maxLength: 3 }),
+        size: fc.integer({ min: 1, max: 300 }),
+      }),
+      {
+        minLength: 2,
+        maxLength: 8,
+      },
+    ),
+    fc.array(fc.nat(), { maxLength: 300 }),
+    fc.array(fc.nat(), { maxLength: 40 }),
+    fc.array(fc.constantFrom("a", "b", "c", "d", "e", "f", "z"), { minLength: 1, maxLength: 8 }),
+    fc.integer({ min: 1, max: 30 }),
+    fc.option(fc.dictionary(fc.constantFrom("a", "b", "c", "d", "e", "f"), fc.double({ min: 0, max: 3, noNaN: true }))),
+    (runs, removals, readditions, terms, limit, boosts) => {
+      const index = new LexicalIndex()
+      const documents = new Map<string, ReadonlyArray<string>>()
+      let i = 0
+      for (const run of runs)
+        for (let k = 0; k < run.size; k++, i++) {
+          const doc = run.shapes[k % run.shapes.length]!
+          index.add("agent", `e${i}`, doc)
+          documents.set(`e${i}`, doc)
+        }
+      const live = new Map(documents)
+      for (const r of removals) {
+        const id = `e${r % i}`
+        index.remove("agent", id)
+        live.delete(id)
+      }
+      // Some come back, at the end of the insertion order.
+      for (const r of readditions) {
+        const id = `e${r % i}`
+        if (live.has(id)) continue
+        index.add("agent", id, documents.get(id)!)
+        live.set(id, documents.get(id)!)
+      }
+      const boostMap = boosts ? new Map(Object.entries(boosts)) : undefined
+      expect(index.search("agent", terms, limit, boostMap)).toEqual(exhaustive([...live], terms, limit, boostMap))
+    },
+  )
+}
+
 describe("the lexical index's top k", () => {
   it("is the top k of exhaustive BM25+ scoring, on random corpora with removals and re-additions", () => {
     fc.assert(
@@ -149,118 +203,16 @@ describe("the lexical index's top k", () => {
   })
 
   it("holds over posting lists of many blocks whose bounds differ, with ties, removals inside blocks and boosts", () => {
-    // Runs of documents of one kind each (a topic the memory dwells on for a while), so that a term's
-    // largest count and shortest document differ from block to block of its postings and the walk can
-    // skip whole stretches; within a run the documents tie exactly, so insertion order decides.
-    const shape = fc.array(fc.constantFrom("a", "b", "c", "d", "e", "f"), { minLength: 1, maxLength: 7 })
-    fc.assert(
-      fc.property(
-        fc.array(
-          fc.record({
-            shapes: fc.array(shape, { minLength: 1, maxLength: 3 }),
-            size: fc.integer({ min: 1, max: 300 }),
-          }),
-          {
-            minLength: 2,
-            maxLength: 8,
-          },
-        ),
-        fc.array(fc.nat(), { maxLength: 300 }),
-        fc.array(fc.nat(), { maxLength: 40 }),
-        fc.array(fc.constantFrom("a", "b", "c", "d", "e", "f", "z"), { minLength: 1, maxLength: 8 }),
-        fc.integer({ min: 1, max: 30 }),
-        fc.option(
-          fc.dictionary(fc.constantFrom("a", "b", "c", "d", "e", "f"), fc.double({ min: 0, max: 3, noNaN: true })),
-        ),
-        (runs, removals, readditions, terms, limit, boosts) => {
-          const index = new LexicalIndex()
-          const documents = new Map<string, ReadonlyArray<string>>()
-          let i = 0
-          for (const run of runs)
-            for (let k = 0; k < run.size; k++, i++) {
-              const doc = run.shapes[k % run.shapes.length]!
-              index.add("agent", `e${i}`, doc)
-              documents.set(`e${i}`, doc)
-            }
-          const live = new Map(documents)
-          for (const r of removals) {
-            const id = `e${r % i}`
-            index.remove("agent", id)
-            live.delete(id)
-          }
-          // Some come back, at the end of the insertion order.
-          for (const r of readditions) {
-            const id = `e${r % i}`
-            if (live.has(id)) continue
-            index.add("agent", id, documents.get(id)!)
-            live.set(id, documents.get(id)!)
-          }
-          const boostMap = boosts ? new Map(Object.entries(boosts)) : undefined
-          expect(index.search("agent", terms, limit, boostMap)).toEqual(exhaustive([...live], terms, limit, boostMap))
-        },
-      ),
-      { numRuns: 400 },
-    )
+    fc.assert(manyBlocksProperty(), { numRuns: 400 })
   })
 
   it("holds with a boost so small its products are subnormal (a case the property above once met)", () => {
-    // Runs of documents of one kind each (a topic the memory dwells on for a while), so that a term's
-    // largest count and shortest document differ from block to block of its postings and the walk can
-    // skip whole stretches; within a run the documents tie exactly, so insertion order decides.
-    const shape = fc.array(fc.constantFrom("a", "b", "c", "d", "e", "f"), { minLength: 1, maxLength: 7 })
-    fc.assert(
-      fc.property(
-        fc.array(
-          fc.record({
-            shapes: fc.array(shape, { minLength: 1, maxLength: 3 }),
-            size: fc.integer({ min: 1, max: 300 }),
-          }),
-          {
-            minLength: 2,
-            maxLength: 8,
-          },
-        ),
-        fc.array(fc.nat(), { maxLength: 300 }),
-        fc.array(fc.nat(), { maxLength: 40 }),
-        fc.array(fc.constantFrom("a", "b", "c", "d", "e", "f", "z"), { minLength: 1, maxLength: 8 }),
-        fc.integer({ min: 1, max: 30 }),
-        fc.option(
-          fc.dictionary(fc.constantFrom("a", "b", "c", "d", "e", "f"), fc.double({ min: 0, max: 3, noNaN: true })),
-        ),
-        (runs, removals, readditions, terms, limit, boosts) => {
-          const index = new LexicalIndex()
-          const documents = new Map<string, ReadonlyArray<string>>()
-          let i = 0
-          for (const run of runs)
-            for (let k = 0; k < run.size; k++, i++) {
-              const doc = run.shapes[k % run.shapes.length]!
-              index.add("agent", `e${i}`, doc)
-              documents.set(`e${i}`, doc)
-            }
-          const live = new Map(documents)
-          for (const r of removals) {
-            const id = `e${r % i}`
-            index.remove("agent", id)
-            live.delete(id)
-          }
-          // Some come back, at the end of the insertion order.
-          for (const r of readditions) {
-            const id = `e${r % i}`
-            if (live.has(id)) continue
-            index.add("agent", id, documents.get(id)!)
-            live.set(id, documents.get(id)!)
-          }
-          const boostMap = boosts ? new Map(Object.entries(boosts)) : undefined
-          expect(index.search("agent", terms, limit, boostMap)).toEqual(exhaustive([...live], terms, limit, boostMap))
-        },
-      ),
-      {
-        numRuns: 1,
-        seed: -1154350343,
-        path: "156:2:1:1:1:3:3:2:1:2:1:4:3:1:1:6:1:5:2:1:1:16:17:23:1:5:1:2:15:16:19:20:30:44:34:36:30:31:31:30:32:31:31:31:31:34:32:36:36",
-        endOnFailure: true,
-      },
-    )
+    fc.assert(manyBlocksProperty(), {
+      numRuns: 1,
+      seed: -1154350343,
+      path: "156:2:1:1:1:3:3:2:1:2:1:4:3:1:1:6:1:5:2:1:1:16:17:23:1:5:1:2:15:16:19:20:30:44:34:36:30:31:31:30:32:31:31:31:31:34:32:36:36",
+      endOnFailure: true,
+    })
   })
 
   it("scores as MiniSearch's BM25+ did, with the same top scores on an index without removals", () => {

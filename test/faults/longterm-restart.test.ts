@@ -16,17 +16,16 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { QdrantClient } from "@qdrant/js-client-rest"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Effect, Layer } from "effect"
 import { afterAll, expect, it } from "vitest"
 import type { LongTermPayload } from "../../contracts/longterm.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { makeDurableStore } from "../../services/memory/longterm/durable-store.ts"
-import { embeddedStoreLayer } from "../../services/memory/longterm/embedded-store.ts"
 import { LongTerm, type LongTermShape } from "../../services/memory/longterm/longterm.ts"
 import { makeQdrantStore } from "../../services/memory/longterm/qdrant-store.ts"
 import { LongTermStore, type LongTermStoreShape } from "../../services/memory/longterm/store.ts"
-import { foundation } from "../../services/system.ts"
+import { startLongTermAlone } from "../support/longterm.ts"
 import { eventually, readRecords, sleep, streamLastSeq, teardown } from "./support/audit.ts"
 import { callUntilAnswered, contentFor, newStats, pool } from "./support/driver.ts"
 import { REPO_ROOT, recordFigures } from "./support/figures.ts"
@@ -34,7 +33,6 @@ import {
   fadeLayer,
   gatewayLayer,
   type ServiceProcess,
-  settingsFor,
   startInProcess,
   startNodeProcess,
   workingLayer,
@@ -94,15 +92,7 @@ const qdrantTarget = (url: string): Target => {
 
 /** The long-term records a projection rebuilt from the start of the log holds (in-memory store). */
 const rebuildFromLog = async (url: string, upTo: number): Promise<ReadonlyArray<LongTermPayload>> => {
-  const store = embeddedStoreLayer
-  const runtime = ManagedRuntime.make(
-    Layer.merge(
-      LongTerm.everyPartition({ durable: false }).pipe(
-        Layer.provide(Layer.merge(store, foundation(settingsFor(url)("wm-rebuild")))),
-      ),
-      store,
-    ) as Layer.Layer<LongTerm | LongTermStore, unknown>,
-  )
+  const runtime = await startLongTermAlone(url)
   try {
     const longTerm = await runtime.runPromise(LongTerm as unknown as Effect.Effect<LongTermShape>)
     await runtime.runPromise(longTerm.waitFor(upTo))

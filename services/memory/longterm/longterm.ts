@@ -138,6 +138,15 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
         /** Per partition, a release under way: opening the partition again waits for it. */
         const releasing = new Map<number, Fiber.Fiber<void>>()
 
+        /** Every record of one agent, removed. */
+        const removeAgentRecords = (agentId: string) =>
+          Effect.flatMap(store.list({ agentId }), (records) =>
+            store.remove(
+              agentId,
+              records.map((r) => r.entryId),
+            ),
+          )
+
         /** The agents that have records in the partition (the store is asked; rarely needed). */
         const agentsIn = (partition: number) =>
           Effect.map(
@@ -160,12 +169,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
             // The in-memory store is rebuilt: nothing of the partition may be left from an earlier owner.
             if (!store.shared)
               for (const agentId of yield* agentsIn(partition).pipe(Effect.orDie))
-                yield* Effect.flatMap(store.list({ agentId }), (records) =>
-                  store.remove(
-                    agentId,
-                    records.map((r) => r.entryId),
-                  ),
-                ).pipe(Effect.orDie)
+                yield* removeAgentRecords(agentId).pipe(Effect.orDie)
             return 0
           })
 
@@ -317,12 +321,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
                 if ("remove" in first) {
                   yield* store.remove(first.remove.agentId, [first.remove.entryId]).pipe(untilStored("remove"))
                 } else if ("removeAgent" in first) {
-                  yield* Effect.flatMap(store.list({ agentId: first.removeAgent }), (records) =>
-                    store.remove(
-                      first.removeAgent,
-                      records.map((r) => r.entryId),
-                    ),
-                  ).pipe(untilStored("remove of an agent"))
+                  yield* removeAgentRecords(first.removeAgent).pipe(untilStored("remove of an agent"))
                 }
               })
 
@@ -396,13 +395,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
             if (store.shared) return
             const agents = yield* agentsIn(partition).pipe(Effect.orDie)
             if (own !== undefined) return yield* own.release(partition, [...agents]).pipe(Effect.orDie)
-            for (const agentId of agents)
-              yield* Effect.flatMap(store.list({ agentId }), (records) =>
-                store.remove(
-                  agentId,
-                  records.map((r) => r.entryId),
-                ),
-              ).pipe(Effect.orDie)
+            for (const agentId of agents) yield* removeAgentRecords(agentId).pipe(Effect.orDie)
           })
         const runFork = yield* FiberSet.makeRuntime<never>()
         const release = (partition: number) =>
