@@ -215,7 +215,7 @@ export const settings = {
   WM_SNAPSHOT_INTERVAL_MS: integer(
     "WM_SNAPSHOT_INTERVAL_MS",
     60_000,
-    "how often a working or gateway replica snapshots each partition it owns that changed (0: only at shutdown and after a forget)",
+    "how often a replica of a partitioned service (working, gateway, memory, fade) snapshots each partition it owns that changed (0: only at shutdown and after a forget)",
   ),
   WM_DASHBOARD_PORT: integer(
     "WM_DASHBOARD_PORT",

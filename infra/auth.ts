@@ -334,8 +334,10 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
         ...base(name),
         serves: [{ subject: ">", queue: UNKNOWN_OPERATIONS_QUEUE }],
         appends: [ALL_ENTRIES],
-        // Its partition leases and heartbeats (it keeps no snapshots).
-        buckets: [LEASE_BUCKET],
+        // Its partition leases and heartbeats, and the snapshots of the partitions it owns (views and raw texts).
+        buckets: [LEASE_BUCKET, SNAPSHOT_BUCKET],
+        // A rewritten snapshot erases the one it replaces in place (a forget leaves no copy).
+        erases: [kvStream(SNAPSHOT_BUCKET)],
       }
     case "long-term":
       // Its checkpoints (per partition, for a durable store) and the partition leases of the memory service.
@@ -354,11 +356,14 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
     case "retrieval":
       // Cue rehydrated / promoted / dropped on the entry's subject, the step's recall on the step's; recalled raw
       // text is read from the log (the entry's first message), as the substrate reads it.
-      // Its partition leases; the parts of a thread other replicas hold are asked of them on `wm.peer.memory`.
+      // Its partition leases and snapshots (views and indexes); the parts of a thread other replicas hold are
+      // asked of them on `wm.peer.memory`.
       return {
         ...base(name),
         appends: [ALL_ENTRIES, ALL_STEPS],
-        buckets: [CHECKPOINT_BUCKET, REQUEST_BUCKET, LEASE_BUCKET],
+        buckets: [CHECKPOINT_BUCKET, REQUEST_BUCKET, LEASE_BUCKET, SNAPSHOT_BUCKET],
+        // A rewritten snapshot erases the one it replaces in place (a forget leaves no copy).
+        erases: [kvStream(SNAPSHOT_BUCKET)],
         peers: [`${MEMORY_PEERS_ROOT}.>`],
       }
     case "memory":

@@ -259,7 +259,7 @@ describe("wm verify", () => {
     expect(run.stderr).toBe("")
     expect(run.code).toBe(0)
     expect(run.stdout).toMatch(
-      /^ok {4}working-views: 3 agents compared at .+; the live projection matches the log\nok {4}working-snapshots: .+\nok {4}substrate: .+\n$/,
+      /^ok {4}working-views: 3 agents compared at .+; the live projection matches the log\nok {4}working-snapshots: .+\nok {4}gateway-snapshots: .+\nok {4}memory-snapshots: .+\nok {4}fade-snapshots: .+\nok {4}substrate: .+\n$/,
     )
   })
 
@@ -282,7 +282,7 @@ describe("wm verify", () => {
     const lines = run.stdout
       .trim()
       .split("\n")
-      .filter((l) => !l.startsWith("ok    substrate") && !l.startsWith("ok    working-snapshots"))
+      .filter((l) => !l.startsWith("ok    substrate") && !/^ok {4}[a-z]+-snapshots/.test(l))
     expect(lines[0]).toMatch(/^FAIL {2}working-views: 4 agents compared at .+; 2 differences$/)
     expect(lines.slice(1).map((l) => l.trim())).toEqual([
       `agent tampered, entry ${recorded.entryId}, field lastReadAt: live ${readAt}, log null`,

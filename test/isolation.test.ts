@@ -568,7 +568,7 @@ describe("tenants and operators", () => {
     expect(verified.stderr, verified.stderr + verified.stdout).toBe("")
     expect(verified.code).toBe(0)
     expect(verified.stdout).toMatch(
-      /^ok {4}working-views: 3 agents compared at .+; the live projection matches the log\nok {4}working-snapshots: .+\nok {4}substrate: \d+ recorded entries compared; the live projection matches the log\n$/,
+      /^ok {4}working-views: 3 agents compared at .+; the live projection matches the log\nok {4}working-snapshots: .+\nok {4}gateway-snapshots: .+\nok {4}memory-snapshots: .+\nok {4}fade-snapshots: .+\nok {4}substrate: \d+ recorded entries compared; the live projection matches the log\n$/,
     )
 
     const a = auth.agent("alice")

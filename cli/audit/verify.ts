@@ -9,9 +9,11 @@
  * log), folds the agent's events up to that same sequence with the shared
  * reducer, and compares the two field by field.
  *
- * working-snapshots: each partition's latest snapshot (the wm_snapshots
+ * working-snapshots, gateway-snapshots, memory-snapshots, fade-snapshots:
+ * each partition's latest snapshot of that service (the wm_snapshots
  * bucket) against the log folded to the sequence the snapshot covers, so
- * snapshot, live view and rebuild are all compared.
+ * snapshot, live view and rebuild are all compared; for the memory service
+ * and fade also what they keep beside the views (indexes, raw texts).
  *
  * substrate: every EntryRecorded of the log read back as `getRaw` reads it
  * (the first message on the entry's subject).
@@ -30,8 +32,13 @@ import type { MemoryEvent } from "../../contracts/events.ts"
 import { partitionCount, partitionOf } from "../../contracts/partitions.ts"
 import { ALL_AGENT_CONFIG, ALL_EVENTS, agentIdOfEventSubject, EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { type AgentView, evolve, viewResponseOf as viewOf } from "../../domain/agent-view.ts"
+import { KeptTexts } from "../../services/fade/kept-texts.ts"
+import { EpisodeIndex } from "../../services/memory/retrieval/episodes.ts"
+import { indexEvent, memoryIndexState } from "../../services/memory/retrieval/index-state.ts"
+import { LexicalIndex } from "../../services/memory/retrieval/lexical-index.ts"
 import { callOperation, type NoAnswer } from "../../services/platform/api/call.ts"
-import { makeSnapshotStore } from "../../services/platform/partitions/snapshots.ts"
+import type { KeptState } from "../../services/platform/partitions/partitioned-views.ts"
+import { makeSnapshotStore, type ReadSnapshot } from "../../services/platform/partitions/snapshots.ts"
 import { readRecorded } from "../../services/platform/substrate-reader.ts"
 import { scanLog, subjectsMatching } from "./log.ts"
 import type { Progress } from "./progress.ts"
@@ -288,14 +295,35 @@ export const substrateCheck: VerifyCheck = {
   },
 }
 
+/** What a service keeps beside its views, rebuilt as the service folds the log (for its snapshots' check). */
+interface KeptRebuild {
+  readonly kept: KeptState<unknown>
+  readonly apply: (event: MemoryEvent, before: AgentView | undefined, after: AgentView | undefined) => void
+}
+
+const memoryRebuild = (): KeptRebuild => {
+  const lexical = new LexicalIndex()
+  const episodes = new EpisodeIndex()
+  return {
+    kept: memoryIndexState(lexical, episodes),
+    apply: (event, _before, after) => indexEvent(lexical, episodes, event, after),
+  }
+}
+
+const fadeRebuild = (): KeptRebuild => {
+  const texts = new KeptTexts()
+  return { kept: texts.kept(), apply: (event, before, after) => texts.apply(event, before, after) }
+}
+
 /**
- * The working snapshots: each partition's latest snapshot, decoded as the working service decodes it,
- * against the log folded to the sequence it covers. A snapshot that does not decode is reported as not
- * compared (the service ignores it and rebuilds the partition from the log).
+ * A service's partition snapshots: each partition's latest snapshot, decoded as the service decodes it,
+ * against the log folded to the sequence it covers — the views, and what the service keeps beside them
+ * (the memory service's indexes, fade's kept texts), put back and taken again as the service would. A
+ * snapshot that does not decode is reported as not compared (the service ignores it and rebuilds).
  */
-export const workingSnapshotsCheck: VerifyCheck = {
-  name: "working-snapshots",
-  description: "each partition's latest working snapshot against the log folded to the sequence it covers",
+const snapshotsCheck = (service: string, rebuild?: () => KeptRebuild): VerifyCheck => ({
+  name: `${service}-snapshots`,
+  description: `each partition's latest ${service} snapshot against the log folded to the sequence it covers`,
   run: async ({ nc, progress }) => {
     const kv = await new Kvm(nc).open(SNAPSHOT_BUCKET).catch(() => null)
     if (kv === null) return { summary: "no snapshot bucket", differences: [], unchecked: [] }
@@ -307,39 +335,51 @@ export const workingSnapshotsCheck: VerifyCheck = {
     const jsm = await jetstreamManager(nc)
     const streamCreated = (await jsm.streams.info(EVENTS_STREAM)).created
     const partitions = partitionCount()
+    const fromSnapshots = rebuild?.()
+    const fromLog = rebuild?.()
     const store = makeSnapshotStore(kv, {
-      service: "working",
+      service,
       partitions,
       streamCreated,
       chunkBytes: 1,
       erase: async () => undefined,
+      ...(fromSnapshots === undefined ? {} : { state: fromSnapshots.kept }),
     })
-    const snapshots = new Map<number, { seq: number; views: Map<string, AgentView> }>()
+    const snapshots = new Map<number, ReadSnapshot>()
     const unchecked: Unchecked[] = []
     for (let p = 0; p < partitions; p++) {
       const found = await store.read(p)
-      if (typeof found !== "string") snapshots.set(p, { seq: found.manifest.seq, views: found.views })
+      if (typeof found !== "string") snapshots.set(p, found)
       else if (found !== "no snapshot") unchecked.push({ reason: `the snapshot of partition ${p}: ${found}` })
     }
     if (snapshots.size === 0) return { summary: "no snapshots", differences: [], unchecked }
-    const until = Math.max(...[...snapshots.values()].map((s) => s.seq))
+    const until = Math.max(...[...snapshots.values()].map((s) => s.manifest.seq))
     const rebuilt = new Map<string, AgentView>()
-    await scanLog(nc, { filter: ALL_EVENTS, untilSeq: until, progress: progress("verify working-snapshots") }, (r) => {
-      const event: MemoryEvent | null = r.event
-      if (event === null) return
-      const snapshot = snapshots.get(partitionOf(event.agentId, partitions))
-      if (snapshot === undefined || r.seq > snapshot.seq) return
-      try {
-        const next = evolve(rebuilt.get(event.agentId), event, { seq: r.seq })
+    await scanLog(
+      nc,
+      { filter: ALL_EVENTS, untilSeq: until, progress: progress(`verify ${service}-snapshots`) },
+      (r) => {
+        const event: MemoryEvent | null = r.event
+        if (event === null) return
+        const snapshot = snapshots.get(partitionOf(event.agentId, partitions))
+        if (snapshot === undefined || r.seq > snapshot.manifest.seq) return
+        const before = rebuilt.get(event.agentId)
+        let next: AgentView | undefined
+        try {
+          next = evolve(before, event, { seq: r.seq })
+        } catch {
+          // Dead-lettered by the live projection too.
+          return
+        }
         if (next !== undefined) rebuilt.set(event.agentId, next)
         else rebuilt.delete(event.agentId)
-      } catch {
-        // Dead-lettered by the live projection too.
-      }
-    })
+        fromLog?.apply(event, before, next)
+      },
+    )
     const differences: Difference[] = []
     let agents = 0
     for (const [p, snapshot] of snapshots) {
+      const seq = snapshot.manifest.seq
       const ids = new Set([
         ...snapshot.views.keys(),
         ...[...rebuilt.keys()].filter((id) => partitionOf(id, partitions) === p),
@@ -353,11 +393,23 @@ export const workingSnapshotsCheck: VerifyCheck = {
             agent: id,
             field: "(agent)",
             live: s ? "in the snapshot" : "not in the snapshot",
-            log: r ? `present at seq ${snapshot.seq}` : `absent at seq ${snapshot.seq}`,
+            log: r ? `present at seq ${seq}` : `absent at seq ${seq}`,
           })
           continue
         }
-        differences.push(...compareViews(id, viewResponseOf(s, snapshot.seq), viewResponseOf(r, snapshot.seq)))
+        differences.push(...compareViews(id, viewResponseOf(s, seq), viewResponseOf(r, seq)))
+        if (fromSnapshots !== undefined && fromLog !== undefined) {
+          fromSnapshots.kept.restore(id, snapshot.states.get(id))
+          const kept = JSON.stringify(fromSnapshots.kept.take(id))
+          const folded = JSON.stringify(fromLog.kept.take(id))
+          if (kept !== folded)
+            differences.push({
+              agent: id,
+              field: `(${fromSnapshots.kept.format})`,
+              live: `${kept.length} bytes in the snapshot`,
+              log: `${folded.length} bytes folded from the log at seq ${seq}`,
+            })
+        }
       }
     }
     return {
@@ -366,10 +418,19 @@ export const workingSnapshotsCheck: VerifyCheck = {
       unchecked,
     }
   },
-}
+})
+
+export const workingSnapshotsCheck = snapshotsCheck("working")
 
 /** Every check `wm verify` runs, in order. */
-export const CHECKS: ReadonlyArray<VerifyCheck> = [workingViewsCheck, workingSnapshotsCheck, substrateCheck]
+export const CHECKS: ReadonlyArray<VerifyCheck> = [
+  workingViewsCheck,
+  workingSnapshotsCheck,
+  snapshotsCheck("gateway"),
+  snapshotsCheck("memory", memoryRebuild),
+  snapshotsCheck("fade", fadeRebuild),
+  substrateCheck,
+]
 
 // ---------------------------------------------------------------------------
 // Formatting

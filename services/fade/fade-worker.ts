@@ -30,6 +30,7 @@ import { readLastDemotion } from "../platform/log/entry-facts.ts"
 import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
+import { KeptTexts } from "./kept-texts.ts"
 import { Summarizer } from "./summarizer.ts"
 
 export interface FadeWorkerSettingsShape {
@@ -107,72 +108,19 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
       const summarizer = yield* Summarizer
       const embeddings = yield* EmbeddingProvider
       const config = settings.fade
-      // Per agent, per entry: the raw text of every working entry (working drops it at rung 2, but demotion
-      // embeds it), and what a demotion records beside the view (key points working dropped, citations of
-      // earlier lives).
-      const rawText = new Map<string, Map<string, string>>()
-      const histories = new Map<string, Map<string, EntryHistory & { readonly earlierLife?: true }>>()
-      const entryMap = <V>(maps: Map<string, Map<string, V>>, agentId: string) => {
-        let map = maps.get(agentId)
-        if (map === undefined) {
-          map = new Map()
-          maps.set(agentId, map)
-        }
-        return map
-      }
-      /**
-       * Histories are kept for working entries only: a demotion carries the entry's facts (v2), so a cue of it
-       * promoted back to working reads them from its subject when it demotes again (`earlierLife`); kept for
-       * every demoted entry, they would grow with the agent's whole history.
-       */
-      const keepHistory = (before: AgentView | undefined, event: MemoryEvent) => {
-        if (
-          event._tag !== "RungChanged" &&
-          event._tag !== "EntryDemoted" &&
-          event._tag !== "EntryForgotten" &&
-          event._tag !== "CuePromoted"
-        )
-          return
-        const agentHistories = entryMap(histories, event.agentId)
-        const history = agentHistories.get(event.entryId) ?? NO_HISTORY
-        if (event._tag === "EntryForgotten") agentHistories.delete(event.entryId)
-        // Back in working: a v1 demotion's history stays; otherwise the earlier life is read when it is needed.
-        else if (event._tag === "CuePromoted")
-          agentHistories.set(event.entryId, agentHistories.get(event.entryId) ?? { ...NO_HISTORY, earlierLife: true })
-        else if (event._tag === "RungChanged") {
-          if (event.to === 1)
-            agentHistories.set(event.entryId, { ...history, keyPoints: { text: event.text, tokens: event.tokens } })
-        } else if (event.entry !== null) agentHistories.delete(event.entryId)
-        else {
-          // A v1 demotion carries nothing: what the entry's next life needs is kept from here.
-          const working =
-            before === undefined ? undefined : Option.getOrUndefined(HashMap.get(before.entries, event.entryId))
-          agentHistories.set(event.entryId, {
-            ...history,
-            earlierCitations: history.earlierCitations + (working?.citationCount ?? 0),
-          })
-        }
-      }
+      const texts = new KeptTexts()
       /** An entry promoted back from long-term: its earlier life is what its subject's last demotion carried. */
       const historyOf = (agentId: string, entryId: string) =>
         Effect.gen(function* () {
-          const kept = histories.get(agentId)?.get(entryId)
+          const kept = texts.history(agentId, entryId)
           if (kept?.earlierLife !== true) return kept
           const demotion = yield* readLastDemotion(log, agentId, entryId)
           const earlier = demotion?.entry ?? null
           if (earlier === null) return kept
           return { keyPoints: kept.keyPoints ?? earlier.keyPoints, earlierCitations: earlier.citationCount }
         })
-      const keepRawText = (event: MemoryEvent) => {
-        if (event._tag === "EntryRecorded") entryMap(rawText, event.agentId).set(event.entryId, event.content)
-        else if (event._tag === "CuePromoted" && event.recalled.form === "raw")
-          entryMap(rawText, event.agentId).set(event.entryId, event.recalled.text)
-        else if (event._tag === "EntryDemoted" || event._tag === "EntryForgotten")
-          rawText.get(event.agentId)?.delete(event.entryId)
-      }
       const forgetAgent = (agentId: string) => {
-        rawText.delete(agentId)
-        histories.delete(agentId)
+        texts.forgetAgent(agentId)
         locks.delete(agentId)
       }
 
@@ -183,17 +131,15 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
       // One evaluation per agent at a time in this worker: a second would only redo the first's work.
       const locks = new Map<string, Semaphore.Semaphore>()
 
-      // Only the partitions this worker holds a lease on; no snapshots (what it keeps beside the views is
-      // rebuilt from the partitions' events).
+      // Only the partitions this worker holds a lease on; their snapshots carry the kept texts beside the views.
       const views = yield* projectPartitionedViews("fade", {
-        snapshots: false,
+        state: texts.kept(),
         applied: (event, before, after) => {
-          keepHistory(before, event)
+          texts.apply(event, before, after)
           if (after === undefined) {
-            if (event._tag === "AgentForgotten") forgetAgent(event.agentId)
+            if (event._tag === "AgentForgotten") locks.delete(event.agentId)
             return
           }
-          keepRawText(event)
           if (isTrigger(event)) markDirty(event.agentId)
         },
         ready: (_partition, agents) => {
@@ -213,7 +159,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
       const execute = Effect.fn("FadeWorker.execute")(function* (view: AgentView, move: FadeMove) {
         const entry = Option.getOrUndefined(HashMap.get(view.entries, move.entryId))
         if (entry === undefined) return null
-        const source = rawText.get(view.config.id)?.get(entry.id) ?? fullestText(entry)
+        const source = texts.rawText(view.config.id, entry.id) ?? fullestText(entry)
         const made: MadeRepresentation =
           move.to === 1
             ? { to: 1, keyPoints: extractKeyPoints(source, config.keyPointsShare, view.config.encoding) }
@@ -324,7 +270,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         views,
         warmUp,
         stats: () => ({ ...stats }),
-        trackedHistories: () => [...histories.values()].reduce((n, m) => n + m.size, 0),
+        trackedHistories: () => texts.trackedHistories(),
       }
     }),
   )

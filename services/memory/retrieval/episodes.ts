@@ -11,7 +11,7 @@
 import type { Neighbour } from "../../../domain/relevance.ts"
 import { SITTING_GAP_MS } from "../../../domain/render.ts"
 
-interface Point {
+export interface Point {
   readonly entryId: string
   readonly timestamp: number
   readonly correlationId: string | null
@@ -91,8 +91,33 @@ class Timeline {
   }
 }
 
+/** An agent's timeline as a snapshot carries it: its points in order, and each correlation id's entries in order. */
+export interface TimelineParts {
+  readonly points: ReadonlyArray<Point>
+  readonly correlations: ReadonlyArray<readonly [string, ReadonlyArray<string>]>
+}
+
 export class EpisodeIndex {
   readonly #timelines = new Map<string, Timeline>()
+
+  /** The agent's timeline as it stands (copies: the timeline goes on changing). */
+  partsOf(agentId: string): TimelineParts {
+    const timeline = this.#timelines.get(agentId)
+    if (timeline === undefined) return { points: [], correlations: [] }
+    return {
+      points: [...timeline.points],
+      correlations: [...timeline.byCorrelation].map(([id, ids]) => [id, [...ids]] as const),
+    }
+  }
+
+  /** Puts back a timeline taken by `partsOf`, as it was. */
+  restore(agentId: string, parts: TimelineParts): void {
+    const timeline = new Timeline()
+    for (const point of parts.points) timeline.add(point)
+    timeline.byCorrelation.clear()
+    for (const [id, ids] of parts.correlations) timeline.byCorrelation.set(id, [...ids])
+    this.#timelines.set(agentId, timeline)
+  }
 
   add(agentId: string, entryId: string, timestamp: number, correlationId: string | null): void {
     let timeline = this.#timelines.get(agentId)

@@ -235,6 +235,13 @@ export class LexicalIndex {
     this.#indexes.delete(agentId)
   }
 
+  /** The agent's indexed entries with their terms, in insertion order (adding them in this order rebuilds the index). */
+  documentsOf(agentId: string): Array<readonly [string, ReadonlyArray<string>]> {
+    const index = this.#indexes.get(agentId)
+    if (index === undefined) return []
+    return index.ids.flatMap((id) => (id === undefined ? [] : [[id, index.termsOf.get(id)!] as const]))
+  }
+
   /** The indexed terms of an entry (empty when it is not indexed). */
   termsOf(agentId: string, entryId: string): ReadonlyArray<string> {
     return this.#indexes.get(agentId)?.termsOf.get(entryId) ?? []

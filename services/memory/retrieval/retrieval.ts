@@ -54,6 +54,7 @@ import { makeOpenStepMemo } from "../../platform/views/open-step-memo.ts"
 import { LongTerm } from "../longterm/longterm.ts"
 import { LongTermStore } from "../longterm/store.ts"
 import { EpisodeIndex } from "./episodes.ts"
+import { indexEvent, memoryIndexState } from "./index-state.ts"
 import { LexicalIndex } from "./lexical-index.ts"
 import { hitText, type RankedHit, type RankingSources, rankBothTiers } from "./rank.ts"
 import { decodeThreadPartReply, decodeThreadPartRequest, PEER_WAIT_MS } from "./thread-parts.ts"
@@ -168,24 +169,18 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
 
       /** Indexes both tiers' texts as the log goes; the partition's long-term projection runs beside it. */
       const hooks: PartitionHooks = {
-        // The lexical and episode indexes are more than the views: a partition is rebuilt from the log.
-        snapshots: false,
+        // Snapshots carry the lexical and episode indexes beside the views.
+        state: memoryIndexState(lexical, episodes),
         opened: (partition, scope) => Effect.asVoid(longTerm.open(partition, scope)),
         settled: (partition) => longTerm.partitions().get(partition)?.caughtUp ?? Effect.void,
         applied: (event, before, after) => {
+          indexEvent(lexical, episodes, event, after)
           if (after === undefined) {
             if (event._tag === "AgentForgotten") dropAgents([event.agentId])
             return
           }
-          if (event._tag === "EntryRecorded") {
-            lexical.add(event.agentId, event.entryId, terms(event.content))
-            episodes.add(event.agentId, event.entryId, event.timestamp, event.correlationId)
-          } else if (event._tag === "EntryDemoted") vectors.delete(`${event.agentId}/${event.entryId}`)
-          else if (event._tag === "EntryForgotten") {
-            lexical.remove(event.agentId, event.entryId)
-            episodes.remove(event.agentId, event.entryId)
+          if (event._tag === "EntryDemoted" || event._tag === "EntryForgotten")
             vectors.delete(`${event.agentId}/${event.entryId}`)
-          }
           if (live && partitioned?.owns(event.agentId))
             runFork(react(before, after, event).pipe(Effect.catchCause((c) => Effect.logError("[retrieval]", c))))
         },

@@ -37,7 +37,7 @@ import type { AgentViews } from "../views/agent-views.ts"
 import { holdPartitionLeases, type PartitionLeases } from "./leases.ts"
 import { lastSeqOfPartition } from "./partition-position.ts"
 import { PartitionSettings } from "./settings.ts"
-import { openSnapshotStore } from "./snapshots.ts"
+import { openSnapshotStore, type SnapshotAgent, type SnapshotState } from "./snapshots.ts"
 
 /** A projection whose waits and position can be asked for one agent's partition. */
 export interface PartitionedProjection extends Projection {
@@ -129,10 +129,23 @@ export const checkLogLayout = (partitions: number) =>
     }
   })
 
+/** What a service keeps per agent beside the view, carried by its partitions' snapshots. */
+export interface KeptState<S> extends SnapshotState<S> {
+  /** The agent's state as a snapshot carries it, now: JSON-ready, and a copy of anything that changes later. */
+  readonly take: (agentId: string) => unknown
+  /** Puts an agent's decoded state back, before the partition's tail is replayed. */
+  readonly restore: (agentId: string, state: S) => void
+}
+
+/** A service's kept state, for the hooks (the decoded state's type stays the service's). */
+export const keptState = <S>(kept: KeptState<S>): KeptState<unknown> => kept as KeptState<unknown>
+
 /** What a service keeps beside the views of its partitions, told as the views change. */
 export interface PartitionHooks {
-  /** Snapshots of the views (default true); a service whose state is more than its views replays instead. */
+  /** Snapshots of the partitions (default true). */
   readonly snapshots?: boolean
+  /** What the service keeps per agent beside the views: snapshots carry it too. */
+  readonly state?: KeptState<unknown>
   /** After each event applied to an agent's view (`after` undefined: the view was removed). */
   readonly applied?: (
     event: MemoryEvent,
@@ -169,7 +182,8 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
     let catchUpFailure: unknown = null
     yield* checkLogLayout(settings.partitions)
     // Without snapshots the bucket is not even opened (the service's user may have no rights on it).
-    const snapshots = hooks.snapshots === false ? null : yield* openSnapshotStore(service, settings.partitions)
+    const snapshots =
+      hooks.snapshots === false ? null : yield* openSnapshotStore(service, settings.partitions, hooks.state)
 
     const lastSeqOf = (partition: number) => lastSeqOfPartition(partition).pipe(Effect.provideService(Nats, nats))
 
@@ -181,6 +195,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         const snapshotMillis = snapshots === null ? 0 : Date.now() - began
         if (snapshot !== null) {
           for (const [id, view] of snapshot.views) state.views.set(id, view)
+          if (hooks.state !== undefined) for (const [id, kept] of snapshot.states) hooks.state.restore(id, kept)
           state.snapshotSeq = snapshot.seq
           state.snapshotAt = Date.now()
         }
@@ -293,10 +308,16 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
           )
         }
         if (state.tainted) return Effect.void
+        // Taken in one synchronous step, so views and kept state are both at `seq`.
         const seq = projection.appliedSeq()
+        const kept = hooks.state
+        const agents = [...state.views].map(([id, view]): readonly [string, SnapshotAgent] => [
+          id,
+          kept === undefined ? { view } : { view, state: kept.take(id) },
+        ])
         const forgotten = state.forgotten
         state.forgotten = false
-        return snapshots.save(state.partition, seq, state.views).pipe(
+        return snapshots.save(state.partition, seq, agents).pipe(
           Effect.tap((manifest) =>
             Effect.sync(() => {
               if (manifest === null) return

@@ -3,7 +3,11 @@
  *
  *   <service>.<p>                  manifest: { format, partitions, stream, seq, id, chunks, bytes, sha256, agents, at }
  *   <service>.<p>.<id>.<n>         chunk n of snapshot <id>: a slice of its body, JSON lines:
- *                                  { format, seq, agents } then one [agentId, encodedView] per line
+ *                                  { format, seq, agents } then one [agentId, encodedView] per line, or
+ *                                  [agentId, encodedView, state] for a service that keeps more than views
+ *
+ * A service whose state is more than its views (the memory service's indexes, fade's raw texts) names
+ * its state's format: the manifest records it, and a snapshot of another state format is ignored.
  *
  * Written and read a chunk at a time, a view at a time: neither side holds the whole body as one
  * string, so a partition's snapshot costs little more memory than its views.
@@ -57,27 +61,55 @@ export interface Manifest {
   readonly sha256: string
   readonly agents: number
   readonly at: number
+  /** The format of the per-agent state beside the views (absent: views only). */
+  readonly state?: string
+}
+
+/** What a service keeps per agent beside its view, as a snapshot carries it. */
+export interface SnapshotState<S> {
+  /** Named in the manifest: change it when the encoding changes, and older snapshots are rebuilt. */
+  readonly format: string
+  /** Throws on anything it does not recognise (the snapshot is then ignored). */
+  readonly decode: (value: unknown) => S
+}
+
+/** One agent's part of a snapshot, taken at the sequence the snapshot covers. */
+export interface SnapshotAgent {
+  readonly view: AgentView
+  /** The service's state of the agent, already JSON-ready (undefined for a views-only service). */
+  readonly state?: unknown
 }
 
 export interface LoadedSnapshot {
   readonly seq: number
   readonly views: Map<string, AgentView>
+  /** The decoded state of each agent (empty for a views-only service). */
+  readonly states: Map<string, unknown>
   readonly manifest: Manifest
+}
+
+export interface ReadSnapshot {
+  readonly manifest: Manifest
+  readonly views: Map<string, AgentView>
+  readonly states: Map<string, unknown>
 }
 
 export interface SnapshotStore {
   /** The latest snapshot of the partition, or null (none, or one that does not decode: the reason is logged). */
   readonly load: (partition: number) => Effect.Effect<LoadedSnapshot | null>
-  /** Writes a snapshot of the views at `seq` and erases the one it replaces. */
+  /**
+   * Writes a snapshot at `seq` and erases the one it replaces. `agents` must be taken at `seq` (views are
+   * immutable; a service's state is copied when it is taken), as the partition moves on while it is written.
+   */
   readonly save: (
     partition: number,
     seq: number,
-    views: ReadonlyMap<string, AgentView>,
+    agents: ReadonlyArray<readonly [string, SnapshotAgent]>,
   ) => Effect.Effect<Manifest | null, Error>
   /** Erases the partition's snapshot in place, manifest and chunks: nothing of it is left in the store. */
   readonly drop: (partition: number) => Effect.Effect<void, Error>
   /** Reads a snapshot's views without logging (for `wm verify`). */
-  readonly read: (partition: number) => Promise<{ manifest: Manifest; views: Map<string, AgentView> } | string>
+  readonly read: (partition: number) => Promise<ReadSnapshot | string>
 }
 
 const textEncoder = new TextEncoder()
@@ -94,9 +126,10 @@ export const makeSnapshotStore = (
     readonly streamCreated: string
     readonly chunkBytes: number
     readonly erase: (seq: number) => Promise<void>
+    readonly state?: SnapshotState<unknown>
   },
 ) => {
-  const { service, partitions, streamCreated, chunkBytes } = options
+  const { service, partitions, streamCreated, chunkBytes, state } = options
   /** Manifest revisions this writer last saw, for its compare-and-set. */
   const revisions = new Map<number, number>()
 
@@ -117,16 +150,19 @@ export const makeSnapshotStore = (
     if (entry !== null && entry.operation === "PUT") await options.erase(entry.revision)
   }
 
-  const read = async (partition: number): Promise<{ manifest: Manifest; views: Map<string, AgentView> } | string> => {
+  const read = async (partition: number): Promise<ReadSnapshot | string> => {
     const { manifest, revision } = await manifestOf(partition)
     revisions.set(partition, revision)
     if (manifest === null) return "no snapshot"
     if (manifest.format !== SNAPSHOT_FORMAT) return `format ${manifest.format}, this code reads ${SNAPSHOT_FORMAT}`
     if (manifest.partitions !== partitions) return `taken with ${manifest.partitions} partitions, not ${partitions}`
     if (manifest.stream !== streamCreated) return "taken of another event stream (recreated or migrated since)"
+    if ((manifest.state ?? null) !== (state?.format ?? null))
+      return `state ${manifest.state ?? "none"}, this code reads ${state?.format ?? "none"}`
     const hash = createHash("sha256")
     const decoder = new TextDecoder("utf-8", { fatal: true })
     const views = new Map<string, AgentView>()
+    const states = new Map<string, unknown>()
     let header: { format?: unknown; seq?: unknown; agents?: unknown } | null = null
     let pending = ""
     let bytes = 0
@@ -146,9 +182,10 @@ export const makeSnapshotStore = (
         header = JSON.parse(line) as { format?: unknown; seq?: unknown; agents?: unknown }
         return
       }
-      const [agentId, view] = JSON.parse(line) as [unknown, unknown]
+      const [agentId, view, agentState] = JSON.parse(line) as [unknown, unknown, unknown]
       if (typeof agentId !== "string") throw new Error("a view without its agent id")
       views.set(agentId, decodeView(view))
+      if (state !== undefined) states.set(agentId, state.decode(agentState))
     }
     const text = (bytes: Uint8Array, stream: boolean) => {
       try {
@@ -173,7 +210,7 @@ export const makeSnapshotStore = (
     const head = header as { format?: unknown; seq?: unknown; agents?: unknown } | null
     if (head?.format !== SNAPSHOT_FORMAT || head.seq !== manifest.seq || head.agents !== views.size)
       return "body does not match its manifest"
-    return { manifest, views }
+    return { manifest, views, states }
   }
 
   /**
@@ -204,17 +241,14 @@ export const makeSnapshotStore = (
           console.error(`[${service}] snapshot of partition ${partition} ignored (${found}): rebuilding from the log`)
         return null
       }
-      return { seq: found.manifest.seq, views: found.views, manifest: found.manifest }
+      return { seq: found.manifest.seq, views: found.views, states: found.states, manifest: found.manifest }
     })
 
-  const save = (partition: number, seq: number, views: ReadonlyMap<string, AgentView>) =>
+  const save = (partition: number, seq: number, taken: ReadonlyArray<readonly [string, SnapshotAgent]>) =>
     Effect.tryPromise({
       try: async (): Promise<Manifest | null> => {
         await swept(partition)
         const id = nuid.next()
-        // Views are immutable: taking the references now fixes the snapshot at `seq`, however the
-        // partition moves on while the chunks are written.
-        const taken = [...views]
         // The body is cut into chunks as its lines are made: one view's JSON at a time in memory.
         const hash = createHash("sha256")
         let chunks = 0
@@ -249,7 +283,14 @@ export const makeSnapshotStore = (
           }
         }
         await write(JSON.stringify({ format: SNAPSHOT_FORMAT, seq, agents: taken.length }))
-        for (const [agentId, view] of taken) await write(JSON.stringify([agentId, encodeView(view)]))
+        for (const [agentId, agent] of taken)
+          await write(
+            JSON.stringify(
+              state === undefined
+                ? [agentId, encodeView(agent.view)]
+                : [agentId, encodeView(agent.view), agent.state ?? null],
+            ),
+          )
         if (partsBytes > 0) await putChunk(joined())
         const manifest: Manifest = {
           format: SNAPSHOT_FORMAT,
@@ -262,6 +303,7 @@ export const makeSnapshotStore = (
           sha256: hash.digest("hex"),
           agents: taken.length,
           at: Date.now(),
+          ...(state === undefined ? {} : { state: state.format }),
         }
         const previous = await manifestOf(partition)
         try {
@@ -299,7 +341,7 @@ export const makeSnapshotStore = (
 }
 
 /** The snapshot store of a service, on the service's connection. */
-export const openSnapshotStore = (service: string, partitions: number) =>
+export const openSnapshotStore = (service: string, partitions: number, state?: SnapshotState<unknown>) =>
   Effect.gen(function* () {
     const { js, jsm, nc } = yield* Nats
     const settings = yield* NatsSettings
@@ -320,6 +362,7 @@ export const openSnapshotStore = (service: string, partitions: number) =>
       partitions,
       streamCreated,
       chunkBytes: Math.max(16 * 1024, maxPayload - 64 * 1024),
+      ...(state === undefined ? {} : { state }),
       erase: async (seq) => {
         await jsm.streams.deleteMessage(`KV_${SNAPSHOT_BUCKET}`, seq, true).catch(() => undefined)
       },
