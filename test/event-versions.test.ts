@@ -13,16 +13,17 @@ import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Effect, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { decodeEvent } from "../contracts/decode.ts"
-import { NotCaughtUp } from "../contracts/errors.ts"
+import { NotCaughtUp, Unavailable } from "../contracts/errors.ts"
+import { partitionOf } from "../contracts/partitions.ts"
 import { agentStepSubject, upgradeLegacySubject } from "../contracts/subjects.ts"
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
-import { WorkingMemoryClient } from "../sdk/client.ts"
+import { NoResponse, WorkingMemoryClient } from "../sdk/client.ts"
 import { followOwnEvents, type OwnEvent, readOwnEvents } from "../sdk/own-events.ts"
 import { LongTerm, type LongTermShape } from "../services/memory/longterm/longterm.ts"
 import { LongTermStore, type LongTermStoreShape } from "../services/memory/longterm/store.ts"
 import { workingService } from "../services/system.ts"
-import { readRecords, rebuildViews } from "./faults/support/audit.ts"
-import { settingsFor } from "./faults/support/services.ts"
+import { eventually, readRecords, rebuildViews } from "./faults/support/audit.ts"
+import { gatewayLayer, gatewayOf, settingsFor, startInProcess } from "./faults/support/services.ts"
 import { comparableView, readFixture, V1_EXPECTED, V1_LOG } from "./fixtures/v1-log.ts"
 import { startLongTermAlone } from "./support/longterm.ts"
 
@@ -164,6 +165,59 @@ describe("the SDK's own-events reader", () => {
     } finally {
       await client.close()
       await working.dispose()
+    }
+  })
+})
+
+describe("a gateway past an event newer than it reads", () => {
+  it("refuses every write for the agents of that partition, naming the upgrade, and decides for the others", async () => {
+    // A log of its own: a service whose warm-up meets a newer event does not start, and the other tests start some.
+    const own = await startNatsServer()
+    const gateway = await startInProcess(gatewayLayer(own.url))
+    const client = await WorkingMemoryClient.connect({ servers: own.url, timeoutMs: 2_000, attempts: 1 })
+    const owned = await connect({ servers: own.url })
+    try {
+      const stale = "gw-stale"
+      const fresh = ["gw-fresh-0", "gw-fresh-1", "gw-fresh-2"].find((id) => partitionOf(id) !== partitionOf(stale))!
+      for (const id of [stale, fresh]) await client.agent(id).register({ role: "main" })
+      const envelope = { eventId: "fut-gw", agentId: stale, at: 1, causationId: null, correlationId: null }
+      const newer = await jetstream(owned).publish(
+        agentStepSubject(stale),
+        JSON.stringify({ _tag: "StepStarted", v: 9, ...envelope, stepId: "s", focus: null }),
+      )
+      const shape = await gatewayOf(gateway)
+      await eventually("the gateway to stop at the newer event", () =>
+        shape.views.projection.halted(stale)?.seq === newer.seq ? true : undefined,
+      )
+
+      const refused = await client
+        .agent(stale)
+        .record({ origin: "USER", content: "decided on a stale view" })
+        .then(
+          () => null,
+          (error: unknown) => error,
+        )
+      // Unavailable is what the SDK retries (an upgraded replica may take the partition); after its attempts it says so.
+      expect(refused).toBeInstanceOf(NoResponse)
+      const cause = (refused as NoResponse).cause
+      expect(cause).toBeInstanceOf(Unavailable)
+      expect((cause as Unavailable).reason).toMatch(
+        new RegExp(
+          `^this gateway stopped before seq ${newer.seq} of the log: StepStarted v9 is newer than it reads .*; upgrade the gateway$`,
+        ),
+      )
+      await expect(client.agent(stale).beginStep({})).rejects.toBeInstanceOf(NoResponse)
+      // The other partition is unaffected.
+      expect((await client.agent(fresh).record({ origin: "USER", content: "still decided" })).entryId).toBeTypeOf(
+        "string",
+      )
+      const after = (await readRecords(own.url)).filter((r) => r.seq > newer.seq && r.event?.agentId === stale)
+      expect(after).toEqual([])
+    } finally {
+      await owned.close()
+      await client.close()
+      await gateway.stop()
+      await own.stop()
     }
   })
 })

@@ -382,15 +382,33 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         ),
       )
 
-      yield* serveOperation("registerAgent", registerAgent, owner)
-      yield* serveOperation("retuneBudget", retuneBudget, owner)
-      yield* serveOperation("enterHyperfocus", enterHyperfocus, owner)
-      yield* serveOperation("exitHyperfocus", exitHyperfocus, owner)
-      yield* serveOperation("recordEntry", recordEntry, owner)
-      yield* serveOperation("beginStep", beginStep, owner)
-      yield* serveOperation("setFocus", setFocus, owner)
-      yield* serveOperation("referenceEntries", referenceEntries, owner)
-      yield* serveOperation("endStep", endStep, owner)
+      /**
+       * A partition whose projection stopped at an event newer than this code reads has a stale view: a
+       * write decided on it could break what that event changed, so every write for its agents is refused
+       * until a gateway that reads it (an upgraded one) takes the partition.
+       */
+      const decidingOnCurrentLog =
+        <Rq, A, E, R>(handler: (agentId: string, request: Rq) => Effect.Effect<A, E, R>) =>
+        (agentId: string, request: Rq): Effect.Effect<A, E | Unavailable, R> =>
+          Effect.suspend((): Effect.Effect<A, E | Unavailable, R> => {
+            const halt = views.projection.halted(agentId)
+            if (halt === null) return handler(agentId, request)
+            return Effect.fail(
+              new Unavailable({
+                reason: `this gateway stopped before seq ${halt.seq} of the log: ${halt.error.eventType} v${halt.error.version} is newer than it reads (up to v${halt.error.understood}); upgrade the gateway`,
+              }),
+            )
+          })
+
+      yield* serveOperation("registerAgent", decidingOnCurrentLog(registerAgent), owner)
+      yield* serveOperation("retuneBudget", decidingOnCurrentLog(retuneBudget), owner)
+      yield* serveOperation("enterHyperfocus", decidingOnCurrentLog(enterHyperfocus), owner)
+      yield* serveOperation("exitHyperfocus", decidingOnCurrentLog(exitHyperfocus), owner)
+      yield* serveOperation("recordEntry", decidingOnCurrentLog(recordEntry), owner)
+      yield* serveOperation("beginStep", decidingOnCurrentLog(beginStep), owner)
+      yield* serveOperation("setFocus", decidingOnCurrentLog(setFocus), owner)
+      yield* serveOperation("referenceEntries", decidingOnCurrentLog(referenceEntries), owner)
+      yield* serveOperation("endStep", decidingOnCurrentLog(endStep), owner)
 
       // Serving starts before warm-up ends: each partition answers once it has caught up (`views.owns`).
       const warmUp = yield* views.projection.warmedUp

@@ -43,6 +43,8 @@ import { openSnapshotStore, type SnapshotAgent, type SnapshotState } from "./sna
 export interface PartitionedProjection extends Projection {
   /** Without an agent: the least over every partition this replica holds, 0 for one that does not answer now. */
   readonly appliedSeq: (agentId?: string) => number
+  /** With an agent: where the agent's partition stopped (an event newer than this code reads), if it did. */
+  readonly halted: (agentId?: string) => Halt | null
   /** Without an agent: every partition this replica owns has applied `seq`. */
   readonly waitFor: (
     seq: number,
@@ -444,7 +446,9 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         }
         return { events: caughtUpEvents, millis: Date.now() - startedAt } satisfies WarmUp
       }),
-      halted: (): Halt | null => {
+      halted: (agentId?: string): Halt | null => {
+        if (agentId !== undefined)
+          return states.get(partitionOf(agentId, settings.partitions))?.projection?.halted() ?? null
         for (const s of states.values()) {
           const halt = s.projection?.halted() ?? null
           if (halt !== null) return halt
