@@ -32,12 +32,18 @@ import { allPartitions, partitionOf } from "../../../contracts/partitions.ts"
 import { EVENTS_STREAM, partitionEvents } from "../../../contracts/subjects.ts"
 import { decodeVector } from "../../platform/embedding/embedder.ts"
 import type { EventLog } from "../../platform/log/event-log.ts"
-import { type Projection, READ_WAIT, runProjection } from "../../platform/log/projection.ts"
+import { type Projection, publishDeadLetter, READ_WAIT, runProjection } from "../../platform/log/projection.ts"
 import { makeSequenceGate } from "../../platform/log/sequence-gate.ts"
 import { openBucket } from "../../platform/nats/buckets.ts"
 import { Nats } from "../../platform/nats/connection.ts"
 import { awaitPartitionApplied, lastSeqOfPartition } from "../../platform/partitions/partition-position.ts"
-import { type CheckpointedStore, type LongTermRecord, LongTermStore, type StoreWrite } from "./store.ts"
+import {
+  type CheckpointedStore,
+  type LongTermRecord,
+  LongTermStore,
+  LongTermStoreError,
+  type StoreWrite,
+} from "./store.ts"
 
 interface EntryFacts {
   agentId: string
@@ -72,7 +78,7 @@ const demotedEntryOf = (f: EntryFacts | undefined): DemotedEntry | null =>
       }
 
 type Op = { readonly seq: number } & (
-  | { readonly upsert: LongTermRecord }
+  | { readonly upsert: LongTermRecord; readonly subject: string }
   | { readonly remove: { readonly agentId: string; readonly entryId: string } }
   | { readonly removeAgent: string }
   | { readonly checkpointOnly: true }
@@ -125,7 +131,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
         const context = yield* Effect.context<EventLog | Nats>()
         // Projected events arrive in callbacks: what they log goes through this service's logger.
         const runSync = Effect.runSyncWith(context)
-        const { jsm } = yield* Nats
+        const { jsm, js } = yield* Nats
         const own = store.checkpointed
         // The log the checkpoints belong to: the event stream, by its creation time.
         const stream = own ? yield* Effect.promise(() => jsm.streams.info(EVENTS_STREAM)) : null
@@ -220,8 +226,9 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
             }
 
             const target = yield* lastSeqOfPartition(partition).pipe(Effect.orDie)
+            const projectionName = `longterm-${store.name}`
             const projection = yield* runProjection({
-              name: `longterm-${store.name}`,
+              name: projectionName,
               filter: partitionEvents(partition),
               fromSeq: checkpoint + 1,
               target,
@@ -279,7 +286,11 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
                     // them: a promoted cue's next demotion carries them again. Kept, they would grow with the
                     // agent's whole history. A v1 log keeps them, as a re-demotion there reads them.
                     if (event.entry !== null) facts.delete(`${event.agentId}/${event.entryId}`)
-                    enqueue({ seq: record.seq, upsert: { payload, vector: decodeVector(event.embedding.vector) } })
+                    enqueue({
+                      seq: record.seq,
+                      subject: record.subject,
+                      upsert: { payload, vector: decodeVector(event.embedding.vector) },
+                    })
                     return
                   }
                 }
@@ -312,11 +323,44 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
             // A store that keeps its own checkpoints takes each batch and the checkpoint in one transaction.
             const commit = (own: CheckpointedStore, writes: ReadonlyArray<StoreWrite>, seq: number) =>
               own.commit(writes, logId, partition, seq).pipe(untilStored(`commit through seq ${seq}`))
+            /**
+             * Upserts a run of records. When the store refuses a record as it is (`refused`: a vector of another
+             * size, a payload it rejects), retrying cannot help: the run is written a record at a time, and each
+             * refused one is dead-lettered, with the store's reason, and passed, so the partition goes on. A
+             * removal is never passed that way: it is retried until it is stored (a forget must erase).
+             */
+            const upsertOrDeadLetter = (
+              upserts: ReadonlyArray<Extract<Op, { upsert: LongTermRecord }>>,
+            ): Effect.Effect<void, LongTermStoreError> =>
+              store.upsert(upserts.map((op) => op.upsert)).pipe(
+                Effect.catch((error) => {
+                  if (error.refused !== true) return Effect.fail(error)
+                  if (upserts.length > 1)
+                    return Effect.forEach(upserts, (op) => upsertOrDeadLetter([op]), { discard: true })
+                  const [op] = upserts as [Extract<Op, { upsert: LongTermRecord }>]
+                  const letter = {
+                    projection: projectionName,
+                    seq: op.seq,
+                    subject: op.subject,
+                    reason: `the store refused the record: ${error.reason}`,
+                    payload: JSON.stringify(op.upsert.payload),
+                  }
+                  return Effect.logError(
+                    `[longterm] partition ${partition}: ${op.upsert.payload.agentId}/${op.upsert.payload.entryId} at seq ${op.seq} dead-lettered (${letter.reason})`,
+                  ).pipe(
+                    Effect.andThen(Effect.tryPromise(() => publishDeadLetter(js, letter))),
+                    Effect.mapError(
+                      (cause) =>
+                        new LongTermStoreError({ reason: `dead letter ${op.seq} not stored: ${String(cause)}` }),
+                    ),
+                  )
+                }),
+              )
             // Otherwise: upserts and removals, then the checkpoint in the KV bucket (a durable store) when idle.
             const write = (batch: ReadonlyArray<Op>) =>
               Effect.gen(function* () {
-                const upserts = batch.flatMap((op) => ("upsert" in op ? [op.upsert] : []))
-                if (upserts.length > 0) yield* store.upsert(upserts).pipe(untilStored("upsert"))
+                const upserts = batch.flatMap((op) => ("upsert" in op ? [op] : []))
+                if (upserts.length > 0) yield* upsertOrDeadLetter(upserts).pipe(untilStored("upsert"))
                 const first = batch[0]!
                 if ("remove" in first) {
                   yield* store.remove(first.remove.agentId, [first.remove.entryId]).pipe(untilStored("remove"))

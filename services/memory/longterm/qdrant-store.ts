@@ -163,6 +163,8 @@ interface Failure {
   readonly status: number | null
   readonly message: string
   readonly transient: boolean
+  /** The request as it is can never pass (a bad request), as opposed to a refusal that may lift (login, quota). */
+  readonly refused?: true
 }
 
 const NETWORK_CODES = new Set([
@@ -200,7 +202,14 @@ const failure = (what: string, cause: unknown): Failure => {
     // Qdrant's error body: { status: { error: "..." }, time }
     const detail = field(field(field(cause, "data"), "status"), "error")
     const message = typeof detail === "string" ? detail : cause instanceof Error ? cause.message : String(cause)
-    return { what, status, message, transient: status === 408 || status === 429 || status >= 500 }
+    const refused = status === 400 || status === 422
+    return {
+      what,
+      status,
+      message,
+      transient: status === 408 || status === 429 || status >= 500,
+      ...(refused ? { refused: true as const } : {}),
+    }
   }
   const message = cause instanceof Error ? cause.message : String(cause)
   const transient =
@@ -210,11 +219,18 @@ const failure = (what: string, cause: unknown): Failure => {
   return { what, status: null, message, transient }
 }
 
-const permanent = (what: string, message: string): Failure => ({ what, status: null, message, transient: false })
+const permanent = (what: string, message: string): Failure => ({
+  what,
+  status: null,
+  message,
+  transient: false,
+  refused: true,
+})
 
 const toStoreError = (f: Failure) =>
   new LongTermStoreError({
     reason: `qdrant: ${f.what} failed${f.status !== null ? ` (HTTP ${f.status})` : ""}: ${f.message}`,
+    ...(f.refused ? { refused: true } : {}),
   })
 
 const isMissingCollection = (f: Failure) => f.status === 404 && /collection/i.test(f.message)

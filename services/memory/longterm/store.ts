@@ -21,6 +21,11 @@ export interface Hit {
 
 export class LongTermStoreError extends Schema.TaggedError<LongTermStoreError>()("LongTermStoreError", {
   reason: Schema.String,
+  /**
+   * The store refuses these records as they are (a vector of another size, a payload it rejects): trying
+   * again cannot succeed. Absent for an outage, a timeout, a refused login — whatever may pass later.
+   */
+  refused: Schema.optionalKey(Schema.Boolean),
 }) {}
 
 /** One write of the long-term projection, in log order. */

@@ -14,6 +14,7 @@
  * `apply` is synchronous and deterministic; the runner tracks the last
  * applied sequence so readers can wait to see their own writes.
  */
+import type { JetStreamClient } from "@nats-io/jetstream"
 import { Deferred, type Duration, Effect } from "effect"
 import { decodeEvent, type FutureEventVersion } from "../../../contracts/decode.ts"
 import type { NotCaughtUp } from "../../../contracts/errors.ts"
@@ -74,6 +75,15 @@ export interface Halt {
 const textEncoder = new TextEncoder()
 const textDecoder = new TextDecoder("utf-8", { fatal: false })
 
+/**
+ * Stores a dead letter (once per projection and sequence: the message id dedupes a retry). Anything a
+ * projection gives up on goes here, so an operator sees it and a forget of its agent erases it.
+ */
+export const publishDeadLetter = (js: JetStreamClient, letter: DeadLetter): Promise<unknown> =>
+  js.publish(deadLetterSubject(letter.projection), textEncoder.encode(JSON.stringify(letter)), {
+    msgID: `${letter.projection}:${letter.seq}`,
+  })
+
 export const runProjection = (options: ProjectionOptions) =>
   Effect.gen(function* () {
     const log = yield* EventLog
@@ -97,9 +107,7 @@ export const runProjection = (options: ProjectionOptions) =>
         reason,
         payload: textDecoder.decode(record.data),
       }
-      js.publish(deadLetterSubject(options.name), textEncoder.encode(JSON.stringify(letter)), {
-        msgID: `${options.name}:${record.seq}`,
-      }).catch((error: unknown) =>
+      publishDeadLetter(js, letter).catch((error: unknown) =>
         runSync(Effect.logError(`[${options.name}] dead letter ${record.seq} not stored:`, error)),
       )
       options.onDeadLetter?.(letter)
