@@ -346,10 +346,11 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       // Raw text is read from the log (readsEvents: direct and message get of an entry's first message).
       // The forget eraser runs beside it: it erases forgotten records from the log, the dead letters and the
       // retired wm_substrate bucket of an upgraded deployment (erase rights only: it cannot create it), keeps
-      // its checkpoint, and reads the snapshot manifests to see a forget confirmed.
+      // its checkpoints (one per partition), holds the eraser's partition leases, and reads the snapshot
+      // manifests to see a forget confirmed.
       return {
         ...base(name),
-        buckets: [CHECKPOINT_BUCKET],
+        buckets: [CHECKPOINT_BUCKET, LEASE_BUCKET],
         readsBuckets: [SNAPSHOT_BUCKET],
         erases: [EVENTS_STREAM, DEAD_LETTER_STREAM, kvStream(LEGACY_SUBSTRATE_BUCKET)],
       }

@@ -30,8 +30,10 @@ type Settings = Layer.Layer<NatsSettings>
 
 export { foundation, gatewayService, workingService }
 /** The substrate (raw text read from the log), and beside it the eraser that finishes every forget. */
-export const substrateService = (settings: Settings) =>
-  Layer.merge(Substrate.layer, ForgetEraser.layer).pipe(Layer.provide(foundation(settings)))
+export const substrateService = (
+  settings: Settings,
+  partitions: Layer.Layer<PartitionSettings> = PartitionSettings.fromEnv,
+) => Layer.merge(Substrate.layer, ForgetEraser.layer).pipe(Layer.provide(Layer.merge(foundation(settings), partitions)))
 
 /** The embedding models fading and retrieval share: records and queries must embed alike. */
 export const defaultModels = () => Layer.merge(Summarizer.fromEnv(), EmbeddingProvider.fromEnv())
