@@ -13,6 +13,7 @@ import type { MemoryEvent } from "../../contracts/events.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import { type EntryHistory, NO_HISTORY } from "../../domain/fade-decide.ts"
 import { type KeptState, keptState } from "../platform/partitions/partitioned-views.ts"
+import { fieldReaders } from "../platform/partitions/snapshot-fields.ts"
 
 export type KeptHistory = EntryHistory & { readonly earlierLife?: true }
 
@@ -24,15 +25,12 @@ export interface AgentTexts {
   readonly histories: ReadonlyArray<readonly [string, KeptHistory]>
 }
 
-const fail = (field: string, reason: string): never => {
-  throw new Error(`fade texts: ${field} ${reason}`)
-}
-const arrayOf = (value: unknown, field: string): unknown[] =>
-  Array.isArray(value) ? value : fail(field, "not an array")
-const stringOf = (value: unknown, field: string): string =>
-  typeof value === "string" ? value : fail(field, "not a string")
-const numberOf = (value: unknown, field: string): number =>
-  typeof value === "number" && Number.isFinite(value) ? value : fail(field, "not a number")
+const {
+  fail,
+  array: arrayOf,
+  string: stringOf,
+  number: numberOf,
+} = fieldReaders((field, reason) => `fade texts: ${field} ${reason}`)
 
 const decodeHistory = (value: unknown): KeptHistory => {
   if (value === null || typeof value !== "object") return fail("history", "not an object")

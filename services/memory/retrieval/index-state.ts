@@ -13,6 +13,7 @@ import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
 import type { AgentView } from "../../../domain/agent-view.ts"
 import { terms } from "../../../domain/terms.ts"
 import { type KeptState, keptState } from "../../platform/partitions/partitioned-views.ts"
+import { fieldReaders } from "../../platform/partitions/snapshot-fields.ts"
 import type { EpisodeIndex, Point, TimelineParts } from "./episodes.ts"
 import type { LexicalIndex } from "./lexical-index.ts"
 
@@ -51,13 +52,7 @@ const indexEntry = (lexical: LexicalIndex, episodes: EpisodeIndex, event: EventO
   episodes.add(event.agentId, event.entryId, event.timestamp, event.correlationId)
 }
 
-const fail = (field: string, reason: string): never => {
-  throw new Error(`memory indexes: ${field} ${reason}`)
-}
-const arrayOf = (value: unknown, field: string): unknown[] =>
-  Array.isArray(value) ? value : fail(field, "not an array")
-const stringOf = (value: unknown, field: string): string =>
-  typeof value === "string" ? value : fail(field, "not a string")
+const { fail, array: arrayOf, string: stringOf } = fieldReaders((field, reason) => `memory indexes: ${field} ${reason}`)
 
 export const decodeIndexState = (value: unknown): IndexState => {
   if (value === null || typeof value !== "object") return fail("state", "not an object")

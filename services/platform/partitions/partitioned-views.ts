@@ -144,8 +144,6 @@ export const keptState = <S>(kept: KeptState<S>): KeptState<unknown> => kept as 
 
 /** What a service keeps beside the views of its partitions, told as the views change. */
 export interface PartitionHooks {
-  /** Snapshots of the partitions (default true). */
-  readonly snapshots?: boolean
   /** What the service keeps per agent beside the views: snapshots carry it too. */
   readonly state?: KeptState<unknown>
   /** After each event applied to an agent's view (`after` undefined: the view was removed). */
@@ -183,9 +181,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
     /** Why a partition taken at start could not catch up (e.g. an event newer than this code reads). */
     let catchUpFailure: unknown = null
     yield* checkLogLayout(settings.partitions)
-    // Without snapshots the bucket is not even opened (the service's user may have no rights on it).
-    const snapshots =
-      hooks.snapshots === false ? null : yield* openSnapshotStore(service, settings.partitions, hooks.state)
+    const snapshots = yield* openSnapshotStore(service, settings.partitions, hooks.state)
 
     const lastSeqOf = (partition: number) => lastSeqOfPartition(partition).pipe(Effect.provideService(Nats, nats))
 
@@ -193,8 +189,8 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       Effect.gen(function* () {
         const began = Date.now()
         if (hooks.opened !== undefined) yield* hooks.opened(state.partition, state.scope)
-        const snapshot = snapshots === null ? null : yield* snapshots.load(state.partition)
-        const snapshotMillis = snapshots === null ? 0 : Date.now() - began
+        const snapshot = yield* snapshots.load(state.partition)
+        const snapshotMillis = Date.now() - began
         if (snapshot !== null) {
           for (const [id, view] of snapshot.views) state.views.set(id, view)
           if (hooks.state !== undefined) for (const [id, kept] of snapshot.states) hooks.state.restore(id, kept)
@@ -295,7 +291,6 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
     const snapshot = (state: PartitionState) =>
       Effect.suspend(() => {
         const projection = state.projection
-        if (snapshots === null) return Effect.void
         if (!state.ready || projection === null || !leases.holds(state.partition)) return Effect.void
         if (state.forgotten) {
           state.forgotten = false
@@ -339,11 +334,10 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       Effect.forEach([...states.values()], snapshot, { concurrency: 4, discard: true }),
     )
     const due = (state: PartitionState, now: number) =>
-      snapshots !== null &&
-      (state.forgotten ||
-        (settings.snapshotIntervalMs > 0 &&
-          now - state.snapshotAt >= settings.snapshotIntervalMs &&
-          (state.projection?.appliedSeq() ?? 0) > state.snapshotSeq))
+      state.forgotten ||
+      (settings.snapshotIntervalMs > 0 &&
+        now - state.snapshotAt >= settings.snapshotIntervalMs &&
+        (state.projection?.appliedSeq() ?? 0) > state.snapshotSeq)
     yield* Effect.forkScoped(
       Effect.forever(
         Effect.gen(function* () {

@@ -6,6 +6,7 @@
  */
 import { HashMap, HashSet } from "effect"
 import { type AgentView, type SeenIds, seenGeneration } from "../../../domain/agent-view.ts"
+import { fieldReaders } from "./snapshot-fields.ts"
 
 type Json = Record<string, unknown>
 
@@ -32,18 +33,7 @@ export const encodeView = (view: AgentView): Json => ({
   seen: encodeSeen(view.seen),
 })
 
-const array = (value: unknown, field: string): unknown[] => {
-  if (!Array.isArray(value)) throw new Error(`${field}: not an array`)
-  return value
-}
-const number = (value: unknown, field: string): number => {
-  if (typeof value !== "number" || !Number.isFinite(value)) throw new Error(`${field}: not a number`)
-  return value
-}
-const object = (value: unknown, field: string): Json => {
-  if (value === null || typeof value !== "object" || Array.isArray(value)) throw new Error(`${field}: not an object`)
-  return value as Json
-}
+const { array, number, object } = fieldReaders((field, reason) => `${field}: ${reason}`)
 const hashMap = <V>(value: unknown, field: string): HashMap.HashMap<string, V> =>
   HashMap.fromIterable(
     array(value, field).map((pair) => {
