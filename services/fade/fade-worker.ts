@@ -20,7 +20,7 @@ import { Context, Effect, HashMap, Layer, Option, Queue, Semaphore } from "effec
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { settings } from "../../contracts/settings.ts"
 import { type AgentView, fullestText } from "../../domain/agent-view.ts"
-import { decideFadeMove, type EntryHistory, type MadeRepresentation, NO_HISTORY } from "../../domain/fade-decide.ts"
+import { decideFadeMove, type MadeRepresentation } from "../../domain/fade-decide.ts"
 import { type FadeMove, planFade } from "../../domain/fade-plan.ts"
 import { DEFAULT_FADE_CONFIG, type FadeConfig } from "../../domain/fade-score.ts"
 import { extractKeyPoints } from "../../domain/key-points.ts"
