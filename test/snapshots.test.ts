@@ -5,6 +5,7 @@
  * removed in any snapshot.
  */
 import { execFile } from "node:child_process"
+import { createHash } from "node:crypto"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import { Kvm } from "@nats-io/kv"
@@ -139,6 +140,48 @@ describe("working snapshots", () => {
     const others = new Set(AGENTS.map((id) => partitionOf(id)).filter((p) => p !== victim))
     expect(catchUps.filter((c) => others.has(c.partition)).every((c) => c.snapshotSeq > 0)).toBe(true)
     await expectViewsEqualRebuild(restarted)
+  })
+
+  it("a snapshot whose checksum holds but one of whose views does not decode: its partition is rebuilt from the log", async () => {
+    await recordRound(3)
+    await stopWorking()
+    const victim = partitionOf(AGENTS[0]!)
+    const kv = await new Kvm(nc).open(SNAPSHOT_BUCKET)
+    const key = snapshotManifestKey("working", victim)
+    const entry = (await kv.get(key))!
+    const manifest = entry.json<Manifest>()
+    const chunks: Uint8Array[] = []
+    for (let i = 0; i < manifest.chunks; i++)
+      chunks.push((await kv.get(snapshotChunkKey("working", victim, manifest.id, i)))!.value)
+    const body = Buffer.concat(chunks).toString("utf8")
+    const broken = body
+      .split("\n")
+      .map((line) =>
+        line.startsWith(`["${AGENTS[0]}",`) ? JSON.stringify([AGENTS[0], { entries: "not pairs" }]) : line,
+      )
+      .join("\n")
+    expect(broken).not.toBe(body)
+    const bytes = Buffer.from(broken)
+    await kv.put(snapshotChunkKey("working", victim, "brokenview", 0), bytes)
+    const sha256 = createHash("sha256").update(bytes).digest("hex")
+    await kv.update(
+      key,
+      JSON.stringify({ ...manifest, id: "brokenview", chunks: 1, bytes: bytes.length, sha256 }),
+      entry.revision,
+    )
+
+    const restarted = await startWorking()
+    // It answered from its snapshot, met the view that does not decode, and caught up again from the log.
+    await eventually("the partition rebuilt from the log", () =>
+      restarted.views.catchUps().some((c) => c.partition === victim && c.snapshotSeq === 0) &&
+      restarted.views.owns(AGENTS[0]!)
+        ? true
+        : undefined,
+    )
+    expect(restarted.views.catchUps().some((c) => c.partition === victim && c.snapshotSeq > 0)).toBe(true)
+    await expectViewsEqualRebuild(restarted)
+    const view = await client.agent(AGENTS[0]!).view()
+    expect(view.entries.some((e) => e.content?.includes("Round 3"))).toBe(true)
   })
 
   it("a forget erases the partition's snapshot: no store file keeps the forgotten text, and the next start rebuilds it from the log", async () => {

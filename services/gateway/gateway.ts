@@ -412,7 +412,15 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
 
       // Serving starts before warm-up ends: each partition answers once it has caught up (`views.owns`).
       const warmUp = yield* views.projection.warmedUp
-      for (const view of views.all().values()) preloadEncoding(view.config.encoding)
+      // Once the views of the snapshots are decoded (behind the partitions, which answer before).
+      yield* Effect.forkScoped(
+        Effect.andThen(
+          views.decoded,
+          Effect.sync(() => {
+            for (const view of views.all().values()) preloadEncoding(view.config.encoding)
+          }),
+        ),
+      )
       return { views, warmUp }
     }),
   )

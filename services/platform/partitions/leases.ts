@@ -13,6 +13,11 @@
  *      expired with a dead owner) with `kv.create`, which only one replica
  *      can win, until it holds its share: as many at once as it lacks.
  *
+ * A starting replica announces itself and settles (WM_LEASE_SETTLE_MS) before its first round, so
+ * replicas started together divide the partitions at once; the service may end the settle early (it does
+ * once the snapshots of the partitions the replica expects to take are read: handing over a partition
+ * that starts from a snapshot costs little).
+ *
  * A replica answers for a partition only until a quarter TTL before the
  * server could expire its lease (measured from when its last renewal was
  * sent), so two replicas never both answer for one. A lease that lapsed that
@@ -36,6 +41,12 @@ export interface LeaseCallbacks {
   readonly acquired: (partition: number) => void
   /** The partition is another replica's, or was released: drop what is held for it. */
   readonly lost: (partition: number) => void
+  /**
+   * While a starting replica settles: the partitions it expects to take (free now, in its preference
+   * order, as many as its share of the replicas it sees). When the returned effect completes, the
+   * settle ends early.
+   */
+  readonly settling?: (expected: ReadonlyArray<number>) => Effect.Effect<void>
 }
 
 export interface PartitionLeases {
@@ -178,11 +189,21 @@ export const holdPartitionLeases = (
         await Promise.all(candidates.splice(0, share - held.size).map(take))
     }
 
+    /** The free partitions this replica would take first, from its share of the replicas it sees now. */
+    const expectedPartitions = async (): Promise<number[]> => {
+      const share = fairShare(partitions, await liveReplicas())
+      const entries = await Promise.all(order.map((p) => kv.get(leaseKey(service, p))))
+      return order.filter((_, i) => entries[i] === null || entries[i]!.operation !== "PUT").slice(0, share)
+    }
+
     const loop = Effect.gen(function* () {
       // Announce first and wait: replicas started together see each other before taking,
       // so none catches up on partitions it would hand over a moment later.
       yield* Effect.tryPromise(() => kv.put(heartbeatKey(service, replicaId), value)).pipe(Effect.ignore)
-      yield* Effect.sleep(leaseSettleMs)
+      if (leaseSettleMs > 0) {
+        const expected = yield* Effect.tryPromise(expectedPartitions).pipe(Effect.orElseSucceed(() => []))
+        yield* Effect.raceFirst(Effect.sleep(leaseSettleMs), callbacks.settling?.(expected) ?? Effect.never)
+      }
       while (!stopped) {
         yield* Effect.tryPromise({ try: round, catch: (cause) => cause }).pipe(
           Effect.catch((cause) => Effect.logWarning(`[${service}] lease round failed: ${String(cause)}`)),

@@ -7,7 +7,10 @@
  * lease is lost.
  *
  * A partition starts from its latest snapshot (services/platform/partitions/snapshots.ts) and replays
- * only the tail after it; snapshots are written every WM_SNAPSHOT_INTERVAL_MS and at shutdown; a forget
+ * only the tail after it. A views-only service (working, gateway) keeps the snapshot's views as their
+ * lines and answers at once; each is decoded when its agent is first used, the rest behind, a batch at a
+ * time. A line that does not decode makes the partition rebuild from the log. The snapshots of the
+ * partitions a starting replica expects to take are read while it settles (leases.ts); snapshots are written every WM_SNAPSHOT_INTERVAL_MS and at shutdown; a forget
  * tombstone erases the partition's snapshot at once (so no snapshot keeps what was forgotten), and the
  * partition is snapshotted again only after a replica rebuilds it from the log.
  *
@@ -36,8 +39,9 @@ import { Nats } from "../nats/connection.ts"
 import type { AgentViews } from "../views/agent-views.ts"
 import { holdPartitionLeases, type PartitionLeases } from "./leases.ts"
 import { lastSeqOfPartition } from "./partition-position.ts"
+import { PartitionViewMap } from "./partition-view-map.ts"
 import { PartitionSettings } from "./settings.ts"
-import { openSnapshotStore, type SnapshotAgent, type SnapshotState } from "./snapshots.ts"
+import { type LoadedSnapshot, openSnapshotStore, type SnapshotAgent, type SnapshotState } from "./snapshots.ts"
 
 /** A projection whose waits and position can be asked for one agent's partition. */
 export interface PartitionedProjection extends Projection {
@@ -64,6 +68,8 @@ export interface PartitionedViews extends AgentViews {
   readonly catchUps: () => ReadonlyArray<CatchUp>
   /** Snapshots every partition that answers now. */
   readonly snapshotAll: Effect.Effect<void>
+  /** Completes once every partition this replica took has answered and decoded every view of its snapshot. */
+  readonly decoded: Effect.Effect<void>
 }
 
 export interface CatchUp {
@@ -77,7 +83,7 @@ export interface CatchUp {
 
 interface PartitionState {
   readonly partition: number
-  readonly views: Map<string, AgentView>
+  readonly views: PartitionViewMap
   readonly scope: Scope.Closeable
   projection: Projection | null
   ready: boolean
@@ -91,7 +97,13 @@ interface PartitionState {
   forgotten: boolean
   /** Its views hold what a forget erased from the log: no snapshot of them until it is rebuilt. */
   tainted: boolean
+  /** A line of its snapshot did not decode: it is being dropped, to be rebuilt from the log. */
+  rebuilding: boolean
 }
+
+/** Snapshot lines decoded behind the partitions that answer: a batch at a time, for a slice of time at most. */
+const DECODE_BATCH = 4
+const DECODE_SLICE_MS = 5
 
 /**
  * The log must be of this deployment's layout: a log of the layout before partitions needs
@@ -185,13 +197,15 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
 
     const lastSeqOf = (partition: number) => lastSeqOfPartition(partition).pipe(Effect.provideService(Nats, nats))
 
-    const catchUp = (state: PartitionState) =>
+    /** `prefetched`: the snapshot read while settling; `fromLog`: no snapshot (one of its lines did not decode). */
+    const catchUp = (state: PartitionState, prefetched: LoadedSnapshot | null | undefined, fromLog: boolean) =>
       Effect.gen(function* () {
         const began = Date.now()
         if (hooks.opened !== undefined) yield* hooks.opened(state.partition, state.scope)
-        const snapshot = yield* snapshots.load(state.partition)
+        const snapshot = fromLog ? null : yield* snapshots.load(state.partition, prefetched)
         const snapshotMillis = Date.now() - began
         if (snapshot !== null) {
+          state.views.addLines(snapshot.lines)
           for (const [id, view] of snapshot.views) state.views.set(id, view)
           if (hooks.state !== undefined) for (const [id, kept] of snapshot.states) hooks.state.restore(id, kept)
           state.snapshotSeq = snapshot.seq
@@ -236,12 +250,51 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         hooks.ready?.(state.partition, [...state.views.keys()])
       })
 
-    const acquired = (partition: number) => {
+    // The snapshots' lines not used yet, decoded behind the partitions that answer: one fiber for them
+    // all, a few milliseconds at a time, so requests and events are taken in between.
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.gen(function* () {
+          const until = Date.now() + DECODE_SLICE_MS
+          let decoding = false
+          for (const state of states.values()) {
+            if (!state.ready || state.rebuilding) continue
+            while (state.views.decodeSome(DECODE_BATCH) > 0 && Date.now() < until) decoding = true
+            if (Date.now() >= until) break
+          }
+          yield* Effect.sleep(decoding ? 0 : 50)
+        }),
+      ),
+    )
+
+    /** A line of the partition's snapshot did not decode: its views are dropped and rebuilt from the log. */
+    const undecodable = (partition: number) => (agentId: string, reason: string) => {
+      const state = states.get(partition)
+      if (state === undefined || state.rebuilding) return
+      state.rebuilding = true
+      state.ready = false
+      console.error(
+        `[${service}] snapshot of partition ${partition} ignored (the view of ${agentId} does not decode: ${reason}): rebuilding from the log`,
+      )
+      runFork(
+        Effect.gen(function* () {
+          yield* release(state)
+          if (leases.holds(partition)) acquired(partition, true)
+        }),
+      )
+    }
+
+    /** Snapshots read while this replica settled, for the partitions it expected to take. */
+    const prefetched = new Map<number, LoadedSnapshot | null>()
+
+    const acquired = (partition: number, fromLog = false) => {
       if (states.has(partition)) return
       const scope = Scope.makeUnsafe()
+      const snapshot = prefetched.get(partition)
+      prefetched.delete(partition)
       const state: PartitionState = {
         partition,
-        views: new Map(),
+        views: new PartitionViewMap(undecodable(partition)),
         scope,
         projection: null,
         ready: false,
@@ -251,10 +304,11 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         snapshotAt: Date.now(),
         forgotten: false,
         tainted: false,
+        rebuilding: false,
       }
       states.set(partition, state)
       state.fiber = runFork(
-        catchUp(state).pipe(
+        catchUp(state, snapshot, fromLog).pipe(
           Effect.catchCause((cause) =>
             Effect.sync(() => {
               console.error(`[${service}] partition ${partition} did not catch up`, cause)
@@ -265,22 +319,41 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       )
     }
 
+    /** Stops the partition's projection and drops what it held. */
+    const release = (state: PartitionState) =>
+      Effect.gen(function* () {
+        state.ready = false
+        if (states.get(state.partition) === state) states.delete(state.partition)
+        hooks.lost?.(state.partition, [...state.views.keys()])
+        if (state.fiber !== null) yield* Fiber.interrupt(state.fiber)
+        yield* Scope.close(state.scope, Exit.void)
+      })
+
     const lost = (partition: number) => {
       const state = states.get(partition)
-      if (state === undefined) return
-      state.ready = false
-      states.delete(partition)
-      hooks.lost?.(partition, [...state.views.keys()])
-      const fiber = state.fiber
-      runFork(
-        Effect.gen(function* () {
-          if (fiber !== null) yield* Fiber.interrupt(fiber)
-          yield* Scope.close(state.scope, Exit.void)
-        }),
-      )
+      if (state !== undefined) runFork(release(state))
     }
 
-    const leases = yield* holdPartitionLeases(service, { acquired, lost })
+    /** Reads the snapshots of the partitions this replica expects to take; the settle may end once each has one. */
+    const settling = (expected: ReadonlyArray<number>) =>
+      Effect.gen(function* () {
+        const found = yield* Effect.forEach(
+          expected,
+          (p) => Effect.tap(snapshots.prefetch(p), (snapshot) => Effect.sync(() => prefetched.set(p, snapshot))),
+          { concurrency: 4 },
+        )
+        // A partition without one is caught up from the log: worth settling for, so as not to hand it over.
+        if (found.length === 0 || found.some((snapshot) => snapshot === null)) yield* Effect.never
+      })
+
+    const leases = yield* holdPartitionLeases(service, { acquired, lost, settling })
+    // What was read for partitions another replica took is not kept.
+    yield* Effect.forkScoped(
+      Effect.andThen(
+        leases.firstRound,
+        Effect.sync(() => prefetched.clear()),
+      ),
+    )
     yield* Effect.addFinalizer(() =>
       Effect.forEach([...states.values()], (s) => Scope.close(s.scope, Exit.void), {
         discard: true,
@@ -308,10 +381,13 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         // Taken in one synchronous step, so views and kept state are both at `seq`.
         const seq = projection.appliedSeq()
         const kept = hooks.state
-        const agents = [...state.views].map(([id, view]): readonly [string, SnapshotAgent] => [
-          id,
-          kept === undefined ? { view } : { view, state: kept.take(id) },
-        ])
+        const agents =
+          kept === undefined
+            ? state.views.snapshotAgents()
+            : [...state.views.entries()].map(([id, view]): readonly [string, SnapshotAgent] => [
+                id,
+                { view, state: kept.take(id) },
+              ])
         const forgotten = state.forgotten
         state.forgotten = false
         return snapshots.save(state.partition, seq, agents).pipe(
@@ -455,7 +531,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       get: (agentId: string) => answering(partitionOf(agentId, settings.partitions))?.views.get(agentId),
       all: () => {
         const all = new Map<string, AgentView>()
-        for (const p of ready()) for (const [id, view] of states.get(p)!.views) all.set(id, view)
+        for (const p of ready()) for (const [id, view] of states.get(p)!.views.entries()) all.set(id, view)
         return all
       },
       projection,
@@ -464,5 +540,9 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       ready,
       catchUps: () => catchUps,
       snapshotAll,
+      decoded: Effect.gen(function* () {
+        yield* projection.warmedUp
+        while ([...states.values()].some((s) => !s.ready || s.views.undecoded > 0)) yield* Effect.sleep("20 millis")
+      }),
     } satisfies PartitionedViews
   })

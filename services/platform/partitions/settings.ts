@@ -5,7 +5,8 @@
  *   WM_PARTITION_PINS       tenants pinned to partitions (contracts/partition-pins.ts); the same in every process
  *   WM_LEASE_TTL_MS         a partition lease lapses this long after its owner's last renewal (default 6000)
  *   WM_LEASE_SETTLE_MS      a starting replica announces itself and waits this long before taking partitions,
- *                           so replicas started together divide them at once (default 1000)
+ *                           so replicas started together divide them at once (default 1000); it stops waiting
+ *                           once it has read the snapshots of every partition it expects to take
  *   WM_REPLICA_ID           this replica's name in the lease bucket (default: host name, pid and a random suffix)
  *   WM_SNAPSHOT_INTERVAL_MS how often each owned partition's views are snapshotted (default 60000; 0: only at shutdown)
  */

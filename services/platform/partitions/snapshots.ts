@@ -37,6 +37,7 @@ import { Kvm } from "@nats-io/kv"
 import { nuid } from "@nats-io/nuid"
 import { Effect, Schedule } from "effect"
 import { SNAPSHOT_BUCKET, snapshotChunkKey, snapshotManifestKey } from "../../../contracts/buckets.ts"
+import { isSubjectToken } from "../../../contracts/ids.ts"
 import { EVENTS_STREAM } from "../../../contracts/subjects.ts"
 import type { AgentView } from "../../../domain/agent-view.ts"
 import { Nats } from "../nats/connection.ts"
@@ -73,16 +74,18 @@ export interface SnapshotState<S> {
   readonly decode: (value: unknown) => S
 }
 
-/** One agent's part of a snapshot, taken at the sequence the snapshot covers. */
-export interface SnapshotAgent {
-  readonly view: AgentView
-  /** The service's state of the agent, already JSON-ready (undefined for a views-only service). */
-  readonly state?: unknown
-}
+/**
+ * One agent's part of a snapshot, taken at the sequence the snapshot covers: its view (with the
+ * service's state of the agent, already JSON-ready; undefined for a views-only service), or the line an
+ * earlier snapshot carried for it, not decoded since (its view has not changed).
+ */
+export type SnapshotAgent = { readonly view: AgentView; readonly state?: unknown } | { readonly line: Uint8Array }
 
 export interface LoadedSnapshot {
   readonly seq: number
   readonly views: Map<string, AgentView>
+  /** A views-only service's views as the lines they were read from, decoded when used (`decodeViewLine`). */
+  readonly lines: Map<string, Uint8Array>
   /** The decoded state of each agent (empty for a views-only service). */
   readonly states: Map<string, unknown>
   readonly manifest: Manifest
@@ -91,12 +94,21 @@ export interface LoadedSnapshot {
 export interface ReadSnapshot {
   readonly manifest: Manifest
   readonly views: Map<string, AgentView>
+  readonly lines: Map<string, Uint8Array>
   readonly states: Map<string, unknown>
 }
 
 export interface SnapshotStore {
-  /** The latest snapshot of the partition, or null (none, or one that does not decode: the reason is logged). */
-  readonly load: (partition: number) => Effect.Effect<LoadedSnapshot | null>
+  /**
+   * The latest snapshot of the partition, or null (none, or one that does not decode: the reason is
+   * logged). `prefetched`, read before the partition was taken, is used if it is still the latest.
+   */
+  readonly load: (partition: number, prefetched?: LoadedSnapshot | null) => Effect.Effect<LoadedSnapshot | null>
+  /**
+   * Reads the partition's latest snapshot before it is taken (nothing is swept or logged), for `load`
+   * once it is; null when there is none or it does not decode.
+   */
+  readonly prefetch: (partition: number) => Effect.Effect<LoadedSnapshot | null>
   /**
    * Writes a snapshot at `seq` and erases the one it replaces. `agents` must be taken at `seq` (views are
    * immutable; a service's state is copied when it is taken), as the partition moves on while it is written.
@@ -108,11 +120,50 @@ export interface SnapshotStore {
   ) => Effect.Effect<Manifest | null, Error>
   /** Erases the partition's snapshot in place, manifest and chunks: nothing of it is left in the store. */
   readonly drop: (partition: number) => Effect.Effect<void, Error>
-  /** Reads a snapshot's views without logging (for `wm verify`). */
+  /** Reads a snapshot's views, every one decoded, without logging (for `wm verify`). */
   readonly read: (partition: number) => Promise<ReadSnapshot | string>
 }
 
+const COMMA = 44
+const NEWLINE = 10
+const QUOTE = 34
+const OPEN_BRACKET = 91
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
+const utf8 = (bytes: Uint8Array) => strictUtf8.decode(bytes)
+
+const concatBytes = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
+  const out = new Uint8Array(parts.reduce((n, part) => n + part.length, 0))
+  let at = 0
+  for (const part of parts) {
+    out.set(part, at)
+    at += part.length
+  }
+  return out
+}
+
+/**
+ * The agent id a line starts with, read off its first bytes: `["<id>",`. Ids are subject tokens
+ * (contracts/ids.ts), which JSON writes without escapes, so the line need not be parsed to know whose it is.
+ */
+const agentIdOfLine = (line: Uint8Array): string => {
+  const end = line.indexOf(QUOTE, 2)
+  if (line[0] !== OPEN_BRACKET || line[1] !== QUOTE || end < 3 || end > 66 || line[end + 1] !== COMMA)
+    throw new Error("a view without its agent id")
+  const agentId = String.fromCharCode(...line.subarray(2, end))
+  if (!isSubjectToken(agentId)) throw new Error("a view without its agent id")
+  return agentId
+}
+
+/** An agent's view from its snapshot line; throws on anything the codec does not recognise. */
+export const decodeViewLine = (agentId: string, line: Uint8Array): AgentView => {
+  const [id, view] = JSON.parse(utf8(line)) as [unknown, unknown]
+  if (id !== agentId) throw new Error(`the line of ${agentId} holds another agent's view`)
+  return decodeView(view)
+}
+
 const textEncoder = new TextEncoder()
+const NEWLINE_BYTES = Uint8Array.of(NEWLINE)
 
 /** Opens (or creates) the bucket; usable from a plain connection too (`wm verify`). */
 export const openSnapshotKv = (kvm: Kvm, replicas: number): Promise<KV> =>
@@ -130,8 +181,6 @@ export const makeSnapshotStore = (
   },
 ) => {
   const { service, partitions, streamCreated, chunkBytes, state } = options
-  /** Manifest revisions this writer last saw, for its compare-and-set. */
-  const revisions = new Map<number, number>()
 
   const manifestOf = async (partition: number): Promise<{ manifest: Manifest | null; revision: number }> => {
     const entry = await kv.get(snapshotManifestKey(service, partition))
@@ -150,68 +199,64 @@ export const makeSnapshotStore = (
     if (entry !== null && entry.operation === "PUT") await options.erase(entry.revision)
   }
 
-  const read = async (partition: number): Promise<ReadSnapshot | string> => {
-    const { manifest, revision } = await manifestOf(partition)
-    revisions.set(partition, revision)
+  /** Reads the latest snapshot; `lazy` (a views-only service) keeps each view as its line, undecoded. */
+  const readLatest = async (partition: number, lazy: boolean): Promise<ReadSnapshot | string> => {
+    const { manifest } = await manifestOf(partition)
     if (manifest === null) return "no snapshot"
     if (manifest.format !== SNAPSHOT_FORMAT) return `format ${manifest.format}, this code reads ${SNAPSHOT_FORMAT}`
     if (manifest.partitions !== partitions) return `taken with ${manifest.partitions} partitions, not ${partitions}`
     if (manifest.stream !== streamCreated) return "taken of another event stream (recreated or migrated since)"
     if ((manifest.state ?? null) !== (state?.format ?? null))
       return `state ${manifest.state ?? "none"}, this code reads ${state?.format ?? "none"}`
+    const keepLines = lazy && state === undefined
     const hash = createHash("sha256")
-    const decoder = new TextDecoder("utf-8", { fatal: true })
     const views = new Map<string, AgentView>()
+    const lines = new Map<string, Uint8Array>()
     const states = new Map<string, unknown>()
     let header: { format?: unknown; seq?: unknown; agents?: unknown } | null = null
-    let pending = ""
     let bytes = 0
     // The body is parsed as it arrives, but a checksum that does not match is what a reader is told first.
     let parseError: string | null = null
-    const takeLine = (line: string) => {
-      if (parseError !== null) return
+    const takeLine = (line: Uint8Array) => {
+      if (parseError !== null || line.length === 0) return
       try {
-        takeView(line)
+        if (header === null) header = JSON.parse(utf8(line)) as { format?: unknown; seq?: unknown; agents?: unknown }
+        else if (keepLines) lines.set(agentIdOfLine(line), line)
+        else {
+          const [agentId, view, agentState] = JSON.parse(utf8(line)) as [unknown, unknown, unknown]
+          if (typeof agentId !== "string") throw new Error("a view without its agent id")
+          views.set(agentId, decodeView(view))
+          if (state !== undefined) states.set(agentId, state.decode(agentState))
+        }
       } catch (error) {
         parseError = `does not decode: ${error instanceof Error ? error.message : String(error)}`
       }
     }
-    const takeView = (line: string) => {
-      if (line === "") return
-      if (header === null) {
-        header = JSON.parse(line) as { format?: unknown; seq?: unknown; agents?: unknown }
-        return
-      }
-      const [agentId, view, agentState] = JSON.parse(line) as [unknown, unknown, unknown]
-      if (typeof agentId !== "string") throw new Error("a view without its agent id")
-      views.set(agentId, decodeView(view))
-      if (state !== undefined) states.set(agentId, state.decode(agentState))
-    }
-    const text = (bytes: Uint8Array, stream: boolean) => {
-      try {
-        return decoder.decode(bytes, { stream })
-      } catch {
-        parseError ??= "does not decode: not UTF-8"
-        return ""
-      }
-    }
+    // Lines are cut on the bytes (a newline is never part of a UTF-8 sequence); one may span chunks.
+    const carried: Uint8Array[] = []
     for (let i = 0; i < manifest.chunks; i++) {
       const chunk = await kv.get(snapshotChunkKey(service, partition, manifest.id, i))
       if (chunk === null || chunk.operation !== "PUT") return `chunk ${i} of ${manifest.chunks} is missing`
-      hash.update(chunk.value)
-      bytes += chunk.value.length
-      const lines = (pending + text(chunk.value, true)).split("\n")
-      pending = lines.pop()!
-      for (const line of lines) takeLine(line)
+      const body = chunk.value
+      hash.update(body)
+      bytes += body.length
+      let start = 0
+      for (let end = body.indexOf(NEWLINE); end >= 0; end = body.indexOf(NEWLINE, start)) {
+        const line = body.subarray(start, end)
+        takeLine(carried.length === 0 ? line : concatBytes(carried.splice(0).concat(line)))
+        start = end + 1
+      }
+      if (start < body.length) carried.push(body.subarray(start))
     }
-    takeLine(pending + text(new Uint8Array(0), false))
+    if (carried.length > 0) takeLine(concatBytes(carried))
     if (bytes !== manifest.bytes || hash.digest("hex") !== manifest.sha256) return "checksum does not match"
     if (parseError !== null) return parseError
     const head = header as { format?: unknown; seq?: unknown; agents?: unknown } | null
-    if (head?.format !== SNAPSHOT_FORMAT || head.seq !== manifest.seq || head.agents !== views.size)
+    if (head?.format !== SNAPSHOT_FORMAT || head.seq !== manifest.seq || head.agents !== views.size + lines.size)
       return "body does not match its manifest"
-    return { manifest, views, states }
+    return { manifest, views, lines, states }
   }
+  const read = (partition: number) => readLatest(partition, false)
 
   /**
    * Per partition, the sweep of chunks no manifest names (left by a writer that died mid-snapshot) that a
@@ -229,9 +274,26 @@ export const makeSnapshotStore = (
   }
   const swept = (partition: number) => sweeps.get(partition) ?? Promise.resolve()
 
-  const load = (partition: number): Effect.Effect<LoadedSnapshot | null> =>
+  const loaded = (found: ReadSnapshot): LoadedSnapshot => ({ seq: found.manifest.seq, ...found })
+
+  const prefetch = (partition: number): Effect.Effect<LoadedSnapshot | null> =>
     Effect.promise(async () => {
-      const found = await read(partition).catch((error: unknown) => `cannot be read: ${String(error)}`)
+      const found = await readLatest(partition, true).catch((error: unknown) => `cannot be read: ${String(error)}`)
+      return typeof found === "string" ? null : loaded(found)
+    })
+
+  const load = (partition: number, prefetched?: LoadedSnapshot | null): Effect.Effect<LoadedSnapshot | null> =>
+    Effect.promise(async () => {
+      // A prefetched snapshot is used only while it is the latest: the sweep below erases every chunk but
+      // the latest's, and a snapshot written since by the partition's previous owner must not lose its own.
+      const latest = prefetched ? await manifestOf(partition).catch(() => null) : null
+      const found =
+        prefetched && latest?.manifest?.id === prefetched.manifest.id
+          ? prefetched
+          : await readLatest(partition, true).then(
+              (read) => (typeof read === "string" ? read : loaded(read)),
+              (error: unknown) => `cannot be read: ${String(error)}`,
+            )
       sweepOrphans(
         partition,
         typeof found === "string" ? "" : `${snapshotManifestKey(service, partition)}.${found.manifest.id}.`,
@@ -241,7 +303,7 @@ export const makeSnapshotStore = (
           console.error(`[${service}] snapshot of partition ${partition} ignored (${found}): rebuilding from the log`)
         return null
       }
-      return { seq: found.manifest.seq, views: found.views, states: found.states, manifest: found.manifest }
+      return found
     })
 
   const save = (partition: number, seq: number, taken: ReadonlyArray<readonly [string, SnapshotAgent]>) =>
@@ -270,10 +332,10 @@ export const makeSnapshotStore = (
           await kv.put(snapshotChunkKey(service, partition, id, chunks), chunk)
           chunks++
         }
-        const write = async (line: string) => {
-          const encoded = textEncoder.encode(`${line}\n`)
-          parts.push(encoded)
-          partsBytes += encoded.length
+        const write = async (line: string | Uint8Array) => {
+          const encoded = typeof line === "string" ? textEncoder.encode(line) : line
+          parts.push(encoded, NEWLINE_BYTES)
+          partsBytes += encoded.length + 1
           while (partsBytes >= chunkBytes) {
             const all = joined()
             await putChunk(all.subarray(0, chunkBytes))
@@ -284,13 +346,15 @@ export const makeSnapshotStore = (
         }
         await write(JSON.stringify({ format: SNAPSHOT_FORMAT, seq, agents: taken.length }))
         for (const [agentId, agent] of taken)
-          await write(
-            JSON.stringify(
-              state === undefined
-                ? [agentId, encodeView(agent.view)]
-                : [agentId, encodeView(agent.view), agent.state ?? null],
-            ),
-          )
+          if ("line" in agent) await write(agent.line)
+          else
+            await write(
+              JSON.stringify(
+                state === undefined
+                  ? [agentId, encodeView(agent.view)]
+                  : [agentId, encodeView(agent.view), agent.state ?? null],
+              ),
+            )
         if (partsBytes > 0) await putChunk(joined())
         const manifest: Manifest = {
           format: SNAPSHOT_FORMAT,
@@ -307,11 +371,9 @@ export const makeSnapshotStore = (
         }
         const previous = await manifestOf(partition)
         try {
-          const revision =
-            previous.revision === 0
-              ? await kv.create(snapshotManifestKey(service, partition), JSON.stringify(manifest))
-              : await kv.update(snapshotManifestKey(service, partition), JSON.stringify(manifest), previous.revision)
-          revisions.set(partition, revision)
+          if (previous.revision === 0)
+            await kv.create(snapshotManifestKey(service, partition), JSON.stringify(manifest))
+          else await kv.update(snapshotManifestKey(service, partition), JSON.stringify(manifest), previous.revision)
         } catch (error) {
           // Another writer got there first: keep its snapshot, drop ours.
           for (let i = 0; i < chunks; i++) await eraseKey(snapshotChunkKey(service, partition, id, i))
@@ -332,12 +394,11 @@ export const makeSnapshotStore = (
         await swept(partition)
         for (const key of await chunkKeys(partition)) await eraseKey(key)
         await eraseKey(snapshotManifestKey(service, partition))
-        revisions.delete(partition)
       },
       catch: (error) => new Error(`snapshot of partition ${partition} not erased: ${String(error)}`),
     })
 
-  return { load, save, drop, read } satisfies SnapshotStore
+  return { load, prefetch, save, drop, read } satisfies SnapshotStore
 }
 
 /** The snapshot store of a service, on the service's connection. */
