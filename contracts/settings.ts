@@ -203,8 +203,8 @@ export const settings = {
   ),
   WM_LEASE_SETTLE_MS: integer(
     "WM_LEASE_SETTLE_MS",
-    1_000,
-    "how long a starting replica waits after announcing itself before taking partitions, so replicas started together divide them at once; it reads the snapshots of the partitions it expects to take meanwhile, and stops waiting once each of them has one",
+    500,
+    "how long a starting replica waits after announcing itself before taking partitions, so replicas started together divide them at once; it reads the snapshots of the partitions it expects to take meanwhile",
   ),
   WM_REPLICA_ID: optionalText(
     "WM_REPLICA_ID",

@@ -179,6 +179,10 @@ describe("working snapshots", () => {
         : undefined,
     )
     expect(restarted.views.catchUps().some((c) => c.partition === victim && c.snapshotSeq > 0)).toBe(true)
+    // The snapshot it met is dropped, so the next owner does not meet it again.
+    const after = await kv.get(key)
+    expect(after?.operation === "PUT" ? after.json<Manifest>().id : null).not.toBe("brokenview")
+    expect(await kv.get(snapshotChunkKey("working", victim, "brokenview", 0)).then((c) => c?.operation)).not.toBe("PUT")
     await expectViewsEqualRebuild(restarted)
     const view = await client.agent(AGENTS[0]!).view()
     expect(view.entries.some((e) => e.content?.includes("Round 3"))).toBe(true)

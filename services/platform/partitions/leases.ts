@@ -14,9 +14,8 @@
  *      can win, until it holds its share: as many at once as it lacks.
  *
  * A starting replica announces itself and settles (WM_LEASE_SETTLE_MS) before its first round, so
- * replicas started together divide the partitions at once; the service may end the settle early (it does
- * once the snapshots of the partitions the replica expects to take are read: handing over a partition
- * that starts from a snapshot costs little).
+ * replicas started together divide the partitions at once; meanwhile the service prepares the
+ * partitions the replica expects to take (it reads their snapshots).
  *
  * A replica answers for a partition only until a quarter TTL before the
  * server could expire its lease (measured from when its last renewal was
@@ -43,8 +42,7 @@ export interface LeaseCallbacks {
   readonly lost: (partition: number) => void
   /**
    * While a starting replica settles: the partitions it expects to take (free now, in its preference
-   * order, as many as its share of the replicas it sees). When the returned effect completes, the
-   * settle ends early.
+   * order, as many as its share of the replicas it sees), to prepare them; runs beside the settle.
    */
   readonly settling?: (expected: ReadonlyArray<number>) => Effect.Effect<void>
 }
@@ -202,7 +200,8 @@ export const holdPartitionLeases = (
       yield* Effect.tryPromise(() => kv.put(heartbeatKey(service, replicaId), value)).pipe(Effect.ignore)
       if (leaseSettleMs > 0) {
         const expected = yield* Effect.tryPromise(expectedPartitions).pipe(Effect.orElseSucceed(() => []))
-        yield* Effect.raceFirst(Effect.sleep(leaseSettleMs), callbacks.settling?.(expected) ?? Effect.never)
+        if (callbacks.settling !== undefined) yield* Effect.forkScoped(callbacks.settling(expected))
+        yield* Effect.sleep(leaseSettleMs)
       }
       while (!stopped) {
         yield* Effect.tryPromise({ try: round, catch: (cause) => cause }).pipe(

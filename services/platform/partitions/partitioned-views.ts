@@ -9,8 +9,8 @@
  * A partition starts from its latest snapshot (services/platform/partitions/snapshots.ts) and replays
  * only the tail after it. A views-only service (working, gateway) keeps the snapshot's views as their
  * lines and answers at once; each is decoded when its agent is first used, the rest behind, a batch at a
- * time. A line that does not decode makes the partition rebuild from the log. The snapshots of the
- * partitions a starting replica expects to take are read while it settles (leases.ts); snapshots are written every WM_SNAPSHOT_INTERVAL_MS and at shutdown; a forget
+ * time. A line that does not decode makes the partition drop that snapshot and rebuild from the log. The
+ * snapshots of the partitions a starting replica expects to take are read while it settles (leases.ts); snapshots are written every WM_SNAPSHOT_INTERVAL_MS and at shutdown; a forget
  * tombstone erases the partition's snapshot at once (so no snapshot keeps what was forgotten), and the
  * partition is snapshotted again only after a replica rebuilds it from the log.
  *
@@ -19,7 +19,7 @@
  * record at or past seq, or by the partition's last stored sequence (asked of
  * the stream leader) being one it has applied.
  */
-import { Cause, Effect, Exit, Fiber, FiberSet, Scope } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, FiberSet, Scope } from "effect"
 import { NotCaughtUp } from "../../../contracts/errors.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import { allPartitions, deploymentPlacement, partitionOf } from "../../../contracts/partitions.ts"
@@ -68,7 +68,7 @@ export interface PartitionedViews extends AgentViews {
   readonly catchUps: () => ReadonlyArray<CatchUp>
   /** Snapshots every partition that answers now. */
   readonly snapshotAll: Effect.Effect<void>
-  /** Completes once every partition this replica took has answered and decoded every view of its snapshot. */
+  /** Completes once warm-up has ended and every partition that answers has decoded every view of its snapshot. */
   readonly decoded: Effect.Effect<void>
 }
 
@@ -100,6 +100,9 @@ interface PartitionState {
   /** A line of its snapshot did not decode: it is being dropped, to be rebuilt from the log. */
   rebuilding: boolean
 }
+
+/** A snapshot being read for a partition the replica expects to take (null: none, or one that does not decode). */
+type Prefetch = Deferred.Deferred<LoadedSnapshot | null>
 
 /** Snapshot lines decoded behind the partitions that answer: a batch at a time, for a slice of time at most. */
 const DECODE_BATCH = 4
@@ -197,11 +200,12 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
 
     const lastSeqOf = (partition: number) => lastSeqOfPartition(partition).pipe(Effect.provideService(Nats, nats))
 
-    /** `prefetched`: the snapshot read while settling; `fromLog`: no snapshot (one of its lines did not decode). */
-    const catchUp = (state: PartitionState, prefetched: LoadedSnapshot | null | undefined, fromLog: boolean) =>
+    /** `prefetch`: the snapshot being read while settling; `fromLog`: no snapshot (one of its lines did not decode). */
+    const catchUp = (state: PartitionState, prefetch: Prefetch | undefined, fromLog: boolean) =>
       Effect.gen(function* () {
         const began = Date.now()
         if (hooks.opened !== undefined) yield* hooks.opened(state.partition, state.scope)
+        const prefetched = prefetch === undefined ? undefined : yield* Deferred.await(prefetch)
         const snapshot = fromLog ? null : yield* snapshots.load(state.partition, prefetched)
         const snapshotMillis = Date.now() - began
         if (snapshot !== null) {
@@ -267,34 +271,41 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       ),
     )
 
-    /** A line of the partition's snapshot did not decode: its views are dropped and rebuilt from the log. */
-    const undecodable = (partition: number) => (agentId: string, reason: string) => {
-      const state = states.get(partition)
-      if (state === undefined || state.rebuilding) return
+    /**
+     * A line of the partition's snapshot did not decode: the partition stops answering, drops its views
+     * and that snapshot (which a forget applied since may also have to erase), and is rebuilt from the log.
+     */
+    const undecodable = (state: PartitionState) => (agentId: string, reason: string) => {
+      if (state.rebuilding || states.get(state.partition) !== state) return
       state.rebuilding = true
       state.ready = false
+      const partition = state.partition
       console.error(
         `[${service}] snapshot of partition ${partition} ignored (the view of ${agentId} does not decode: ${reason}): rebuilding from the log`,
       )
       runFork(
         Effect.gen(function* () {
           yield* release(state)
-          if (leases.holds(partition)) acquired(partition, true)
+          yield* snapshots
+            .drop(partition)
+            .pipe(Effect.catch((error) => Effect.logError(`[${service}] ${error.message}`)))
+          // Still held (a lapsed lease is renewed, never taken again, so `holds` would not do here).
+          if (leases.held().includes(partition)) acquired(partition, true)
         }),
       )
     }
 
-    /** Snapshots read while this replica settled, for the partitions it expected to take. */
-    const prefetched = new Map<number, LoadedSnapshot | null>()
+    /** Snapshots read while this replica settles, for the partitions it expects to take. */
+    const prefetches = new Map<number, Prefetch>()
 
     const acquired = (partition: number, fromLog = false) => {
       if (states.has(partition)) return
       const scope = Scope.makeUnsafe()
-      const snapshot = prefetched.get(partition)
-      prefetched.delete(partition)
+      const prefetch = prefetches.get(partition)
+      prefetches.delete(partition)
       const state: PartitionState = {
         partition,
-        views: new PartitionViewMap(undecodable(partition)),
+        views: new PartitionViewMap((agentId, reason) => undecodable(state)(agentId, reason)),
         scope,
         projection: null,
         ready: false,
@@ -308,7 +319,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       }
       states.set(partition, state)
       state.fiber = runFork(
-        catchUp(state, snapshot, fromLog).pipe(
+        catchUp(state, prefetch, fromLog).pipe(
           Effect.catchCause((cause) =>
             Effect.sync(() => {
               console.error(`[${service}] partition ${partition} did not catch up`, cause)
@@ -334,24 +345,30 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       if (state !== undefined) runFork(release(state))
     }
 
-    /** Reads the snapshots of the partitions this replica expects to take; the settle may end once each has one. */
+    /** Reads the snapshots of the partitions this replica expects to take, while it settles. */
     const settling = (expected: ReadonlyArray<number>) =>
       Effect.gen(function* () {
-        const found = yield* Effect.forEach(
-          expected,
-          (p) => Effect.tap(snapshots.prefetch(p), (snapshot) => Effect.sync(() => prefetched.set(p, snapshot))),
-          { concurrency: 4 },
+        const reads = expected.map((p) => {
+          const read = Deferred.makeUnsafe<LoadedSnapshot | null>()
+          prefetches.set(p, read)
+          return [p, read] as const
+        })
+        yield* Effect.forEach(
+          reads,
+          ([p, read]) => Effect.flatMap(snapshots.prefetch(p), (snapshot) => Deferred.succeed(read, snapshot)),
+          { concurrency: 4, discard: true },
+        ).pipe(
+          // Whatever stopped the reads, a partition taken meanwhile waits for none of them: it loads its own.
+          Effect.ensuring(Effect.forEach(reads, ([, read]) => Deferred.succeed(read, null), { discard: true })),
         )
-        // A partition without one is caught up from the log: worth settling for, so as not to hand it over.
-        if (found.length === 0 || found.some((snapshot) => snapshot === null)) yield* Effect.never
       })
 
     const leases = yield* holdPartitionLeases(service, { acquired, lost, settling })
-    // What was read for partitions another replica took is not kept.
+    // What is read for partitions another replica took is not kept.
     yield* Effect.forkScoped(
       Effect.andThen(
         leases.firstRound,
-        Effect.sync(() => prefetched.clear()),
+        Effect.sync(() => prefetches.clear()),
       ),
     )
     yield* Effect.addFinalizer(() =>
@@ -542,7 +559,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       snapshotAll,
       decoded: Effect.gen(function* () {
         yield* projection.warmedUp
-        while ([...states.values()].some((s) => !s.ready || s.views.undecoded > 0)) yield* Effect.sleep("20 millis")
+        while ([...states.values()].some((s) => s.ready && s.views.undecoded > 0)) yield* Effect.sleep("20 millis")
       }),
     } satisfies PartitionedViews
   })

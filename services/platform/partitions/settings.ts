@@ -5,8 +5,8 @@
  *   WM_PARTITION_PINS       tenants pinned to partitions (contracts/partition-pins.ts); the same in every process
  *   WM_LEASE_TTL_MS         a partition lease lapses this long after its owner's last renewal (default 6000)
  *   WM_LEASE_SETTLE_MS      a starting replica announces itself and waits this long before taking partitions,
- *                           so replicas started together divide them at once (default 1000); it stops waiting
- *                           once it has read the snapshots of every partition it expects to take
+ *                           so replicas started together divide them at once, and reads the snapshots of the
+ *                           partitions it expects to take meanwhile (default 500)
  *   WM_REPLICA_ID           this replica's name in the lease bucket (default: host name, pid and a random suffix)
  *   WM_SNAPSHOT_INTERVAL_MS how often each owned partition's views are snapshotted (default 60000; 0: only at shutdown)
  */
@@ -75,7 +75,7 @@ export const partitionSettingsFromConfig = Effect.gen(function* () {
     )
   yield* checkPlacement(partitions)
   const leaseTtlMs = yield* millis(settings.WM_LEASE_TTL_MS.name, 6_000, 1_000)
-  const leaseSettleMs = yield* millis(settings.WM_LEASE_SETTLE_MS.name, 1_000, 0)
+  const leaseSettleMs = yield* millis(settings.WM_LEASE_SETTLE_MS.name, 500, 0)
   const replicaId = yield* Config.String(settings.WM_REPLICA_ID.name).pipe(Config.withDefault(replicaName()))
   const snapshotIntervalMs = yield* millis(settings.WM_SNAPSHOT_INTERVAL_MS.name, 60_000, 0)
   return { partitions, leaseTtlMs, leaseSettleMs, replicaId, snapshotIntervalMs } satisfies PartitionSettingsShape
@@ -89,7 +89,7 @@ export class PartitionSettings extends Context.Service<PartitionSettings, Partit
     Layer.succeed(PartitionSettings, {
       partitions: partitionCount(),
       leaseTtlMs: 6_000,
-      leaseSettleMs: 1_000,
+      leaseSettleMs: 500,
       replicaId: replicaName(),
       snapshotIntervalMs: 60_000,
       ...settings,
