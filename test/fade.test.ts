@@ -18,6 +18,7 @@ import { EmbeddingProvider, offlineProvider } from "../services/platform/embeddi
 import { hashedEmbedder } from "../services/platform/embedding/offline-embedder.ts"
 import { fadeService, gatewayService, workingService } from "../services/system.ts"
 import { Working, type WorkingShape } from "../services/working/working.ts"
+import { eventually } from "./faults/support/audit.ts"
 import { readLog, type StoredEvent } from "./support/log.ts"
 import { settingsFor } from "./support/system.ts"
 
@@ -260,10 +261,13 @@ describe("two fade workers", () => {
       owners.add(owner)
       await settle(owner, agent.agentId, agent.lastSeq)
     }
-    // Each worker holds a share of the partitions, and no agent is held by both.
+    // Each worker holds a share of the partitions (the second may have started after the first had
+    // settled and taken them all: it gets its share at the first's next lease round), and no agent is
+    // held by both.
     const [a, b] = [await first.fade(), await second.fade()]
-    expect(a.views.leases.held().length).toBeGreaterThan(0)
-    expect(b.views.leases.held().length).toBeGreaterThan(0)
+    await eventually("both workers hold partitions", () =>
+      a.views.leases.held().length > 0 && b.views.leases.held().length > 0 ? true : undefined,
+    )
     for (const agent of agents) expect(a.views.owns(agent.agentId) && b.views.owns(agent.agentId)).toBe(false)
     const log = await readLog(other.url)
     const byEntry = new Map<string, number[]>()

@@ -238,7 +238,10 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
       await allAnswer(allPartitions)
       const millis = Date.now() - t0
       // The service's own account (announce-ready.ts): when its modules were loaded, when it was ready,
-      // and how long its slowest partition took to catch up once taken.
+      // and how long its slowest partition took to catch up once taken. Its partitions may answer a
+      // moment before it logs that line.
+      for (let wait = 0; wait < 200 && !/ ready \d+ ms after the process started/.test(child.output()); wait++)
+        await sleep(50)
       const ready =
         /ready (\d+) ms after the process started \(modules loaded at (\d+) ms; .* slowest caught up in (\d+) ms, slowest snapshot read in (\d+) ms/.exec(
           child.output(),
