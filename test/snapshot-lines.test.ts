@@ -76,7 +76,7 @@ afterAll(() =>
 it("a snapshot read ahead keeps its views as lines; each decodes to the view it was, and one never used is written back as it was", async () => {
   await Effect.runPromise(store.save(0, 100, fresh()))
   const read = await Effect.runPromise(store.prefetch(0))
-  expect(read?.seq).toBe(100)
+  expect(read?.manifest.seq).toBe(100)
   expect(read?.views.size).toBe(0)
   expect([...read!.lines.keys()]).toEqual(AGENTS)
 
@@ -129,14 +129,14 @@ it("a line that names no agent id makes the snapshot unreadable, not a view of n
 it("a snapshot read ahead is not used once a newer one was written, and the newer one keeps its chunks", async () => {
   await Effect.runPromise(store.save(3, 100, fresh()))
   const ahead = await Effect.runPromise(store.prefetch(3))
-  expect(ahead?.seq).toBe(100)
+  expect(ahead?.manifest.seq).toBe(100)
   // The partition's owner writes another before this replica takes it; a writer that died left a chunk.
   await Effect.runPromise(store.save(3, 150, fresh()))
   const orphan = snapshotChunkKey("lines", 3, "orphan", 0)
   await kv.put(orphan, "left by a writer that died")
 
   const loaded = await Effect.runPromise(store.load(3, ahead))
-  expect(loaded?.seq).toBe(150)
+  expect(loaded?.manifest.seq).toBe(150)
   // The load's sweep erases the orphan (the last key it meets) and spares the latest snapshot's chunks.
   await eventually("the orphan chunk erased", async () =>
     (await kv.get(orphan))?.operation === "PUT" ? undefined : true,

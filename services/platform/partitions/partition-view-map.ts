@@ -57,10 +57,6 @@ export class PartitionViewMap {
     this.#entries.delete(agentId)
   }
 
-  get size(): number {
-    return this.#entries.size
-  }
-
   /** Lines not decoded yet. */
   get undecoded(): number {
     return this.#lines

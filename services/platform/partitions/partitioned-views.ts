@@ -10,9 +10,11 @@
  * only the tail after it. A views-only service (working, gateway) keeps the snapshot's views as their
  * lines and answers at once; each is decoded when its agent is first used, the rest behind, a batch at a
  * time. A line that does not decode makes the partition drop that snapshot and rebuild from the log. The
- * snapshots of the partitions a starting replica expects to take are read while it settles (leases.ts); snapshots are written every WM_SNAPSHOT_INTERVAL_MS and at shutdown; a forget
- * tombstone erases the partition's snapshot at once (so no snapshot keeps what was forgotten), and the
- * partition is snapshotted again only after a replica rebuilds it from the log.
+ * snapshots of the partitions a starting replica expects to take are read while it settles (leases.ts).
+ *
+ * Snapshots are written every WM_SNAPSHOT_INTERVAL_MS and at shutdown; a forget tombstone erases the
+ * partition's snapshot at once (so no snapshot keeps what was forgotten), and the partition is
+ * snapshotted again only after a replica rebuilds it from the log.
  *
  * Waiting for a stream sequence is per partition: a partition's projection
  * only sees its own records, so "applied up to seq" is proven either by a
@@ -41,7 +43,7 @@ import { holdPartitionLeases, type PartitionLeases } from "./leases.ts"
 import { lastSeqOfPartition } from "./partition-position.ts"
 import { PartitionViewMap } from "./partition-view-map.ts"
 import { PartitionSettings } from "./settings.ts"
-import { type LoadedSnapshot, openSnapshotStore, type SnapshotAgent, type SnapshotState } from "./snapshots.ts"
+import { openSnapshotStore, type ReadSnapshot, type SnapshotAgent, type SnapshotState } from "./snapshots.ts"
 
 /** A projection whose waits and position can be asked for one agent's partition. */
 export interface PartitionedProjection extends Projection {
@@ -102,7 +104,7 @@ interface PartitionState {
 }
 
 /** A snapshot being read for a partition the replica expects to take (null: none, or one that does not decode). */
-type Prefetch = Deferred.Deferred<LoadedSnapshot | null>
+type Prefetch = Deferred.Deferred<ReadSnapshot | null>
 
 /** Snapshot lines decoded behind the partitions that answer: a batch at a time, for a slice of time at most. */
 const DECODE_BATCH = 4
@@ -205,14 +207,14 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       Effect.gen(function* () {
         const began = Date.now()
         if (hooks.opened !== undefined) yield* hooks.opened(state.partition, state.scope)
-        const prefetched = prefetch === undefined ? undefined : yield* Deferred.await(prefetch)
+        const prefetched = prefetch === undefined || fromLog ? undefined : yield* Deferred.await(prefetch)
         const snapshot = fromLog ? null : yield* snapshots.load(state.partition, prefetched)
         const snapshotMillis = Date.now() - began
         if (snapshot !== null) {
           state.views.addLines(snapshot.lines)
           for (const [id, view] of snapshot.views) state.views.set(id, view)
           if (hooks.state !== undefined) for (const [id, kept] of snapshot.states) hooks.state.restore(id, kept)
-          state.snapshotSeq = snapshot.seq
+          state.snapshotSeq = snapshot.manifest.seq
           state.snapshotAt = Date.now()
         }
         // Read before the partition's last: once caught up with that, the partition is complete up to here.
@@ -245,7 +247,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         caughtUpEvents = Math.max(caughtUpEvents, warm.events)
         catchUps.push({
           partition: state.partition,
-          snapshotSeq: snapshot?.seq ?? 0,
+          snapshotSeq: snapshot?.manifest.seq ?? 0,
           snapshotMillis,
           millis: Date.now() - began,
         })
@@ -349,7 +351,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
     const settling = (expected: ReadonlyArray<number>) =>
       Effect.gen(function* () {
         const reads = expected.map((p) => {
-          const read = Deferred.makeUnsafe<LoadedSnapshot | null>()
+          const read = Deferred.makeUnsafe<ReadSnapshot | null>()
           prefetches.set(p, read)
           return [p, read] as const
         })

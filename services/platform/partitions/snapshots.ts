@@ -81,20 +81,13 @@ export interface SnapshotState<S> {
  */
 export type SnapshotAgent = { readonly view: AgentView; readonly state?: unknown } | { readonly line: Uint8Array }
 
-export interface LoadedSnapshot {
-  readonly seq: number
+/** A snapshot as read: it covers the partition's events up to `manifest.seq`. */
+export interface ReadSnapshot {
+  readonly manifest: Manifest
   readonly views: Map<string, AgentView>
   /** A views-only service's views as the lines they were read from, decoded when used (`decodeViewLine`). */
   readonly lines: Map<string, Uint8Array>
   /** The decoded state of each agent (empty for a views-only service). */
-  readonly states: Map<string, unknown>
-  readonly manifest: Manifest
-}
-
-export interface ReadSnapshot {
-  readonly manifest: Manifest
-  readonly views: Map<string, AgentView>
-  readonly lines: Map<string, Uint8Array>
   readonly states: Map<string, unknown>
 }
 
@@ -103,12 +96,12 @@ export interface SnapshotStore {
    * The latest snapshot of the partition, or null (none, or one that does not decode: the reason is
    * logged). `prefetched`, read before the partition was taken, is used if it is still the latest.
    */
-  readonly load: (partition: number, prefetched?: LoadedSnapshot | null) => Effect.Effect<LoadedSnapshot | null>
+  readonly load: (partition: number, prefetched?: ReadSnapshot | null) => Effect.Effect<ReadSnapshot | null>
   /**
    * Reads the partition's latest snapshot before it is taken (nothing is swept or logged), for `load`
    * once it is; null when there is none or it does not decode.
    */
-  readonly prefetch: (partition: number) => Effect.Effect<LoadedSnapshot | null>
+  readonly prefetch: (partition: number) => Effect.Effect<ReadSnapshot | null>
   /**
    * Writes a snapshot at `seq` and erases the one it replaces. `agents` must be taken at `seq` (views are
    * immutable; a service's state is copied when it is taken), as the partition moves on while it is written.
@@ -274,15 +267,13 @@ export const makeSnapshotStore = (
   }
   const swept = (partition: number) => sweeps.get(partition) ?? Promise.resolve()
 
-  const loaded = (found: ReadSnapshot): LoadedSnapshot => ({ seq: found.manifest.seq, ...found })
-
-  const prefetch = (partition: number): Effect.Effect<LoadedSnapshot | null> =>
+  const prefetch = (partition: number): Effect.Effect<ReadSnapshot | null> =>
     Effect.promise(async () => {
       const found = await readLatest(partition, true).catch((error: unknown) => `cannot be read: ${String(error)}`)
-      return typeof found === "string" ? null : loaded(found)
+      return typeof found === "string" ? null : found
     })
 
-  const load = (partition: number, prefetched?: LoadedSnapshot | null): Effect.Effect<LoadedSnapshot | null> =>
+  const load = (partition: number, prefetched?: ReadSnapshot | null): Effect.Effect<ReadSnapshot | null> =>
     Effect.promise(async () => {
       // A prefetched snapshot is used only while it is the latest: the sweep below erases every chunk but
       // the latest's, and a snapshot written since by the partition's previous owner must not lose its own.
@@ -290,10 +281,7 @@ export const makeSnapshotStore = (
       const found =
         prefetched && latest?.manifest?.id === prefetched.manifest.id
           ? prefetched
-          : await readLatest(partition, true).then(
-              (read) => (typeof read === "string" ? read : loaded(read)),
-              (error: unknown) => `cannot be read: ${String(error)}`,
-            )
+          : await readLatest(partition, true).catch((error: unknown) => `cannot be read: ${String(error)}`)
       sweepOrphans(
         partition,
         typeof found === "string" ? "" : `${snapshotManifestKey(service, partition)}.${found.manifest.id}.`,
