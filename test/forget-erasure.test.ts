@@ -21,6 +21,7 @@ import {
   agentEvents,
   agentStepSubject,
   DEAD_LETTER_STREAM,
+  deadLetterSubject,
   EVENTS_STREAM,
   entrySubject,
 } from "../contracts/subjects.ts"
@@ -127,17 +128,20 @@ const poison = async (subject: string, agentId: string, secret: string) =>
     )
   ).seq
 
-const deadLettersHolding = async (needle: string) => {
-  const consumer = await jetstream(nc).consumers.get(DEAD_LETTER_STREAM, {})
-  if ((await consumer.info(true)).num_pending === 0) return 0
-  let found = 0
-  const messages = await consumer.consume()
-  for await (const m of messages) {
-    if (m.string().includes(needle)) found++
-    if (m.info.pending === 0) break
+// The projections that read an agent's entries and steps, and so dead-letter a poison record on their subjects
+// (the long-term store is the durable embedded one, WM_LONGTERM_DIR being set).
+const DEAD_LETTERED_BY = ["fade", "gateway", "longterm-durable", "memory", "working"]
+
+/** The projections whose dead letters hold `needle`, one subject per letter; read by sequence, so it never waits on a letter erased meanwhile. */
+const deadLettersHolding = async (needle: string): Promise<string[]> => {
+  const jsm = await jetstreamManager(nc)
+  const { state } = await jsm.streams.info(DEAD_LETTER_STREAM)
+  const subjects: string[] = []
+  for (let seq = state.first_seq; state.messages > 0 && seq <= state.last_seq; seq++) {
+    const letter = await jsm.streams.getMessage(DEAD_LETTER_STREAM, { seq })
+    if (letter?.string().includes(needle)) subjects.push(letter.subject)
   }
-  await messages.close()
-  return found
+  return subjects.sort()
 }
 
 /** The secret is everywhere the system stores content: log events of every kind, long-term, dead letters, store files. */
@@ -150,7 +154,11 @@ const expectEverywhere = async (agentId: string, entryId: string, secret: string
   agent.lastSeq = Math.max(...log.map((s) => s.seq))
   const { results } = await agent.query(`${secret} north vault`, { limit: 50 })
   expect(results.some((r) => r.entryId === entryId && r.tier === "long-term")).toBe(true)
-  await waitUntil(async () => (await deadLettersHolding(secret)) > 0, "the poison to be dead-lettered")
+  // Every projection reading the poison's subject dead-letters it; a letter stored after the forget would be the guard's to erase.
+  await waitUntil(
+    async () => (await deadLettersHolding(secret)).join() === DEAD_LETTERED_BY.map(deadLetterSubject).join(),
+    "the poison to be dead-lettered by every projection",
+  )
   expect(filesHolding(secret).length).toBeGreaterThan(0)
 }
 
@@ -178,7 +186,7 @@ it("forgetting an entry erases its content from every file the system writes, an
   expect(report.purged).toBeGreaterThan(0)
 
   expect(filesHolding(SECRET)).toEqual([])
-  expect(await deadLettersHolding(SECRET)).toBe(0)
+  expect(await deadLettersHolding(SECRET)).toEqual([])
   // The tombstone stays, and names the entry only.
   const left = (await readLog(server.url, entrySubject("confider", entryId))).map((s) => s.event._tag)
   expect(left).toEqual(["EntryForgotten"])
@@ -219,7 +227,7 @@ it("forgetting an agent erases everything it recorded from every file, including
   const report = JSON.parse(stdout) as ForgetReport
   expect(report.complete).toBe(true)
   expect(filesHolding(SECRET)).toEqual([])
-  expect(await deadLettersHolding(SECRET)).toBe(0)
+  expect(await deadLettersHolding(SECRET)).toEqual([])
   expect((await readLog(server.url, agentEvents("leaver"))).map((s) => s.event._tag)).toEqual(["AgentForgotten"])
 
   // Still nothing once the broker has flushed and closed every file.
