@@ -7,6 +7,7 @@
  * checked against this list (test/settings.test.ts).
  */
 import { Config, ConfigProvider, Effect, Option, Schema } from "effect"
+import { DEFAULT_PARTITIONS, partitionCountProblem } from "./partitions.ts"
 import { DEFAULT_NATS_URL } from "./subjects.ts"
 
 export interface Setting<A> {
@@ -61,6 +62,26 @@ const integer = (name: string, fallback: number, meaning: string, documented = S
   meaning,
   config: Config.Int(name).pipe(Config.withDefault(fallback)),
 })
+/** An integer the value is checked against: `problem` says why one is not valid (null: it is). */
+const checkedInteger = (
+  name: string,
+  fallback: number,
+  problem: (n: number) => string | null,
+  meaning: string,
+): Setting<number> => ({
+  name,
+  type: "integer",
+  default: String(fallback),
+  meaning,
+  config: Config.schema(Schema.Int.check(Schema.makeFilter((n: number) => problem(n) ?? true)), name).pipe(
+    Config.withDefault(fallback),
+  ),
+})
+/** The lease and snapshot defaults, which a partitioned service's test settings start from too. */
+export const DEFAULT_LEASE_TTL_MS = 6_000
+export const DEFAULT_LEASE_SETTLE_MS = 500
+export const DEFAULT_SNAPSHOT_INTERVAL_MS = 60_000
+const atLeastMs = (minimum: number) => (n: number) => (n >= minimum ? null : `must be at least ${minimum} ms`)
 const number = (name: string, fallback: number, meaning: string): Setting<number> => ({
   name,
   type: "number",
@@ -185,9 +206,10 @@ export const settings = {
     "how often the operator CLI's long scans report progress",
   ),
   WM_DEBUG: optionalText("WM_DEBUG", "set: the operator CLI prints the stack of an error, not only its message"),
-  WM_PARTITIONS: integer(
+  WM_PARTITIONS: checkedInteger(
     "WM_PARTITIONS",
-    16,
+    DEFAULT_PARTITIONS,
+    partitionCountProblem,
     "partitions the agents are divided into (1–1024); the same in every process of a deployment, fixed for its log (the working service refuses a log written with another count; changing it means `wm migrate`)",
   ),
   WM_PARTITION_PINS: text(
@@ -196,14 +218,16 @@ export const settings = {
     '`acme=0-3;beta=4,6`: each named tenant of `WM_TENANTS` has its agents placed only on these partitions, which no other agent is placed on; the same in every process of a deployment, and changing it moves agents (`wm migrate`; see "Running a fleet")',
     "none",
   ),
-  WM_LEASE_TTL_MS: integer(
+  WM_LEASE_TTL_MS: checkedInteger(
     "WM_LEASE_TTL_MS",
-    6_000,
+    DEFAULT_LEASE_TTL_MS,
+    atLeastMs(1_000),
     "a working, gateway, fade or memory replica's partition leases lapse this long after its last renewal (renewed every quarter of it; at least 1000)",
   ),
-  WM_LEASE_SETTLE_MS: integer(
+  WM_LEASE_SETTLE_MS: checkedInteger(
     "WM_LEASE_SETTLE_MS",
-    500,
+    DEFAULT_LEASE_SETTLE_MS,
+    atLeastMs(0),
     "how long a starting replica waits after announcing itself before taking partitions, so replicas started together divide them at once; it reads the snapshots of the partitions it expects to take meanwhile",
   ),
   WM_REPLICA_ID: optionalText(
@@ -212,9 +236,10 @@ export const settings = {
     "string",
     "host name, pid and a random suffix",
   ),
-  WM_SNAPSHOT_INTERVAL_MS: integer(
+  WM_SNAPSHOT_INTERVAL_MS: checkedInteger(
     "WM_SNAPSHOT_INTERVAL_MS",
-    60_000,
+    DEFAULT_SNAPSHOT_INTERVAL_MS,
+    atLeastMs(0),
     "how often a replica of a partitioned service (working, gateway, memory, fade) snapshots each partition it owns that changed (0: only at shutdown and after a forget)",
   ),
   WM_DASHBOARD_PORT: integer(

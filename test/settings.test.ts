@@ -11,6 +11,7 @@ import { DEFAULT_FADE_CONFIG } from "../domain/fade-score.ts"
 import { FadeWorkerSettings } from "../services/fade/fade-worker.ts"
 import { DEFAULT_COLLECTION_PREFIX } from "../services/memory/longterm/qdrant-store.ts"
 import { OFFLINE_EMBEDDER } from "../services/platform/embedding/local-embedders.ts"
+import { PartitionSettings, partitionSettingsFromConfig } from "../services/platform/partitions/settings.ts"
 
 const root = join(import.meta.dirname, "..")
 const declared = Object.values(settings)
@@ -79,5 +80,38 @@ describe("the settings", () => {
     expect(Exit.isFailure(tau) && String(tau.cause)).toMatch(/WM_FADE_TAU/)
     const interval = await withEnv({ WM_FADE_INTERVAL_MS: "soon" })
     expect(Exit.isFailure(interval) && String(interval.cause)).toMatch(/WM_FADE_INTERVAL_MS/)
+  })
+
+  it("of a partitioned replica default to the documented values, and refuse one out of range, naming it", async () => {
+    const read = (env: Record<string, string>) =>
+      Effect.runPromiseExit(
+        partitionSettingsFromConfig.pipe(Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env })))),
+      )
+    const documented = {
+      partitions: Number(settings.WM_PARTITIONS.default),
+      leaseTtlMs: Number(settings.WM_LEASE_TTL_MS.default),
+      leaseSettleMs: Number(settings.WM_LEASE_SETTLE_MS.default),
+      snapshotIntervalMs: Number(settings.WM_SNAPSHOT_INTERVAL_MS.default),
+    }
+    const defaults = await read({})
+    expect(Exit.isSuccess(defaults) && defaults.value).toMatchObject(documented)
+    // What a test builds without the environment starts from the same values.
+    const made = await Effect.runPromise(
+      Effect.gen(function* () {
+        return yield* PartitionSettings
+      }).pipe(Effect.provide(PartitionSettings.make())),
+    )
+    expect(made).toMatchObject(documented)
+    /** The refusal of `value` for `variable`: it must name both the variable and the reason. */
+    const refusal = async (variable: string, value: string) => {
+      const exit = await read({ [variable]: value })
+      const text = Exit.isFailure(exit) ? String(exit.cause) : "accepted"
+      expect(text).toContain(`"${variable}"`)
+      return text
+    }
+    expect(await refusal("WM_LEASE_TTL_MS", "500")).toContain("must be at least 1000 ms")
+    expect(await refusal("WM_LEASE_SETTLE_MS", "-1")).toContain("must be at least 0 ms")
+    expect(await refusal("WM_SNAPSHOT_INTERVAL_MS", "often")).toMatch(/integer|number/i)
+    expect(await refusal("WM_PARTITIONS", "0")).toContain("must be an integer from 1 to 1024")
   })
 })

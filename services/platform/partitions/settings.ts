@@ -1,26 +1,21 @@
 /**
- * How a partitioned service divides the agents with its other replicas, read with Effect Config:
- *
- *   WM_PARTITIONS           partitions of the deployment (default 16); the same in every process
- *   WM_PARTITION_PINS       tenants pinned to partitions (contracts/partition-pins.ts); the same in every process
- *   WM_LEASE_TTL_MS         a partition lease lapses this long after its owner's last renewal (default 6000)
- *   WM_LEASE_SETTLE_MS      a starting replica announces itself and waits this long before taking partitions,
- *                           so replicas started together divide them at once, and reads the snapshots of the
- *                           partitions it expects to take meanwhile (default 500)
- *   WM_REPLICA_ID           this replica's name in the lease bucket (default: host name, pid and a random suffix)
- *   WM_SNAPSHOT_INTERVAL_MS how often each owned partition's views are snapshotted (default 60000; 0: only at shutdown)
+ * How a partitioned service divides the agents with its other replicas: WM_PARTITIONS, WM_PARTITION_PINS,
+ * WM_LEASE_TTL_MS, WM_LEASE_SETTLE_MS, WM_REPLICA_ID and WM_SNAPSHOT_INTERVAL_MS, read through their
+ * declarations in contracts/settings.ts (defaults, bounds and meanings are there, and in the README's table),
+ * and checked against the count and pins that event subjects are built with.
  */
 import { hostname } from "node:os"
 import { nuid } from "@nats-io/nuid"
-import { Config, Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { InvalidPlacementSetting, placementFromSettings } from "../../../contracts/partition-pins.ts"
+import { deploymentPlacement, partitionCount } from "../../../contracts/partitions.ts"
 import {
-  DEFAULT_PARTITIONS,
-  deploymentPlacement,
-  partitionCount,
-  partitionCountProblem,
-} from "../../../contracts/partitions.ts"
-import { invalidSetting, settings } from "../../../contracts/settings.ts"
+  DEFAULT_LEASE_SETTLE_MS,
+  DEFAULT_LEASE_TTL_MS,
+  DEFAULT_SNAPSHOT_INTERVAL_MS,
+  invalidSetting,
+  settings,
+} from "../../../contracts/settings.ts"
 
 export interface PartitionSettingsShape {
   readonly partitions: number
@@ -29,17 +24,6 @@ export interface PartitionSettingsShape {
   readonly replicaId: string
   readonly snapshotIntervalMs: number
 }
-
-const partitionsConfig = Config.schema(
-  Schema.Int.check(Schema.makeFilter((n: number) => partitionCountProblem(n) ?? true)),
-  settings.WM_PARTITIONS.name,
-).pipe(Config.withDefault(DEFAULT_PARTITIONS))
-
-const millis = (name: string, fallback: number, minimum: number) =>
-  Config.schema(
-    Schema.Int.check(Schema.makeFilter((n: number) => n >= minimum || `must be at least ${minimum} ms`)),
-    name,
-  ).pipe(Config.withDefault(fallback))
 
 const replicaName = () =>
   `${hostname()
@@ -67,17 +51,17 @@ const checkPlacement = (partitions: number) =>
   })
 
 export const partitionSettingsFromConfig = Effect.gen(function* () {
-  const partitions = yield* partitionsConfig
+  const partitions = yield* settings.WM_PARTITIONS.config
   // Subjects are built with the deployment's count (contracts/partitions.ts): both must agree.
   if (partitions !== partitionCount())
     return yield* Effect.die(
       new Error(`WM_PARTITIONS is ${partitions} here but ${partitionCount()} where event subjects are built`),
     )
   yield* checkPlacement(partitions)
-  const leaseTtlMs = yield* millis(settings.WM_LEASE_TTL_MS.name, 6_000, 1_000)
-  const leaseSettleMs = yield* millis(settings.WM_LEASE_SETTLE_MS.name, 500, 0)
-  const replicaId = yield* Config.String(settings.WM_REPLICA_ID.name).pipe(Config.withDefault(replicaName()))
-  const snapshotIntervalMs = yield* millis(settings.WM_SNAPSHOT_INTERVAL_MS.name, 60_000, 0)
+  const leaseTtlMs = yield* settings.WM_LEASE_TTL_MS.config
+  const leaseSettleMs = yield* settings.WM_LEASE_SETTLE_MS.config
+  const replicaId = Option.getOrElse(yield* settings.WM_REPLICA_ID.config, replicaName)
+  const snapshotIntervalMs = yield* settings.WM_SNAPSHOT_INTERVAL_MS.config
   return { partitions, leaseTtlMs, leaseSettleMs, replicaId, snapshotIntervalMs } satisfies PartitionSettingsShape
 })
 
@@ -88,10 +72,10 @@ export class PartitionSettings extends Context.Service<PartitionSettings, Partit
   static readonly make = (settings: Partial<PartitionSettingsShape> = {}) =>
     Layer.succeed(PartitionSettings, {
       partitions: partitionCount(),
-      leaseTtlMs: 6_000,
-      leaseSettleMs: 500,
+      leaseTtlMs: DEFAULT_LEASE_TTL_MS,
+      leaseSettleMs: DEFAULT_LEASE_SETTLE_MS,
       replicaId: replicaName(),
-      snapshotIntervalMs: 60_000,
+      snapshotIntervalMs: DEFAULT_SNAPSHOT_INTERVAL_MS,
       ...settings,
     })
 }
