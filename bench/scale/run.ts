@@ -77,6 +77,10 @@ export interface ScaleReport {
 /** Entries an agent holds in working once the log is at steady state (~6,300 of its 8,000 tokens). */
 const WORKING_ENTRIES = 140
 
+/** The line a service logs once every partition it took has caught up (announce-ready.ts). */
+const READY_LINE =
+  /ready (\d+) ms after the process started \(modules loaded at (\d+) ms; .* slowest caught up in (\d+) ms, slowest snapshot read in (\d+) ms/
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 const encoder = new TextEncoder()
 
@@ -240,12 +244,8 @@ export const runScaleBench = async (options: ScaleOptions): Promise<ScaleReport>
       // The service's own account (announce-ready.ts): when its modules were loaded, when it was ready,
       // and how long its slowest partition took to catch up once taken. Its partitions may answer a
       // moment before it logs that line.
-      for (let wait = 0; wait < 200 && !/ ready \d+ ms after the process started/.test(child.output()); wait++)
-        await sleep(50)
-      const ready =
-        /ready (\d+) ms after the process started \(modules loaded at (\d+) ms; .* slowest caught up in (\d+) ms, slowest snapshot read in (\d+) ms/.exec(
-          child.output(),
-        )
+      for (let wait = 0; wait < 200 && !READY_LINE.test(child.output()); wait++) await sleep(50)
+      const ready = READY_LINE.exec(child.output())
       return {
         millis,
         readyMs: Number(ready?.[1] ?? 0),
