@@ -7,15 +7,16 @@
  *                           [--conversations conv-26,conv-30] [--embedder offline|minilm]
  *
  * Every LoCoMo-format `*.json` file of <dir> is used, or with --conversations
- * only those named (file names without `.json`). --embedder sets WM_EMBEDDER for
- * the run (default: the environment's, else `offline`). With --out, the
- * summary goes to <file.json> and the diagnostics to <file>.details.json.
+ * only those named (file names without `.json`). Questions of categories 1–4
+ * are asked after the whole conversation. --embedder sets WM_EMBEDDER for the
+ * run (default: the environment's, else `offline`). With --out, the summary
+ * goes to <file.json> and the diagnostics to <file>.details.json.
  */
 import { parseArgs } from "node:util"
-import { LocomoFormatError } from "./locomo/dataset.ts"
-import { DEFAULT_BUDGETS, parseBudgets, parseConversationNames } from "./locomo/options.ts"
-import { streamProgress } from "./locomo/report.ts"
-import { runLocomoBenchmark } from "./locomo/run.ts"
+import { DatasetFormatError } from "./quality/dataset.ts"
+import { runLocomoBenchmark } from "./quality/locomo.ts"
+import { DEFAULT_BUDGETS, parseBudgets, parseNames } from "./quality/options.ts"
+import { streamProgress } from "./quality/report.ts"
 
 const usage =
   "usage: npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>] [--conversations conv-26,conv-30] [--embedder offline|minilm]"
@@ -41,13 +42,15 @@ const main = async () => {
     data: values.data,
     budgets: parseBudgets(values.budgets),
     ...(values.out !== undefined ? { out: values.out } : {}),
-    ...(values.conversations !== undefined ? { conversations: parseConversationNames(values.conversations) } : {}),
+    ...(values.conversations !== undefined
+      ? { conversations: parseNames("--conversations", values.conversations) }
+      : {}),
     progress: streamProgress(process.stderr),
   })
 }
 
 main().catch((error: unknown) => {
-  const expected = error instanceof LocomoFormatError || (error instanceof Error && error.message.startsWith("--"))
+  const expected = error instanceof DatasetFormatError || (error instanceof Error && error.message.startsWith("--"))
   console.error(expected ? (error as Error).message : error)
   process.exit(1)
 })

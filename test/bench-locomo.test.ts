@@ -9,7 +9,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
-import { bm25Index, fifoFill, rankedFill } from "../bench/locomo/baselines.ts"
+import { bm25Index, fifoFill, rankedFill } from "../bench/quality/baselines.ts"
+import { runLocomoBenchmark } from "../bench/quality/locomo.ts"
 import {
   entryIdOf,
   hasLocomoShape,
@@ -20,11 +21,10 @@ import {
   splitEvidence,
   TURN_STEP_MS,
   turnContent,
-} from "../bench/locomo/dataset.ts"
-import { detailsPath, parseBudgets } from "../bench/locomo/options.ts"
-import { silentProgress } from "../bench/locomo/report.ts"
-import { runLocomoBenchmark } from "../bench/locomo/run.ts"
-import { aggregate, answerAppears, evidenceRecall, normaliseText, scoreQuestion } from "../bench/locomo/score.ts"
+} from "../bench/quality/locomo-dataset.ts"
+import { detailsPath, parseBudgets } from "../bench/quality/options.ts"
+import { silentProgress } from "../bench/quality/report.ts"
+import { aggregate, answerAppears, evidenceRecall, normaliseText, scoreQuestion } from "../bench/quality/score.ts"
 import { blockTokens } from "../domain/render.ts"
 
 /** A tiny conversation: two sessions, questions of every category. */
@@ -219,13 +219,23 @@ describe("scoring", () => {
 
   it("averages recall over questions with evidence and answers over categories 1, 2 and 4", () => {
     const c = parseConversation(tinyConversation(), "tiny.json", "tiny.json")
-    const context = { text: "user: Melanie: I painted a sunrise in 2022.", items: [{ entryId: "D1-2", form: "raw" }] }
-    const scores = c.questions.filter((q) => q.category <= 4).map((q) => scoreQuestion(q, context))
+    const context = {
+      text: "user: Melanie: I painted a sunrise in 2022.",
+      items: [{ entryId: "D1-2", form: "raw" }],
+      tokens: 12,
+    }
+    const sessionOf = (id: string) => c.turns.find((t) => t.entryId === id)?.session
+    const scores = c.questions.filter((q) => q.category <= 4).map((q) => scoreQuestion(q, context, sessionOf))
     expect(scores.map((s) => s.evidenceRecall)).toEqual([1, 0, 0, null])
     expect(scores.map((s) => s.answerInContext)).toEqual([true, false, false, null])
+    // The second question's evidence sits in sessions 1 and 2; the served turn is in session 1.
+    expect(scores.map((s) => s.sessionRecall)).toEqual([1, 0.5, 0, null])
     expect(aggregate(scores)).toEqual({
       evidenceRecall: 1 / 3,
+      rawEvidenceRecall: 1 / 3,
+      sessionRecall: 0.5,
       answerInContext: 1 / 3,
+      tokens: 12,
       questions: 4,
       withEvidence: 3,
       withAnswerCheck: 3,
@@ -313,8 +323,15 @@ describe("bench:locomo end to end", () => {
       expect(Object.keys(byBudget), method).toEqual([String(two), "256"])
       for (const [budget, cell] of Object.entries(byBudget)) {
         const where = `${method}@${budget}`
-        expect(Object.keys(cell), where).toEqual(["evidenceRecall", "answerInContext", "questions"])
-        for (const key of ["evidenceRecall", "answerInContext"]) {
+        expect(Object.keys(cell), where).toEqual([
+          "evidenceRecall",
+          "answerInContext",
+          "questions",
+          "rawEvidenceRecall",
+          "sessionRecall",
+          "tokens",
+        ])
+        for (const key of ["evidenceRecall", "answerInContext", "rawEvidenceRecall", "sessionRecall"]) {
           const value = cell[key]
           expect(typeof value, where).toBe("number")
           expect(value as number, `${where} ${key}`).toBeGreaterThanOrEqual(0)
@@ -327,7 +344,12 @@ describe("bench:locomo end to end", () => {
     expect(json.tokensPerConversation).toBe(total)
     // The whole conversation fits in 256 tokens: FIFO serves every turn, so every evidence turn and answer.
     expect(total).toBeLessThan(256)
-    expect(methods.fifo!["256"]).toEqual({ evidenceRecall: 1, answerInContext: 1, questions: asked })
+    expect(methods.fifo!["256"]).toMatchObject({
+      evidenceRecall: 1,
+      answerInContext: 1,
+      questions: asked,
+      tokens: total,
+    })
     // Exactly the last two turns: half the evidence of the multi-id question, all of the camping one,
     // none of the sunrise one; the answers "counseling" and "the beach".
     expect(
@@ -336,14 +358,29 @@ describe("bench:locomo end to end", () => {
         two,
       ),
     ).toEqual([3, 4])
-    expect(methods.fifo![String(two)]).toEqual({ evidenceRecall: 0.5, answerInContext: 0.6667, questions: asked })
+    expect(methods.fifo![String(two)]).toMatchObject({
+      evidenceRecall: 0.5,
+      rawEvidenceRecall: 0.5,
+      answerInContext: 0.6667,
+      questions: asked,
+      tokens: two,
+    })
 
     expect(existsSync(detailsPath(out))).toBe(true)
     const details = JSON.parse(readFileSync(detailsPath(out), "utf8")) as {
-      skippedFiles: string[]
+      skipped: string[]
       checks: { tokenMismatches: number; overLimit: number }
+      losses: Record<string, { evidence: number; served: number }>
+      questions: Array<{ id: string; evidence: Array<{ entryId: string; served: Record<string, string | null> }> }>
     }
-    expect(details.skippedFiles).toEqual([join(data, "notes.json")])
+    expect(details.skipped).toEqual([join(data, "notes.json")])
+    expect(lines).toContain(`skipped ${join(data, "notes.json")}: not a LoCoMo conversation`)
+    // Every evidence turn of every asked question is accounted for at every budget, served or lost at a stage.
+    const evidenceTurns = 1 + 2 + 1 + (1 + 2 + 1)
+    for (const budget of [String(two), "256"]) {
+      expect(details.losses[budget]!.evidence).toBe(evidenceTurns)
+    }
+    expect(details.questions).toHaveLength(asked)
     expect(details.checks.tokenMismatches).toBe(0)
     expect(details.checks.overLimit).toBe(0)
     expect(lines.some((l) => l.startsWith("working-memory"))).toBe(true)

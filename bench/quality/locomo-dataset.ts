@@ -11,67 +11,43 @@
  */
 import { readdirSync, readFileSync, statSync } from "node:fs"
 import { basename, join } from "node:path"
-import type { Encoding } from "../../contracts/agent.ts"
 import { blockTokens } from "../../domain/render.ts"
+import {
+  type Conversation as BenchConversation,
+  type Question as BenchQuestion,
+  type Turn as BenchTurn,
+  DatasetFormatError,
+  ENCODING,
+  TURN_STEP_MS,
+  turnTimes,
+} from "./dataset.ts"
 
-export const ENCODING: Encoding = "o200k_base"
-/** The step added per turn inside a session, so turns keep their order. */
-export const TURN_STEP_MS = 30_000
+export { ENCODING, TURN_STEP_MS }
 /** Categories whose questions are asked; 5 (adversarial) is not. */
 export const ASKED_CATEGORIES: ReadonlySet<number> = new Set([1, 2, 3, 4])
 /** Categories whose answer is looked for in the context. */
 export const ANSWER_CATEGORIES: ReadonlySet<number> = new Set([1, 2, 4])
 
-export interface Turn {
-  /** The dataset's id, e.g. "D3:5". */
+/** A LoCoMo turn: its session is `session_<K>`'s number; content "<speaker>: <text>", with " [shares a photo: <caption>]". */
+export interface Turn extends BenchTurn {
+  /** The dataset's id, e.g. "D3:5" (recorded as entry "D3-5"). */
   readonly diaId: string
-  /** The entry id (and request id) it is recorded under, e.g. "D3-5". */
-  readonly entryId: string
-  readonly session: number
-  /** Position in the conversation, from 0. */
-  readonly position: number
-  readonly timestamp: number
-  /** "<speaker>: <text>", with " [shares a photo: <caption>]" when the turn shares one. */
-  readonly content: string
-  /** Block tokens of the raw form, exactly as the context builder charges them. */
-  readonly tokens: number
 }
 
-export interface Question {
+export interface Question extends BenchQuestion {
   /** Position in the file's `qa`. */
   readonly index: number
-  readonly question: string
-  /** The answer as text; null when the question has none (category 5). */
-  readonly answer: string | null
   readonly category: number
-  /** Entry ids of the evidence turns that exist in the conversation, without repeats. */
-  readonly evidence: ReadonlyArray<string>
-  /** Evidence ids that name no turn of the conversation. */
-  readonly unknownEvidence: ReadonlyArray<string>
 }
 
-export interface Conversation {
-  /** File name, with `#<sample>` for a file holding several samples. */
-  readonly name: string
-  readonly file: string
-  readonly sessions: number
+/** A LoCoMo conversation; its name is the file name, with `#<sample>` for a file holding several samples. */
+export interface Conversation extends BenchConversation {
   readonly turns: ReadonlyArray<Turn>
   readonly questions: ReadonlyArray<Question>
-  /** Turns moved later by a few seconds because a session began before the previous one ended. */
-  readonly reorderedTurns: number
 }
 
-export class LocomoFormatError extends Error {
+export class LocomoFormatError extends DatasetFormatError {
   override readonly name = "LocomoFormatError"
-  readonly file: string
-  readonly field: string
-  readonly reason: string
-  constructor(file: string, field: string, reason: string) {
-    super(field.length > 0 ? `${file}: field '${field}': ${reason}` : `${file}: ${reason}`)
-    this.file = file
-    this.field = field
-    this.reason = reason
-  }
 }
 
 // ---------------------------------------------------------------------------
@@ -211,12 +187,8 @@ export const parseConversation = (sample: unknown, file: string, name: string, p
     .sort((a, b) => a - b)
   if (sessionNumbers.length === 0) fail(`${at}session_1`, "missing: a conversation needs at least one session")
 
-  const turns: Turn[] = []
-  const byDiaId = new Map<string, string>()
-  const entryIds = new Set<string>()
-  let reorderedTurns = 0
-  let previous = -Infinity
-  for (const k of sessionNumbers) {
+  // Sessions validated and timed first, then their turns.
+  const sessions = sessionNumbers.map((k) => {
     const field = `${at}session_${k}`
     const rawTurns = conversation[`session_${k}`]
     if (!Array.isArray(rawTurns)) return fail(field, "expected an array of turns")
@@ -224,13 +196,18 @@ export const parseConversation = (sample: unknown, file: string, name: string, p
     const date = conversation[`session_${k}_date_time`]
     if (typeof date !== "string")
       return fail(dateField, date === undefined ? "missing" : "expected a string such as '1:56 pm on 8 May, 2023'")
-    let start: number
     try {
-      start = parseSessionDateTime(date)
+      return { k, field, rawTurns: rawTurns as unknown[], start: parseSessionDateTime(date), turns: rawTurns.length }
     } catch (error) {
       return fail(dateField, (error as Error).message)
     }
-    for (const [i, turn] of (rawTurns as unknown[]).entries()) {
+  })
+  const { times, reordered: reorderedTurns } = turnTimes(sessions)
+  const turns: Turn[] = []
+  const byDiaId = new Map<string, string>()
+  const entryIds = new Set<string>()
+  for (const [s, { k, field, rawTurns }] of sessions.entries()) {
+    for (const [i, turn] of rawTurns.entries()) {
       const turnField = `${field}[${i}]`
       if (!isObject(turn)) return fail(turnField, "expected an object")
       const { speaker, dia_id: diaId, text, blip_caption: caption } = turn
@@ -246,10 +223,7 @@ export const parseConversation = (sample: unknown, file: string, name: string, p
       if (byDiaId.has(id)) fail(`${turnField}.dia_id`, `'${id}' appears twice`)
       if (entryIds.has(entryId))
         fail(`${turnField}.dia_id`, `'${id}' gives the same entry id '${entryId}' as another turn`)
-      const planned = start + TURN_STEP_MS * i
-      const timestamp = planned > previous ? planned : previous + 1_000
-      if (timestamp !== planned) reorderedTurns++
-      previous = timestamp
+      const timestamp = times[s]![i]!
       const content = turnContent(
         (speaker as string).trim(),
         text as string,
@@ -260,7 +234,7 @@ export const parseConversation = (sample: unknown, file: string, name: string, p
       turns.push({
         diaId: id,
         entryId,
-        session: k,
+        session: String(k),
         position: turns.length,
         timestamp,
         content,
@@ -270,6 +244,7 @@ export const parseConversation = (sample: unknown, file: string, name: string, p
   }
   if (turns.length === 0) fail(`${at}session_${sessionNumbers[0]}`, "no turns in any session")
 
+  const sessionOf = new Map(turns.map((t) => [t.entryId, t.session] as const))
   const qa = sample.qa
   if (!Array.isArray(qa)) return fail("qa", qa === undefined ? "missing" : "expected an array of questions")
   const questions = qa.map((q: unknown, index): Question => {
@@ -287,13 +262,19 @@ export const parseConversation = (sample: unknown, file: string, name: string, p
       fail(`${field}.answer`, answer === undefined ? "missing" : "expected a string or a number")
     }
     const ids = splitEvidence(evidence as string[])
+    const known = ids.filter((id) => byDiaId.has(id)).map((id) => byDiaId.get(id)!)
     return {
+      id: String(index),
       index,
       question: (question as string).trim(),
       answer: hasAnswer ? String(answer) : null,
       category: category as number,
-      evidence: ids.filter((id) => byDiaId.has(id)).map((id) => byDiaId.get(id)!),
+      group: String(category),
+      checksAnswer: ANSWER_CATEGORIES.has(category as number) && hasAnswer,
+      evidence: known,
       unknownEvidence: ids.filter((id) => !byDiaId.has(id)),
+      evidenceSessions: [...new Set(known.map((id) => sessionOf.get(id)!))],
+      askedAt: null,
     }
   })
   return { name, file, sessions: sessionNumbers.length, turns, questions, reorderedTurns }
@@ -349,3 +330,22 @@ export const loadLocomoDirectory = (dir: string): LoadedDataset => {
   }
   return { conversations, skipped }
 }
+
+const conversationName = (c: Conversation) => c.name.replace(/\.json(?=#|$)/i, "")
+
+/** The named conversations (file names without `.json`), in directory order; a name that matches none is an error. */
+export const selectConversations = (all: ReadonlyArray<Conversation>, names: ReadonlyArray<string>): Conversation[] => {
+  const matches = (c: Conversation, n: string) => conversationName(c) === n || conversationName(c).startsWith(`${n}#`)
+  const unknown = names.filter((n) => !all.some((c) => matches(c, n)))
+  if (unknown.length > 0)
+    throw new Error(
+      `--conversations: no conversation named ${unknown.join(", ")} (have ${all.map(conversationName).join(", ")})`,
+    )
+  return all.filter((c) => names.some((n) => matches(c, n)))
+}
+
+/** The conversation with only the questions the benchmark asks (categories 1–4). */
+export const askedOnly = (conversation: Conversation): Conversation => ({
+  ...conversation,
+  questions: conversation.questions.filter((q) => ASKED_CATEGORIES.has(q.category)),
+})

@@ -2,6 +2,7 @@
  * What the benchmark prints and writes: the summary JSON, the diagnostics,
  * the terminal tables and the progress line.
  */
+import { LOSS_STAGES, type Losses } from "./losses.ts"
 import type { Aggregate } from "./score.ts"
 
 export const METHODS = ["working-memory", "fifo", "bm25"] as const
@@ -11,6 +12,12 @@ export interface Cell {
   readonly evidenceRecall: number
   readonly answerInContext: number
   readonly questions: number
+  /** Evidence recall counting only turns served raw. */
+  readonly rawEvidenceRecall: number
+  /** Share of the evidence sessions some served entry comes from. */
+  readonly sessionRecall: number
+  /** Mean tokens served. */
+  readonly tokens: number
 }
 
 /** The `--out` file, exactly. */
@@ -133,6 +140,24 @@ export const latencyStats = (samples: ReadonlyArray<number>): LatencyStats => {
   }
 }
 
+/** One question as working-memory answered it: where each evidence turn ranked and how it was served. */
+export interface QuestionDetails {
+  readonly conversation: string
+  readonly id: string
+  readonly group: string
+  readonly evidence: ReadonlyArray<{
+    readonly entryId: string
+    /** Its place (from 0) in the merged ranking for the question; null beyond 200. */
+    readonly rank: number | null
+    readonly working: boolean
+    readonly cue: boolean
+    /** The form served at each budget, or null. */
+    readonly served: Readonly<Record<string, string | null>>
+  }>
+  /** Each build's items as "entryId:form:cue|native:rank". */
+  readonly builds: Readonly<Record<string, ReadonlyArray<string>>>
+}
+
 /** Everything else, for `<out>.details.json` and the terminal. */
 export interface Details {
   readonly data: string
@@ -144,14 +169,20 @@ export interface Details {
     readonly tokens: number
     readonly questions: number
   }>
-  readonly skippedFiles: ReadonlyArray<string>
+  /** What the loader left out: files that are not of the format, abstention questions. */
+  readonly skipped: ReadonlyArray<string>
   /** Evidence ids that name no turn, and questions left without any evidence. */
   readonly evidence: { readonly unknownIds: number; readonly questionsWithoutEvidence: number }
   /** Per method and budget: the aggregate with its denominators. */
   readonly aggregates: Readonly<Record<Method, Readonly<Record<string, Aggregate>>>>
-  /** Per method, budget and category. */
-  readonly byCategory: Readonly<Record<Method, Readonly<Record<string, Readonly<Record<string, Aggregate>>>>>>
+  /** Per method, budget and group (LoCoMo's category, LongMemEval's question type). */
+  readonly byGroup: Readonly<Record<Method, Readonly<Record<string, Readonly<Record<string, Aggregate>>>>>>
   readonly served: Readonly<Record<Method, Readonly<Record<string, ServedForms>>>>
+  /** Where working-memory lost the evidence it did not serve, per budget (see losses.ts). */
+  readonly losses: Readonly<Record<string, Losses>>
+  readonly questions: ReadonlyArray<QuestionDetails>
+  /** The same per group. */
+  readonly lossesByGroup: Readonly<Record<string, Readonly<Record<string, Losses>>>>
   readonly checks: {
     /** Recorded turns whose token count from the gateway differs from the benchmark's. */
     readonly tokenMismatches: number
@@ -207,24 +238,47 @@ export const formatSummary = (summary: Summary): string[] => {
   return lines
 }
 
-export const formatByCategory = (budgets: ReadonlyArray<number>, details: Details): string[] => {
-  const categories = [
-    ...new Set(Object.values(details.byCategory["working-memory"]).flatMap((byCat) => Object.keys(byCat))),
+export const formatByGroup = (budgets: ReadonlyArray<number>, details: Details): string[] => {
+  const groups = [
+    ...new Set(Object.values(details.byGroup["working-memory"]).flatMap((byGroup) => Object.keys(byGroup))),
   ].sort()
   const w = 9
-  const head = padEnd("evidence recall by category", 34) + budgets.map((b) => pad(String(b), w)).join("")
+  const head = padEnd("evidence recall by group", 44) + budgets.map((b) => pad(String(b), w)).join("")
   const lines = [head, "-".repeat(head.length)]
-  for (const category of categories) {
+  for (const group of groups) {
     for (const method of METHODS) {
-      const cells = budgets.map((b) => details.byCategory[method][String(b)]?.[category])
+      const cells = budgets.map((b) => details.byGroup[method][String(b)]?.[group])
       const n = cells[0]?.withEvidence ?? 0
       lines.push(
-        padEnd(`cat ${category} (${n} q)`, 16) +
-          padEnd(method, 18) +
+        padEnd(`${group} (${n} q)`, 28) +
+          padEnd(method, 16) +
           cells.map((c) => pad(c ? f3(c.evidenceRecall) : "-", w)).join(""),
       )
     }
   }
+  return lines
+}
+
+const LOSS_NAMES: Readonly<Record<(typeof LOSS_STAGES)[number], string>> = {
+  notRanked: "not ranked in the recall depth",
+  notRecalled: "ranked, not recalled as a cue",
+  packedOut: "held or recalled, packed out",
+  summaryOnly: "served as a summary only",
+}
+
+/** Shares of the evidence turns: served, and each stage that lost the rest; then answers the extract dropped. */
+export const formatLosses = (budgets: ReadonlyArray<number>, details: Details): string[] => {
+  const w = 9
+  const head = padEnd("where working-memory lost the evidence", 44) + budgets.map((b) => pad(String(b), w)).join("")
+  const lines = [head, "-".repeat(head.length)]
+  const share = (l: Losses | undefined, n: number) => (l && l.evidence > 0 ? f3(n / l.evidence) : "-")
+  const row = (label: string, value: (l: Losses | undefined) => string) =>
+    lines.push(padEnd(label, 44) + budgets.map((b) => pad(value(details.losses[String(b)]), w)).join(""))
+  row("served (raw or key points)", (l) => share(l, l?.served ?? 0))
+  for (const stage of LOSS_STAGES) row(LOSS_NAMES[stage], (l) => share(l, l?.[stage] ?? 0))
+  row("answer in evidence, dropped by key points", (l) =>
+    l && l.answerInEvidence > 0 ? `${l.keyPointsDropped}/${l.answerInEvidence}` : "-",
+  )
   return lines
 }
 

@@ -1,6 +1,8 @@
-/** Command-line values of the LoCoMo benchmark, parsed and checked. */
+/** Command-line values of the memory-quality benchmarks, parsed and checked. */
 
+/** LoCoMo's budgets; LongMemEval's histories are longer and its turns larger (LONGMEMEVAL_BUDGETS). */
 export const DEFAULT_BUDGETS: ReadonlyArray<number> = [512, 1024, 2048, 4096]
+export const LONGMEMEVAL_BUDGETS: ReadonlyArray<number> = [1024, 2048, 4096, 8192]
 /** The smallest budget the API accepts. */
 export const MIN_BUDGET = 16
 
@@ -23,12 +25,12 @@ export const parseBudgets = (text: string): number[] => {
 /** Where the diagnostics go beside `--out`: "results/locomo.json" -> "results/locomo.details.json". */
 export const detailsPath = (out: string): string => `${out.replace(/\.json$/i, "")}.details.json`
 
-/** "conv-26, conv-30.json" -> ["conv-26", "conv-30"]: conversation names without `.json`, without repeats. */
-export const parseConversationNames = (text: string): string[] => {
+/** `--conversations "conv-26, conv-30.json"` -> ["conv-26", "conv-30"]: names without `.json`, without repeats. */
+export const parseNames = (flag: string, text: string): string[] => {
   const names = text
     .split(",")
     .map((s) => s.trim().replace(/\.json$/i, ""))
     .filter((s) => s.length > 0)
-  if (names.length === 0) throw new Error(`--conversations: expected comma-separated conversation names, got '${text}'`)
+  if (names.length === 0) throw new Error(`${flag}: expected comma-separated names, got '${text}'`)
   return [...new Set(names)]
 }

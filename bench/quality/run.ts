@@ -1,15 +1,18 @@
 /**
- * The LoCoMo memory-quality benchmark, end to end: starts a nats-server and
- * the whole system in this process as `npm start` does, feeds each
- * conversation turn by turn into one agent through the SDK, builds the
- * context of every question of categories 1–4 at each budget, and scores it
- * beside FIFO and BM25 fills of the same turns at the same token counts.
+ * A memory-quality benchmark, end to end: starts a nats-server and the whole
+ * system in this process as `npm start` does, feeds each conversation turn
+ * by turn into one agent through the SDK, builds the context of every
+ * question at each budget, and scores it beside FIFO and BM25 fills of the
+ * same turns at the same token counts. Where an evidence turn was not
+ * served, the run says why (losses.ts). LoCoMo and LongMemEval both run
+ * through here (bench/locomo.ts, bench/longmemeval.ts).
  */
 
 import { mkdirSync, writeFileSync } from "node:fs"
 import { dirname } from "node:path"
 import { jetstreamManager } from "@nats-io/jetstream"
 import { Effect, ManagedRuntime } from "effect"
+import { settings } from "../../contracts/settings.ts"
 import { EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { renderBlock } from "../../domain/render.ts"
 import { countTokens } from "../../domain/tokens.ts"
@@ -18,14 +21,16 @@ import { type AgentClient, WorkingMemoryClient } from "../../sdk/client.ts"
 import { NatsSettings } from "../../services/platform/nats/settings.ts"
 import { systemLayer } from "../../services/system.ts"
 import { bm25Index, fifoFill, rankedFill } from "./baselines.ts"
-import { ASKED_CATEGORIES, type Conversation, ENCODING, loadLocomoDirectory, type Question } from "./dataset.ts"
+import { type Conversation, ENCODING, type Question } from "./dataset.ts"
+import { countLosses, emptyLosses, type Losses, type QuestionState } from "./losses.ts"
 import { DEFAULT_BUDGETS, detailsPath } from "./options.ts"
 import {
   type Cell,
   countServed,
   type Details,
   emptyServedForms,
-  formatByCategory,
+  formatByGroup,
+  formatLosses,
   formatServed,
   formatSummary,
   formatTimings,
@@ -34,26 +39,35 @@ import {
   METHODS,
   type Method,
   type Progress,
+  type QuestionDetails,
   type ServedForms,
   type Summary,
   silentProgress,
 } from "./report.ts"
 import { type Aggregate, aggregate, type QuestionScore, type ServedContext, scoreQuestion } from "./score.ts"
 
-export interface LocomoOptions {
-  /** A directory of LoCoMo-format `*.json` files. */
+export interface QualityOptions {
+  /** What is measured, for the first line of the report ("LoCoMo", "LongMemEval"). */
+  readonly title: string
+  /** Where the data came from, for the diagnostics. */
   readonly data: string
+  /** The conversations, each holding only the questions to ask. */
+  readonly conversations: ReadonlyArray<Conversation>
+  /** Agent ids are `<prefix>-<n>-<name>`. */
+  readonly agentPrefix: string
   readonly budgets?: ReadonlyArray<number>
   /** Where to write the summary JSON; the diagnostics go beside it (see `detailsPath`). */
   readonly out?: string
   /** Where the tables go (default: standard output). */
   readonly print?: (line: string) => void
   readonly progress?: Progress
-  /** Only these conversations (file names without `.json`, or `file#sample`); all when absent. */
-  readonly conversations?: ReadonlyArray<string>
+  /** What the loader left out (files not of the format, abstention questions), for the diagnostics. */
+  readonly skipped?: ReadonlyArray<string>
+  /** Lines about the data printed under the first (what was skipped, say). */
+  readonly notes?: ReadonlyArray<string>
 }
 
-export interface LocomoResult {
+export interface QualityResult {
   readonly summary: Summary
   readonly details: Details
 }
@@ -66,7 +80,9 @@ const CONVERSATIONS_IN_FLIGHT = 4
 const MAX_FOCUS_CHARS = 4_000
 /** After feeding, wait until the log has been quiet this long (services may still be reacting), at most SETTLE_MAX_MS. */
 const SETTLE_QUIET_MS = 500
-const SETTLE_MAX_MS = 10_000
+const SETTLE_MAX_MS = 120_000
+/** How many events of a step the loss analysis reads. */
+const STEP_EVENTS = 1_000
 
 /** Runs `work` over `items` with at most `limit` running at once. */
 const pool = async <T>(items: ReadonlyArray<T>, limit: number, work: (item: T) => Promise<void>): Promise<void> => {
@@ -84,8 +100,11 @@ const timed = async <T>(samples: number[], call: () => Promise<T>): Promise<T> =
   return value
 }
 
-const agentIdFor = (index: number, conversation: Conversation): string =>
-  `locomo-${index + 1}-${conversation.name.replace(/\.json$/i, "").replace(/[^A-Za-z0-9_-]/g, "-")}`.slice(0, 64)
+const agentIdFor = (prefix: string, index: number, conversation: Conversation): string =>
+  `${prefix}-${index + 1}-${conversation.name.replace(/\.json$/i, "").replace(/[^A-Za-z0-9_-]/g, "-")}`.slice(0, 64)
+
+/** The entry a question asked at a time of its own is recorded as. */
+const questionEntryId = (index: number) => `question-${index + 1}`
 
 const round4 = (x: number) => Math.round(x * 10_000) / 10_000
 
@@ -120,42 +139,48 @@ const baselineContext = (conversation: Conversation, positions: ReadonlyArray<nu
   return { text, items, tokens }
 }
 
-const conversationName = (c: Conversation) => c.name.replace(/\.json(?=#|$)/i, "")
-
-/** The named conversations, in directory order; a name that matches none is an error. */
-const selectConversations = (all: ReadonlyArray<Conversation>, names: ReadonlyArray<string>): Conversation[] => {
-  const unknown = names.filter(
-    (n) => !all.some((c) => conversationName(c) === n || conversationName(c).startsWith(`${n}#`)),
-  )
-  if (unknown.length > 0)
-    throw new Error(
-      `--conversations: no conversation named ${unknown.join(", ")} (have ${all.map(conversationName).join(", ")})`,
-    )
-  return all.filter((c) => names.some((n) => conversationName(c) === n || conversationName(c).startsWith(`${n}#`)))
+/** What the system held for the open step: its working entries, its cues, the merged ranking for the question. */
+const questionState = async (
+  wm: WorkingMemoryClient,
+  agent: AgentClient,
+  question: Question,
+  afterSeq: number,
+): Promise<QuestionState> => {
+  const depth = Number(process.env.WM_RECALL_DEPTH ?? settings.WM_RECALL_DEPTH.default)
+  const view = await agent.view()
+  const { results } = await agent.query(question.question.slice(0, MAX_FOCUS_CHARS), { limit: 200 })
+  const events = await wm.call(agent.agentId, "readEvents", { afterSeq, max: STEP_EVENTS })
+  const cues = new Set<string>()
+  for (const { event } of events.events) {
+    const e = event as { _tag?: string; entryId?: string }
+    if (e._tag === "CueRehydrated" && e.entryId !== undefined) cues.add(e.entryId)
+  }
+  return {
+    working: new Set(view.entries.map((e) => e.id)),
+    cues,
+    rank: new Map(results.map((r, i) => [r.entryId, i] as const)),
+    depth,
+  }
 }
 
-export const runLocomoBenchmark = async (options: LocomoOptions): Promise<LocomoResult> => {
+export const runQualityBenchmark = async (options: QualityOptions): Promise<QualityResult> => {
   const started = performance.now()
   const print = options.print ?? ((line: string) => console.log(line))
   const progress = options.progress ?? silentProgress
   const budgets = [...(options.budgets ?? DEFAULT_BUDGETS)]
-
-  progress.update(`locomo loading ${options.data}`, true)
-  const loaded = loadLocomoDirectory(options.data)
-  const { skipped } = loaded
-  const conversations =
-    options.conversations === undefined
-      ? loaded.conversations
-      : selectConversations(loaded.conversations, options.conversations)
-  for (const file of skipped) print(`skipped ${file}: not a LoCoMo conversation`)
-  const asked = conversations.map((c) => c.questions.filter((q) => ASKED_CATEGORIES.has(q.category)))
+  const { conversations, title } = options
   const totalTurns = conversations.reduce((s, c) => s + c.turns.length, 0)
-  const totalQuestions = asked.reduce((s, qs) => s + qs.length, 0)
+  const totalQuestions = conversations.reduce((s, c) => s + c.questions.length, 0)
+  const sessionOf = conversations.map((c) => new Map(c.turns.map((t) => [t.entryId, t.session] as const)))
+  const rawOf = conversations.map((c) => new Map(c.turns.map((t) => [t.entryId, t.content] as const)))
 
   const scores = perMethod<QuestionScore[]>(budgets, () => [])
   const served = perMethod<ServedForms>(budgets, emptyServedForms)
-  const record = (method: Method, budget: number, question: Question, context: Served) => {
-    scores[method].get(budget)!.push(scoreQuestion(question, context))
+  const losses = new Map(budgets.map((b) => [b, emptyLosses()] as const))
+  const lossesByGroup = new Map<string, Map<number, Losses>>()
+  const perQuestion: QuestionDetails[] = []
+  const record = (method: Method, budget: number, c: number, question: Question, context: Served) => {
+    scores[method].get(budget)!.push(scoreQuestion(question, context, (id) => sessionOf[c]!.get(id)))
     countServed(
       served[method].get(budget)!,
       context.items,
@@ -167,19 +192,19 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
   // Baselines: pure, over the same turns and token counts.
   const ceiling: QuestionScore[] = []
   const baselinesStart = performance.now()
-  progress.update(`locomo baselines: ${conversations.length} conversation(s), ${totalQuestions} questions`, true)
+  progress.update(`${title} baselines: ${conversations.length} conversation(s), ${totalQuestions} questions`, true)
   conversations.forEach((conversation, c) => {
     const costs = conversation.turns.map((t) => t.tokens)
     const index = bm25Index(conversation.turns.map((t) => t.content))
     const fifo = new Map(budgets.map((b) => [b, baselineContext(conversation, fifoFill(costs, b))] as const))
     const positionOf = new Map(conversation.turns.map((t) => [t.entryId, t.position] as const))
-    for (const question of asked[c]!) {
+    for (const question of conversation.questions) {
       const evidence = question.evidence.map((id) => positionOf.get(id)!).sort((a, b) => a - b)
       ceiling.push(scoreQuestion(question, baselineContext(conversation, evidence)))
       const ranking = index.rank(question.question)
       for (const b of budgets) {
-        record("fifo", b, question, fifo.get(b)!)
-        record("bm25", b, question, baselineContext(conversation, rankedFill(ranking, costs, b)))
+        record("fifo", b, c, question, fifo.get(b)!)
+        record("bm25", b, c, question, baselineContext(conversation, rankedFill(ranking, costs, b)))
       }
     }
   })
@@ -195,7 +220,7 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
   let recorded = 0
   let answered = 0
   const status = (phase: string) =>
-    `locomo ${phase}: turns ${recorded}/${totalTurns}, questions ${answered}/${totalQuestions}, ${((performance.now() - started) / 1000).toFixed(1)} s`
+    `${title} ${phase}: turns ${recorded}/${totalTurns}, questions ${answered}/${totalQuestions}, ${((performance.now() - started) / 1000).toFixed(1)} s`
 
   const startupStart = performance.now()
   progress.update(status("starting"), true)
@@ -214,11 +239,11 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
     const rt = ManagedRuntime.make(systemLayer((name) => NatsSettings.make({ servers: [server.url], name })))
     runtime = rt as ManagedRuntime.ManagedRuntime<unknown, unknown>
     await rt.runPromise(Effect.void)
-    const wm = await WorkingMemoryClient.connect({ servers: server.url, name: "locomo-benchmark" })
+    const wm = await WorkingMemoryClient.connect({ servers: server.url, name: `${options.agentPrefix}-benchmark` })
     client = wm
     const agents: AgentClient[] = []
     for (const [i, conversation] of conversations.entries()) {
-      const agent = wm.agent(agentIdFor(i, conversation))
+      const agent = wm.agent(agentIdFor(options.agentPrefix, i, conversation))
       const registered = await agent.register({ role: "main" })
       agentBudget = agentBudget === 0 ? registered.budget : Math.min(agentBudget, registered.budget)
       agents.push(agent)
@@ -241,7 +266,7 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
         agent.record({ requestId: turn.entryId, origin: "USER", content: turn.content, timestamp: turn.timestamp }),
       )
       if (reply.entryId !== turn.entryId) {
-        throw new Error(`turn ${turn.diaId} was recorded as entry '${reply.entryId}', expected '${turn.entryId}'`)
+        throw new Error(`turn ${turn.entryId} was recorded as entry '${reply.entryId}', expected '${turn.entryId}'`)
       }
       if (reply.tokens !== turn.tokens) tokenMismatches++
       recorded++
@@ -273,13 +298,60 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
     progress.update(status("asking"), true)
     await pool([...conversations.keys()], CONVERSATIONS_IN_FLIGHT, async (c) => {
       const agent = agents[c]!
-      for (const question of asked[c]!) {
-        const focus = { query: question.question.slice(0, MAX_FOCUS_CHARS) }
-        const { stepId } = await timed(latencies.beginStep, () => agent.beginStep({ focus }))
+      for (const [q, question] of conversations[c]!.questions.entries()) {
+        const text = question.question.slice(0, MAX_FOCUS_CHARS)
+        if (question.askedAt !== null) {
+          await timed(latencies.record, () =>
+            agent.record({
+              requestId: questionEntryId(q),
+              origin: "USER",
+              content: text,
+              timestamp: question.askedAt!,
+            }),
+          )
+        }
+        const { stepId, seq: begun } = await timed(latencies.beginStep, () =>
+          agent.beginStep({ focus: { query: text } }),
+        )
+        const builds: Array<{ budget: number; built: Served }> = []
         for (const b of budgets) {
           const built = await timed(latencies.buildContext, () => agent.buildContext({ stepId, limit: b }))
           if (built.tokens > b) overLimit++
-          record("working-memory", b, question, built)
+          record("working-memory", b, c, question, built)
+          builds.push({ budget: b, built })
+        }
+        const state = await questionState(wm, agent, question, begun)
+        perQuestion.push({
+          conversation: conversations[c]!.name,
+          id: question.id,
+          group: question.group,
+          evidence: question.evidence.map((id) => ({
+            entryId: id,
+            rank: state.rank.get(id) ?? null,
+            working: state.working.has(id),
+            cue: state.cues.has(id),
+            served: Object.fromEntries(
+              builds.map(({ budget, built }) => [
+                String(budget),
+                built.items.find((i) => i.entryId === id)?.form ?? null,
+              ]),
+            ),
+          })),
+          builds: Object.fromEntries(
+            builds.map(({ budget, built }) => [
+              String(budget),
+              built.items.map(
+                (i) => `${i.entryId}:${i.form}:${i.cue ? "cue" : "native"}:${state.rank.get(i.entryId) ?? "-"}`,
+              ),
+            ]),
+          ),
+        })
+        for (const { budget, built } of builds) {
+          const rawText = (id: string) => rawOf[c]!.get(id) ?? ""
+          countLosses(losses.get(budget)!, question, built, state, rawText)
+          if (!lossesByGroup.has(question.group))
+            lossesByGroup.set(question.group, new Map(budgets.map((x) => [x, emptyLosses()] as const)))
+          countLosses(lossesByGroup.get(question.group)!.get(budget)!, question, built, state, rawText)
         }
         await timed(latencies.endStep, () => agent.endStep(stepId))
         answered++
@@ -297,11 +369,11 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
 
   // Scores.
   const aggregates = {} as Record<Method, Record<string, Aggregate>>
-  const byCategory = {} as Record<Method, Record<string, Record<string, Aggregate>>>
+  const byGroup = {} as Record<Method, Record<string, Record<string, Aggregate>>>
   const methods = {} as Record<Method, Record<string, Cell>>
   for (const method of METHODS) {
     aggregates[method] = {}
-    byCategory[method] = {}
+    byGroup[method] = {}
     methods[method] = {}
     for (const b of budgets) {
       const all = scores[method].get(b)!
@@ -311,12 +383,15 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
         evidenceRecall: round4(a.evidenceRecall),
         answerInContext: round4(a.answerInContext),
         questions: a.questions,
+        rawEvidenceRecall: round4(a.rawEvidenceRecall),
+        sessionRecall: round4(a.sessionRecall),
+        tokens: Math.round(a.tokens),
       }
-      const cats: Record<string, Aggregate> = {}
-      for (const category of [...new Set(all.map((s) => s.category))].sort((x, y) => x - y)) {
-        cats[String(category)] = aggregate(all.filter((s) => s.category === category))
+      const groups: Record<string, Aggregate> = {}
+      for (const group of [...new Set(all.map((s) => s.group))].sort()) {
+        groups[group] = aggregate(all.filter((s) => s.group === group))
       }
-      byCategory[method][String(b)] = cats
+      byGroup[method][String(b)] = groups
     }
   }
   const totalTokens = conversations.reduce((s, c) => s + c.turns.reduce((t, turn) => t + turn.tokens, 0), 0)
@@ -328,25 +403,28 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
   }
   const servedOut = {} as Record<Method, Record<string, ServedForms>>
   for (const method of METHODS) servedOut[method] = Object.fromEntries(served[method])
-  const allAsked = asked.flat()
+  const allAsked = conversations.flatMap((c) => c.questions)
   const details: Details = {
     data: options.data,
     conversations: conversations.map((c, i) => ({
       name: c.name,
-      agentId: agentIdFor(i, c),
+      agentId: agentIdFor(options.agentPrefix, i, c),
       sessions: c.sessions,
       turns: c.turns.length,
       tokens: c.turns.reduce((s, t) => s + t.tokens, 0),
-      questions: asked[i]!.length,
+      questions: c.questions.length,
     })),
-    skippedFiles: skipped,
+    skipped: options.skipped ?? [],
     evidence: {
       unknownIds: allAsked.reduce((s, q) => s + q.unknownEvidence.length, 0),
       questionsWithoutEvidence: allAsked.filter((q) => q.evidence.length === 0).length,
     },
     aggregates,
-    byCategory,
+    byGroup,
     served: servedOut,
+    losses: Object.fromEntries(losses),
+    lossesByGroup: Object.fromEntries([...lossesByGroup].map(([g, m]) => [g, Object.fromEntries(m)])),
+    questions: perQuestion,
     checks: { tokenMismatches, overLimit, agentBudget, eventsWhileSettling },
     timings: {
       totalMs: Math.round(performance.now() - started),
@@ -370,14 +448,17 @@ export const runLocomoBenchmark = async (options: LocomoOptions): Promise<Locomo
   }
 
   print(
-    `LoCoMo: ${conversations.length} conversation(s), ${totalTurns} turns, ${summary.tokensPerConversation} tokens per conversation on average; ` +
-      `${totalQuestions} questions of categories 1–4 (${allAsked.length - details.evidence.questionsWithoutEvidence} with evidence, ` +
+    `${title}: ${conversations.length} conversation(s), ${totalTurns} turns, ${summary.tokensPerConversation} tokens per conversation on average; ` +
+      `${totalQuestions} questions (${allAsked.length - details.evidence.questionsWithoutEvidence} with evidence, ` +
       `${aggregates.fifo[String(budgets[0])]?.withAnswerCheck ?? 0} with an answer check)`,
   )
+  for (const note of options.notes ?? []) print(note)
   print("")
   for (const line of formatSummary(summary)) print(line)
   print("")
-  for (const line of formatByCategory(budgets, details)) print(line)
+  for (const line of formatByGroup(budgets, details)) print(line)
+  print("")
+  for (const line of formatLosses(budgets, details)) print(line)
   print("")
   for (const line of formatServed(budgets, details)) print(line)
   print("")
