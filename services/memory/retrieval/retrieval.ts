@@ -30,10 +30,10 @@ import {
   decideRecall,
   type Recalled,
 } from "../../../domain/cue-decide.ts"
+import { planCueForms, rawCue } from "../../../domain/cue-plan.ts"
 import type { Decision } from "../../../domain/decision.ts"
 import { accept } from "../../../domain/decision.ts"
 import { isLongTerm } from "../../../domain/entry-standing.ts"
-import { recalledKeyPoints } from "../../../domain/key-points.ts"
 import { DEFAULT_RELEVANCE } from "../../../domain/relevance.ts"
 import { terms } from "../../../domain/terms.ts"
 import { AgentSharing } from "../../platform/access/sharing.ts"
@@ -229,36 +229,16 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
        * together.
        */
       const planCues = (view: AgentView, hits: ReadonlyArray<RankedHit>, room: number, focus: ReadonlySet<string>) => {
-        const planned: Array<{
-          hit: RankedHit
-          form: "raw" | "keyPoints" | "summary"
-          keyPoints?: { text: string; tokens: number }
-        }> = []
-        for (const hit of hits) {
-          if (room <= 0) break
-          const keyPoints =
+        const planned = planCueForms(hits, room, (hit) => ({
+          rawTokens: hit.working?.tokens.raw ?? hit.record?.rawTokens ?? Infinity,
+          keyPoints:
             hit.working?.keyPoints != null && hit.working.tokens.keyPoints !== undefined
               ? { text: hit.working.keyPoints, tokens: hit.working.tokens.keyPoints }
               : hit.record?.keyPoints != null && hit.record.keyPointsTokens !== null
                 ? { text: hit.record.keyPoints, tokens: hit.record.keyPointsTokens }
-                : undefined
-          const rawTokens = hit.working?.tokens.raw ?? hit.record?.rawTokens ?? Infinity
-          // A raw cue with key points costs the builder only its key points if room runs short.
-          const rawCost = keyPoints ? keyPoints.tokens : rawTokens
-          if (rawCost <= room) {
-            planned.push({ hit, form: "raw", ...(keyPoints ? { keyPoints } : {}) })
-            room -= rawCost
-          } else if (keyPoints && keyPoints.tokens <= room) {
-            planned.push({ hit, form: "keyPoints", keyPoints })
-            room -= keyPoints.tokens
-          } else {
-            const tokens = hit.working?.tokens.summary ?? hit.record?.summaryTokens ?? Infinity
-            if (tokens <= room) {
-              planned.push({ hit, form: "summary" })
-              room -= tokens
-            }
-          }
-        }
+                : undefined,
+          summaryTokens: hit.working?.tokens.summary ?? hit.record?.summaryTokens ?? Infinity,
+        }))
         return Effect.forEach(
           planned,
           ({ hit, form, keyPoints }) =>
@@ -267,21 +247,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
               const base = recalledMeta(meta)
               if (form === "raw") {
                 const raw = yield* substrate.get(view.config.id, hit.entryId)
-                if (raw !== null) {
-                  // Shown when not whole: the sentences that bear on the focus, else what was made at fading.
-                  const forFocus = recalledKeyPoints(meta, raw.content, focus, view.config.encoding)
-                  const shown = forFocus ?? keyPoints
-                  return {
-                    hit,
-                    recalled: {
-                      ...base,
-                      form,
-                      text: raw.content,
-                      tokens: raw.tokens,
-                      ...(shown ? { keyPoints: shown } : {}),
-                    } as Recalled,
-                  }
-                }
+                if (raw !== null) return { hit, recalled: rawCue(meta, raw, keyPoints, focus, view.config.encoding) }
               }
               if (keyPoints && form !== "summary")
                 return { hit, recalled: { ...base, form: "keyPoints", ...keyPoints } as Recalled }

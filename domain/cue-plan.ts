@@ -1,0 +1,81 @@
+/**
+ * Which recalled hits come back as cues, and in which form, within the room
+ * a step's cues may fill: best first, the raw text while it fits (a raw cue
+ * that carries key points costs only its key points, since the builder falls
+ * back to them when room runs short), else the key points, else the summary.
+ * Pure: sizes are known without reading anything, so the service fetches
+ * only the raw texts of what was planned.
+ */
+import type { Encoding } from "../contracts/agent.ts"
+import type { EventOf } from "../contracts/events.ts"
+import { RECALLED_KEY_POINTS_CAP, recalledKeyPoints } from "./key-points.ts"
+import type { Renderable } from "./render.ts"
+
+export interface CueSizes {
+  readonly rawTokens: number
+  /** The key points held for the entry (made at fading), with their block tokens. */
+  readonly keyPoints?: { readonly text: string; readonly tokens: number } | undefined
+  readonly summaryTokens: number
+}
+
+export interface PlannedCueForm<H> {
+  readonly hit: H
+  readonly form: "raw" | "keyPoints" | "summary"
+  readonly keyPoints?: { readonly text: string; readonly tokens: number }
+}
+
+/** Tokens an extract's block adds to its sentences: the speaker, the "…" marks, the newline. */
+const EXTRACT_OVERHEAD = 8
+
+export const planCueForms = <H>(
+  hits: ReadonlyArray<H>,
+  room: number,
+  sizesOf: (hit: H) => CueSizes,
+): Array<PlannedCueForm<H>> => {
+  const planned: Array<PlannedCueForm<H>> = []
+  for (const hit of hits) {
+    if (room <= 0) break
+    const { rawTokens, keyPoints, summaryTokens } = sizesOf(hit)
+    // Shown short, a raw cue costs its extract for the focus: at most the cap, and never more than its key points.
+    const rawCost = keyPoints ? Math.min(keyPoints.tokens, RECALLED_KEY_POINTS_CAP + EXTRACT_OVERHEAD) : rawTokens
+    if (rawCost <= room) {
+      planned.push({ hit, form: "raw", ...(keyPoints ? { keyPoints } : {}) })
+      room -= rawCost
+    } else if (keyPoints && keyPoints.tokens <= room) {
+      planned.push({ hit, form: "keyPoints", keyPoints })
+      room -= keyPoints.tokens
+    } else if (summaryTokens <= room) {
+      planned.push({ hit, form: "summary" })
+      room -= summaryTokens
+    }
+  }
+  return planned
+}
+
+type Recalled = EventOf<"CueRehydrated">["recalled"]
+
+/**
+ * A cue recalled with its raw text: shown whole while the builder has room,
+ * else by its extract for the step's focus (`focus`: the focus's lexical
+ * terms), else by the key points made at fading.
+ */
+export const rawCue = (
+  meta: Renderable & Omit<Recalled, "form" | "text" | "tokens" | "keyPoints">,
+  raw: { readonly content: string; readonly tokens: number },
+  fadingKeyPoints: { readonly text: string; readonly tokens: number } | undefined,
+  focus: ReadonlySet<string>,
+  encoding: Encoding,
+): Recalled => {
+  const shown = recalledKeyPoints(meta, raw.content, focus, encoding) ?? fadingKeyPoints
+  return {
+    timestamp: meta.timestamp,
+    origin: meta.origin,
+    tags: [...meta.tags],
+    moodSnapshot: meta.moodSnapshot,
+    emotionalWeight: meta.emotionalWeight,
+    form: "raw",
+    text: raw.content,
+    tokens: raw.tokens,
+    ...(shown ? { keyPoints: shown } : {}),
+  } as Recalled
+}
