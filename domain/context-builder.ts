@@ -4,8 +4,8 @@
  *
  * 1. Packing, in priority order (newest first unless the caller ranks
  *    otherwise). The best-ranked entries are taken at full fidelity (the
- *    highest form working holds for them) while the first FULL_SHARE of the
- *    budget lasts; the next ones compressed (key points where held) until
+ *    highest form working holds for them) while it fits in the first
+ *    FULL_SHARE of the budget (a longer one comes compressed); the next ones compressed (key points where held) until
  *    COMPRESSED_SHARE; the tail in the most compact form held (a summary
  *    where there is one). An entry that does not fit is skipped, so smaller
  *    ones behind it still get in.
@@ -166,11 +166,13 @@ export const packContext = (
         : used < COMPRESSED_SHARE * budget
           ? compressedForm(entry)
           : compactForm(entry)
-    // The wanted form if it fits, else anything more compact that does.
+    // The wanted form if it fits, else anything more compact that does. Full fidelity is bought only inside its
+    // share: one long entry (a tool output, a long reply) shown whole would leave no room for the rest.
     for (let f = forms.indexOf(wanted); f < forms.length; f++) {
       const form = forms[f]!
       const tokens = formTokens(entry, form)
-      if (used + tokens + header > budget) continue
+      const limit = f === 0 && f < forms.length - 1 && used < FULL_SHARE * budget ? FULL_SHARE * budget : budget
+      if (used + tokens + header > limit) continue
       used += tokens + header
       days.add(day)
       takenAt[rank] = 1

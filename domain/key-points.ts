@@ -82,8 +82,13 @@ export const extractKeyPoints = (text: string, share: number, encoding: Encoding
  * then the text's own key sentences; within `share` of its tokens, and the
  * text itself when that is not smaller.
  */
-export const focusedKeyPoints = (text: string, focus: ReadonlySet<string>, share: number, encoding: Encoding): string =>
-  keyPointsOf(text, share, encoding, focus)
+export const focusedKeyPoints = (
+  text: string,
+  focus: ReadonlySet<string>,
+  share: number,
+  encoding: Encoding,
+  cap = Infinity,
+): string => keyPointsOf(text, share, encoding, focus, cap)
 
 /**
  * The share of its tokens a recalled entry's key points take: a third. They
@@ -93,8 +98,20 @@ export const focusedKeyPoints = (text: string, focus: ReadonlySet<string>, share
  * so about a third more recalled entries fit a budget.
  */
 export const RECALLED_KEY_POINTS_SHARE = 0.35
+/**
+ * …and at most this many tokens of sentences, about two: a long entry (a
+ * tool output, an assistant's long reply) recalled for a question is shown
+ * by the passage that bears on it, not by a third of itself.
+ */
+export const RECALLED_KEY_POINTS_CAP = 32
 
-const keyPointsOf = (text: string, share: number, encoding: Encoding, focus: ReadonlySet<string>): string => {
+const keyPointsOf = (
+  text: string,
+  share: number,
+  encoding: Encoding,
+  focus: ReadonlySet<string>,
+  cap = Infinity,
+): string => {
   const whole = text.trim()
   const speaker = speakerOf(whole)
   const body = whole.slice(speaker.length)
@@ -103,7 +120,7 @@ const keyPointsOf = (text: string, share: number, encoding: Encoding, focus: Rea
   if (parts.length <= 1) return whole
   const units = scoreUnits(parts, encoding, focus)
   const total = units.reduce((s, u) => s + u.tokens, 0)
-  const target = Math.max(1, Math.floor(total * share))
+  const target = Math.max(1, Math.min(cap, Math.floor(total * share)))
   const chosen: Unit[] = []
   let used = 0
   for (const unit of [...units].sort((a, b) => b.focus - a.focus || b.score - a.score || a.index - b.index)) {
@@ -136,6 +153,6 @@ export const recalledKeyPoints = (
   focus: ReadonlySet<string>,
   encoding: Encoding,
 ): { readonly text: string; readonly tokens: number } | null => {
-  const text = focusedKeyPoints(raw, focus, RECALLED_KEY_POINTS_SHARE, encoding)
+  const text = focusedKeyPoints(raw, focus, RECALLED_KEY_POINTS_SHARE, encoding, RECALLED_KEY_POINTS_CAP)
   return text === raw.trim() ? null : { text, tokens: blockTokens(entry, "keyPoints", text, encoding) }
 }

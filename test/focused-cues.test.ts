@@ -56,10 +56,13 @@ describe("recalled key points", () => {
 
     const { stepId } = await agent.beginStep({ focus: { query: "Where does John do taekwondo?" } })
     const whole = await agent.buildContext({ stepId })
-    expect(whole.items.find((i) => i.entryId === entryId)).toMatchObject({ cue: true, form: "raw" })
+    expect(whole.items.find((i) => i.entryId === entryId)).toMatchObject({ cue: true })
+    expect(whole.text).toContain("taekwondo at the gym on Elm Street")
     const cue = (await events())
       .map((s) => s.event)
       .find((e): e is EventOf<"CueRehydrated"> => e._tag === "CueRehydrated" && e.entryId === entryId)!
+    // The cue carries the raw text, and the extract for the focus beside it.
+    expect(cue.recalled).toMatchObject({ form: "raw", text: TURN })
     expect(cue.recalled.keyPoints?.text).toContain("taekwondo at the gym on Elm Street")
 
     // Too little room for the whole turn: its key points for the focus are served.

@@ -187,3 +187,29 @@ describe("context builder", () => {
     )
   })
 })
+
+describe("full fidelity within its share", () => {
+  it("serves a long best-ranked entry by its key points, so the entries after it still fit", () => {
+    const report = `Tool result: ${"Row of the quarterly sales table with region, revenue and cost. ".repeat(40)}`
+    const view = given(
+      registered(),
+      recorded("report", report, T0),
+      ...Array.from({ length: 8 }, (_, i) =>
+        recorded(`n${i}`, `note ${i} about the launch plan`, T0 + (i + 1) * MINUTE),
+      ),
+      faded(recorded("report", report, T0), 1, "Tool result: … Row of the quarterly sales table …"),
+    )
+    // The report ranks first; raw, it would take most of the budget.
+    const candidates = candidatesOf(view, (entry) => (entry.id === "report" ? 100 : entry.ordinal))
+    const reportTokens = view.entries.pipe((m) => [...m].find(([id]) => id === "report")![1].tokens.raw)
+    // Room for the report whole and a date line, not for the report and the notes.
+    const budget = reportTokens + 12
+    const built = buildContext(candidates, budget)
+    const forms = Object.fromEntries(built.items.map((i) => [i.entryId, i.form]))
+    expect(forms.report).toBe("keyPoints")
+    expect(built.items).toHaveLength(9)
+    // With room for everything, the report is served whole.
+    const roomy = buildContext(candidates, 8 * reportTokens)
+    expect(roomy.items.find((i) => i.entryId === "report")!.form).toBe("raw")
+  })
+})

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest"
 import {
   extractKeyPoints,
   focusedKeyPoints,
+  RECALLED_KEY_POINTS_CAP,
   RECALLED_KEY_POINTS_SHARE,
   recalledKeyPoints,
 } from "../../domain/key-points.ts"
@@ -55,5 +56,33 @@ describe("key points for a focus", () => {
     expect(carried).not.toBeNull()
     expect(carried!.tokens).toBe(blockTokens(entry, "keyPoints", carried!.text, ENCODING))
     expect(recalledKeyPoints(entry, "Caroline: Thanks!", focusOf("taekwondo"), ENCODING)).toBeNull()
+  })
+})
+
+describe("a long recalled entry", () => {
+  /** An assistant's long reply: many sentences, one of which answers the question. */
+  const REPLY = `Assistant: ${Array.from(
+    { length: 30 },
+    (_, i) => `Option ${i + 1} is a pleasant place to spend an afternoon with friends and family.`,
+  ).join(" ")} The museum on Rua Augusta has a step-free entrance and a lift to every floor. ${Array.from(
+    { length: 10 },
+    (_, i) => `Tip ${i + 1}: book ahead in the summer months when queues are long.`,
+  ).join(" ")}`
+
+  it("is shown by the passage that bears on the focus, at most RECALLED_KEY_POINTS_CAP tokens of it", () => {
+    const entry = { timestamp: Date.UTC(2023, 4, 8), origin: "USER" as const }
+    const shown = recalledKeyPoints(entry, REPLY, focusOf("Which museum has a step-free entrance?"), ENCODING)!
+    expect(shown.text).toContain("The museum on Rua Augusta has a step-free entrance and a lift to every floor.")
+    // A third of the reply would be well over a hundred tokens; the extract is the sentence, the speaker and the marks.
+    const third = Math.floor(countTokens(REPLY, ENCODING) * RECALLED_KEY_POINTS_SHARE)
+    expect(third).toBeGreaterThan(4 * RECALLED_KEY_POINTS_CAP)
+    expect(shown.tokens).toBeLessThanOrEqual(RECALLED_KEY_POINTS_CAP + 8)
+    expect(shown.text.startsWith("Assistant: …")).toBe(true)
+  })
+
+  it("keeps one whole sentence even when that sentence alone is over the cap", () => {
+    const long = `Bob: ${"word ".repeat(80).trim()} about taekwondo. Short one.`
+    const kept = focusedKeyPoints(long, focusOf("taekwondo"), RECALLED_KEY_POINTS_SHARE, ENCODING, 32)
+    expect(kept).toContain("about taekwondo.")
   })
 })
