@@ -27,8 +27,13 @@ export type Encoding = typeof Encoding.Type
 export const DEFAULT_ENCODING: Encoding = "o200k_base"
 
 const Weight = Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 1 }))
-/** Weights of the relevance score r = α·sim + β·recency + γ·log(1+freq). */
-export const RelevanceWeights = Schema.Struct({ alpha: Weight, beta: Weight, gamma: Weight })
+/** Weights of the relevance score r = α·sim + β·recency + γ·log(1+freq) + δ·emotion (δ optional). */
+export const RelevanceWeights = Schema.Struct({
+  alpha: Weight,
+  beta: Weight,
+  gamma: Weight,
+  delta: Schema.optionalKey(Weight),
+})
 export type RelevanceWeights = typeof RelevanceWeights.Type
 
 export const AgentConfig = Schema.Struct({

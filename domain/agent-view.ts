@@ -167,11 +167,27 @@ const recorded = (view: AgentView, event: EventOf<"EntryRecorded">, seq: number)
   }
   return {
     ...view,
-    entries: HashMap.set(view.entries, entry.id, entry),
+    entries: HashMap.set(advisedEntries(view.entries, event), entry.id, entry),
     usage: view.usage + entry.tokens.raw,
     entryCount: view.entryCount + 1,
     clock: Math.max(view.clock, event.timestamp),
   }
+}
+
+/**
+ * An advisor's weight covers what it speaks about: the working entries of its
+ * correlation id take the advisor entry's emotional weight where it is higher
+ * ("that constraint matters; do not lose it" keeps the constraint).
+ */
+const advisedEntries = (entries: AgentView["entries"], event: EventOf<"EntryRecorded">): AgentView["entries"] => {
+  const { correlationId, emotionalWeight } = event
+  if (event.origin !== "ADVISOR" || correlationId === null || emotionalWeight <= 0) return entries
+  let next = entries
+  for (const entry of HashMap.values(entries)) {
+    if (entry.correlationId === correlationId && entry.emotionalWeight < emotionalWeight)
+      next = HashMap.set(next, entry.id, { ...entry, emotionalWeight })
+  }
+  return next
 }
 
 const withEntry = (view: AgentView, entryId: string, update: (entry: WorkingEntry) => WorkingEntry): AgentView => {

@@ -95,11 +95,19 @@ export const priorityFor = (view: AgentView): ((entry: WorkingEntry, cue: boolea
         similarity: Math.max(similarity.get(entry.id) ?? 0, recalled),
         recency: recencyOf(view.clock, Math.max(entry.timestamp, entry.lastCitedAt ?? 0)),
         frequency: frequencyOf(entry.citationCount),
+        emotion: emotionOf(entry),
       },
       weights,
     )
   }
 }
+
+/** The emotional weight of an entry, or its mood's |valence|·arousal if larger (as fading reads it). */
+const emotionOf = (entry: WorkingEntry): number =>
+  Math.max(
+    entry.emotionalWeight,
+    entry.moodSnapshot ? Math.abs(entry.moodSnapshot.valence) * entry.moodSnapshot.arousal : 0,
+  )
 
 /** Oldest first; -1, 0 or 1, so a sort boxes no numbers. */
 const timeOrder = (a: WorkingEntry, b: WorkingEntry): number => {
@@ -166,7 +174,8 @@ const ranksAs = (a: WorkingEntry, b: WorkingEntry): boolean =>
   a.timestamp === b.timestamp &&
   a.ordinal === b.ordinal &&
   a.citationCount === b.citationCount &&
-  a.lastCitedAt === b.lastCitedAt
+  a.lastCitedAt === b.lastCitedAt &&
+  a.emotionalWeight === b.emotionalWeight
 
 /**
  * A read copies the entries it served with new reference counts, which no

@@ -1,16 +1,19 @@
 /**
  * The relevance score of retrieval and of focused context builds:
  *
- *   r = α·sim + β·recency + γ·frequency
+ *   r = α·sim + β·recency + γ·frequency + δ·emotion
  *
  * - sim ∈ [0,1]: similarity to the query, fused from dense and lexical
  *   rankings (see fuseRankings) or, inside working, lexical BM25 scaled to
  *   the best match;
  * - recency ∈ [0,1] = e^(−Δt / horizon), Δt on the agent's clock since the
  *   entry was recorded or last cited;
- * - frequency ∈ [0,1] = log(1 + citations) / log(1 + 10), capped at 1.
+ * - frequency ∈ [0,1] = log(1 + citations) / log(1 + 10), capped at 1;
+ * - emotion ∈ [0,1]: the entry's emotional weight (its own, or an advisor's
+ *   on its correlation id), so a focused build keeps what the agent was told
+ *   matters even when the focus does not name it. Context builds only.
  *
- * α, β, γ are set per agent at registration (defaults below).
+ * α, β, γ, δ are set per agent at registration (defaults below; δ when left out).
  *
  * Entries are relevant together with their episode: the neighbours of a hit
  * (the turns around it in its sitting, the entries of its correlation id)
@@ -24,13 +27,15 @@ import type { TermStats } from "./terms.ts"
  * recency barely helps a focused query, because what is recent is already in
  * working at full fidelity, so similarity carries nearly all the weight.
  */
-export const DEFAULT_RELEVANCE: RelevanceWeights = { alpha: 0.9, beta: 0.05, gamma: 0.05 }
+export const DEFAULT_RELEVANCE: RelevanceWeights = { alpha: 0.9, beta: 0.05, gamma: 0.05, delta: 0.5 }
+const DEFAULT_DELTA = 0.5
 export const RECENCY_HORIZON_MS = 24 * 3600_000
 
 export interface RelevanceParts {
   readonly similarity: number
   readonly recency: number
   readonly frequency: number
+  readonly emotion?: number
 }
 
 export const recencyOf = (now: number, since: number, horizonMs = RECENCY_HORIZON_MS) =>
@@ -39,7 +44,10 @@ export const recencyOf = (now: number, since: number, horizonMs = RECENCY_HORIZO
 export const frequencyOf = (citations: number) => Math.min(1, Math.log1p(citations) / Math.log1p(10))
 
 export const relevance = (parts: RelevanceParts, w: RelevanceWeights = DEFAULT_RELEVANCE): number =>
-  w.alpha * parts.similarity + w.beta * parts.recency + w.gamma * parts.frequency
+  w.alpha * parts.similarity +
+  w.beta * parts.recency +
+  w.gamma * parts.frequency +
+  (w.delta ?? DEFAULT_DELTA) * (parts.emotion ?? 0)
 
 /**
  * BM25 of every document against the query, scaled so the best is 1 (0 when

@@ -6,6 +6,8 @@ export interface ScriptedEntry {
   readonly content: string
   readonly emotionalWeight?: number
   readonly tags?: ReadonlyArray<string>
+  /** The thread an entry belongs to; an advisor's weight on it covers the thread's earlier entries. */
+  readonly correlationId?: string
 }
 
 export const demoScript: ReadonlyArray<ScriptedEntry> = [
@@ -21,7 +23,7 @@ export const demoScript: ReadonlyArray<ScriptedEntry> = [
   {
     origin: "USER",
     content: "My partner uses a wheelchair, so steep streets and stairs are a real problem.",
-    emotionalWeight: 0.9,
+    correlationId: "accessibility",
     tags: ["constraint"],
   },
   {
@@ -29,7 +31,13 @@ export const demoScript: ReadonlyArray<ScriptedEntry> = [
     content:
       "Accessibility overrides the Alfama idea: Lisbon's old quarters are steep. Prefer Baixa or Parque das Nações.",
   },
-  { origin: "ADVISOR", content: "That constraint matters a lot to the user; do not lose it.", tags: ["mood"] },
+  {
+    origin: "ADVISOR",
+    content: "That constraint matters a lot to the user; do not lose it.",
+    correlationId: "accessibility",
+    emotionalWeight: 0.9,
+    tags: ["mood"],
+  },
   { origin: "USER", content: "We'd also like one day trip, maybe Sintra or Cascais." },
   {
     origin: "INTERNAL",
@@ -52,4 +60,6 @@ export const demoScript: ReadonlyArray<ScriptedEntry> = [
 export const demoQuestion = {
   focus: { task: "plan the Lisbon trip", query: "what did we say about the day trip?" },
   answer: ["Sintra", "Cascais"],
+  /** What the advisor said must not be lost, whatever the focus. */
+  kept: "My partner uses a wheelchair",
 } as const

@@ -56,6 +56,11 @@ export const runDemo = async (agent: AgentClient, options: DemoOptions = {}) => 
       ? `\nThe context answers "${demoQuestion.focus.query}": it holds ${demoQuestion.answer.join(" and ")}.`
       : `\nThe context misses ${missing.join(", ")} for "${demoQuestion.focus.query}".`,
   )
+  log(
+    context.text.includes(demoQuestion.kept)
+      ? `It keeps what the advisor said not to lose: "${demoQuestion.kept}…".`
+      : `It lost what the advisor said not to lose: "${demoQuestion.kept}…".`,
+  )
   await agent.endStep(step.stepId)
   return context
 }

@@ -10,12 +10,14 @@ beforeAll(async () => {
 })
 afterAll(async () => system?.stop())
 
-it("the demo's final context holds what answers its final question, within the budget", {
+it("the demo's final context holds what answers its final question and what the advisor said to keep, within the budget", {
   timeout: 60_000,
 }, async () => {
   const lines: string[] = []
   const context = await runDemo(system.client.agent("demo-test"), { log: (l) => lines.push(l) })
   for (const fact of demoQuestion.answer) expect(context.text).toContain(fact)
+  expect(context.text).toContain(demoQuestion.kept)
   expect(context.tokens).toBeLessThanOrEqual(context.budget)
-  expect(lines.at(-1)).toContain("The context answers")
+  expect(lines.at(-2)).toContain("The context answers")
+  expect(lines.at(-1)).toContain("It keeps what the advisor said")
 })

@@ -252,4 +252,47 @@ describe("context build with the view's ranking remembered", () => {
     const cited = folded(focused, referenced("s1", ["e2"], T0 + 3 * MINUTE), 5)
     expect(rankedCandidates(cited)).not.toBe(rankedCandidates(focused))
   })
+
+  it("serves an entry of high emotional weight before recent entries its focus does not name", () => {
+    const constraint = (emotionalWeight: number) =>
+      recorded("e1", "my partner uses a wheelchair, stairs are a problem", T0, { emotionalWeight })
+    const chatter = Array.from({ length: 8 }, (_, i) =>
+      recorded(`c${i}`, `note ${i}: the office review moved to the garden room`, T0 + (i + 1) * MINUTE),
+    )
+    const trip = recorded("e9", "one day trip: Sintra or Cascais", T0 + 10 * MINUTE)
+    const served = (emotionalWeight: number) => {
+      const view = folded(
+        given(registered(), constraint(emotionalWeight), ...chatter, trip),
+        stepStarted("s1", T0 + 11 * MINUTE, { query: "what about the day trip" }),
+        12,
+      )
+      const built = contextOfView(view, { limit: 80 })
+      return built.items.map((item) => item.entryId)
+    }
+    expect(served(0)).not.toContain("e1")
+    expect(served(0.9)).toEqual(expect.arrayContaining(["e1", "e9"]))
+  })
+
+  it("gives an advisor's emotional weight to the earlier working entries of its correlation id, and to no other", () => {
+    const view = given(
+      registered(),
+      recorded("a", "my partner uses a wheelchair", T0, { correlationId: "access" }),
+      recorded("b", "we like food markets", T0 + MINUTE),
+      recorded("c", "the budget is 2,500 euros", T0 + 2 * MINUTE, { correlationId: "money", emotionalWeight: 0.2 }),
+      recorded("d", "that constraint matters; do not lose it", T0 + 3 * MINUTE, {
+        origin: "ADVISOR",
+        correlationId: "access",
+        emotionalWeight: 0.9,
+      }),
+      recorded("e", "a later note on access", T0 + 4 * MINUTE, { correlationId: "access" }),
+      recorded("f", "a user's own weight is not an advisor's", T0 + 5 * MINUTE, {
+        correlationId: "money",
+        emotionalWeight: 0.9,
+      }),
+    )
+    const weight = (id: string) => HashMap.getUnsafe(view.entries, id).emotionalWeight
+    expect([weight("a"), weight("b"), weight("c"), weight("d"), weight("e"), weight("f")]).toEqual([
+      0.9, 0, 0.2, 0.9, 0, 0.9,
+    ])
+  })
 })

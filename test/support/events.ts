@@ -26,12 +26,19 @@ export const recorded = (
   entryId: string,
   content: string,
   timestamp: number,
-  options: { origin?: Origin; encoding?: Encoding; emotionalWeight?: number; tags?: string[] } = {},
+  options: {
+    origin?: Origin
+    encoding?: Encoding
+    emotionalWeight?: number
+    tags?: string[]
+    correlationId?: string
+  } = {},
 ): EventOf<"EntryRecorded"> => {
   const origin = options.origin ?? "USER"
   return {
     _tag: "EntryRecorded",
     ...envelope(timestamp),
+    correlationId: options.correlationId ?? null,
     entryId,
     timestamp,
     origin,

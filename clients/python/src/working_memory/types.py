@@ -42,11 +42,12 @@ class FadeSettings(TypedDict, total=False):
 
 
 class RelevanceWeights(TypedDict):
-    """Weights of r = α·sim + β·recency + γ·frequency, each in [0, 1]."""
+    """Weights of r = α·sim + β·recency + γ·frequency + δ·emotion, each in [0, 1] (δ: context builds)."""
 
     alpha: float
     beta: float
     gamma: float
+    delta: NotRequired[float]
 
 
 # Functional form because one key, `from`, is a Python keyword. Filters: origins; tags (any of);
