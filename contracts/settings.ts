@@ -140,8 +140,8 @@ export const settings = {
   WM_SUMMARIZER_RETRIES: integer("WM_SUMMARIZER_RETRIES", 2, "retries before the offline summariser takes over"),
   WM_EMBEDDER: text(
     "WM_EMBEDDER",
-    "offline",
-    'the in-process embedder: `offline` (word vectors, zero setup) or `minilm` (all-MiniLM-L6-v2, after `npm run models:fetch`); see "Models"',
+    "minilm",
+    'the in-process embedder: `minilm` (all-MiniLM-L6-v2, set up by `npm run models:fetch`) or `offline` (word vectors shipped in an npm package, zero setup); see "Models"',
   ),
   WM_EMBEDDER_URL: optionalText(
     "WM_EMBEDDER_URL",

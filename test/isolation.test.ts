@@ -98,7 +98,11 @@ beforeAll(async () => {
   })
   // The services learn the tenants as deployed: WM_TENANTS, read through Effect Config.
   const sharing = AgentSharing.fromEnv.pipe(
-    Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: { WM_TENANTS: auth.tenantsVariable } }))),
+    Layer.provide(
+      ConfigProvider.layer(
+        ConfigProvider.fromEnv({ env: { WM_TENANTS: auth.tenantsVariable, WM_EMBEDDER: "offline" } }),
+      ),
+    ),
   )
   server = await startNatsServer({ config: auth.config })
   // Each service on its own connection, as its own user (Layer.fresh: no connection shared between them).

@@ -10,7 +10,7 @@ import { settings } from "../contracts/settings.ts"
 import { DEFAULT_FADE_CONFIG } from "../domain/fade-score.ts"
 import { FadeWorkerSettings } from "../services/fade/fade-worker.ts"
 import { DEFAULT_COLLECTION_PREFIX } from "../services/memory/longterm/qdrant-store.ts"
-import { OFFLINE_EMBEDDER } from "../services/platform/embedding/local-embedders.ts"
+import { sentenceModel } from "../services/platform/embedding/sentence-models.ts"
 import { PartitionSettings, partitionSettingsFromConfig } from "../services/platform/partitions/settings.ts"
 
 const root = join(import.meta.dirname, "..")
@@ -63,7 +63,8 @@ describe("the settings", () => {
 
   it("have the defaults the code falls back to", () => {
     expect(Number(settings.WM_FADE_TAU.default)).toBe(DEFAULT_FADE_CONFIG.tau)
-    expect(plain(settings.WM_EMBEDDER.default)).toBe(OFFLINE_EMBEDDER)
+    // The default embedder is the sentence model `npm run models:fetch` sets up.
+    expect(sentenceModel(plain(settings.WM_EMBEDDER.default))?.id).toBe("minilm")
     expect(plain(settings.WM_QDRANT_COLLECTION_PREFIX.default)).toBe(DEFAULT_COLLECTION_PREFIX)
   })
 

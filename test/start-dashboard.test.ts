@@ -31,7 +31,7 @@ const npmStart = (env: Record<string, string>) => {
   )
   const child: ChildProcess = spawn(NODE, ["cli/start.ts", "--no-demo"], {
     cwd: REPO,
-    env: { ...inherited, ...env },
+    env: { ...inherited, WM_EMBEDDER: "offline", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   })
   let out = ""

@@ -46,7 +46,8 @@ const withoutNatsSettings = (env: NodeJS.ProcessEnv) =>
 const npmStart = (env: Record<string, string>, ...args: string[]): Started => {
   const child = spawn(NODE, ["cli/start.ts", "--no-demo", ...args], {
     cwd: REPO,
-    env: { ...withoutNatsSettings(process.env), ...env },
+    // The offline embedder unless a test names one: these tests are about configuration, not the model.
+    env: { ...withoutNatsSettings(process.env), WM_EMBEDDER: "offline", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   })
   let out = ""
@@ -141,6 +142,28 @@ describe("npm start reads the configuration every service reads", () => {
     // Its server stopped with it.
     await expect(connect({ servers: `nats://127.0.0.1:${port}`, reconnect: false, timeout: 1_000 })).rejects.toThrow()
   }, 240_000)
+
+  it("with the default sentence model not set up, refuses at once, naming the setup command and the offline embedder", async () => {
+    const port = await freePort()
+    const modelsDir = mkdtempSync(join(tmpdir(), "wm-start-models-"))
+    cleanups.push(() => rmSync(modelsDir, { recursive: true, force: true }))
+    const env = { NATS_URL: `nats://127.0.0.1:${port}`, WM_MODELS_DIR: modelsDir }
+    // WM_EMBEDDER left unset (withoutNatsSettings drops every WM_ variable): the default.
+    const child = spawn(NODE, ["cli/start.ts", "--no-demo"], {
+      cwd: REPO,
+      env: { ...withoutNatsSettings(process.env), ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    })
+    let out = ""
+    child.stdout!.on("data", (c: Buffer) => (out += c.toString()))
+    child.stderr!.on("data", (c: Buffer) => (out += c.toString()))
+    expect(await new Promise((resolve) => child.once("exit", resolve))).toBe(1)
+    expect(out).toContain(`The sentence model 'minilm' (WM_EMBEDDER) is not set up in ${join(modelsDir, "minilm")}`)
+    expect(out).toContain("run `npm run models:fetch` once")
+    expect(out).toContain("WM_EMBEDDER=offline")
+    // It refused before starting anything: no server on the port it was given.
+    await expect(connect({ servers: `nats://127.0.0.1:${port}`, reconnect: false, timeout: 1_000 })).rejects.toThrow()
+  })
 
   it("with NATS_URL on another machine that does not answer, says so instead of starting a server", async () => {
     const start = npmStart({ NATS_URL: "nats://192.0.2.1:4222" })

@@ -124,7 +124,13 @@ def system(work_dir: Path) -> Iterator[System]:
     (work_dir / "nats").mkdir()
     nats = start_nats_server(binary, work_dir / "nats", work_dir / "nats-server.log")
     log = work_dir / "system.log"
-    env = {**os.environ, "NATS_URL": nats.url, "WM_TENANTS": "py-trip=py-trip-planner,py-trip-advisor"}
+    env = {
+        **os.environ,
+        "NATS_URL": nats.url,
+        "WM_TENANTS": "py-trip=py-trip-planner,py-trip-advisor",
+        # The client's tests run on the offline embedder, as the TypeScript suites do, unless told otherwise.
+        "WM_EMBEDDER": os.environ.get("WM_EMBEDDER", "offline"),
+    }
     app = subprocess.Popen(
         ["npm", "start", "--", "--no-demo", "--data-dir", str(work_dir / "data")],
         cwd=REPO_ROOT,
