@@ -4,22 +4,23 @@
  * BM25 fills of the same turns at the same token counts.
  *
  *   npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>]
- *                           [--conversations conv-26,conv-30] [--embedder offline|minilm]
+ *                           [--conversations conv-26,conv-30 | --split dev|held-out] [--embedder offline|minilm]
  *
  * Every LoCoMo-format `*.json` file of <dir> is used, or with --conversations
  * only those named (file names without `.json`). Questions of categories 1–4
  * are asked after the whole conversation. --embedder sets WM_EMBEDDER for the
- * run (default: the environment's, else `offline`). With --out, the summary
+ * run (default: the environment's, else the sentence model). --split takes the
+ * conversations of the committed tuning split (quality/splits.json). With --out, the summary
  * goes to <file.json> and the diagnostics to <file>.details.json.
  */
 import { parseArgs } from "node:util"
 import { DatasetFormatError } from "./quality/dataset.ts"
 import { runLocomoBenchmark } from "./quality/locomo.ts"
-import { DEFAULT_BUDGETS, parseBudgets, parseNames } from "./quality/options.ts"
+import { DEFAULT_BUDGETS, parseBudgets, parseNames, splitMembers } from "./quality/options.ts"
 import { streamProgress } from "./quality/report.ts"
 
 const usage =
-  "usage: npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>] [--conversations conv-26,conv-30] [--embedder offline|minilm]"
+  "usage: npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>] [--conversations conv-26,conv-30 | --split dev|held-out] [--embedder offline|minilm]"
 
 const main = async () => {
   const { values } = parseArgs({
@@ -28,6 +29,7 @@ const main = async () => {
       budgets: { type: "string", default: DEFAULT_BUDGETS.join(",") },
       out: { type: "string" },
       conversations: { type: "string" },
+      split: { type: "string" },
       embedder: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -38,13 +40,19 @@ const main = async () => {
   }
   if (values.data === undefined) throw new Error(`--data is required\n${usage}`)
   if (values.embedder !== undefined) process.env.WM_EMBEDDER = values.embedder
+  if (values.split !== undefined && values.conversations !== undefined)
+    throw new Error(`--split and --conversations: give one\n${usage}`)
+  const conversations =
+    values.conversations !== undefined
+      ? parseNames("--conversations", values.conversations)
+      : values.split !== undefined
+        ? splitMembers("locomo", values.split)
+        : undefined
   await runLocomoBenchmark({
     data: values.data,
     budgets: parseBudgets(values.budgets),
     ...(values.out !== undefined ? { out: values.out } : {}),
-    ...(values.conversations !== undefined
-      ? { conversations: parseNames("--conversations", values.conversations) }
-      : {}),
+    ...(conversations !== undefined ? { conversations } : {}),
     progress: streamProgress(process.stderr),
   })
 }

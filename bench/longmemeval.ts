@@ -8,21 +8,22 @@
  *
  *   npm run bench:longmemeval -- --data <file.json[.gz]> [--budgets 1024,2048,4096,8192]
  *                                [--questions <id,…>] [--types <type,…>] [--out <file.json>]
- *                                [--embedder offline|minilm]
+ *                                [--split dev|held-out] [--embedder offline|minilm]
  *
  * The file is in LongMemEval's official format (S, M or oracle), plain or
  * gzipped. Abstention questions (`_abs`) are counted and skipped. With --out,
  * the summary goes to <file.json> (the shape of bench:locomo's) and the
- * diagnostics to <file>.details.json.
+ * diagnostics to <file>.details.json. --split takes the questions of the
+ * committed tuning split (quality/splits.json).
  */
 import { parseArgs } from "node:util"
 import { DatasetFormatError } from "./quality/dataset.ts"
 import { runLongMemEvalBenchmark } from "./quality/longmemeval.ts"
-import { LONGMEMEVAL_BUDGETS, parseBudgets, parseNames } from "./quality/options.ts"
+import { LONGMEMEVAL_BUDGETS, parseBudgets, parseNames, splitMembers } from "./quality/options.ts"
 import { streamProgress } from "./quality/report.ts"
 
 const usage =
-  "usage: npm run bench:longmemeval -- --data <file.json[.gz]> [--budgets 1024,2048,4096,8192] [--questions <id,…>] [--types <type,…>] [--out <file.json>] [--embedder offline|minilm]"
+  "usage: npm run bench:longmemeval -- --data <file.json[.gz]> [--budgets 1024,2048,4096,8192] [--questions <id,…>] [--types <type,…>] [--out <file.json>] [--split dev|held-out] [--embedder offline|minilm]"
 
 const main = async () => {
   const { values } = parseArgs({
@@ -32,6 +33,7 @@ const main = async () => {
       questions: { type: "string" },
       types: { type: "string" },
       out: { type: "string" },
+      split: { type: "string" },
       embedder: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -42,11 +44,19 @@ const main = async () => {
   }
   if (values.data === undefined) throw new Error(`--data is required\n${usage}`)
   if (values.embedder !== undefined) process.env.WM_EMBEDDER = values.embedder
+  if (values.split !== undefined && values.questions !== undefined)
+    throw new Error(`--split and --questions: give one\n${usage}`)
+  const questions =
+    values.questions !== undefined
+      ? parseNames("--questions", values.questions)
+      : values.split !== undefined
+        ? splitMembers("longmemeval", values.split)
+        : undefined
   await runLongMemEvalBenchmark({
     data: values.data,
     budgets: parseBudgets(values.budgets),
     ...(values.out !== undefined ? { out: values.out } : {}),
-    ...(values.questions !== undefined ? { questions: parseNames("--questions", values.questions) } : {}),
+    ...(questions !== undefined ? { questions } : {}),
     ...(values.types !== undefined ? { types: parseNames("--types", values.types) } : {}),
     progress: streamProgress(process.stderr),
   })

@@ -20,7 +20,7 @@ import {
   parseLongMemEvalDate,
 } from "../bench/quality/longmemeval-dataset.ts"
 import { countLosses, emptyLosses, stageOf } from "../bench/quality/losses.ts"
-import { detailsPath, parseBudgets } from "../bench/quality/options.ts"
+import { detailsPath, parseBudgets, splitMembers } from "../bench/quality/options.ts"
 import { silentProgress } from "../bench/quality/report.ts"
 import { aggregate, scoreQuestion } from "../bench/quality/score.ts"
 
@@ -334,5 +334,18 @@ describe("bench:longmemeval end to end", () => {
     expect(run.status).toBe(1)
     expect(run.stderr).toContain("broken.json")
     expect(run.stderr).toContain("[1].haystack_dates")
+  })
+})
+
+describe("the committed tuning split", () => {
+  it("divides each benchmark into a dev part and a held-out part that share nothing, and refuses another name", () => {
+    for (const dataset of ["longmemeval", "locomo"] as const) {
+      const dev = splitMembers(dataset, "dev")
+      const heldOut = splitMembers(dataset, "held-out")
+      expect(dev.length).toBeGreaterThan(0)
+      expect(heldOut.length).toBeGreaterThan(0)
+      expect(dev.filter((id) => heldOut.includes(id))).toEqual([])
+    }
+    expect(() => splitMembers("locomo", "test")).toThrow(/--split: 'test' is not one of dev, held-out/)
   })
 })

@@ -1,4 +1,5 @@
 /** Command-line values of the memory-quality benchmarks, parsed and checked. */
+import { readFileSync } from "node:fs"
 
 /** LoCoMo's budgets; LongMemEval's histories are longer and its turns larger (LONGMEMEVAL_BUDGETS). */
 export const DEFAULT_BUDGETS: ReadonlyArray<number> = [512, 1024, 2048, 4096]
@@ -33,4 +34,19 @@ export const parseNames = (flag: string, text: string): string[] => {
     .filter((s) => s.length > 0)
   if (names.length === 0) throw new Error(`${flag}: expected comma-separated names, got '${text}'`)
   return [...new Set(names)]
+}
+
+/** The committed tuning split (splits.json): `dev` was tuned on, `held-out` looked at only at the end. */
+export const SPLITS = ["dev", "held-out"] as const
+
+/** The question ids (LongMemEval) or conversation names (LoCoMo) of a split named by `--split`. */
+export const splitMembers = (dataset: "longmemeval" | "locomo", name: string): string[] => {
+  if (!(SPLITS as ReadonlyArray<string>).includes(name))
+    throw new Error(`--split: '${name}' is not one of ${SPLITS.join(", ")}`)
+  const splits = JSON.parse(readFileSync(new URL("./splits.json", import.meta.url), "utf8")) as Record<
+    string,
+    { readonly dev: string[]; readonly heldOut: string[] }
+  >
+  const split = splits[dataset]!
+  return name === "dev" ? split.dev : split.heldOut
 }

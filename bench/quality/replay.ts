@@ -12,6 +12,7 @@
  *
  *   node bench/quality/replay.ts --locomo <dir> [--conversations conv-26,conv-30] [--budgets 1024,2048]
  *   node bench/quality/replay.ts --longmemeval <file> [--questions <ids>] [--types <types>] [--budgets …]
+ *   … [--split dev|held-out] [--embedder offline|minilm]
  *
  * Prints evidence recall / answer-in-context per budget beside BM25, where
  * the evidence was lost, and the share of the evidence among the N best hits.
@@ -44,7 +45,7 @@ import { type Conversation, ENCODING, type Question, type Turn } from "./dataset
 import { askedOnly, loadLocomoDirectory, selectConversations } from "./locomo-dataset.ts"
 import { loadLongMemEval } from "./longmemeval-dataset.ts"
 import { countLosses, emptyLosses, LOSS_STAGES } from "./losses.ts"
-import { parseBudgets, parseNames } from "./options.ts"
+import { parseBudgets, parseNames, splitMembers } from "./options.ts"
 import { aggregate, type QuestionScore, scoreQuestion } from "./score.ts"
 
 const RECALL_DEPTH = settings.WM_RECALL_DEPTH.default === "150" ? 150 : Number(settings.WM_RECALL_DEPTH.default)
@@ -128,14 +129,22 @@ const cachedEmbedder = async (embedder: Embedder): Promise<Embedder> => {
 const load = (values: Record<string, string | undefined>): Conversation[] => {
   if (values.locomo !== undefined) {
     const all = loadLocomoDirectory(values.locomo).conversations
-    const chosen =
-      values.conversations === undefined
-        ? all
-        : selectConversations(all, parseNames("--conversations", values.conversations))
+    const names =
+      values.conversations !== undefined
+        ? parseNames("--conversations", values.conversations)
+        : values.split !== undefined
+          ? splitMembers("locomo", values.split)
+          : undefined
+    const chosen = names === undefined ? all : selectConversations(all, names)
     return chosen.map(askedOnly)
   }
   if (values.longmemeval !== undefined) {
-    const ids = values.questions === undefined ? undefined : parseNames("--questions", values.questions)
+    const ids =
+      values.questions !== undefined
+        ? parseNames("--questions", values.questions)
+        : values.split !== undefined
+          ? splitMembers("longmemeval", values.split)
+          : undefined
     const types = values.types === undefined ? undefined : parseNames("--types", values.types)
     return loadLongMemEval(values.longmemeval).conversations.filter(
       (c) =>
@@ -152,6 +161,7 @@ const main = async () => {
       longmemeval: { type: "string" },
       budgets: { type: "string", default: "1024,2048,4096" },
       conversations: { type: "string" },
+      split: { type: "string" },
       questions: { type: "string" },
       types: { type: "string" },
       dump: { type: "string" },
