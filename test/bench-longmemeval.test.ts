@@ -274,6 +274,8 @@ describe("LongMemEval scoring", () => {
       notRecalled: 1,
       packedOut: 1,
       summaryOnly: 0,
+      // s0-0 had left working when the question was asked, in both builds.
+      faded: 2,
       answerInEvidence: 2,
       keyPointsDropped: 1,
     })

@@ -10,6 +10,10 @@
  *   context by the packing (other entries took the budget);
  * - `summaryOnly`: served, but only as an abstractive summary (faded form).
  *
+ * A turn that faded out of working before the question and was not served
+ * is lost at `notRanked` or `notRecalled`; `faded` counts every evidence
+ * turn that had left working when the question was asked, served or not.
+ *
  * And for answers: `keyPointsDropped`, questions whose answer is in the raw
  * text of their evidence and whose evidence was served, but not the answer
  * (the extract left the sentence out).
@@ -27,6 +31,8 @@ export interface Losses {
   notRecalled: number
   packedOut: number
   summaryOnly: number
+  /** Evidence turns that had faded out of working before the question (served or not). */
+  faded: number
   /** Questions whose answer is in their evidence's raw text. */
   answerInEvidence: number
   /** …of which every evidence turn was served, and the answer was not in the context. */
@@ -40,6 +46,7 @@ export const emptyLosses = (): Losses => ({
   notRecalled: 0,
   packedOut: 0,
   summaryOnly: 0,
+  faded: 0,
   answerInEvidence: 0,
   keyPointsDropped: 0,
 })
@@ -85,6 +92,7 @@ export const countLosses = (
     const stage = stageOf(id, served.get(id), state)
     into.evidence++
     into[stage]++
+    if (!state.working.has(id)) into.faded++
     if (stage !== "served") all = false
   }
   if (!question.checksAnswer || question.answer === null || question.evidence.length === 0) return

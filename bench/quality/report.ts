@@ -276,6 +276,7 @@ export const formatLosses = (budgets: ReadonlyArray<number>, details: Details): 
     lines.push(padEnd(label, 44) + budgets.map((b) => pad(value(details.losses[String(b)]), w)).join(""))
   row("served (raw or key points)", (l) => share(l, l?.served ?? 0))
   for (const stage of LOSS_STAGES) row(LOSS_NAMES[stage], (l) => share(l, l?.[stage] ?? 0))
+  row("faded out of working before the question", (l) => share(l, l?.faded ?? 0))
   row("answer in evidence, dropped by key points", (l) =>
     l && l.answerInEvidence > 0 ? `${l.keyPointsDropped}/${l.answerInEvidence}` : "-",
   )
