@@ -151,6 +151,19 @@ export const settings = {
   WM_EMBEDDER_API_KEY: optionalText("WM_EMBEDDER_API_KEY", "bearer token of the remote embedder", "secret"),
   WM_EMBEDDER_TIMEOUT_MS: integer("WM_EMBEDDER_TIMEOUT_MS", 10_000, "per attempt"),
   WM_EMBEDDER_RETRIES: integer("WM_EMBEDDER_RETRIES", 2, "retries before the in-process embedder takes over"),
+  WM_EMBEDDER_THREADS: {
+    name: "WM_EMBEDDER_THREADS",
+    type: "integer",
+    default: "cores − 1, 1 to 4",
+    meaning:
+      "worker threads a sentence model (`WM_EMBEDDER=minilm`) runs in, each with its own copy, so inference never blocks the event loop serving requests; queries are served before demotions. 0: in the calling thread",
+    config: Config.option(
+      Config.schema(
+        Schema.Int.check(Schema.makeFilter((n: number) => (n >= 0 && n <= 64) || "an integer from 0 to 64")),
+        "WM_EMBEDDER_THREADS",
+      ),
+    ),
+  },
   WM_CACHE_DIR: optionalText(
     "WM_CACHE_DIR",
     "where the offline embedder's derived word-vector file lives",

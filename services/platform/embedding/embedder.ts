@@ -1,10 +1,21 @@
+/**
+ * Whose texts these are: `query` (the default) is a request waiting for its answer — a step's focus,
+ * the working entries a query ranks; `background` is work nobody waits on — a demotion's embedding.
+ * An embedder that runs its model in worker threads serves queries first; the others ignore it.
+ */
+export type EmbedPriority = "query" | "background"
+
+export interface EmbedOptions {
+  readonly priority?: EmbedPriority
+}
+
 /** What turns text into vectors for long-term retrieval. */
 export interface Embedder {
   /** Exactly what produced the vectors; records and queries of different models never mix. */
   readonly model: string
   readonly dims: number
-  /** Deterministic: the same text always gives the same L2-normalised vector. */
-  readonly embed: (texts: ReadonlyArray<string>) => Promise<ReadonlyArray<Float32Array>>
+  /** Deterministic: the same text always gives the same L2-normalised vector, whatever its priority. */
+  readonly embed: (texts: ReadonlyArray<string>, options?: EmbedOptions) => Promise<ReadonlyArray<Float32Array>>
 }
 
 export const normalise = (v: Float32Array): Float32Array => {

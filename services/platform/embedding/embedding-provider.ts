@@ -10,7 +10,7 @@ import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } fr
 import type { Producer } from "../../../contracts/fade.ts"
 import { settings } from "../../../contracts/settings.ts"
 import { type Embedder, normalise } from "./embedder.ts"
-import { loadLocalEmbedder, localEmbedderFor } from "./local-embedders.ts"
+import { acquireLocalEmbedder, localEmbedderFor } from "./local-embedders.ts"
 
 export interface Embedded {
   readonly vector: Float32Array
@@ -27,7 +27,10 @@ export interface RemoteEmbedderConfig {
 }
 
 export interface EmbeddingProviderShape {
-  /** Never fails: a remote failure falls back to the in-process embedder. */
+  /**
+   * Embeds an entry being demoted: background work, which an embedder running in worker threads
+   * serves after queries. Never fails: a remote failure falls back to the in-process embedder.
+   */
   readonly embed: (text: string) => Effect.Effect<Embedded>
   /** Embeds a query with a given model, for searching records of that model; null when that model cannot be run here. */
   readonly embedQuery: (text: string, model: string) => Effect.Effect<Float32Array | null>
@@ -57,7 +60,7 @@ export const remoteEmbedder = (config: RemoteEmbedderConfig) =>
 export const offlineProvider = (offline: Embedder): EmbeddingProviderShape => ({
   offline,
   embed: (text) =>
-    Effect.promise(() => offline.embed([text])).pipe(
+    Effect.promise(() => offline.embed([text], { priority: "background" })).pipe(
       Effect.map(([vector]) => ({
         vector: vector!,
         model: offline.model,
@@ -130,7 +133,8 @@ export class EmbeddingProvider extends Context.Service<EmbeddingProvider, Embedd
    * Read from the environment with Effect Config:
    * WM_EMBEDDER picks the in-process embedder (`offline`, the default: SIF
    * word vectors, see offline-embedder.ts; or a sentence model such as
-   * `minilm`, set up once by `npm run models:fetch`); WM_EMBEDDER_URL, when
+   * `minilm`, set up once by `npm run models:fetch`, run in WM_EMBEDDER_THREADS
+   * worker threads); WM_EMBEDDER_URL, when
    * set, puts an OpenAI-compatible remote provider in front of it, the
    * in-process one being the fallback. Fails with UnknownEmbedder,
    * ModelFilesMissing or ModelLoadFailed rather than starting on another model.
@@ -140,7 +144,12 @@ export class EmbeddingProvider extends Context.Service<EmbeddingProvider, Embedd
       Effect.gen(function* () {
         const id = yield* settings.WM_EMBEDDER.config
         const modelsDir = Option.getOrUndefined(yield* settings.WM_MODELS_DIR.config)
-        const local = yield* loadLocalEmbedder(id, modelsDir === undefined ? {} : { modelsDir })
+        const threads = Option.getOrUndefined(yield* settings.WM_EMBEDDER_THREADS.config)
+        // held while the layer lasts: its worker threads end with the last layer holding them
+        const local = yield* acquireLocalEmbedder(id, {
+          ...(modelsDir === undefined ? {} : { modelsDir }),
+          ...(threads === undefined ? {} : { threads }),
+        })
         const url = yield* settings.WM_EMBEDDER_URL.config
         if (Option.isNone(url)) return EmbeddingProvider.offlineOnly(local)
         return EmbeddingProvider.withRemote(local, {

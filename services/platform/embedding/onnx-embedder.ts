@@ -9,12 +9,18 @@
  * padding enters any computation and a text's vector does not depend on what it
  * was batched with) and run on one intra-op thread by default (so the sums are
  * always taken in the same order): the same text gives bit-identical vectors.
+ *
+ * `loadSentenceEncoder` is the model alone; `loadOnnxEmbedder` adds the memory
+ * of recent texts and runs the model in the calling thread — onnxruntime-node's
+ * `session.run` is synchronous under its promise, so while it computes, that
+ * thread's event loop waits. A process serving requests runs the encoder in
+ * worker threads instead (embedder-pool.ts).
  */
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { Tokenizer } from "@huggingface/tokenizers"
 import * as ort from "onnxruntime-node"
-import { type Embedder, normalise } from "./embedder.ts"
+import { type Embedder, type EmbedOptions, normalise } from "./embedder.ts"
 import {
   ModelFilesMissing,
   ModelLoadFailed,
@@ -40,8 +46,16 @@ interface Manifest {
   readonly source: { readonly pypi: string; readonly version: string }
 }
 
+/** The model alone: tokenises and runs every text it is given, remembering none. */
+export interface SentenceEncoder {
+  readonly encode: (texts: ReadonlyArray<string>) => Promise<Float32Array[]>
+}
+
 /** Rejects with ModelFilesMissing or ModelLoadFailed. */
-export const loadOnnxEmbedder = async (model: SentenceModel, options: OnnxEmbedderOptions = {}): Promise<Embedder> => {
+export const loadSentenceEncoder = async (
+  model: SentenceModel,
+  options: OnnxEmbedderOptions = {},
+): Promise<SentenceEncoder> => {
   const dir = modelDir(model, options.modelsDir)
   const missing = missingFiles(dir)
   if (missing.length > 0) throw new ModelFilesMissing({ model: model.id, dir, missing, setup: SETUP_COMMAND })
@@ -107,36 +121,7 @@ export const loadOnnxEmbedder = async (model: SentenceModel, options: OnnxEmbedd
     })
   }
 
-  // Recently embedded texts (a query asked at several budgets, an entry re-ranked): vectors are
-  // deterministic, so a copy of the remembered one is exactly what running the model again gives.
-  const recent = new Map<string, Float32Array>()
-  const remember = (text: string, vector: Float32Array) => {
-    recent.delete(text)
-    recent.set(text, vector)
-    if (recent.size > RECENT_TEXTS) recent.delete(recent.keys().next().value!)
-  }
-
-  const embed = async (texts: ReadonlyArray<string>): Promise<Float32Array[]> => {
-    const out: Float32Array[] = new Array(texts.length)
-    const misses: number[] = []
-    texts.forEach((text, i) => {
-      const known = recent.get(text)
-      if (known === undefined) misses.push(i)
-      else {
-        remember(text, known)
-        out[i] = known.slice()
-      }
-    })
-    if (misses.length === 0) return out
-    const fresh = await embedUncached(misses.map((i) => texts[i]!))
-    misses.forEach((i, j) => {
-      out[i] = fresh[j]!
-      remember(texts[i]!, fresh[j]!.slice())
-    })
-    return out
-  }
-
-  const embedUncached = async (texts: ReadonlyArray<string>): Promise<Float32Array[]> => {
+  const encode = async (texts: ReadonlyArray<string>): Promise<Float32Array[]> => {
     const tokenised = texts.map(tokenise)
     const byLength = new Map<number, number[]>()
     tokenised.forEach((ids, i) => {
@@ -157,5 +142,49 @@ export const loadOnnxEmbedder = async (model: SentenceModel, options: OnnxEmbedd
     return out
   }
 
-  return { model: model.model, dims: model.dims, embed }
+  return { encode }
+}
+
+/**
+ * Recently embedded texts (a query asked at several budgets, an entry re-ranked) keep their vector:
+ * vectors are deterministic, so a copy of the remembered one is exactly what running the model again
+ * gives. `encode` is called once per call, with the texts not remembered.
+ */
+export const rememberingRecent = (
+  encode: (texts: ReadonlyArray<string>, options?: EmbedOptions) => Promise<Float32Array[]>,
+): ((texts: ReadonlyArray<string>, options?: EmbedOptions) => Promise<Float32Array[]>) => {
+  const recent = new Map<string, Float32Array>()
+  const remember = (text: string, vector: Float32Array) => {
+    recent.delete(text)
+    recent.set(text, vector)
+    if (recent.size > RECENT_TEXTS) recent.delete(recent.keys().next().value!)
+  }
+  return async (texts, options) => {
+    const out: Float32Array[] = new Array(texts.length)
+    const misses: number[] = []
+    texts.forEach((text, i) => {
+      const known = recent.get(text)
+      if (known === undefined) misses.push(i)
+      else {
+        remember(text, known)
+        out[i] = known.slice()
+      }
+    })
+    if (misses.length === 0) return out
+    const fresh = await encode(
+      misses.map((i) => texts[i]!),
+      options,
+    )
+    misses.forEach((i, j) => {
+      out[i] = fresh[j]!
+      remember(texts[i]!, fresh[j]!.slice())
+    })
+    return out
+  }
+}
+
+/** The sentence model run in the calling thread. Rejects with ModelFilesMissing or ModelLoadFailed. */
+export const loadOnnxEmbedder = async (model: SentenceModel, options: OnnxEmbedderOptions = {}): Promise<Embedder> => {
+  const encoder = await loadSentenceEncoder(model, options)
+  return { model: model.model, dims: model.dims, embed: rememberingRecent((texts) => encoder.encode(texts)) }
 }

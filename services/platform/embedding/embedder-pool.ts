@@ -1,0 +1,359 @@
+/**
+ * The sentence model in a small pool of worker threads, so its inference never
+ * blocks the event loop of the process serving agents' requests: onnxruntime-node's
+ * `session.run` computes synchronously (its promise only defers the start), and
+ * tokenising is JavaScript, so both run in the workers (embedder-worker.ts); this
+ * thread only queues texts and copies vectors out.
+ *
+ * Each worker holds its own copy of the model and takes one task at a time: up to
+ * `batchSize` texts of about `TASK_CHARS` characters at most, so a long call is cut
+ * into short tasks and the workers share it. Two lanes wait for a worker:
+ * `query` (a request waiting for its answer) is always served before `background`
+ * (demotions), so a query queued behind a large background batch waits for one task
+ * at most, not for the batch. Each lane holds at most `maxQueued` texts; a call that
+ * would pass the bound is refused with EmbedderOverloaded (unless its lane is empty:
+ * a call of any size can run).
+ *
+ * Vectors are those of the in-thread embedder bit for bit: the same encoder code,
+ * the same session options (one intra-op thread), and a text's vector does not
+ * depend on what it is batched with. Idle workers do not keep the process alive;
+ * `close` ends them, failing unanswered calls with EmbedderClosed.
+ */
+import { availableParallelism } from "node:os"
+import { Worker } from "node:worker_threads"
+import { Schema } from "effect"
+import type { Embedder, EmbedOptions, EmbedPriority } from "./embedder.ts"
+import type { EmbedderTask, EmbedderWorkerData, EmbedderWorkerMessage, LoadFailure } from "./embedder-worker.ts"
+import { rememberingRecent } from "./onnx-embedder.ts"
+import {
+  defaultModelsDir,
+  ModelFilesMissing,
+  ModelLoadFailed,
+  missingFiles,
+  modelDir,
+  SETUP_COMMAND,
+  type SentenceModel,
+} from "./sentence-models.ts"
+
+/** About the most characters a task carries (a task has one text at least). */
+const TASK_CHARS = 2_000
+export const DEFAULT_MAX_QUEUED = 4_096
+const WORKER = new URL("./embedder-worker.ts", import.meta.url)
+
+/** Leaves a core to the event loop: cores − 1, at least 1, at most 4. */
+export const defaultEmbedderThreads = (cores = availableParallelism()): number => Math.max(1, Math.min(4, cores - 1))
+
+export interface EmbedderPoolOptions {
+  readonly modelsDir?: string
+  /** Worker threads, each with its own copy of the model (default: defaultEmbedderThreads()). */
+  readonly threads?: number
+  /** Texts each lane may hold waiting for a worker (default 4096). */
+  readonly maxQueued?: number
+  /** Most texts per inference call inside a worker (default 32). */
+  readonly batchSize?: number
+}
+
+export interface EmbedderPoolStats {
+  readonly threads: number
+  /** Workers computing a task now. */
+  readonly busy: number
+  /** Texts waiting for a worker, by lane. */
+  readonly queued: Readonly<Record<EmbedPriority, number>>
+}
+
+export interface EmbedderPool extends Embedder {
+  readonly stats: () => EmbedderPoolStats
+  /** Ends the workers; calls not answered by then fail with EmbedderClosed. */
+  readonly close: () => Promise<void>
+}
+
+const Lane = Schema.Literals(["query", "background"])
+
+/** A lane already holds as many texts as it may: the call is refused, nothing of it is queued. */
+export class EmbedderOverloaded extends Schema.TaggedError<EmbedderOverloaded>()("EmbedderOverloaded", {
+  model: Schema.String,
+  lane: Lane,
+  queued: Schema.Number,
+  texts: Schema.Number,
+  bound: Schema.Number,
+}) {
+  override get message(): string {
+    return `embedder '${this.model}': the ${this.lane} lane holds ${this.queued} texts waiting; ${this.texts} more would pass its bound of ${this.bound}`
+  }
+}
+
+/** The pool was closed before the call was answered. */
+export class EmbedderClosed extends Schema.TaggedError<EmbedderClosed>()("EmbedderClosed", {
+  model: Schema.String,
+}) {
+  override get message(): string {
+    return `embedder '${this.model}' is closed`
+  }
+}
+
+/** A worker failed a call: inference threw, or the worker died (it is replaced; the call is not retried). */
+export class EmbedderWorkerFailed extends Schema.TaggedError<EmbedderWorkerFailed>()("EmbedderWorkerFailed", {
+  model: Schema.String,
+  reason: Schema.String,
+}) {
+  override get message(): string {
+    return `embedder '${this.model}': a worker failed: ${this.reason}`
+  }
+}
+
+interface Call {
+  readonly out: Float32Array[]
+  pending: number
+  settled: boolean
+  readonly resolve: (vectors: Float32Array[]) => void
+  readonly reject: (error: unknown) => void
+}
+
+interface Task {
+  readonly call: Call
+  /** Where each text's vector goes in the call's answer. */
+  readonly at: ReadonlyArray<number>
+  readonly texts: ReadonlyArray<string>
+}
+
+interface Slot {
+  readonly worker: Worker
+  ready: boolean
+  task: Task | null
+  /** The last uncaught error of the worker, said when it exits. */
+  lastError: string | null
+}
+
+/** First in, first out, without Array.shift's copying. */
+class Fifo<A> {
+  private items: Array<A | undefined> = []
+  private head = 0
+  get size(): number {
+    return this.items.length - this.head
+  }
+  push(item: A): void {
+    this.items.push(item)
+  }
+  shift(): A | undefined {
+    if (this.head === this.items.length) return undefined
+    const item = this.items[this.head]
+    this.items[this.head++] = undefined
+    if (this.head > 1024 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head)
+      this.head = 0
+    }
+    return item
+  }
+  drain(): A[] {
+    const rest = this.items.slice(this.head) as A[]
+    this.items = []
+    this.head = 0
+    return rest
+  }
+}
+
+const LANES: ReadonlyArray<EmbedPriority> = ["query", "background"]
+
+/**
+ * Starts `threads` workers and resolves once every one has loaded the model.
+ * Rejects with ModelFilesMissing (checked here, before any worker starts) or ModelLoadFailed.
+ */
+export const startEmbedderPool = async (
+  model: SentenceModel,
+  options: EmbedderPoolOptions = {},
+): Promise<EmbedderPool> => {
+  const modelsDir = options.modelsDir ?? defaultModelsDir()
+  const dir = modelDir(model, modelsDir)
+  const missing = missingFiles(dir)
+  if (missing.length > 0) throw new ModelFilesMissing({ model: model.id, dir, missing, setup: SETUP_COMMAND })
+  const threads = options.threads ?? defaultEmbedderThreads()
+  if (!Number.isInteger(threads) || threads < 1)
+    throw new ModelLoadFailed({ model: model.id, dir, reason: `threads must be a positive integer, not ${threads}` })
+  const maxQueued = options.maxQueued ?? DEFAULT_MAX_QUEUED
+  const batchSize = options.batchSize ?? 32
+  const data: EmbedderWorkerData = { model: model.id, modelsDir, batchSize }
+
+  const lanes: Record<EmbedPriority, Fifo<Task>> = { query: new Fifo(), background: new Fifo() }
+  const queued: Record<EmbedPriority, number> = { query: 0, background: 0 }
+  const slots = new Set<Slot>()
+  let nextTaskId = 0
+  let closing: Promise<void> | null = null
+  /** Set when every worker is gone and none could be started again: calls fail with it. */
+  let broken: string | null = null
+
+  const settle = (call: Call, error: unknown) => {
+    if (call.settled) return
+    call.settled = true
+    call.reject(error)
+  }
+
+  const next = (): Task | undefined => {
+    for (const lane of LANES)
+      for (let task = lanes[lane].shift(); task !== undefined; task = lanes[lane].shift()) {
+        queued[lane] -= task.texts.length
+        if (!task.call.settled) return task
+      }
+    return undefined
+  }
+
+  const pump = () => {
+    for (const slot of slots) {
+      if (!slot.ready || slot.task !== null) continue
+      const task = next()
+      if (task === undefined) return
+      slot.task = task
+      // a busy worker keeps the process alive until it answers; an idle one does not
+      slot.worker.ref()
+      slot.worker.postMessage({ id: nextTaskId++, texts: task.texts } satisfies EmbedderTask)
+    }
+  }
+
+  const finish = (slot: Slot): Task | null => {
+    const task = slot.task
+    slot.task = null
+    slot.worker.unref()
+    return task
+  }
+
+  const loadError = (failure: LoadFailure) =>
+    failure._tag === "ModelFilesMissing"
+      ? new ModelFilesMissing({
+          model: model.id,
+          dir: failure.dir,
+          missing: [...failure.missing],
+          setup: SETUP_COMMAND,
+        })
+      : new ModelLoadFailed({ model: model.id, dir: failure.dir, reason: failure.reason })
+
+  /** Starts a worker; resolves once it has loaded the model, rejects with why it could not. */
+  const spawn = (): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      const worker = new Worker(WORKER, { workerData: data })
+      const slot: Slot = { worker, ready: false, task: null, lastError: null }
+      slots.add(slot)
+      worker.on("message", (message: EmbedderWorkerMessage) => {
+        switch (message.type) {
+          case "ready":
+            slot.ready = true
+            worker.unref()
+            resolve()
+            pump()
+            return
+          case "failed":
+            reject(loadError(message.failure))
+            void worker.terminate()
+            return
+          case "done": {
+            const task = finish(slot)
+            if (task !== null && !task.call.settled) {
+              const { call } = task
+              message.vectors.forEach((vector, j) => {
+                call.out[task.at[j]!] = vector
+              })
+              call.pending -= task.texts.length
+              if (call.pending === 0) {
+                call.settled = true
+                call.resolve(call.out)
+              }
+            }
+            pump()
+            return
+          }
+          case "error": {
+            const task = finish(slot)
+            if (task !== null) settle(task.call, new EmbedderWorkerFailed({ model: model.id, reason: message.reason }))
+            pump()
+            return
+          }
+        }
+      })
+      worker.on("error", (error) => {
+        slot.lastError = error.message
+      })
+      worker.on("exit", (code) => {
+        slots.delete(slot)
+        const reason = `worker thread stopped: ${slot.lastError ?? `exit code ${code}`}`
+        reject(new ModelLoadFailed({ model: model.id, dir, reason }))
+        const task = slot.task
+        slot.task = null
+        if (closing !== null || !slot.ready) return
+        if (task !== null) settle(task.call, new EmbedderWorkerFailed({ model: model.id, reason }))
+        // replaced; when no worker is left and none can start, what waits fails
+        spawn().catch((error: unknown) => {
+          if (slots.size > 0 || closing !== null) return
+          broken = error instanceof Error ? error.message : String(error)
+          for (const lane of LANES) {
+            for (const waiting of lanes[lane].drain())
+              settle(waiting.call, new EmbedderWorkerFailed({ model: model.id, reason: broken }))
+            queued[lane] = 0
+          }
+        })
+      })
+    })
+
+  const close = (): Promise<void> => {
+    if (closing !== null) return closing
+    const error = new EmbedderClosed({ model: model.id })
+    const workers = [...slots].map((slot) => {
+      if (slot.task !== null) settle(slot.task.call, error)
+      return slot.worker
+    })
+    for (const lane of LANES) {
+      for (const task of lanes[lane].drain()) settle(task.call, error)
+      queued[lane] = 0
+    }
+    closing = Promise.all(workers.map((worker) => worker.terminate())).then(() => undefined)
+    return closing
+  }
+
+  const encode = (texts: ReadonlyArray<string>, options?: EmbedOptions): Promise<Float32Array[]> => {
+    const lane = options?.priority ?? "query"
+    if (closing !== null) return Promise.reject(new EmbedderClosed({ model: model.id }))
+    if (broken !== null) return Promise.reject(new EmbedderWorkerFailed({ model: model.id, reason: broken }))
+    if (texts.length === 0) return Promise.resolve([])
+    if (queued[lane] > 0 && queued[lane] + texts.length > maxQueued)
+      return Promise.reject(
+        new EmbedderOverloaded({ model: model.id, lane, queued: queued[lane], texts: texts.length, bound: maxQueued }),
+      )
+    return new Promise<Float32Array[]>((resolve, reject) => {
+      const call: Call = { out: new Array(texts.length), pending: texts.length, settled: false, resolve, reject }
+      let at: number[] = []
+      let chunk: string[] = []
+      let chars = 0
+      const cut = () => {
+        lanes[lane].push({ call, at, texts: chunk })
+        queued[lane] += chunk.length
+        at = []
+        chunk = []
+        chars = 0
+      }
+      texts.forEach((text, i) => {
+        if (chunk.length > 0 && (chunk.length === batchSize || chars + text.length > TASK_CHARS)) cut()
+        at.push(i)
+        chunk.push(text)
+        chars += text.length
+      })
+      cut()
+      pump()
+    })
+  }
+
+  try {
+    await Promise.all(Array.from({ length: threads }, spawn))
+  } catch (error) {
+    await close()
+    throw error
+  }
+
+  return {
+    model: model.model,
+    dims: model.dims,
+    embed: rememberingRecent(encode),
+    stats: () => ({
+      threads: slots.size,
+      busy: [...slots].filter((slot) => slot.task !== null).length,
+      queued: { ...queued },
+    }),
+    close,
+  }
+}

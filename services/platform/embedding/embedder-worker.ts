@@ -1,0 +1,81 @@
+/**
+ * One worker thread of the embedder pool (embedder-pool.ts): loads the sentence
+ * model once, says whether it could, then encodes each task it is sent — one at
+ * a time, in its own thread, so the model's synchronous inference blocks no
+ * event loop but this one.
+ */
+import { parentPort, workerData } from "node:worker_threads"
+import { loadSentenceEncoder, type SentenceEncoder } from "./onnx-embedder.ts"
+import { ModelFilesMissing, ModelLoadFailed, sentenceModel } from "./sentence-models.ts"
+
+export interface EmbedderWorkerData {
+  readonly model: string
+  readonly modelsDir: string
+  readonly batchSize: number
+}
+
+/** What the pool sends: texts to encode. */
+export interface EmbedderTask {
+  readonly id: number
+  readonly texts: ReadonlyArray<string>
+}
+
+/** A failure to load, as it crosses threads (errors lose their class on the way). */
+export type LoadFailure =
+  | { readonly _tag: "ModelFilesMissing"; readonly dir: string; readonly missing: ReadonlyArray<string> }
+  | { readonly _tag: "ModelLoadFailed"; readonly dir: string; readonly reason: string }
+
+/** What a worker answers: once whether it loaded, then one message per task. */
+export type EmbedderWorkerMessage =
+  | { readonly type: "ready" }
+  | { readonly type: "failed"; readonly failure: LoadFailure }
+  | { readonly type: "done"; readonly id: number; readonly vectors: ReadonlyArray<Float32Array> }
+  | { readonly type: "error"; readonly id: number; readonly reason: string }
+
+const port = parentPort
+const data = workerData as EmbedderWorkerData
+
+const loadFailure = (error: unknown): LoadFailure =>
+  error instanceof ModelFilesMissing
+    ? { _tag: "ModelFilesMissing", dir: error.dir, missing: error.missing }
+    : error instanceof ModelLoadFailed
+      ? { _tag: "ModelLoadFailed", dir: error.dir, reason: error.reason }
+      : { _tag: "ModelLoadFailed", dir: data.modelsDir, reason: String(error) }
+
+const serve = (encoder: SentenceEncoder) => {
+  port!.on("message", (task: EmbedderTask) => {
+    encoder.encode(task.texts).then(
+      (vectors) => {
+        const message: EmbedderWorkerMessage = { type: "done", id: task.id, vectors }
+        port!.postMessage(
+          message,
+          vectors.map((v) => v.buffer as ArrayBuffer),
+        )
+      },
+      (error: unknown) => {
+        const message: EmbedderWorkerMessage = {
+          type: "error",
+          id: task.id,
+          reason: error instanceof Error ? error.message : String(error),
+        }
+        port!.postMessage(message)
+      },
+    )
+  })
+}
+
+if (port !== null) {
+  const model = sentenceModel(data.model)
+  const loading =
+    model === undefined
+      ? Promise.reject(new Error(`no sentence model '${data.model}'`))
+      : loadSentenceEncoder(model, { modelsDir: data.modelsDir, batchSize: data.batchSize })
+  loading.then(
+    (encoder) => {
+      serve(encoder)
+      port.postMessage({ type: "ready" } satisfies EmbedderWorkerMessage)
+    },
+    (error: unknown) =>
+      port.postMessage({ type: "failed", failure: loadFailure(error) } satisfies EmbedderWorkerMessage),
+  )
+}
