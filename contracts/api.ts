@@ -105,6 +105,44 @@ export const RecordEntryResponse = Schema.Struct({
   duplicate: Schema.Boolean,
 })
 
+/** The most entries WM_MAX_BATCH_ENTRIES may let one `entry.recordMany` take, and its default. */
+export const MAX_BATCH_ENTRIES = 10_000
+export const DEFAULT_BATCH_ENTRIES = 500
+
+/**
+ * A batch of entries, each an `entry.record` request of its own (its `requestId` is its idempotency key
+ * and entry id, as there). Each item is validated on its own, so the JSON Schema says only that it is
+ * there: an item that is not a valid `entry.record` request is refused in its result, and the rest are
+ * recorded.
+ */
+export const RecordManyRequest = Schema.Struct({
+  entries: Schema.Array(Schema.Unknown).check(Schema.isMinLength(1)).annotate({
+    description:
+      "entry.record requests (operations.recordEntry.request), in the order they are appended; each is validated alone, and one that is not valid is refused in its own result while the others are recorded. At most WM_MAX_BATCH_ENTRIES (500 by default) per batch, else BatchTooLarge",
+  }),
+})
+/** The answer for one entry of a batch: what `entry.record` would have answered for it, or its refusal. */
+export const RecordManyResult = Schema.Union([
+  Schema.Struct({
+    /** The entry's position in the batch. */
+    index: Seq,
+    ok: Schema.Literal(true),
+    ...RecordEntryResponse.fields,
+  }),
+  Schema.Struct({
+    index: Seq,
+    ok: Schema.Literal(false),
+    /** Why this entry was not recorded; a ValidationError names the field as `entries.<index>.<field>`. */
+    error: ApiError,
+  }),
+])
+export const RecordManyResponse = Schema.Struct({
+  /** One per entry, in the batch's order. */
+  results: Schema.Array(RecordManyResult),
+  /** The highest stream sequence of the batch's entries (0 when none was recorded): reads wait for it. */
+  seq: Seq,
+})
+
 export const BeginStepRequest = Schema.Struct({
   ...base,
   stepId: Schema.optionalKey(StepId),
@@ -327,6 +365,14 @@ export const operations = {
     summary: "Record a working entry at full fidelity (rung 0).",
     request: RecordEntryRequest,
     response: RecordEntryResponse,
+  },
+  recordMany: {
+    subject: "entry.recordMany",
+    servedBy: "gateway",
+    summary:
+      "Record a batch of entries (importing a transcript): each is recorded as entry.record records it, and answered in its own result.",
+    request: RecordManyRequest,
+    response: RecordManyResponse,
   },
   beginStep: {
     subject: "step.begin",

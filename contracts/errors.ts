@@ -102,6 +102,20 @@ export class StorageFull extends Schema.TaggedError<StorageFull>()("StorageFull"
   }
 }
 
+/**
+ * A batch holds more entries than the gateway takes in one request (WM_MAX_BATCH_ENTRIES): nothing was
+ * stored. Send it again split into batches of at most `limit`.
+ */
+export class BatchTooLarge extends Schema.TaggedError<BatchTooLarge>()("BatchTooLarge", {
+  field: Schema.String,
+  size: Schema.Int,
+  limit: Schema.Int,
+}) {
+  override get message(): string {
+    return `${this.field}: ${this.size} entries; a batch takes at most ${this.limit}; nothing was stored`
+  }
+}
+
 export const ApiError = Schema.Union([
   ValidationError,
   AgentNotFound,
@@ -112,5 +126,6 @@ export const ApiError = Schema.Union([
   NotCaughtUp,
   Unavailable,
   StorageFull,
+  BatchTooLarge,
 ])
 export type ApiError = typeof ApiError.Type

@@ -7,6 +7,7 @@
  * checked against this list (test/settings.test.ts).
  */
 import { Config, ConfigProvider, Effect, Option, Schema } from "effect"
+import { DEFAULT_BATCH_ENTRIES, MAX_BATCH_ENTRIES } from "./api.ts"
 import { DEFAULT_PARTITIONS, partitionCountProblem } from "./partitions.ts"
 import { DEFAULT_NATS_URL } from "./subjects.ts"
 
@@ -126,6 +127,12 @@ export const settings = {
     "byte limit of the event stream; once reached, writes are refused with `StorageFull` and nothing stored is dropped (discard new, no age limit: the log holds every registration and budget). Set it on every service: each applies it at start (a limit below what is already stored is raised to it, so nothing is dropped)",
   ),
   WM_STREAM_MAX_MSGS: streamLimit("WM_STREAM_MAX_MSGS", "message limit of the event stream, as `WM_STREAM_MAX_BYTES`"),
+  WM_MAX_BATCH_ENTRIES: checkedInteger(
+    "WM_MAX_BATCH_ENTRIES",
+    DEFAULT_BATCH_ENTRIES,
+    (n) => (n >= 1 && n <= MAX_BATCH_ENTRIES ? null : `must be between 1 and ${MAX_BATCH_ENTRIES}`),
+    `the most entries one \`entry.recordMany\` takes (1–${MAX_BATCH_ENTRIES}); a larger batch is refused with \`BatchTooLarge\` and nothing of it is stored`,
+  ),
   WM_FADE_INTERVAL_MS: integer("WM_FADE_INTERVAL_MS", 30_000, "how often the fade worker re-evaluates every agent"),
   WM_FADE_TAU: number("WM_FADE_TAU", 0.8, "default τ: the share of the budget above which entries fade"),
   WM_SUMMARIZER_URL: optionalText(

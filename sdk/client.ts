@@ -172,6 +172,24 @@ export class AgentClient {
   record(request: Without<RequestOf<"recordEntry">, "requestId"> & { requestId?: string }) {
     return this.#write("recordEntry", request)
   }
+  /**
+   * Records a batch of entries (importing a transcript), each as `record` records it: `entry.recordMany`.
+   * Every entry without a request id is given one here, before the first attempt, so a batch retried
+   * after a lost reply stores nothing twice. Resolves with one result per entry, in order: an entry
+   * refused alone has its typed error in its result (`ok: false`); a batch refused whole is thrown.
+   */
+  async recordMany(
+    entries: ReadonlyArray<Without<RequestOf<"recordEntry">, "requestId"> & { requestId?: string }>,
+  ): Promise<ResponseOf<"recordMany">> {
+    const request = { entries: entries.map((entry) => ({ ...entry, requestId: entry.requestId ?? nuid.next() })) }
+    const value = await this.#client.call(this.agentId, "recordMany", request)
+    if (value.seq > this.lastSeq) this.lastSeq = value.seq
+    return {
+      ...value,
+      // On the wire an entry's refusal is its JSON; here it is the typed error, as a refusal of a call is.
+      results: value.results.map((result) => (result.ok ? result : { ...result, error: decodeApiError(result.error) })),
+    }
+  }
   beginStep(request: Without<RequestOf<"beginStep">, "requestId"> & { requestId?: string } = {}) {
     return this.#write("beginStep", request)
   }

@@ -20,7 +20,7 @@ describe("exported JSON Schemas", () => {
     const api = apiJsonSchema() as { operations: Record<string, { subject: string; request: { required?: string[] } }> }
     expect(api.operations.recordEntry?.subject).toBe("wm.api.<agentId>.entry.record")
     expect(api.operations.recordEntry?.request.required).toEqual(["content", "origin"])
-    expect(Object.keys(api.operations)).toHaveLength(17)
+    expect(Object.keys(api.operations)).toHaveLength(18)
   })
 })
 

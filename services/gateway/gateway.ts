@@ -9,12 +9,14 @@
  * the expected sequence of its subject and kept in the request ledger.
  */
 import { nuid } from "@nats-io/nuid"
-import { Context, Effect, HashMap, Layer } from "effect"
+import { Context, Effect, HashMap, Layer, Result } from "effect"
 import type { AgentConfig } from "../../contracts/agent.ts"
 import type { OperationName, RequestOf, ResponseOf } from "../../contracts/api.ts"
 import { decodeEvent } from "../../contracts/decode.ts"
 import {
   AgentNotFound,
+  type ApiError,
+  BatchTooLarge,
   IdempotencyConflict,
   InvalidState,
   Unavailable,
@@ -47,17 +49,52 @@ import type { EntryFacts } from "../../domain/entry-standing.ts"
 import { replyOfEvent } from "../../domain/requests.ts"
 import { preloadEncoding } from "../../domain/tokens.ts"
 import { callOperation } from "../platform/api/call.ts"
-import { serveOperation } from "../platform/api/serve.ts"
+import { decodeRequestValue, encodeError, serveOperation, validationErrorOf } from "../platform/api/serve.ts"
 import { makeCommandHandler, type Outcome } from "../platform/log/command-handler.ts"
 import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { Nats } from "../platform/nats/connection.ts"
 import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
+import { GatewaySettings } from "./settings.ts"
 
 export interface GatewayShape {
   readonly views: PartitionedViews
   readonly warmUp: WarmUp
 }
+
+/** Appends of one batch in flight at once: each entry has a subject of its own, so none waits for another's ack. */
+const BATCH_APPEND_WINDOW = 64
+
+type RecordManyResult = ResponseOf<"recordMany">["results"][number]
+
+/** An item's field, as the batch names it: `entries.<index>.<field>`. */
+const itemField = (index: number, field: string) =>
+  field === "(body)" ? `entries.${index}` : `entries.${index}.${field}`
+
+/** A refusal of one entry of a batch, its field named within the batch. */
+const inItem = (index: number, error: ApiError): ApiError => {
+  switch (error._tag) {
+    case "ValidationError":
+      return new ValidationError({
+        field: itemField(index, error.field),
+        reason: error.reason,
+        issues: error.issues.map((i) => ({ field: itemField(index, i.field), reason: i.reason })),
+      })
+    case "InvalidState":
+      return new InvalidState({ field: itemField(index, error.field), reason: error.reason })
+    case "IdempotencyConflict":
+      return new IdempotencyConflict({ field: itemField(index, error.field), reason: error.reason })
+    default:
+      return error
+  }
+}
+
+/** The refusal of one entry as the wire carries every refusal: its fields and its message. */
+const refusedItem = (index: number, error: ApiError): RecordManyResult => ({
+  index,
+  ok: false,
+  error: encodeError(inItem(index, error)) as unknown as ApiError,
+})
 
 export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gateway") {
   static readonly layer = Layer.effect(
@@ -65,6 +102,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
     Effect.gen(function* () {
       const log = yield* EventLog
       const { nc, jsm } = yield* Nats
+      const settings = yield* GatewaySettings
       // Only the partitions this replica holds a lease on (services/platform/partitions).
       const views = yield* projectPartitionedViews("gateway")
       const owner = { queue: replicaQueue("gateway", views.leases.replicaId), owns: views.owns }
@@ -263,34 +301,101 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           } satisfies ResponseOf<"recordEntry">
         })
 
+      /** The agent's view, caught up with the log first when this replica does not know the agent yet. */
+      const knownView = (agentId: string) =>
+        Effect.gen(function* () {
+          let view = views.get(agentId)
+          if (view === undefined) {
+            yield* catchUp(agentId)
+            view = views.get(agentId)
+          }
+          if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
+          return view
+        })
+
+      /** An entry and its id, decided on the agent's view as `entry.record` decides it. */
+      const decideEntry = (agentId: string, view: AgentView, request: RequestOf<"recordEntry">) => {
+        const s = stamp(agentId, "recordEntry", request, request.correlationId ?? null)
+        const entryId = request.requestId ?? s.eventId.slice(s.eventId.lastIndexOf(":") + 1)
+        return { entryId, decision: decideRecord(view, request, s, entryId) }
+      }
+
+      /** Appends a decided entry; an entry already stored under its request id answers as it was first recorded. */
+      const appendEntry = (
+        agentId: string,
+        request: RequestOf<"recordEntry">,
+        entryId: string,
+        event: EventOf<"EntryRecorded">,
+      ) =>
+        Effect.gen(function* () {
+          // An entry is created once: its subject must be empty, whatever the dedupe window.
+          const appended = yield* log
+            .append(event, { expectLastSubjectSeq: 0 })
+            .pipe(Effect.catchTag("SequenceConflict", () => Effect.succeed(null)))
+          if (appended === null || appended.duplicate)
+            return yield* recordAnswer(request, entryId, yield* firstRecord(agentId, entryId))
+          return {
+            entryId,
+            timestamp: event.timestamp,
+            tokens: event.tokens,
+            seq: appended.seq,
+            duplicate: false,
+          } satisfies ResponseOf<"recordEntry">
+        })
+
       const recordEntry = Effect.fn("Gateway.recordEntry")(function* (
         agentId: string,
         request: RequestOf<"recordEntry">,
       ) {
-        const s = stamp(agentId, "recordEntry", request, request.correlationId ?? null)
-        const entryId = request.requestId ?? s.eventId.slice(s.eventId.lastIndexOf(":") + 1)
-        let view = views.get(agentId)
-        if (view === undefined) {
-          yield* catchUp(agentId)
-          view = views.get(agentId)
-        }
-        if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
-        const decision = decideRecord(view, request, s, entryId)
+        const view = yield* knownView(agentId)
+        const { entryId, decision } = decideEntry(agentId, view, request)
         if (!decision.ok) return yield* Effect.fail(decision.error)
-        const event = decision.event
-        // An entry is created once: its subject must be empty, whatever the dedupe window.
-        const appended = yield* log
-          .append(event, { expectLastSubjectSeq: 0 })
-          .pipe(Effect.catchTag("SequenceConflict", () => Effect.succeed(null)))
-        if (appended === null || appended.duplicate)
-          return yield* recordAnswer(request, entryId, yield* firstRecord(agentId, entryId))
-        return {
-          entryId,
-          timestamp: event.timestamp,
-          tokens: event.tokens,
-          seq: appended.seq,
-          duplicate: false,
-        } satisfies ResponseOf<"recordEntry">
+        return yield* appendEntry(agentId, request, entryId, decision.event)
+      })
+
+      /**
+       * A batch: every entry validated, decided and appended as `entry.record` does it, each its own event
+       * (so each is stored whole or not at all), and answered in its own result. The appends are pipelined,
+       * sent in the batch's order, so the log holds the entries in that order unless an append is retried.
+       */
+      const recordMany = Effect.fn("Gateway.recordMany")(function* (agentId: string, request: RequestOf<"recordMany">) {
+        const size = request.entries.length
+        if (size > settings.maxBatchEntries)
+          return yield* Effect.fail(new BatchTooLarge({ field: "entries", size, limit: settings.maxBatchEntries }))
+        const view = yield* knownView(agentId)
+        const results: Array<RecordManyResult | undefined> = Array.from({ length: size })
+        const decided: Array<{
+          readonly index: number
+          readonly request: RequestOf<"recordEntry">
+          readonly entryId: string
+          readonly event: EventOf<"EntryRecorded">
+        }> = []
+        request.entries.forEach((item, index) => {
+          const decoded = decodeRequestValue("recordEntry", item)
+          if (!decoded.ok) {
+            results[index] = refusedItem(index, validationErrorOf(decoded.issues))
+            return
+          }
+          const { entryId, decision } = decideEntry(agentId, view, decoded.value)
+          if (!decision.ok) results[index] = refusedItem(index, decision.error)
+          else decided.push({ index, request: decoded.value, entryId, event: decision.event })
+        })
+        const appended = yield* Effect.forEach(
+          decided,
+          (item) => Effect.result(appendEntry(agentId, item.request, item.entryId, item.event)),
+          { concurrency: BATCH_APPEND_WINDOW },
+        )
+        let seq = 0
+        appended.forEach((result, i) => {
+          const { index } = decided[i]!
+          if (Result.isFailure(result)) {
+            results[index] = refusedItem(index, result.failure)
+            return
+          }
+          seq = Math.max(seq, result.success.seq)
+          results[index] = { index, ok: true, ...result.success }
+        })
+        return { results: results as RecordManyResult[], seq } satisfies ResponseOf<"recordMany">
       })
 
       const beginStep = Effect.fn("Gateway.beginStep")((agentId: string, request: RequestOf<"beginStep">) => {
@@ -405,6 +510,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
       yield* serveOperation("enterHyperfocus", decidingOnCurrentLog(enterHyperfocus), owner)
       yield* serveOperation("exitHyperfocus", decidingOnCurrentLog(exitHyperfocus), owner)
       yield* serveOperation("recordEntry", decidingOnCurrentLog(recordEntry), owner)
+      yield* serveOperation("recordMany", decidingOnCurrentLog(recordMany), owner)
       yield* serveOperation("beginStep", decidingOnCurrentLog(beginStep), owner)
       yield* serveOperation("setFocus", decidingOnCurrentLog(setFocus), owner)
       yield* serveOperation("referenceEntries", decidingOnCurrentLog(referenceEntries), owner)

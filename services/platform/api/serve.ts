@@ -48,15 +48,24 @@ export const decodeRequest = <O extends OperationName>(
       )
     }
   }
+  const decoded = decodeRequestValue(name, json)
+  return decoded.ok ? Effect.succeed(decoded.value) : Effect.fail(validationErrorOf(decoded.issues))
+}
+
+/** Validates a request already parsed from JSON (an item of a batch): the request, or every problem by its field. */
+export const decodeRequestValue = <O extends OperationName>(
+  name: O,
+  json: unknown,
+): { readonly ok: true; readonly value: RequestOf<O> } | { readonly ok: false; readonly issues: FieldIssue[] } => {
   const schema = operations[name].request as unknown as Schema.Codec<RequestOf<O>, unknown>
   const exit = Schema.decodeUnknownExit(schema)(json, { errors: "all", onExcessProperty: "error" })
-  if (Exit.isSuccess(exit)) return Effect.succeed(exit.value)
+  if (Exit.isSuccess(exit)) return { ok: true, value: exit.value }
   const failure = exit.cause.reasons.find((r) => r._tag === "Fail")
   const issues =
     failure?._tag === "Fail" && Schema.isSchemaError(failure.error)
       ? fieldIssues(failure.error.issue)
       : [{ field: "(body)", reason: "invalid request" }]
-  return Effect.fail(validationErrorOf(issues))
+  return { ok: false, issues }
 }
 
 export type Reply<A> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: ApiError }
