@@ -28,6 +28,12 @@ Action = str | dict[str, Any]
 Policy = Callable[[Seen], Action]
 
 
+def _key(body: dict[str, Any]) -> str:
+    """What makes two requests attempts of one: the request id, else (a batch, a read) the whole body."""
+    request_id = body.get("requestId")
+    return request_id if isinstance(request_id, str) else json.dumps(body, sort_keys=True)
+
+
 @dataclass
 class Relay:
     client_side: NatsClient
@@ -41,8 +47,8 @@ class Relay:
 
     async def _handle(self, msg: Msg) -> None:
         body = json.loads(msg.data)
-        key = body.get("requestId", msg.data.decode())
-        attempt = 1 + sum(1 for s in self.seen if s.subject == msg.subject and s.body.get("requestId", json.dumps(s.body)) == key)
+        key = _key(body)
+        attempt = 1 + sum(1 for s in self.seen if s.subject == msg.subject and _key(s.body) == key)
         seen = Seen(msg.subject, body, attempt)
         self.seen.append(seen)
         action = self.policy(seen)

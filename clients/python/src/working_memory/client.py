@@ -42,8 +42,11 @@ from .types import (
     QueryResponse,
     ReadEventsResponse,
     RecallResponse,
+    RecordEntryRequest,
     RecordEntryResponse,
     RecordFilter,
+    RecordManyResponse,
+    RecordManyResult,
     ReferenceResponse,
     RegisterAgentResponse,
     RelevanceWeights,
@@ -69,6 +72,7 @@ OperationName = Literal[
     "enterHyperfocus",
     "exitHyperfocus",
     "recordEntry",
+    "recordMany",
     "beginStep",
     "setFocus",
     "referenceEntries",
@@ -90,6 +94,7 @@ OPERATIONS: dict[OperationName, str] = {
     "enterHyperfocus": "budget.hyperfocus.enter",
     "exitHyperfocus": "budget.hyperfocus.exit",
     "recordEntry": "entry.record",
+    "recordMany": "entry.recordMany",
     "beginStep": "step.begin",
     "setFocus": "focus.set",
     "referenceEntries": "step.reference",
@@ -324,6 +329,26 @@ class AgentClient:
             emotionalWeight=emotional_weight,
         )
         return cast(RecordEntryResponse, await self._write("recordEntry", request, request_id))
+
+    async def record_many(self, entries: Sequence[RecordEntryRequest]) -> RecordManyResponse:
+        """Records a batch of entries (importing a transcript), each as :meth:`record` records it: one
+        ``entry.recordMany`` request. Each entry is a dict with the wire's keys (``content``, ``origin``,
+        ``timestamp``, ``correlationId``, ``tags``, ``mood``, ``emotionalWeight``, ``requestId``); one without
+        a ``requestId`` is given one here, before the first attempt, so a batch retried after a lost reply
+        stores nothing twice. Returns one result per entry, in order: an entry refused alone has
+        ``ok: False`` and its typed error in ``error`` (not raised); a batch refused whole is raised."""
+        request = {"entries": [{**entry, "requestId": entry.get("requestId") or new_request_id()} for entry in entries]}
+        value = await self._client.call(self.agent_id, "recordMany", request)
+        seq = value.get("seq") if isinstance(value, dict) else None
+        if isinstance(seq, int) and seq > self.last_seq:
+            self.last_seq = seq
+        results: list[RecordManyResult] = []
+        for result in value["results"]:
+            if result.get("ok") is True:
+                results.append(cast(RecordManyResult, result))
+            else:
+                results.append({"index": result["index"], "ok": False, "error": decode_error(result.get("error"))})
+        return {"results": results, "seq": value["seq"]}
 
     async def begin_step(
         self, *, step_id: str | None = None, focus: Focus | None = None, request_id: str | None = None

@@ -134,6 +134,19 @@ class StorageFull(ApiError):
         super().__init__(text, {"_tag": self.tag, "limit": limit, "message": text})
 
 
+class BatchTooLarge(ApiError):
+    """A batch holds more entries than the gateway takes at once (``limit``); nothing of it was stored."""
+
+    tag = "BatchTooLarge"
+
+    def __init__(self, field: str, size: int, limit: int, message: str | None = None) -> None:
+        self.field = field
+        self.size = size
+        self.limit = limit
+        text = message or f"{field}: {size} entries; a batch takes at most {limit}; nothing was stored"
+        super().__init__(text, {"_tag": self.tag, "field": field, "size": size, "limit": limit, "message": text})
+
+
 class NoResponse(WorkingMemoryError):
     """The service did not answer at all after every attempt (each retried with the same request id)."""
 
@@ -157,6 +170,7 @@ ERRORS_BY_TAG: dict[str, type[ApiError]] = {
         NotCaughtUp,
         Unavailable,
         StorageFull,
+        BatchTooLarge,
     )
 }
 
@@ -201,6 +215,8 @@ def decode_error(error: Any) -> ApiError:
         decoded = Unavailable(_str(error, "reason"), message)
     elif tag == "StorageFull":
         decoded = StorageFull(_str(error, "limit"), message)
+    elif tag == "BatchTooLarge":
+        decoded = BatchTooLarge(_str(error, "field"), _int(error, "size"), _int(error, "limit"), message)
     else:
         return ApiError(message or f"{tag}: {dict(error)!r}", error)
     decoded.payload = dict(error)

@@ -73,6 +73,7 @@ class SyncAgentClient:
     enter_hyperfocus = _blocking(AgentClient.enter_hyperfocus)
     exit_hyperfocus = _blocking(AgentClient.exit_hyperfocus)
     record = _blocking(AgentClient.record)
+    record_many = _blocking(AgentClient.record_many)
     begin_step = _blocking(AgentClient.begin_step)
     set_focus = _blocking(AgentClient.set_focus)
     reference = _blocking(AgentClient.reference)

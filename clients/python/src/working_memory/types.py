@@ -136,6 +136,12 @@ class RecordEntryRequest(TypedDict):
     emotionalWeight: NotRequired[float]
 
 
+class RecordManyRequest(TypedDict):
+    """A batch: each entry is an ``entry.record`` request (its ``requestId`` its idempotency key and id)."""
+
+    entries: list[RecordEntryRequest]
+
+
 class BeginStepRequest(TypedDict):
     requestId: NotRequired[str]
     stepId: NotRequired[str]
@@ -230,6 +236,37 @@ class RecordEntryResponse(TypedDict):
     seq: int
     duplicate: bool
     """True when this requestId had already been stored: nothing new was written."""
+
+
+class RecordManyRecorded(TypedDict):
+    """An entry of a batch that is recorded: what ``entry.record`` answers for it, with its position."""
+
+    index: int
+    ok: Literal[True]
+    entryId: str
+    timestamp: int
+    tokens: int
+    seq: int
+    duplicate: bool
+
+
+class RecordManyRefused(TypedDict):
+    """An entry of a batch refused alone. ``error`` is the typed exception of its refusal (not raised), its field
+    named within the batch (``entries.<index>.<field>``); ``error.payload`` is the error as it came on the wire."""
+
+    index: int
+    ok: Literal[False]
+    error: Any
+
+
+#: One result per entry of a batch, in the batch's order.
+RecordManyResult = RecordManyRecorded | RecordManyRefused
+
+
+class RecordManyResponse(TypedDict):
+    results: list[RecordManyResult]
+    seq: int
+    """The highest stream sequence of the batch's entries (0 when none was recorded)."""
 
 
 class StepResponse(TypedDict):
