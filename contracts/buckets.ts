@@ -23,6 +23,13 @@ export const LEASE_BUCKET = "wm_leases"
 export const leaseKey = (service: string, partition: number) => `${service}.partition.${partition}`
 /** A replica's heartbeat key; the live replicas of a service are its heartbeat keys. */
 export const heartbeatKey = (service: string, replicaId: string) => `${service}.replica.${replicaId}`
+/**
+ * Where a replica's work on a partition it holds has reached (its progress report, in the lease bucket, so
+ * it expires with a replica that stops): one per (service, partition).
+ */
+export const progressKey = (service: string, partition: number) => `${service}.progress.${partition}`
+/** Every progress report, of every service and partition. */
+export const ALL_PROGRESS = "*.progress.*"
 /** Snapshots of partitioned projections: a manifest per (service, partition) and the chunks it names. */
 export const SNAPSHOT_BUCKET = "wm_snapshots"
 /** The manifest of a partition's latest snapshot. */

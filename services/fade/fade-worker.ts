@@ -18,6 +18,7 @@
  */
 import { Context, Effect, HashMap, Layer, Option, Queue, Semaphore } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
+import { partitionOf } from "../../contracts/partitions.ts"
 import { settings } from "../../contracts/settings.ts"
 import { type AgentView, fullestText } from "../../domain/agent-view.ts"
 import { decideFadeMove, type MadeRepresentation } from "../../domain/fade-decide.ts"
@@ -122,6 +123,37 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
       const forgetAgent = (agentId: string) => {
         texts.forgetAgent(agentId)
         locks.delete(agentId)
+        pendingSince.delete(agentId)
+        lastTrigger.delete(agentId)
+      }
+
+      // Work behind the log, for the progress report: per agent, its first trigger that no evaluation has
+      // covered yet (its sequence, and how many records of the partition had been applied before it), and
+      // its latest trigger's sequence; per partition, how many records have been applied.
+      const pendingSince = new Map<string, { readonly seq: number; readonly records: number }>()
+      const lastTrigger = new Map<string, number>()
+      const recordsApplied = new Map<number, number>()
+      const countRecord = (partition: number) => {
+        recordsApplied.set(partition, (recordsApplied.get(partition) ?? 0) + 1)
+      }
+      /** An evaluation that started on a view at `covers`, `records` into its partition, ended: the triggers up to there are dealt with. */
+      const covered = (agentId: string, covers: number, records: number) => {
+        const first = pendingSince.get(agentId)
+        if (first === undefined || first.seq > covers) return
+        // A trigger came in meanwhile: counted from just after what was covered.
+        if ((lastTrigger.get(agentId) ?? 0) > covers) pendingSince.set(agentId, { seq: covers + 1, records })
+        else {
+          pendingSince.delete(agentId)
+          lastTrigger.delete(agentId)
+        }
+      }
+      /** Fade's work on a partition is done up to just before its oldest trigger still waiting, and behind from there. */
+      const behind = (partition: number) => {
+        let oldest: { readonly seq: number; readonly records: number } | null = null
+        for (const [agentId, first] of pendingSince)
+          if (partitionOf(agentId) === partition && (oldest === null || first.seq < oldest.seq)) oldest = first
+        if (oldest === null) return null
+        return { seq: oldest.seq - 1, records: (recordsApplied.get(partition) ?? 0) - oldest.records }
       }
 
       // Agents to evaluate, each queued once until its evaluation starts.
@@ -134,23 +166,39 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
       // Only the partitions this worker holds a lease on; their snapshots carry the kept texts beside the views.
       const views = yield* projectPartitionedViews("fade", {
         state: texts.kept(),
-        applied: (event, before, after) => {
+        applied: (event, before, after, record) => {
+          countRecord(partitionOf(event.agentId))
           texts.apply(event, before, after)
           if (after === undefined) {
-            if (event._tag === "AgentForgotten") locks.delete(event.agentId)
+            if (event._tag === "AgentForgotten") {
+              locks.delete(event.agentId)
+              pendingSince.delete(event.agentId)
+              lastTrigger.delete(event.agentId)
+            }
             return
           }
-          if (isTrigger(event)) markDirty(event.agentId)
+          if (isTrigger(event)) markDirty(event.agentId, record.seq)
         },
+        deadLettered: (partition) => countRecord(partition),
+        behind,
         ready: (_partition, agents) => {
           for (const agentId of agents) markDirty(agentId)
         },
-        lost: (_partition, agents) => {
+        lost: (partition, agents) => {
           for (const agentId of agents) forgetAgent(agentId)
+          recordsApplied.delete(partition)
         },
       })
-      const markDirty = (agentId: string) => {
-        if (!views.owns(agentId) || dirty.has(agentId)) return
+      /** Queues the agent's evaluation; `triggeredAt`: the sequence of the event that calls for it. */
+      const markDirty = (agentId: string, triggeredAt?: number) => {
+        if (!views.owns(agentId)) return
+        if (triggeredAt !== undefined) {
+          // The trigger's record is applied already: the records before it are the count less one.
+          const records = (recordsApplied.get(partitionOf(agentId)) ?? 1) - 1
+          if (!pendingSince.has(agentId)) pendingSince.set(agentId, { seq: triggeredAt, records })
+          lastTrigger.set(agentId, triggeredAt)
+        }
+        if (dirty.has(agentId)) return
         dirty.add(agentId)
         Queue.offerUnsafe(toEvaluate, agentId)
       }
@@ -211,8 +259,8 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         return lock
       }
 
-      const evaluate: (agentId: string) => Effect.Effect<FadeRun> = Effect.fn("FadeWorker.evaluate")(
-        function* (agentId: string) {
+      const runPasses = (agentId: string) =>
+        Effect.gen(function* () {
           stats.evaluations++
           let applied = 0
           let conflicts = 0
@@ -231,7 +279,15 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
             yield* views.projection.waitFor(target, "30 seconds", agentId).pipe(Effect.ignore)
           }
           stats.applied += applied
-          return { passes, applied, conflicts }
+          return { passes, applied, conflicts } satisfies FadeRun
+        })
+
+      const evaluate: (agentId: string) => Effect.Effect<FadeRun> = Effect.fn("FadeWorker.evaluate")(
+        function* (agentId: string) {
+          // The first pass plans on the view as applied now: every trigger up to here is dealt with.
+          const covers = views.projection.appliedSeq(agentId)
+          const records = recordsApplied.get(partitionOf(agentId)) ?? 0
+          return yield* runPasses(agentId).pipe(Effect.ensuring(Effect.sync(() => covered(agentId, covers, records))))
         },
         (evaluation, agentId) =>
           evaluation.pipe(

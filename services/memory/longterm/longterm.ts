@@ -101,6 +101,8 @@ export interface LongTermPartition {
   readonly resumedFrom: number
   /** Sequence up to which every record of the partition is in the store. */
   readonly storedSeq: () => number
+  /** Records of the partition after `storedSeq` not yet in the store: taken from the log, or still in it. */
+  readonly backlog: () => number
   /** Waits until every record of the partition up to stream sequence `seq` is in the store. */
   readonly waitFor: (seq: number, timeout?: Duration.Input) => Effect.Effect<void, NotCaughtUp>
   /** The partition's events as they stood when it was opened are in the store. */
@@ -221,7 +223,13 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
               }
             }
 
+            // Records taken from the log and not yet in the store, and what the log still held after the last
+            // one delivered: how far behind the store is (`backlog`).
+            let enqueued = 0
+            let storedOps = 0
+            let deliveryPending = 0
             const enqueue = (op: Op) => {
+              enqueued++
               Queue.offerUnsafe(ops, op)
             }
 
@@ -233,6 +241,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
               fromSeq: checkpoint + 1,
               target,
               apply: (event, record) => {
+                deliveryPending = record.pending
                 switch (event._tag) {
                   case "EntryRecorded":
                     facts.set(`${event.agentId}/${event.entryId}`, {
@@ -401,6 +410,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
                   checkpointBehind = true
                 }
                 stored.advanceTo(seq)
+                storedOps += batch.length
               }
             })
             yield* Effect.forkIn(writer, scope)
@@ -411,6 +421,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
               partition,
               resumedFrom: checkpoint,
               storedSeq: stored.current,
+              backlog: () => enqueued - storedOps + deliveryPending,
               waitFor: (seq, timeout = READ_WAIT) =>
                 stored.current() >= seq
                   ? Effect.void

@@ -173,6 +173,11 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         state: memoryIndexState(lexical, episodes),
         opened: (partition, scope) => Effect.asVoid(longTerm.open(partition, scope)),
         settled: (partition) => longTerm.partitions().get(partition)?.caughtUp ?? Effect.void,
+        // The long-term records of the partition are written behind the indexes, by the partition's writer.
+        behind: (partition) => {
+          const stored = longTerm.partitions().get(partition)
+          return stored === undefined ? null : { seq: stored.storedSeq(), records: stored.backlog() }
+        },
         applied: (event, before, after) => {
           indexEvent(lexical, episodes, event, after)
           if (after === undefined) {

@@ -25,11 +25,14 @@
  * again as soon as the entry is its own once more (its renewal lands, or it
  * re-creates the expired entry). Only another replica's entry, or a release,
  * makes it lost. Leases are released at shutdown.
+ *
+ * The same bucket holds each replica's progress report on the partitions it holds (progress.ts), which
+ * expire as its leases do when it stops refreshing them.
  */
 import type { KV, KvEntry } from "@nats-io/kv"
 import { Kvm } from "@nats-io/kv"
 import { Deferred, Effect, Schedule, type Scope } from "effect"
-import { heartbeatKey, LEASE_BUCKET, leaseKey } from "../../../contracts/buckets.ts"
+import { heartbeatKey, LEASE_BUCKET, leaseKey, progressKey } from "../../../contracts/buckets.ts"
 import { fnv1a32 } from "../../../contracts/partitions.ts"
 import { Nats } from "../nats/connection.ts"
 import { NatsSettings } from "../nats/settings.ts"
@@ -54,6 +57,11 @@ export interface PartitionLeases {
   readonly held: () => ReadonlyArray<number>
   /** Completes after the first round (the replica holds its first share, if any was free). */
   readonly firstRound: Effect.Effect<void>
+  /**
+   * Puts this replica's progress report on a partition it holds (`<service>.progress.<p>`, progress.ts); it
+   * is deleted when the partition is dropped, and expires with the bucket's TTL when no longer refreshed.
+   */
+  readonly report: (partition: number, value: string) => Promise<void>
 }
 
 interface Held {
@@ -76,7 +84,8 @@ export const preferenceOrder = (replicaId: string, partitions: number): number[]
   return Array.from({ length: partitions }, (_, i) => (start + i) % partitions)
 }
 
-const openLeaseBucket = (ttlMs: number) =>
+/** The lease bucket (created with this TTL when absent): leases, heartbeats and progress reports. */
+export const openLeaseBucket = (ttlMs: number) =>
   Effect.gen(function* () {
     const { js } = yield* Nats
     const settings = yield* NatsSettings
@@ -109,9 +118,29 @@ export const holdPartitionLeases = (
     const firstRound = yield* Deferred.make<void>()
     let stopped = false
 
+    /** The revision of this replica's last progress report per partition held. */
+    const reported = new Map<number, number>()
+    const unreporting = new Set<Promise<unknown>>()
+    /** Deletes the partition's progress report, unless another replica's has replaced it. */
+    const unreport = (partition: number) => {
+      const revision = reported.get(partition)
+      if (revision === undefined) return
+      reported.delete(partition)
+      const deleting = kv.delete(progressKey(service, partition), { previousSeq: revision }).catch(() => undefined)
+      unreporting.add(deleting)
+      void deleting.finally(() => unreporting.delete(deleting))
+    }
+
     const drop = (partition: number) => {
       if (!held.delete(partition)) return
+      unreport(partition)
       callbacks.lost(partition)
+    }
+
+    const report = async (partition: number, progress: string) => {
+      if (!held.has(partition)) return
+      const revision = await kv.put(progressKey(service, partition), progress).catch(() => null)
+      if (revision !== null && held.has(partition)) reported.set(partition, revision)
     }
 
     const liveReplicas = async (): Promise<number> => {
@@ -228,6 +257,7 @@ export const holdPartitionLeases = (
         stopped = true
         for (const partition of [...held.keys()]) await release(partition)
         await kv.delete(heartbeatKey(service, replicaId)).catch(() => undefined)
+        await Promise.all(unreporting)
       }),
     )
 
@@ -239,5 +269,6 @@ export const holdPartitionLeases = (
       },
       held: () => [...held.keys()].sort((a, b) => a - b),
       firstRound: Deferred.await(firstRound),
+      report,
     } satisfies PartitionLeases
   })

@@ -16,6 +16,10 @@
  * partition's snapshot at once (so no snapshot keeps what was forgotten), and the partition is
  * snapshotted again only after a replica rebuilds it from the log.
  *
+ * Each partition that answers reports where the service's work on it has got and how many of its records
+ * that work is behind (progress.ts): the projection's position and what the log still holds for it, and
+ * what the service has left behind the projection (`hooks.behind`).
+ *
  * Waiting for a stream sequence is per partition: a partition's projection
  * only sees its own records, so "applied up to seq" is proven either by a
  * record at or past seq, or by the partition's last stored sequence (asked of
@@ -42,6 +46,7 @@ import type { AgentViews } from "../views/agent-views.ts"
 import { holdPartitionLeases, type PartitionLeases } from "./leases.ts"
 import { lastSeqOfPartition } from "./partition-position.ts"
 import { PartitionViewMap } from "./partition-view-map.ts"
+import { encodeProgress } from "./progress.ts"
 import { PartitionSettings } from "./settings.ts"
 import { openSnapshotStore, type ReadSnapshot, type SnapshotAgent, type SnapshotState } from "./snapshots.ts"
 
@@ -101,10 +106,15 @@ interface PartitionState {
   tainted: boolean
   /** A line of its snapshot did not decode: it is being dropped, to be rebuilt from the log. */
   rebuilding: boolean
+  /** Records of the partition the log held after the last one delivered to its projection. */
+  pending: number
 }
 
 /** A snapshot being read for a partition the replica expects to take (null: none, or one that does not decode). */
 type Prefetch = Deferred.Deferred<ReadSnapshot | null>
+
+/** How often a replica looks whether its progress on a partition changed, to report it. */
+const REPORT_PERIOD_MS = 500
 
 /** Snapshot lines decoded behind the partitions that answer: a batch at a time, for a slice of time at most. */
 const DECODE_BATCH = 4
@@ -173,6 +183,12 @@ export interface PartitionHooks {
   /** After a record of the partition was dead-lettered (its sequence still counts as applied). */
   readonly deadLettered?: (partition: number, seq: number) => void
   /**
+   * Work the service still has on the partition behind its projection (fade's evaluations, memory's
+   * long-term writes): the stream sequence that work is done to, and how many of the partition's records
+   * after it are not done with yet. Null: none. Its progress report (progress.ts) says so.
+   */
+  readonly behind?: (partition: number) => { readonly seq: number; readonly records: number } | null
+  /**
    * The partition was taken: runs before its projection starts, in the partition's scope (closed when
    * the partition is lost or the service stops); what it starts there is the partition's.
    */
@@ -232,6 +248,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
             if (next !== undefined) state.views.set(event.agentId, next)
             else state.views.delete(event.agentId)
             hooks.applied?.(event, before, next, record)
+            state.pending = record.pending
           },
           onDeadLetter: (letter) => {
             const agentId = agentIdOfEventSubject(letter.subject)
@@ -318,6 +335,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         forgotten: false,
         tainted: false,
         rebuilding: false,
+        pending: 0,
       }
       states.set(partition, state)
       state.fiber = runFork(
@@ -476,6 +494,38 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
             const last = yield* lastSeqOf(state.partition).pipe(Effect.orElseSucceed(() => Number.MAX_SAFE_INTEGER))
             if (projection.appliedSeq() >= last) state.completeTo = Math.max(state.completeTo, streamLast)
           }
+        }),
+      ),
+    )
+
+    // Progress reports (progress.ts): each partition that answers says where its work has got and how many
+    // records it is behind, when that changed, at most every REPORT_PERIOD_MS, and at least every third of
+    // the lease TTL so it stays live.
+    const reportedAt = new Map<number, { seq: number; lag: number; at: number }>()
+    const keepAliveMs = Math.max(REPORT_PERIOD_MS, Math.floor(settings.leaseTtlMs / 3))
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.gen(function* () {
+          yield* Effect.sleep(REPORT_PERIOD_MS)
+          const now = Date.now()
+          const reports: Promise<void>[] = []
+          for (const partition of [...reportedAt.keys()])
+            if (answering(partition) === undefined) reportedAt.delete(partition)
+          for (const state of states.values()) {
+            if (answering(state.partition) !== state || state.projection === null) continue
+            const applied = appliedOf(state)
+            const behind = hooks.behind?.(state.partition) ?? null
+            const seq = Math.max(0, Math.min(applied, behind?.seq ?? applied))
+            // Behind the projection, and still in the log for it.
+            const lag = Math.max(0, behind?.records ?? 0) + state.pending
+            const last = reportedAt.get(state.partition)
+            if (last !== undefined && last.seq === seq && last.lag === lag && now - last.at < keepAliveMs) continue
+            reportedAt.set(state.partition, { seq, lag, at: now })
+            reports.push(
+              leases.report(state.partition, encodeProgress({ replica: leases.replicaId, seq, applied, lag, at: now })),
+            )
+          }
+          if (reports.length > 0) yield* Effect.promise(() => Promise.all(reports))
         }),
       ),
     )
