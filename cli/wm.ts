@@ -12,6 +12,7 @@
  *   npm run wm -- verify [--check <name>]... [--json]
  *   npm run wm -- forget --agent <id> [--entry <id>] [--wait <seconds>] [--json]
  *   npm run wm -- migrate [--json]
+ *   npm run wm -- status [--json]
  *   npm run wm -- auth-config --agent <id>... [--tenant <name>=<a>,<b>]... --credentials <file> [--out <file> [--compose-env <file>]]
  *
  * Connection: --server (or NATS_URL, default nats://127.0.0.1:4222), --user /
@@ -20,7 +21,8 @@
  *
  * Exit status: 0 done (verify: everything matches; forget: complete); 1 verify
  * found differences, nothing to show, a forget refused (nothing written) or
- * not yet confirmed by every projection; 2 bad usage or no connection.
+ * not yet confirmed by every projection, status found a background projection
+ * over WM_MAX_PROJECTION_LAG; 2 bad usage or no connection.
  */
 
 import { writeFileSync } from "node:fs"
@@ -37,6 +39,7 @@ import { openConnection } from "./audit/log.ts"
 import { migrateLog } from "./audit/migrate.ts"
 import { progress } from "./audit/progress.ts"
 import { type Cut, formatReplay, parseInstant, replayAgent, replayJson } from "./audit/replay.ts"
+import { formatStatus, readStatus } from "./audit/status.ts"
 import { type AuditContext, CHECKS, describeDifference, describeUnchecked } from "./audit/verify.ts"
 
 const USAGE = `wm — audit working memory from its event log
@@ -57,6 +60,9 @@ const USAGE = `wm — audit working memory from its event log
       with every service stopped: rewrite a log of the layout before partitions
       (wm.evt.<agent>.…), or one written with another WM_PARTITIONS or
       WM_PARTITION_PINS, into today's (wm.evt.<partition>.<agent>.…); resumable
+  wm status [--json]
+      where each service's work on each partition has got and how many events of the
+      partition it is behind (the lag the gateways hold new entries back on)
   wm auth-config --agent <id>... [--tenant <name>=<agent>,<agent>]... [--service <name>]...
                  [--deny-op <operation>]... [--no-admin] --credentials <file> [--out <file> [--compose-env <file>]]
       a nats-server authorization block isolating each agent (see SECURITY.md); --compose-env
@@ -361,12 +367,24 @@ const migrateCommand = async (args: string[]): Promise<number> => {
   })
 }
 
+const statusCommand = async (args: string[]): Promise<number> => {
+  const { values, positionals } = parse(args, {})
+  if (positionals.length > 0)
+    throw new UsageError(`status takes no positional arguments (got ${positionals.join(" ")})`)
+  return withConnection(values, async (nc) => {
+    const status = await readStatus(nc, readSetting(settings.WM_MAX_PROJECTION_LAG))
+    out(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status))
+    return status.partitions.some((p) => p.overLimit) ? 1 : 0
+  })
+}
+
 const commands: Record<string, (args: string[]) => Promise<number>> = {
   history,
   replay,
   verify,
   forget: forgetCommand,
   migrate: migrateCommand,
+  status: statusCommand,
   "auth-config": authConfigCommand,
 }
 

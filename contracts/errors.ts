@@ -116,6 +116,23 @@ export class BatchTooLarge extends Schema.TaggedError<BatchTooLarge>()("BatchToo
   }
 }
 
+/**
+ * Background work of the agent's partition has fallen behind the log: the `projection` (working, fade,
+ * memory) is `lag` events of the partition behind, above the gateway's `limit` (WM_MAX_PROJECTION_LAG).
+ * Nothing was stored; retry the same request (the same request ids) after `retryAfterMs`.
+ */
+export class Overloaded extends Schema.TaggedError<Overloaded>()("Overloaded", {
+  projection: Schema.String,
+  partition: Schema.Int,
+  lag: Schema.Int,
+  limit: Schema.Int,
+  retryAfterMs: Schema.Int,
+}) {
+  override get message(): string {
+    return `overloaded: the ${this.projection} projection of partition ${this.partition} is ${this.lag} events behind (the limit is ${this.limit}); nothing was stored; retry after ${this.retryAfterMs} ms`
+  }
+}
+
 export const ApiError = Schema.Union([
   ValidationError,
   AgentNotFound,
@@ -127,5 +144,6 @@ export const ApiError = Schema.Union([
   Unavailable,
   StorageFull,
   BatchTooLarge,
+  Overloaded,
 ])
 export type ApiError = typeof ApiError.Type

@@ -78,6 +78,8 @@ const checkedInteger = (
     Config.withDefault(fallback),
   ),
 })
+/** How far behind the log a background projection may be before new entries wait (WM_MAX_PROJECTION_LAG). */
+export const DEFAULT_MAX_PROJECTION_LAG = 10_000
 /** The lease and snapshot defaults, which a partitioned service's test settings start from too. */
 export const DEFAULT_LEASE_TTL_MS = 6_000
 export const DEFAULT_LEASE_SETTLE_MS = 500
@@ -132,6 +134,12 @@ export const settings = {
     DEFAULT_BATCH_ENTRIES,
     (n) => (n >= 1 && n <= MAX_BATCH_ENTRIES ? null : `must be between 1 and ${MAX_BATCH_ENTRIES}`),
     `the most entries one \`entry.recordMany\` takes (1–${MAX_BATCH_ENTRIES}); a larger batch is refused with \`BatchTooLarge\` and nothing of it is stored`,
+  ),
+  WM_MAX_PROJECTION_LAG: checkedInteger(
+    "WM_MAX_PROJECTION_LAG",
+    DEFAULT_MAX_PROJECTION_LAG,
+    (n) => (n >= 0 ? null : "must be 0 (no limit) or more"),
+    "how many events of an agent's partition the working, fade or memory service's work may be behind before the gateway refuses the agent's new entries with `Overloaded` (retryable, with `retryAfterMs`; nothing else is refused); 0: no limit",
   ),
   WM_FADE_INTERVAL_MS: integer("WM_FADE_INTERVAL_MS", 30_000, "how often the fade worker re-evaluates every agent"),
   WM_FADE_TAU: number("WM_FADE_TAU", 0.8, "default τ: the share of the budget above which entries fade"),

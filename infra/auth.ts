@@ -370,13 +370,14 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
     case "memory":
       return mergeSpecs("memory", defaultServiceSpec("long-term"), defaultServiceSpec("retrieval"))
     case "audit":
-      // Read-only: the log (raw text included), the working snapshots, and the working views through the API.
+      // Read-only: the log (raw text included), the working snapshots, the progress reports in the lease bucket
+      // (`wm status`), and the working views through the API.
       return {
         ...base(name),
         serves: [],
         managesStreams: false,
         deadLetters: false,
-        readsBuckets: [SNAPSHOT_BUCKET],
+        readsBuckets: [SNAPSHOT_BUCKET, LEASE_BUCKET],
         requests: [apiOf("getView"), apiOf("getRaw")],
       }
   }

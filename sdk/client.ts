@@ -8,7 +8,8 @@
  *   const { text, tokens } = await agent.buildContext()
  *
  * Every write carries a request id; a call that times out is retried with
- * the same body (so the same id), and a write is stored and applied once. The client remembers the
+ * the same body (so the same id), and a write is stored and applied once; one
+ * refused with `Overloaded` is sent again after the wait the refusal asks for. The client remembers the
  * highest log sequence its writes reached and asks reads to wait for it, so
  * an agent always reads its own writes.
  */
@@ -17,7 +18,7 @@ import { connect, errors, type NatsConnection } from "@nats-io/transport-node"
 import { Schema } from "effect"
 import type { OperationName, RequestOf, ResponseOf } from "../contracts/api.ts"
 import { MAX_CONTENT_BYTES, operations } from "../contracts/api.ts"
-import { ApiError, ValidationError } from "../contracts/errors.ts"
+import { ApiError, Overloaded, ValidationError } from "../contracts/errors.ts"
 import { apiSubject, DEFAULT_NATS_URL } from "../contracts/subjects.ts"
 
 export interface ConnectOptions {
@@ -36,7 +37,16 @@ export interface ConnectOptions {
   readonly timeoutMs?: number
   /** Attempts per call when the service does not answer (default 4). */
   readonly attempts?: number
+  /**
+   * Attempts per call while the service answers `Overloaded` (default 10): each waits the refusal's
+   * `retryAfterMs` (at most 10 s) and sends the same request again; after the last, the `Overloaded`
+   * error is thrown.
+   */
+  readonly overloadedAttempts?: number
 }
+
+/** The longest wait an `Overloaded` refusal is taken at its word for. */
+const MAX_OVERLOADED_WAIT_MS = 10_000
 
 const decodeApiError = Schema.decodeUnknownSync(ApiError)
 const textEncoder = new TextEncoder()
@@ -53,11 +63,13 @@ export class WorkingMemoryClient {
   readonly nc: NatsConnection
   readonly #timeoutMs: number
   readonly #attempts: number
+  readonly #overloadedAttempts: number
 
   private constructor(nc: NatsConnection, options: ConnectOptions) {
     this.nc = nc
     this.#timeoutMs = options.timeoutMs ?? 5_000
     this.#attempts = options.attempts ?? 4
+    this.#overloadedAttempts = options.overloadedAttempts ?? 10
   }
 
   static async connect(options: ConnectOptions = {}): Promise<WorkingMemoryClient> {
@@ -80,7 +92,8 @@ export class WorkingMemoryClient {
 
   /**
    * Sends one request, retrying with the same body (hence the same request
-   * id) while nobody answers. Throws the typed API error on refusal.
+   * id) while nobody answers, and after the wait an `Overloaded` refusal asks
+   * for. Throws the typed API error on refusal.
    */
   async call<O extends OperationName>(
     agentId: string,
@@ -99,6 +112,7 @@ export class WorkingMemoryClient {
       )
     }
     let lastError: unknown
+    let overloaded = 0
     for (let attempt = 1; attempt <= this.#attempts; attempt++) {
       try {
         const reply = await this.nc.request(subject, body, { timeout: options.timeoutMs ?? this.#timeoutMs })
@@ -117,6 +131,14 @@ export class WorkingMemoryClient {
         // a full store stays full) is thrown as its typed error at once.
         const unavailable =
           typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "Unavailable"
+        if (error instanceof Overloaded) {
+          // Nothing was stored: the same request again once the background work has caught up, a bounded
+          // number of times; these waits are not attempts that went unanswered.
+          if (++overloaded >= this.#overloadedAttempts) throw error
+          attempt--
+          await new Promise((r) => setTimeout(r, Math.min(MAX_OVERLOADED_WAIT_MS, Math.max(0, error.retryAfterMs))))
+          continue
+        }
         if (!retryable && !unavailable) throw error
         lastError = error
         await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)))

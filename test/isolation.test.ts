@@ -552,7 +552,7 @@ describe("tenants and operators", () => {
     }
   })
 
-  it("the read-only audit user can verify the working views; an agent cannot audit the log", async () => {
+  it("the read-only audit user can verify the working views and read the services' progress; an agent cannot audit the log", async () => {
     const node = fileURLToPath(new URL("../node_modules/.bin/node", import.meta.url))
     const run = (env: Record<string, string>, ...args: string[]) =>
       new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
@@ -575,6 +575,15 @@ describe("tenants and operators", () => {
     expect(verified.stdout).toMatch(
       /^ok {4}working-views: 3 agents compared at .+; the live projection matches the log\nok {4}working-snapshots: .+\nok {4}gateway-snapshots: .+\nok {4}memory-snapshots: .+\nok {4}fade-snapshots: .+\nok {4}substrate: \d+ recorded entries compared; the live projection matches the log\n$/,
     )
+
+    // Under the same rights it reads every service's progress reports (each service writes its own there).
+    const status = await run({ NATS_USER: audit.user, NATS_PASS: audit.pass }, "status", "--json")
+    expect(status.stderr, status.stderr + status.stdout).toBe("")
+    expect(status.code).toBe(0)
+    const reported = new Set(
+      (JSON.parse(status.stdout) as { partitions: Array<{ service: string }> }).partitions.map((p) => p.service),
+    )
+    expect([...reported].sort()).toEqual(["fade", "gateway", "memory", "working"])
 
     const a = auth.agent("alice")
     const snooping = await run(

@@ -7,6 +7,10 @@
  * decides again, so a write that just landed through another instance is
  * never refused. Every write goes through the command handler: guarded by
  * the expected sequence of its subject and kept in the request ledger.
+ * An entry's subject is its own ledger; batches of entries are recorded
+ * entry by entry, their appends pipelined. New entries of an agent wait
+ * (`Overloaded`) while background work on its partition is far behind the
+ * log (back-pressure.ts).
  */
 import { nuid } from "@nats-io/nuid"
 import { Context, Effect, HashMap, Layer, Result } from "effect"
@@ -54,7 +58,10 @@ import { makeCommandHandler, type Outcome } from "../platform/log/command-handle
 import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { Nats } from "../platform/nats/connection.ts"
+import { openLeaseBucket } from "../platform/partitions/leases.ts"
 import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
+import { PartitionSettings } from "../platform/partitions/settings.ts"
+import { makeBackPressure } from "./back-pressure.ts"
 import { GatewaySettings } from "./settings.ts"
 
 export interface GatewayShape {
@@ -103,6 +110,11 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
       const log = yield* EventLog
       const { nc, jsm } = yield* Nats
       const settings = yield* GatewaySettings
+      // New entries wait while background work on their partition is far behind (back-pressure.ts).
+      const backPressure = makeBackPressure(
+        settings.maxProjectionLag,
+        yield* openLeaseBucket((yield* PartitionSettings).leaseTtlMs),
+      )
       // Only the partitions this replica holds a lease on (services/platform/partitions).
       const views = yield* projectPartitionedViews("gateway")
       const owner = { queue: replicaQueue("gateway", views.leases.replicaId), owns: views.owns }
@@ -350,6 +362,13 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         const view = yield* knownView(agentId)
         const { entryId, decision } = decideEntry(agentId, view, request)
         if (!decision.ok) return yield* Effect.fail(decision.error)
+        const overloaded = yield* backPressure.check(agentId)
+        if (overloaded !== null) {
+          // Only new entries wait: a retry of one already recorded is answered as it was.
+          const first = request.requestId === undefined ? null : yield* firstRecord(agentId, entryId)
+          if (first === null) return yield* Effect.fail(overloaded)
+          return yield* recordAnswer(request, entryId, first)
+        }
         return yield* appendEntry(agentId, request, entryId, decision.event)
       })
 
@@ -380,6 +399,14 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
           if (!decision.ok) results[index] = refusedItem(index, decision.error)
           else decided.push({ index, request: decoded.value, entryId, event: decision.event })
         })
+        const overloaded = decided.length > 0 ? yield* backPressure.check(agentId) : null
+        if (overloaded !== null) {
+          // Only a batch whose every entry is already recorded (a retry after a lost reply) is answered now.
+          for (const item of decided) {
+            const first = item.request.requestId === undefined ? null : yield* firstRecord(agentId, item.entryId)
+            if (first === null) return yield* Effect.fail(overloaded)
+          }
+        }
         const appended = yield* Effect.forEach(
           decided,
           (item) => Effect.result(appendEntry(agentId, item.request, item.entryId, item.event)),

@@ -13,6 +13,7 @@ from working_memory import (
     IdempotencyConflict,
     InvalidState,
     NoResponse,
+    Overloaded,
     StorageFull,
     WorkingMemoryClient,
 )
@@ -95,6 +96,55 @@ async def test_no_responders_are_retried_then_end_in_no_response(relay_server: s
         assert failed.value.attempts == 2
     finally:
         await client.close()
+
+
+def overloaded(retry_after_ms: int) -> dict[str, object]:
+    return {
+        "ok": False,
+        "error": {
+            "_tag": "Overloaded",
+            "projection": "fade",
+            "partition": 3,
+            "lag": 12_000,
+            "limit": 10_000,
+            "retryAfterMs": retry_after_ms,
+            "message": "overloaded: the fade projection of partition 3 is 12000 events behind",
+        },
+    }
+
+
+async def test_overloaded_is_waited_out_and_the_same_request_sent_again(relayed: OpenRelayed, agent_id: str) -> None:
+    def overloaded_twice(seen: Seen) -> Action:
+        return overloaded(300) if seen.subject.endswith(".entry.record") and seen.attempt <= 2 else "forward"
+
+    relay, client = await relayed(overloaded_twice, attempts=1)
+    agent = client.agent(agent_id)
+    await agent.register(role="main")
+    answer = await agent.record(origin="USER", content="Recorded once the projections caught up.")
+    attempts = relay.bodies("entry.record")
+    # Overloaded waits are not the attempts that went unanswered: one attempt was enough for those.
+    assert len(attempts) == 3
+    assert all(a == attempts[0] for a in attempts)
+    assert answer["entryId"] == attempts[0]["requestId"]
+    assert answer["duplicate"] is False
+    assert [e["id"] for e in (await agent.view())["entries"]] == [answer["entryId"]]
+
+
+async def test_overloaded_is_raised_with_its_fields_after_the_last_attempt(relayed: OpenRelayed, agent_id: str) -> None:
+    def always_overloaded(seen: Seen) -> Action:
+        return overloaded(50) if "entry.record" in seen.subject else "forward"
+
+    relay, client = await relayed(always_overloaded, overloaded_attempts=3)
+    agent = client.agent(agent_id)
+    await agent.register(role="main")
+    with pytest.raises(Overloaded) as refused:
+        await agent.record_many([{"origin": "USER", "content": "Refused while the log drains."}])
+    assert (refused.value.projection, refused.value.partition, refused.value.lag, refused.value.limit) == ("fade", 3, 12_000, 10_000)
+    assert refused.value.retry_after_ms == 50
+    attempts = relay.bodies("entry.recordMany")
+    assert len(attempts) == 3
+    assert all(a == attempts[0] for a in attempts)
+    assert (await agent.view())["entries"] == []
 
 
 async def test_other_refusals_are_raised_at_once_with_their_fields(relayed: OpenRelayed, agent_id: str) -> None:

@@ -3,6 +3,7 @@
 from .client import (
     DEFAULT_ATTEMPTS,
     DEFAULT_NATS_URL,
+    DEFAULT_OVERLOADED_ATTEMPTS,
     DEFAULT_TIMEOUT,
     MAX_CONTENT_BYTES,
     OPERATIONS,
@@ -24,6 +25,7 @@ from .errors import (
     NoResponse,
     NotCaughtUp,
     NotConnected,
+    Overloaded,
     StorageFull,
     Unavailable,
     UnknownEntries,
@@ -35,6 +37,7 @@ from .errors import (
 __all__ = [
     "DEFAULT_ATTEMPTS",
     "DEFAULT_NATS_URL",
+    "DEFAULT_OVERLOADED_ATTEMPTS",
     "DEFAULT_TIMEOUT",
     "ERRORS_BY_TAG",
     "MAX_CONTENT_BYTES",
@@ -51,6 +54,7 @@ __all__ = [
     "NotCaughtUp",
     "NotConnected",
     "OperationName",
+    "Overloaded",
     "StorageFull",
     "Unavailable",
     "UnknownEntries",

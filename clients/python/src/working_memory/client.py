@@ -27,7 +27,7 @@ import nats.errors
 from nats.aio.client import Client as NatsClient
 from nats.nuid import NUID
 
-from .errors import NoResponse, NotConnected, Unavailable, ValidationError, decode_error
+from .errors import NoResponse, NotConnected, Overloaded, Unavailable, ValidationError, decode_error
 from .types import (
     BudgetResponse,
     BuiltContext,
@@ -63,6 +63,10 @@ DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 DEFAULT_TIMEOUT = 5.0
 #: Attempts per call when the service does not answer.
 DEFAULT_ATTEMPTS = 4
+#: Attempts per call while the service answers ``Overloaded``, each after the wait it asks for.
+DEFAULT_OVERLOADED_ATTEMPTS = 10
+#: The longest wait, in seconds, an ``Overloaded`` refusal is taken at its word for.
+MAX_OVERLOADED_WAIT = 10.0
 #: Largest entry content accepted, in UTF-8 bytes.
 MAX_CONTENT_BYTES = 64 * 1024
 
@@ -137,10 +141,18 @@ def _without_none(**fields: Any) -> dict[str, Any]:
 class WorkingMemoryClient:
     """One NATS connection to the working-memory services; :meth:`agent` gives one agent's side of the API."""
 
-    def __init__(self, nc: NatsClient, *, timeout: float = DEFAULT_TIMEOUT, attempts: int = DEFAULT_ATTEMPTS) -> None:
+    def __init__(
+        self,
+        nc: NatsClient,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        attempts: int = DEFAULT_ATTEMPTS,
+        overloaded_attempts: int = DEFAULT_OVERLOADED_ATTEMPTS,
+    ) -> None:
         self.nc = nc
         self.timeout = timeout
         self.attempts = attempts
+        self.overloaded_attempts = overloaded_attempts
 
     @classmethod
     async def connect(
@@ -153,13 +165,15 @@ class WorkingMemoryClient:
         inbox_prefix: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         attempts: int = DEFAULT_ATTEMPTS,
+        overloaded_attempts: int = DEFAULT_OVERLOADED_ATTEMPTS,
     ) -> WorkingMemoryClient:
         """Connects to ``servers`` (a comma-separated string or a list; default ``NATS_URL``, else
         ``nats://127.0.0.1:4222``) with ``user``/``password`` (default ``NATS_USER``/``NATS_PASS``).
 
         ``inbox_prefix`` is the prefix of this connection's reply subjects (default ``_INBOX``); under the
         broker permissions of ``infra/auth.ts`` an agent may receive replies only on ``_INBOX_<agentId>``.
-        ``timeout`` is per attempt, in seconds; ``attempts`` per call when the service does not answer.
+        ``timeout`` is per attempt, in seconds; ``attempts`` per call when the service does not answer;
+        ``overloaded_attempts`` per call while it answers ``Overloaded`` (each after its ``retryAfterMs``).
         Raises :class:`NotConnected` when no server answers.
         """
         if servers is None:
@@ -198,7 +212,7 @@ class WorkingMemoryClient:
             cause = errors[-1] if errors else error
             raise NotConnected(f"no NATS server answers at {','.join(server_list)}: {cause!r}") from cause
         nc.options["max_reconnect_attempts"] = -1
-        return cls(nc, timeout=timeout, attempts=attempts)
+        return cls(nc, timeout=timeout, attempts=attempts, overloaded_attempts=overloaded_attempts)
 
     def agent(self, agent_id: str) -> AgentClient:
         return AgentClient(self, agent_id)
@@ -212,8 +226,9 @@ class WorkingMemoryClient:
         timeout: float | None = None,
     ) -> Any:
         """Sends one request, retrying with the same body (hence the same request id) while nobody
-        answers or the service replies ``Unavailable``. Returns the reply's value; raises the typed
-        :class:`~working_memory.errors.ApiError` on refusal and :class:`NoResponse` after the last attempt."""
+        answers or the service replies ``Unavailable``, and after the wait an ``Overloaded`` refusal asks
+        for (up to ``overloaded_attempts`` times, then it is raised). Returns the reply's value; raises the
+        typed :class:`~working_memory.errors.ApiError` on refusal and :class:`NoResponse` after the last attempt."""
         subject = api_subject(agent_id, operation)
         body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
         # The connection would refuse it with a bare "max payload exceeded": say which limit, as the API does.
@@ -225,18 +240,29 @@ class WorkingMemoryClient:
                 f"(entry content is limited to {MAX_CONTENT_BYTES} bytes)",
             )
         last_error: BaseException | None = None
-        for attempt in range(1, self.attempts + 1):
+        attempt = 0
+        overloaded = 0
+        while attempt < self.attempts:
             try:
                 reply = await self.nc.request(subject, body, timeout=timeout if timeout is not None else self.timeout)
                 parsed = json.loads(reply.data)
                 if parsed.get("ok") is True:
                     return parsed.get("value")
                 error = decode_error(parsed.get("error"))
+                if isinstance(error, Overloaded):
+                    # Nothing was stored: the same request again once the background work has caught up,
+                    # a bounded number of times; these waits are not attempts that went unanswered.
+                    overloaded += 1
+                    if overloaded >= self.overloaded_attempts:
+                        raise error
+                    await asyncio.sleep(min(MAX_OVERLOADED_WAIT, max(0, error.retry_after_ms) / 1000))
+                    continue
                 if not isinstance(error, Unavailable):
                     raise error
                 last_error = error
             except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
                 last_error = error
+            attempt += 1
             if attempt < self.attempts:
                 await asyncio.sleep(_backoff(attempt))
         raise NoResponse(

@@ -147,6 +147,39 @@ class BatchTooLarge(ApiError):
         super().__init__(text, {"_tag": self.tag, "field": field, "size": size, "limit": limit, "message": text})
 
 
+class Overloaded(ApiError):
+    """Background work of the agent's partition is behind the log: ``projection`` is ``lag`` events behind, above
+    ``limit``. Nothing was stored. The client sends the same request again after ``retry_after_ms`` (a bounded
+    number of times) before raising this."""
+
+    tag = "Overloaded"
+
+    def __init__(
+        self, projection: str, partition: int, lag: int, limit: int, retry_after_ms: int, message: str | None = None
+    ) -> None:
+        self.projection = projection
+        self.partition = partition
+        self.lag = lag
+        self.limit = limit
+        self.retry_after_ms = retry_after_ms
+        text = message or (
+            f"overloaded: the {projection} projection of partition {partition} is {lag} events behind "
+            f"(the limit is {limit}); nothing was stored; retry after {retry_after_ms} ms"
+        )
+        super().__init__(
+            text,
+            {
+                "_tag": self.tag,
+                "projection": projection,
+                "partition": partition,
+                "lag": lag,
+                "limit": limit,
+                "retryAfterMs": retry_after_ms,
+                "message": text,
+            },
+        )
+
+
 class NoResponse(WorkingMemoryError):
     """The service did not answer at all after every attempt (each retried with the same request id)."""
 
@@ -171,6 +204,7 @@ ERRORS_BY_TAG: dict[str, type[ApiError]] = {
         Unavailable,
         StorageFull,
         BatchTooLarge,
+        Overloaded,
     )
 }
 
@@ -215,6 +249,15 @@ def decode_error(error: Any) -> ApiError:
         decoded = Unavailable(_str(error, "reason"), message)
     elif tag == "StorageFull":
         decoded = StorageFull(_str(error, "limit"), message)
+    elif tag == "Overloaded":
+        decoded = Overloaded(
+            _str(error, "projection"),
+            _int(error, "partition"),
+            _int(error, "lag"),
+            _int(error, "limit"),
+            _int(error, "retryAfterMs"),
+            message,
+        )
     elif tag == "BatchTooLarge":
         decoded = BatchTooLarge(_str(error, "field"), _int(error, "size"), _int(error, "limit"), message)
     else:

@@ -20,7 +20,14 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from .client import DEFAULT_ATTEMPTS, DEFAULT_TIMEOUT, AgentClient, OperationName, WorkingMemoryClient
+from .client import (
+    DEFAULT_ATTEMPTS,
+    DEFAULT_OVERLOADED_ATTEMPTS,
+    DEFAULT_TIMEOUT,
+    AgentClient,
+    OperationName,
+    WorkingMemoryClient,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -122,13 +129,21 @@ def connect(
     inbox_prefix: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     attempts: int = DEFAULT_ATTEMPTS,
+    overloaded_attempts: int = DEFAULT_OVERLOADED_ATTEMPTS,
 ) -> SyncWorkingMemoryClient:
     """Connects as :meth:`WorkingMemoryClient.connect` does (``NATS_URL`` by default), blocking."""
     loop = _LoopThread()
     try:
         client = loop.run(
             WorkingMemoryClient.connect(
-                servers, user=user, password=password, name=name, inbox_prefix=inbox_prefix, timeout=timeout, attempts=attempts
+                servers,
+                user=user,
+                password=password,
+                name=name,
+                inbox_prefix=inbox_prefix,
+                timeout=timeout,
+                attempts=attempts,
+                overloaded_attempts=overloaded_attempts,
             )
         )
     except BaseException:
