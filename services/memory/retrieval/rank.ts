@@ -57,11 +57,14 @@ export interface RankingSources {
   readonly lexical: LexicalIndex
   /** Every entry of both tiers on its agent's timeline: the neighbours of a hit come along with it. */
   readonly episodes: EpisodeIndex
-  /** Vectors of working entries by the offline model, in order; those not yet known are embedded in one call and remembered. */
+  /**
+   * Vectors of working entries by the in-process model, in order; null for one without a vector yet
+   * (it ranks by its words alone).
+   */
   readonly workingVectors: (
     agentId: string,
     entries: ReadonlyArray<WorkingEntry>,
-  ) => Effect.Effect<ReadonlyArray<Float32Array>>
+  ) => Effect.Effect<ReadonlyArray<Float32Array | null>>
 }
 
 /**
@@ -108,7 +111,8 @@ export const rankBothTiers = (
       }
       const vectors = yield* sources.workingVectors(agentId, working)
       working.forEach((e, i) => {
-        dense.set(e.id, dot(queryVector, vectors[i]!))
+        const vector = vectors[i]
+        if (vector) dense.set(e.id, dot(queryVector, vector))
       })
     }
     // Records embedded by another model (a configured remote one) rank among themselves.

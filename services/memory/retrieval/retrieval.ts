@@ -16,6 +16,7 @@
  */
 import { Context, Effect, FiberSet, HashMap, Layer, Option } from "effect"
 import type { RequestOf, ResponseOf } from "../../../contracts/api.ts"
+import type { WorkingEntry } from "../../../contracts/entry.ts"
 import { AgentNotFound, InvalidState, NotCaughtUp, Unavailable } from "../../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
 import { focusText } from "../../../contracts/focus.ts"
@@ -58,6 +59,11 @@ import { indexEvent, memoryIndexState } from "./index-state.ts"
 import { LexicalIndex } from "./lexical-index.ts"
 import { hitText, type RankedHit, type RankingSources, rankBothTiers } from "./rank.ts"
 import { decodeThreadPartReply, decodeThreadPartRequest, PEER_WAIT_MS } from "./thread-parts.ts"
+
+/** The most working entries one query embeds; the rest of a backlog is embedded in the background. */
+const QUERY_EMBED_LIMIT = 64
+/** What a working entry's vector is made from: its raw text while working holds it, else its fullest form. */
+const vectorText = (entry: WorkingEntry): string => entry.content ?? fullestText(entry)
 
 /** The metadata a recalled entry carries back, from whatever holds it (a working entry, a record, the substrate). */
 const recalledMeta = (m: {
@@ -128,26 +134,57 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
 
       const lexical = new LexicalIndex()
       const episodes = new EpisodeIndex()
-      const vectors = new Map<string, { text: string; vector: Float32Array }>()
+      // A working entry's vector, made once from the text it was recorded with (its raw text while
+      // working holds it), so fading never makes it again.
+      const vectors = new Map<string, Float32Array>()
+      const embedding = new Set<string>()
+      /** Embeds in the background lane the entries no query had room for, so the next query has them. */
+      const embedLater = (agentId: string, entries: ReadonlyArray<WorkingEntry>) => {
+        const todo = entries.filter((e) => !embedding.has(`${agentId}/${e.id}`))
+        if (todo.length === 0) return
+        for (const e of todo) embedding.add(`${agentId}/${e.id}`)
+        embeddings.offline
+          .embed(todo.map(vectorText), { priority: "background" })
+          .then(
+            (embedded) => {
+              todo.forEach((e, i) => {
+                // Not for an entry demoted or forgotten meanwhile.
+                if (embedding.has(`${agentId}/${e.id}`)) vectors.set(`${agentId}/${e.id}`, embedded[i]!)
+              })
+            },
+            // Refused (the lane is full): the next query that misses them offers them again.
+            () => undefined,
+          )
+          .finally(() => {
+            for (const e of todo) embedding.delete(`${agentId}/${e.id}`)
+          })
+      }
       const sources: RankingSources = {
         store,
         embeddings,
         lexical,
         episodes,
         workingVectors: (agentId, entries) => {
-          const textOf = fullestText
-          const missing = entries.filter((e) => vectors.get(`${agentId}/${e.id}`)?.text !== textOf(e))
-          const known = () => entries.map((e) => vectors.get(`${agentId}/${e.id}`)!.vector)
+          const known = () => entries.map((e) => vectors.get(`${agentId}/${e.id}`) ?? null)
+          const missing = entries.filter((e) => !vectors.has(`${agentId}/${e.id}`))
           if (missing.length === 0) return Effect.succeed(known())
-          // One call for every entry without a vector: a sentence model pays its per-call cost once.
-          return Effect.map(
-            Effect.promise(() => embeddings.offline.embed(missing.map(textOf))),
-            (embedded) => {
-              missing.forEach((e, i) => {
-                vectors.set(`${agentId}/${e.id}`, { text: textOf(e), vector: embedded[i]! })
+          // A query pays for the newest entries without a vector, in one call (a sentence model pays
+          // its per-call cost once); after a burst or a restart the rest are embedded in the
+          // background and rank by their words until then.
+          const now = [...missing].sort((a, b) => b.ordinal - a.ordinal).slice(0, QUERY_EMBED_LIMIT)
+          if (missing.length > now.length)
+            embedLater(
+              agentId,
+              missing.filter((e) => !now.includes(e)),
+            )
+          return Effect.tryPromise(() => embeddings.offline.embed(now.map(vectorText))).pipe(
+            Effect.map((embedded) => {
+              now.forEach((e, i) => {
+                vectors.set(`${agentId}/${e.id}`, embedded[i]!)
               })
               return known()
-            },
+            }),
+            Effect.orElseSucceed(known),
           )
         },
       }
@@ -165,6 +202,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           recalledSteps.forget(agentId)
         }
         for (const key of vectors.keys()) if (gone.has(key.slice(0, key.indexOf("/")))) vectors.delete(key)
+        for (const key of embedding) if (gone.has(key.slice(0, key.indexOf("/")))) embedding.delete(key)
       }
 
       /** Indexes both tiers' texts as the log goes; the partition's long-term projection runs beside it. */
@@ -184,8 +222,10 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             if (event._tag === "AgentForgotten") dropAgents([event.agentId])
             return
           }
-          if (event._tag === "EntryDemoted" || event._tag === "EntryForgotten")
+          if (event._tag === "EntryDemoted" || event._tag === "EntryForgotten") {
             vectors.delete(`${event.agentId}/${event.entryId}`)
+            embedding.delete(`${event.agentId}/${event.entryId}`)
+          }
           if (live && partitioned?.owns(event.agentId))
             runFork(react(before, after, event).pipe(Effect.catchCause((c) => Effect.logError("[retrieval]", c))))
         },

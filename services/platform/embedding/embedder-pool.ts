@@ -23,7 +23,13 @@ import { availableParallelism } from "node:os"
 import { Worker } from "node:worker_threads"
 import { Schema } from "effect"
 import type { Embedder, EmbedOptions, EmbedPriority } from "./embedder.ts"
-import type { EmbedderTask, EmbedderWorkerData, EmbedderWorkerMessage, LoadFailure } from "./embedder-worker.ts"
+import type {
+  EmbedderClose,
+  EmbedderTask,
+  EmbedderWorkerData,
+  EmbedderWorkerMessage,
+  LoadFailure,
+} from "./embedder-worker.ts"
 import { rememberingRecent } from "./onnx-embedder.ts"
 import {
   defaultModelsDir,
@@ -38,6 +44,8 @@ import {
 /** About the most characters a task carries (a task has one text at least). */
 const TASK_CHARS = 2_000
 export const DEFAULT_MAX_QUEUED = 4_096
+/** How long a closing worker may take to finish its running task. */
+const WORKER_EXIT_TIMEOUT_MS = 10_000
 const WORKER = new URL("./embedder-worker.ts", import.meta.url)
 
 /** Leaves a core to the event loop: cores − 1, at least 1, at most 4. */
@@ -291,6 +299,20 @@ export const startEmbedderPool = async (
       })
     })
 
+  /**
+   * Asks a worker to end after its running task and waits for it; terminating a thread in the
+   * middle of the model's native code aborts the process. One that does not end in time is terminated.
+   */
+  const endWorker = (worker: Worker): Promise<void> =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(() => void worker.terminate(), WORKER_EXIT_TIMEOUT_MS)
+      worker.once("exit", () => {
+        clearTimeout(timer)
+        resolve()
+      })
+      worker.postMessage({ type: "close" } satisfies EmbedderClose)
+    })
+
   const close = (): Promise<void> => {
     if (closing !== null) return closing
     const error = new EmbedderClosed({ model: model.id })
@@ -302,7 +324,7 @@ export const startEmbedderPool = async (
       for (const task of lanes[lane].drain()) settle(task.call, error)
       queued[lane] = 0
     }
-    closing = Promise.all(workers.map((worker) => worker.terminate())).then(() => undefined)
+    closing = Promise.all(workers.map(endWorker)).then(() => undefined)
     return closing
   }
 

@@ -20,6 +20,11 @@ export interface EmbedderTask {
   readonly texts: ReadonlyArray<string>
 }
 
+/** What the pool sends to end a worker: it finishes the task it is running, then exits. */
+export interface EmbedderClose {
+  readonly type: "close"
+}
+
 /** A failure to load, as it crosses threads (errors lose their class on the way). */
 export type LoadFailure =
   | { readonly _tag: "ModelFilesMissing"; readonly dir: string; readonly missing: ReadonlyArray<string> }
@@ -43,24 +48,44 @@ const loadFailure = (error: unknown): LoadFailure =>
       : { _tag: "ModelLoadFailed", dir: data.modelsDir, reason: String(error) }
 
 const serve = (encoder: SentenceEncoder) => {
-  port!.on("message", (task: EmbedderTask) => {
-    encoder.encode(task.texts).then(
-      (vectors) => {
-        const message: EmbedderWorkerMessage = { type: "done", id: task.id, vectors }
-        port!.postMessage(
-          message,
-          vectors.map((v) => v.buffer as ArrayBuffer),
-        )
-      },
-      (error: unknown) => {
-        const message: EmbedderWorkerMessage = {
-          type: "error",
-          id: task.id,
-          reason: error instanceof Error ? error.message : String(error),
-        }
-        port!.postMessage(message)
-      },
-    )
+  let running = 0
+  let closing = false
+  // Ending the thread while the model's native code runs aborts the whole process, so a worker ends
+  // itself, between tasks, when asked to.
+  const exitIfDone = () => {
+    if (closing && running === 0) process.exit(0)
+  }
+  port!.on("message", (message: EmbedderTask | EmbedderClose) => {
+    if ("type" in message) {
+      closing = true
+      exitIfDone()
+      return
+    }
+    const task = message
+    running++
+    encoder
+      .encode(task.texts)
+      .then(
+        (vectors) => {
+          const done: EmbedderWorkerMessage = { type: "done", id: task.id, vectors }
+          port!.postMessage(
+            done,
+            vectors.map((v) => v.buffer as ArrayBuffer),
+          )
+        },
+        (error: unknown) => {
+          const failed: EmbedderWorkerMessage = {
+            type: "error",
+            id: task.id,
+            reason: error instanceof Error ? error.message : String(error),
+          }
+          port!.postMessage(failed)
+        },
+      )
+      .finally(() => {
+        running--
+        exitIfDone()
+      })
   })
 }
 

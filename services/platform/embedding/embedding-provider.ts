@@ -70,7 +70,13 @@ export const offlineProvider = (offline: Embedder): EmbeddingProviderShape => ({
   embedQuery: (text, model) => {
     const embedder = model === offline.model ? Effect.succeed(offline) : localEmbedderFor(model)
     return Effect.flatMap(embedder, (e) =>
-      e === null ? Effect.succeed(null) : Effect.promise(() => e.embed([text])).pipe(Effect.map(([v]) => v!)),
+      e === null
+        ? Effect.succeed(null)
+        : // A query the embedder cannot take now (overloaded, closing) ranks without its vector.
+          Effect.tryPromise(() => e.embed([text])).pipe(
+            Effect.map(([v]) => v!),
+            Effect.orElseSucceed(() => null),
+          ),
     )
   },
 })
