@@ -16,10 +16,15 @@ export interface ServiceProcess {
   readonly exited: () => Promise<never>
 }
 
-export const spawnService = (script: string, url: string, nodeArgs: ReadonlyArray<string> = []): ServiceProcess => {
+export const spawnService = (
+  script: string,
+  url: string,
+  nodeArgs: ReadonlyArray<string> = [],
+  env: Readonly<Record<string, string>> = {},
+): ServiceProcess => {
   const child = spawn(process.execPath, [...nodeArgs, script], {
     cwd: repoRoot,
-    env: { ...process.env, NATS_URL: url, NODE_NO_WARNINGS: "1" },
+    env: { ...process.env, ...env, NATS_URL: url, NODE_NO_WARNINGS: "1" },
     stdio: ["ignore", "pipe", "pipe", "ipc"],
   })
   let output = ""

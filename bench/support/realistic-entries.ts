@@ -218,3 +218,25 @@ export const memoryQuestion = (i: number): string => {
       return `${w(TOPICS)} ${w(TOPICS)} ${w(PLACES)}`
   }
 }
+
+/**
+ * The texts of one step of an agent loop, sized like real ones: a user turn (~40 tokens) asking about
+ * something the agent's history holds, a tool output (~300 tokens: records in the history's style) and
+ * a thought (~60 tokens).
+ */
+export const stepTexts = (i: number): { readonly user: string; readonly tool: string; readonly thought: string } => {
+  const h = mix(i * 31 + 7)
+  const user = `${memoryQuestion(i)} ${USER[h % USER.length]!} ${USER[mix(h) % USER.length]!}`
+  const records: string[] = []
+  let length = 0
+  for (let k = 0; length < 1_250; k++) {
+    const line = `${k + 1}. ${memoryText(i * 97 + k + 1_000_003)}`
+    records.push(line)
+    length += line.length + 1
+  }
+  const tool = `Tool result: ${records.length} records match the request.\n${records.join("\n")}`
+  const thoughts: string[] = []
+  for (let k = 0; thoughts.join(" ").length < 280; k++) thoughts.push(THOUGHT[mix(h + k) % THOUGHT.length]!)
+  const thought = thoughts.join(" ")
+  return { user, tool, thought }
+}
