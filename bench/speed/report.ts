@@ -1,5 +1,6 @@
 /** The terminal table of the speed benchmark. */
 import type { SpeedReport } from "./run.ts"
+import type { EmbedderSteps } from "./steps.ts"
 
 const thousands = (n: number) => Math.round(n).toLocaleString("en-US").replace(/,/g, " ")
 const ms = (n: number) => `${n < 1 ? n.toFixed(3) : n.toFixed(2)} ms`
@@ -106,5 +107,94 @@ export const formatReport = ({ figures: f, details: d }: SpeedReport): string =>
       `CPU µs per event, working replay (in the bench process): ${cpu(d.replay.systemCpuUs)}; raw consume: ${cpu(d.replay.rawCpuUs)}`,
     )
   }
-  return [line(rows[0]!), ...rows.slice(1).map(line), "", ...notes].join("\n")
+  const stepTables = (d.steps ?? []).map(formatSteps)
+  return [line(rows[0]!), ...rows.slice(1).map(line), "", ...notes, ...stepTables].join("\n")
+}
+
+const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string[] => {
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)))
+  return rows.map((r) =>
+    r
+      .map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!)))
+      .join("  ")
+      .trimEnd(),
+  )
+}
+
+/** The steps phase of one embedder: the table by agent count, the crossing, the fan-out and the profile. */
+export const formatSteps = (s: EmbedderSteps): string => {
+  const cpu = (c: Readonly<Record<string, number>>) =>
+    Object.entries(c)
+      .map(([name, us]) => `${name} ${(us / 1000).toFixed(1)}`)
+      .join(", ")
+  const cpuMs = (c: Readonly<Record<string, number>>) =>
+    Object.entries(c)
+      .map(([name, v]) => `${name} ${v}`)
+      .join(", ")
+  const lines = [
+    "",
+    `steps (WM_EMBEDDER=${s.embedder}, long-term ${s.longTerm === "disk" ? "on disk" : "in memory"}): ${s.populate.agents} agents, each with ${s.populate.entriesPerAgent} entries of history ` +
+      `(at least ${s.populate.demotedAtLeast} in long-term; populated in ${s.populate.seconds} s, ${s.populate.logEvents} events); ` +
+      `entries recorded per step ${s.recordedTokens.join("/")} tokens (user turn, tool output, thought); idle CPU ms/s ${cpuMs(s.idleCpuMsPerSec)}`,
+    ...table([
+      [
+        "agents",
+        "steps/s",
+        "step p50",
+        "step p99",
+        "build p50",
+        "build p99",
+        "record p99",
+        "begin p99",
+        "ref p99",
+        "end p99",
+        "cues/items",
+        "CPU ms/step",
+        "load",
+      ],
+      ...s.rows.map((r) => [
+        String(r.agents),
+        r.stepsPerSec.toFixed(1),
+        ms(r.p50Ms),
+        ms(r.p99Ms),
+        ms(r.calls.buildContext.p50Ms),
+        ms(r.calls.buildContext.p99Ms),
+        ms(r.calls.record.p99Ms),
+        ms(r.calls.beginStep.p99Ms),
+        ms(r.calls.reference.p99Ms),
+        ms(r.calls.endStep.p99Ms),
+        `${r.cuesPerBuild}/${r.servedPerBuild}`,
+        cpu(r.cpuUsPerStep),
+        r.load.join("→"),
+      ]),
+    ]),
+    `step p99 passes 50 ms at ${s.p99Over50Ms.stepsPerSec ?? "—"} steps/s (${s.p99Over50Ms.how})`,
+  ]
+  if (s.fanOut)
+    lines.push(
+      `fan-out, ${s.fanOut.replicas} replicas, ${s.fanOut.agents} agents for ${s.fanOut.seconds} s: ` +
+        s.fanOut.services
+          .map((f) => `${f.service} sent ${f.sent}, each replica received ${f.received.join("/")}`)
+          .join("; ") +
+        `; largest share one replica received ${s.fanOut.maxShareReceived}; step p50 ${ms(s.fanOut.stepP50Ms)}, p99 ${ms(s.fanOut.stepP99Ms)}`,
+    )
+  const p = s.profile
+  lines.push(
+    `where a step's time goes (one agent alone, ${p.steps} steps, mean step ${ms(p.stepMs)}; per step):`,
+    ...table([
+      ["piece", "ms", "share", "round trips"],
+      ...p.rows.map((r) => [r.piece, r.ms.toFixed(2), pct(r.share), r.roundTrips > 0 ? r.roundTrips.toFixed(1) : ""]),
+    ]),
+    `the services' main thread meanwhile (CPU profile; nearest file of ours on the stack):`,
+    ...table([["where", "ms", "share"], ...s.servicesCpu.map((r) => [r.where, r.ms.toFixed(0), pct(r.share)])]),
+    ...p.calls.map(
+      (c) =>
+        `  ${c.call} (${c.count.toFixed(0)} a step, ${c.ms.toFixed(2)} ms a step): ` +
+        c.pieces
+          .slice(0, 6)
+          .map((r) => `${r.piece} ${r.ms.toFixed(2)} ms${r.roundTrips > 0 ? ` (${r.roundTrips})` : ""}`)
+          .join("; "),
+    ),
+  )
+  return lines.join("\n")
 }

@@ -9,6 +9,7 @@ import { cpus, loadavg, totalmem } from "node:os"
 import { jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
 import { Effect } from "effect"
+import { readSetting, settings } from "../../contracts/settings.ts"
 import { EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { type NatsServerProcess, natsServerVersion, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
@@ -29,6 +30,17 @@ import { type LoadFigures, type LoadSizes, measureLoad } from "./load.ts"
 import { rawConsumeMillis, type ServiceProcessFigures, serviceReplayMillis, workingProcessFigures } from "./replay.ts"
 import { measureRetrieval, type RetrievalFigures } from "./retrieval.ts"
 import { median, perSecond } from "./stats.ts"
+import type { StepProfile } from "./step-profile.ts"
+import {
+  type EmbedderSteps,
+  FULL_STEP_SIZES,
+  measureSteps,
+  type P99Crossing,
+  QUICK_STEP_SIZES,
+  type StepLongTerm,
+  type StepRow,
+  type StepSizes,
+} from "./steps.ts"
 
 /** The figures of the phases that ran (every one in a full run). */
 export interface SpeedFigures {
@@ -47,6 +59,44 @@ export interface SpeedFigures {
   readonly recordP99Ms?: number
   readonly queryP50MsUnderLoad?: number
   readonly queryP99MsUnderLoad?: number
+  /** The agent loop at the largest agent count, with the first embedder measured (the default one). */
+  readonly steps?: StepsHeadline
+  readonly stepsByAgents?: ReadonlyArray<StepRow>
+  /** The step rate at which the step p99 passes 50 ms. */
+  readonly stepP99Over50Ms?: P99Crossing
+  readonly stepProfile?: StepProfile
+  readonly fanOut?: { readonly replicas: number; readonly maxShareReceived: number }
+  /** Every embedder measured: its population, rows, crossing, profile and fan-out. */
+  readonly stepsByEmbedder?: Readonly<Record<string, EmbedderStepsFigures>>
+}
+
+export interface StepsHeadline {
+  readonly embedder: string
+  readonly longTerm: StepLongTerm
+  readonly agents: number
+  readonly stepsPerSec: number
+  readonly p50Ms: number
+  readonly p99Ms: number
+  readonly buildP50Ms: number
+  readonly buildP99Ms: number
+  readonly recordP99Ms: number
+}
+
+export type EmbedderStepsFigures = Omit<EmbedderSteps, "embedder">
+
+const stepsHeadline = (measured: EmbedderSteps): StepsHeadline => {
+  const row = measured.rows.reduce((a, b) => (b.agents > a.agents ? b : a))
+  return {
+    embedder: measured.embedder,
+    longTerm: measured.longTerm,
+    agents: row.agents,
+    stepsPerSec: row.stepsPerSec,
+    p50Ms: row.p50Ms,
+    p99Ms: row.p99Ms,
+    buildP50Ms: row.calls.buildContext.p50Ms,
+    buildP99Ms: row.calls.buildContext.p99Ms,
+    recordP99Ms: row.calls.record.p99Ms,
+  }
 }
 
 export interface SpeedSizes {
@@ -59,6 +109,7 @@ export interface SpeedSizes {
   /** Builds timed per round. */
   readonly contextIterations: number
   readonly load: LoadSizes
+  readonly steps: StepSizes
 }
 
 export const FULL_SIZES: SpeedSizes = {
@@ -70,6 +121,7 @@ export const FULL_SIZES: SpeedSizes = {
   contextWarmup: 1_000,
   contextIterations: 5_000,
   load: { agents: 100, entriesPerAgent: 20 },
+  steps: FULL_STEP_SIZES,
 }
 
 export const QUICK_SIZES: SpeedSizes = {
@@ -81,11 +133,20 @@ export const QUICK_SIZES: SpeedSizes = {
   contextWarmup: 50,
   contextIterations: 300,
   load: { agents: 100, entriesPerAgent: 2 },
+  steps: QUICK_STEP_SIZES,
 }
 
 /** The parts of the benchmark; a run of only some of them is for iterating, not for the committed figures. */
-export type SpeedPhase = "context" | "server" | "retrieval" | "load"
-export const SPEED_PHASES: ReadonlyArray<SpeedPhase> = ["context", "server", "retrieval", "load"]
+export type SpeedPhase = "context" | "server" | "retrieval" | "load" | "steps"
+export const SPEED_PHASES: ReadonlyArray<SpeedPhase> = ["context", "server", "retrieval", "load", "steps"]
+/** The figures each phase gives. */
+export const FIGURES_OF_PHASE: Readonly<Record<SpeedPhase, ReadonlyArray<keyof SpeedFigures>>> = {
+  context: ["contextBuildP50Ms", "contextBuildP99Ms"],
+  server: ["ingestPerSec", "rawPublishPerSec", "replayPerSec", "rawConsumePerSec", "peakRssMb"],
+  retrieval: ["retrievalP50Ms", "retrievalP99Ms", "retrievalMB"],
+  load: ["recordP50Ms", "recordP99Ms", "queryP50MsUnderLoad", "queryP99MsUnderLoad"],
+  steps: ["steps", "stepsByAgents", "stepP99Over50Ms", "stepProfile", "fanOut", "stepsByEmbedder"],
+}
 
 export interface SpeedOptions {
   readonly quick?: boolean
@@ -98,6 +159,13 @@ export interface SpeedOptions {
   readonly services?: ServicesMode
   /** Overrides the number of interleaved rounds. */
   readonly rounds?: number
+  /** Overrides the steps phase's agent counts and measured seconds per count. */
+  readonly stepAgents?: ReadonlyArray<number>
+  readonly stepSeconds?: number
+  /** WM_EMBEDDER of each system the steps phase measures (default: the configured one). */
+  readonly stepEmbedders?: ReadonlyArray<string>
+  /** Where the steps phase's long-term store keeps records (default: on disk, as `npm start`). */
+  readonly stepLongTerm?: StepLongTerm
   readonly log?: (line: string) => void
 }
 
@@ -128,6 +196,7 @@ export interface SpeedDetails {
   readonly contextBuild?: ContextBuildFigures
   readonly retrieval?: RetrievalFigures
   readonly load?: LoadFigures
+  readonly steps?: ReadonlyArray<EmbedderSteps>
 }
 
 export interface SpeedReport {
@@ -289,7 +358,15 @@ const serverPhases = async (
 export const runSpeedBench = async (options: SpeedOptions = {}): Promise<SpeedReport> => {
   const log = options.log ?? (() => undefined)
   const base = options.quick ? QUICK_SIZES : FULL_SIZES
-  const sizes: SpeedSizes = { ...base, rounds: options.rounds ?? base.rounds }
+  const sizes: SpeedSizes = {
+    ...base,
+    rounds: options.rounds ?? base.rounds,
+    steps: {
+      ...base.steps,
+      ...(options.stepAgents !== undefined ? { agents: options.stepAgents } : {}),
+      ...(options.stepSeconds !== undefined ? { seconds: options.stepSeconds } : {}),
+    },
+  }
   const mode = options.services ?? "processes"
   const phases = new Set(options.phases ?? SPEED_PHASES)
   const machine = describeMachine()
@@ -321,6 +398,15 @@ export const runSpeedBench = async (options: SpeedOptions = {}): Promise<SpeedRe
       })
     : undefined
   const load = phases.has("load") ? await measureLoad(sizes.load, log) : undefined
+  const steps = phases.has("steps")
+    ? await measureSteps({
+        sizes: sizes.steps,
+        embedders: options.stepEmbedders ?? [readSetting(settings.WM_EMBEDDER)],
+        longTerm: options.stepLongTerm ?? "disk",
+        log,
+      })
+    : undefined
+  const firstSteps = steps?.[0]
 
   const contextBuild = contextBench?.figures()
   const figures: SpeedFigures = {
@@ -349,6 +435,18 @@ export const runSpeedBench = async (options: SpeedOptions = {}): Promise<SpeedRe
           recordP99Ms: round(load.recordP99Ms, 3),
           queryP50MsUnderLoad: round(load.queryP50Ms, 3),
           queryP99MsUnderLoad: round(load.queryP99Ms, 3),
+        }
+      : {}),
+    ...(steps !== undefined && firstSteps !== undefined
+      ? {
+          steps: stepsHeadline(firstSteps),
+          stepsByAgents: firstSteps.rows,
+          stepP99Over50Ms: firstSteps.p99Over50Ms,
+          stepProfile: firstSteps.profile,
+          ...(firstSteps.fanOut
+            ? { fanOut: { replicas: firstSteps.fanOut.replicas, maxShareReceived: firstSteps.fanOut.maxShareReceived } }
+            : {}),
+          stepsByEmbedder: Object.fromEntries(steps.map(({ embedder, ...figures }) => [embedder, figures])),
         }
       : {}),
   }
@@ -381,6 +479,7 @@ export const runSpeedBench = async (options: SpeedOptions = {}): Promise<SpeedRe
       ...(contextBuild ? { contextBuild } : {}),
       ...(retrieval ? { retrieval } : {}),
       ...(load ? { load } : {}),
+      ...(steps ? { steps } : {}),
     },
   }
 }

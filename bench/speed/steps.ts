@@ -1,0 +1,563 @@
+/**
+ * Steps: N agents each running the agent loop (step-loop.ts) through the SDK against every service in
+ * one process as `npm start` composes them (default configuration, long-term kept on disk as `npm
+ * start` keeps it; no dashboard), one step a second per agent. Before measuring, each agent's history
+ * is imported with `entry.recordMany` under a small budget, so that fading demotes it to long-term, and
+ * the run waits until fading and the long-term projection have caught up (their progress reports say
+ * no work is left behind); then the budget is set to the one the steps build with, so recall runs
+ * against the agents' long-term and fading runs as in production. For each N: per-call and per-step
+ * latencies, the step rate, and the CPU each process spent per step. Then one agent steps alone with
+ * the wire tapped (step-profile.ts), and, with more replicas of the gateway and the working service
+ * started beside the system, how many of the requests each replica receives.
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { loadavg, tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { connect } from "@nats-io/transport-node"
+import { readStatus } from "../../cli/audit/status.ts"
+import { DEFAULT_BATCH_ENTRIES } from "../../contracts/api.ts"
+import type { Origin } from "../../contracts/entry.ts"
+import { Overloaded } from "../../contracts/errors.ts"
+import { apiSubject } from "../../contracts/subjects.ts"
+import { freePort, startNatsServer } from "../../infra/nats-server.ts"
+import { type AgentClient, WorkingMemoryClient } from "../../sdk/client.ts"
+import { memoryText } from "../support/realistic-entries.ts"
+import { cpuPerOperation, findPid, sampleCpu } from "./cpu.ts"
+import { READINESS_PROBE, waitUntilServed } from "./replay.ts"
+import { createBenchTopology, type ServiceProcess, spawnService, stopChild } from "./services.ts"
+import { type LoopRun, runAgentLoops, STEP_CALLS, type StepCall, stepLatencies } from "./step-loop.ts"
+import {
+  type CpuProfile,
+  type CpuRow,
+  profileSteps,
+  readListeners,
+  type StepProfile,
+  summariseCpuProfile,
+  tapWire,
+} from "./step-profile.ts"
+
+export interface StepSizes {
+  /** Agent counts measured, in order; the largest is populated. */
+  readonly agents: ReadonlyArray<number>
+  readonly warmupSeconds: number
+  /** Measured seconds per agent count. */
+  readonly seconds: number
+  /** Entries of history imported per agent, and how many of them must be in long-term before measuring. */
+  readonly history: number
+  readonly demoted: number
+  /** The agents' budget while their history is imported (small, so that fading demotes it). */
+  readonly importBudget: number
+  /** The budget the steps build their context with. */
+  readonly budget: number
+  /** Steps of one agent profiled on the wire. */
+  readonly profileSteps: number
+  /** Seconds the processes' CPU is sampled with no agent stepping. */
+  readonly idleSeconds: number
+  readonly fanOut: { readonly replicas: number; readonly agents: number; readonly seconds: number }
+}
+
+export const FULL_STEP_SIZES: StepSizes = {
+  agents: [1, 10, 100],
+  warmupSeconds: 5,
+  seconds: 40,
+  history: 1_050,
+  demoted: 1_000,
+  importBudget: 16,
+  budget: 2_048,
+  profileSteps: 20,
+  idleSeconds: 10,
+  fanOut: { replicas: 3, agents: 10, seconds: 20 },
+}
+
+export const QUICK_STEP_SIZES: StepSizes = {
+  agents: [1, 2],
+  warmupSeconds: 1,
+  seconds: 3,
+  history: 40,
+  demoted: 20,
+  importBudget: 16,
+  budget: 2_048,
+  profileSteps: 2,
+  idleSeconds: 1,
+  fanOut: { replicas: 2, agents: 2, seconds: 3 },
+}
+
+export interface StepRow {
+  readonly agents: number
+  /** Steps that started in the measured window. */
+  readonly steps: number
+  /** Steps that ended in the window, per second of it. */
+  readonly stepsPerSec: number
+  readonly p50Ms: number
+  readonly p99Ms: number
+  readonly calls: Readonly<Record<StepCall, { readonly p50Ms: number; readonly p99Ms: number }>>
+  /** CPU microseconds per step over the window, by process ("services": every service, one process). */
+  readonly cpuUsPerStep: Readonly<Record<string, number>>
+  /** Mean context items served per build, of them recalled cues, and the context's tokens. */
+  readonly servedPerBuild: number
+  readonly cuesPerBuild: number
+  readonly contextTokens: number
+  readonly errors: Readonly<Record<string, number>>
+  /** One-minute load average when the count's run began and ended. */
+  readonly load: readonly [number, number]
+}
+
+export interface FanOutFigures {
+  readonly replicas: number
+  readonly agents: number
+  readonly seconds: number
+  /** Requests the agents sent to each partitioned service, and what each of its replicas received. */
+  readonly services: ReadonlyArray<{
+    readonly service: string
+    readonly sent: number
+    readonly received: ReadonlyArray<number>
+  }>
+  /** The largest share of a service's requests that one replica received (1: every replica gets every request). */
+  readonly maxShareReceived: number
+  readonly stepP50Ms: number
+  readonly stepP99Ms: number
+}
+
+export interface EmbedderSteps {
+  readonly embedder: string
+  readonly longTerm: StepLongTerm
+  readonly populate: {
+    readonly agents: number
+    readonly entriesPerAgent: number
+    /** The fewest entries of one agent's history in long-term when measuring began. */
+    readonly demotedAtLeast: number
+    readonly seconds: number
+    readonly logEvents: number
+  }
+  /** CPU milliseconds per second of each process while no agent steps (leases, progress reports, timers). */
+  readonly idleCpuMsPerSec: Readonly<Record<string, number>>
+  /** Mean tokens of the entries each step records: user turn, tool output, thought. */
+  readonly recordedTokens: readonly [number, number, number]
+  readonly rows: ReadonlyArray<StepRow>
+  /** The step rate (steps/s) at which the step p99 passes 50 ms. */
+  readonly p99Over50Ms: P99Crossing
+  readonly profile: StepProfile
+  /** Where the services' main thread spent the profiled steps (embedder worker threads not included). */
+  readonly servicesCpu: ReadonlyArray<CpuRow>
+  readonly fanOut?: FanOutFigures
+}
+
+export interface P99Crossing {
+  /** Interpolated between the two measured rates around it; null when no measured rate was on each side. */
+  readonly stepsPerSec: number | null
+  readonly how: "interpolated" | "above 50 ms at every rate measured" | "below 50 ms at every rate measured"
+}
+
+/** Where p99 passes `limitMs`, linearly between the measured step rates on each side of it. */
+export const p99Crossing = (
+  rows: ReadonlyArray<{ readonly stepsPerSec: number; readonly p99Ms: number }>,
+  limitMs = 50,
+): P99Crossing => {
+  const sorted = [...rows].sort((a, b) => a.stepsPerSec - b.stepsPerSec)
+  const over = sorted.findIndex((r) => r.p99Ms > limitMs)
+  if (over === -1) return { stepsPerSec: null, how: "below 50 ms at every rate measured" }
+  if (over === 0) return { stepsPerSec: null, how: "above 50 ms at every rate measured" }
+  const a = sorted[over - 1]!
+  const b = sorted[over]!
+  const rate = a.stepsPerSec + ((limitMs - a.p99Ms) * (b.stepsPerSec - a.stepsPerSec)) / (b.p99Ms - a.p99Ms)
+  return { stepsPerSec: Number(rate.toFixed(1)), how: "interpolated" }
+}
+
+const cpuProfileProbe = fileURLToPath(new URL("./cpu-profile-probe.ts", import.meta.url))
+const repoRoot = fileURLToPath(new URL("../../", import.meta.url))
+
+/** Asks the services' process (started with the probe) for something over IPC and waits for its answer. */
+const askProcess = (target: ServiceProcess, message: string): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const onMessage = (m: unknown) => {
+      if (typeof m === "object" && m !== null && typeof (m as { cpuProfile?: unknown }).cpuProfile === "string") {
+        target.child.off("message", onMessage)
+        resolve((m as { cpuProfile: string }).cpuProfile)
+      }
+    }
+    target.child.on("message", onMessage)
+    target.child.send(message, (error) => {
+      if (error) reject(error)
+    })
+  })
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+const mean = (xs: ReadonlyArray<number>) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length)
+const round = (x: number, digits: number) => Number(x.toFixed(digits))
+
+/** Runs `body` over `items` with at most `limit` at a time. */
+const forEachLimited = async <A>(
+  items: ReadonlyArray<A>,
+  limit: number,
+  body: (item: A, i: number) => Promise<void>,
+) => {
+  let next = 0
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++
+        await body(items[i]!, i)
+      }
+    }),
+  )
+}
+
+const HISTORY_ORIGINS: ReadonlyArray<Origin> = ["USER", "INTERNAL", "SYSTEM", "USER", "ADVISOR", "INTERNAL"]
+
+/**
+ * Waits until no background projection (working, fade, memory) reports work left behind on any
+ * partition, twice in a row: what was written so far is applied, faded and in long-term.
+ */
+const untilCaughtUp = async (
+  nc: WorkingMemoryClient["nc"],
+  timeoutMs: number,
+  log: (line: string) => void,
+  minReplicas?: { readonly services: ReadonlyArray<string>; readonly count: number },
+): Promise<boolean> => {
+  const deadline = Date.now() + timeoutMs
+  let quiet = 0
+  let said = Date.now()
+  for (;;) {
+    const status = await readStatus(nc, 0)
+    const background = status.partitions.filter((p) => p.background)
+    const behind = background.reduce((sum, p) => sum + p.lag, 0)
+    const divided =
+      minReplicas === undefined ||
+      minReplicas.services.every(
+        (service) =>
+          new Set(status.partitions.filter((p) => p.service === service).map((p) => p.replica)).size >=
+          minReplicas.count,
+      )
+    if (background.length > 0 && behind === 0 && divided) {
+      if (++quiet >= 2) return true
+    } else quiet = 0
+    if (Date.now() > deadline) {
+      log(`    background work still ${behind} events behind after ${timeoutMs / 1_000} s: going on`)
+      return false
+    }
+    if (Date.now() - said > 15_000) {
+      said = Date.now()
+      log(`    log at ${status.lastSeq}; background work ${behind} events behind`)
+    }
+    await sleep(500)
+  }
+}
+
+/** Sends a write again while the gateway answers Overloaded (each refusal already waited on by the SDK). */
+const untilAccepted = async <A>(write: () => Promise<A>, log: (line: string) => void): Promise<A> => {
+  for (;;) {
+    try {
+      return await write()
+    } catch (error) {
+      if (!(error instanceof Overloaded)) throw error
+      log("    import refused with Overloaded after the SDK's retries: sending it again")
+    }
+  }
+}
+
+/** Imports each agent's history and waits until fading has demoted it to long-term. */
+const populate = async (
+  nc: WorkingMemoryClient["nc"],
+  agents: ReadonlyArray<AgentClient>,
+  sizes: StepSizes,
+  log: (line: string) => void,
+): Promise<number> => {
+  const now = Date.now()
+  let done = 0
+  await forEachLimited(agents, 8, async (agent, k) => {
+    await agent.register({ role: "custom", budget: sizes.importBudget })
+    for (let from = 0; from < sizes.history; from += DEFAULT_BATCH_ENTRIES) {
+      const entries = Array.from({ length: Math.min(DEFAULT_BATCH_ENTRIES, sizes.history - from) }, (_, j) => {
+        const i = from + j
+        return {
+          // Given here, so that a batch sent again after a refusal stores nothing twice.
+          requestId: `h-${k}-${i}`,
+          origin: HISTORY_ORIGINS[i % HISTORY_ORIGINS.length]!,
+          content: memoryText(k * 1_000_003 + i),
+          // Ten minutes apart, the last one a step's length before now.
+          timestamp: now - (sizes.history - i) * 600_000,
+        }
+      })
+      const result = await untilAccepted(() => agent.recordMany(entries), log)
+      const refused = result.results.filter((r) => !r.ok)
+      if (refused.length > 0) throw new Error(`${refused.length} entries of ${agent.agentId}'s history were refused`)
+    }
+    if (++done % 20 === 0) log(`    ${done} agents' history imported`)
+  })
+  for (let attempt = 0; ; attempt++) {
+    if (!(await untilCaughtUp(nc, 4 * 60 * 60_000, log))) throw new Error("fading did not catch up with the import")
+    let fewest = Number.POSITIVE_INFINITY
+    await forEachLimited(agents, 8, async (agent) => {
+      const view = await agent.view()
+      fewest = Math.min(fewest, sizes.history - view.entries.length)
+    })
+    if (fewest >= sizes.demoted) return fewest
+    if (attempt >= 5) throw new Error(`only ${fewest} of an agent's ${sizes.history} entries were demoted`)
+    log(`    only ${fewest} entries of an agent demoted so far; waiting for fading`)
+    // Fading re-evaluates every agent on its timer (WM_FADE_INTERVAL_MS): wait for it.
+    await sleep(5_000)
+  }
+}
+
+/** Requests received per replica queue group of the partitioned services, from the server's connection list. */
+const receivedByReplica = async (monitorUrl: string): Promise<Map<string, number>> => {
+  const response = await fetch(`${monitorUrl}/connz?subs=detail&limit=1024`)
+  const body = (await response.json()) as {
+    connections?: Array<{ subscriptions_list_detail?: Array<{ subject: string; qgroup?: string; msgs?: number }> }>
+  }
+  const out = new Map<string, number>()
+  for (const c of body.connections ?? [])
+    for (const s of c.subscriptions_list_detail ?? [])
+      if (s.subject.startsWith("wm.api.*.") && s.qgroup !== undefined && /^wm-(gateway|working)\./.test(s.qgroup))
+        out.set(s.qgroup, (out.get(s.qgroup) ?? 0) + (s.msgs ?? 0))
+  return out
+}
+
+const GATEWAY_CALLS: ReadonlySet<StepCall> = new Set(["record", "beginStep", "reference", "endStep"])
+
+const stepRow = (
+  n: number,
+  run: LoopRun,
+  cpu: ReadonlyMap<string, number>,
+  load: readonly [number, number],
+): StepRow => {
+  const latencies = stepLatencies(run.steps)
+  return {
+    agents: n,
+    steps: run.steps.length,
+    stepsPerSec: round(run.endedInWindow / (run.windowMs / 1_000), 2),
+    p50Ms: round(latencies.step.p50Ms, 2),
+    p99Ms: round(latencies.step.p99Ms, 2),
+    calls: Object.fromEntries(
+      STEP_CALLS.map((c) => [
+        c,
+        { p50Ms: round(latencies.calls[c].p50Ms, 2), p99Ms: round(latencies.calls[c].p99Ms, 2) },
+      ]),
+    ) as StepRow["calls"],
+    cpuUsPerStep: Object.fromEntries([...cpu].map(([name, us]) => [name, Math.round(us)])),
+    servedPerBuild: round(mean(run.steps.map((s) => s.served)), 1),
+    cuesPerBuild: round(mean(run.steps.map((s) => s.cues)), 2),
+    contextTokens: Math.round(mean(run.steps.map((s) => s.contextTokens))),
+    errors: run.errors,
+    load,
+  }
+}
+
+/** Where the long-term store keeps its records: on disk, as `npm start` keeps them, or in memory. */
+export type StepLongTerm = "disk" | "memory"
+export const STEP_LONG_TERMS: ReadonlyArray<StepLongTerm> = ["disk", "memory"]
+
+export interface StepOptions {
+  readonly sizes: StepSizes
+  /** WM_EMBEDDER of each system measured, the first one giving the headline figures. */
+  readonly embedders: ReadonlyArray<string>
+  readonly longTerm: StepLongTerm
+  readonly log: (line: string) => void
+}
+
+/** One system, on its own nats-server, with the given embedder: populated, then measured. */
+const measureEmbedder = async (
+  embedder: string,
+  longTerm: StepLongTerm,
+  sizes: StepSizes,
+  withFanOut: boolean,
+  log: (line: string) => void,
+): Promise<EmbedderSteps> => {
+  const monitorPort = await freePort()
+  const server = await startNatsServer({ config: `http: "127.0.0.1:${monitorPort}"\n` })
+  const monitorUrl = `http://127.0.0.1:${monitorPort}`
+  const longTermDir = mkdtempSync(join(tmpdir(), "wm-bench-steps-longterm-"))
+  let client: WorkingMemoryClient | undefined
+  let services: ServiceProcess | undefined
+  const replicas: ServiceProcess[] = []
+  try {
+    // Calls that wait long are timed as they are, not sent again.
+    client = await WorkingMemoryClient.connect({ servers: server.url, name: "bench-steps", timeoutMs: 120_000 })
+    await createBenchTopology(client.nc, server.url)
+    // An empty WM_LONGTERM_DIR is the in-memory store.
+    const env = { WM_EMBEDDER: embedder, WM_LONGTERM_DIR: longTerm === "disk" ? longTermDir : "" }
+    services = spawnService("bench/speed/system-runner.ts", server.url, ["--import", cpuProfileProbe], env)
+    await Promise.race([
+      Promise.all(
+        ["view.get", "budget.hyperfocus.exit", "memory.query"].map((op) =>
+          waitUntilServed(client!.nc, apiSubject(READINESS_PROBE, op)),
+        ),
+      ),
+      services.exited(),
+    ])
+    const largest = Math.max(...sizes.agents)
+    const agents = Array.from({ length: largest }, (_, k) => client!.agent(`step-${k}`))
+
+    log(
+      `steps (${embedder}, long-term ${longTerm === "disk" ? "on disk" : "in memory"}): importing ${sizes.history} entries of history for each of ${largest} agents (budget ${sizes.importBudget}), until ${sizes.demoted} of each are in long-term...`,
+    )
+    const populateStart = performance.now()
+    const demotedAtLeast = await populate(client.nc, agents, sizes, log)
+    const populateSeconds = (performance.now() - populateStart) / 1_000
+    const logEvents = (await readStatus(client.nc, 0)).lastSeq
+    log(
+      `  populated in ${populateSeconds.toFixed(0)} s: at least ${demotedAtLeast} entries per agent in long-term, ${logEvents} events in the log`,
+    )
+    await forEachLimited(agents, 16, async (agent) => void (await agent.retuneBudget(sizes.budget)))
+
+    const natsPid = findPid("nats-server", `-p ${server.port} `)
+    const pids = new Map<string, number>([
+      ["services", services.child.pid ?? 0],
+      ["bench", process.pid],
+      ...(natsPid !== undefined ? [["nats-server", natsPid] as const] : []),
+    ])
+    await untilCaughtUp(client.nc, 10 * 60_000, log)
+    const idleStart = sampleCpu(pids)
+    await sleep(sizes.idleSeconds * 1_000)
+    const idleCpuMsPerSec = Object.fromEntries(
+      [...cpuPerOperation(idleStart, sampleCpu(pids), sizes.idleSeconds)].map(([name, us]) => [
+        name,
+        round(us / 1_000, 1),
+      ]),
+    )
+    log(`  idle: CPU ms per second ${JSON.stringify(idleCpuMsPerSec)}`)
+    let stepCounter = 0
+    const seedOf = (agent: number, step: number) => agent * 1_000_003 + 500_000 + step + stepCounter
+    const rows: StepRow[] = []
+    const recorded: Array<readonly [number, number, number]> = []
+    for (const n of sizes.agents) {
+      await untilCaughtUp(client.nc, 10 * 60_000, log)
+      const loadStart = loadavg()[0]!
+      let before = sampleCpu(pids)
+      let after = before
+      const run = await runAgentLoops(
+        agents.slice(0, n),
+        { warmupMs: sizes.warmupSeconds * 1_000, measureMs: sizes.seconds * 1_000 },
+        seedOf,
+        (edge) => {
+          if (edge === "open") before = sampleCpu(pids)
+          else after = sampleCpu(pids)
+        },
+      )
+      stepCounter += 100_000
+      const row = stepRow(n, run, cpuPerOperation(before, after, Math.max(1, run.endedInWindow)), [
+        round(loadStart, 2),
+        round(loadavg()[0]!, 2),
+      ])
+      rows.push(row)
+      for (const s of run.steps) recorded.push(s.recordedTokens)
+      log(
+        `  ${n} agent(s): ${row.steps} steps, ${row.stepsPerSec} steps/s; step p50 ${row.p50Ms} ms, p99 ${row.p99Ms} ms; ` +
+          `build p50 ${row.calls.buildContext.p50Ms} ms, p99 ${row.calls.buildContext.p99Ms} ms; record p99 ${row.calls.record.p99Ms} ms; ` +
+          `CPU µs/step ${Object.entries(row.cpuUsPerStep)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(
+              ", ",
+            )}; ${row.cuesPerBuild} cues of ${row.servedPerBuild} items a build; load ${row.load.join(" → ")}` +
+          (Object.keys(row.errors).length > 0 ? `; errors ${JSON.stringify(row.errors)}` : ""),
+      )
+    }
+
+    log(`  profiling ${sizes.profileSteps} steps of one agent on the wire...`)
+    await untilCaughtUp(client.nc, 10 * 60_000, log)
+    const tapConnection = await connect({ servers: server.url, name: "bench-tap" })
+    let profile: StepProfile
+    let servicesCpu: ReadonlyArray<CpuRow>
+    try {
+      const tap = tapWire(tapConnection)
+      await tapConnection.flush()
+      const listeners = await readListeners(monitorUrl)
+      await askProcess(services, "cpuProfileStart")
+      const run = await runAgentLoops(
+        agents.slice(0, 1),
+        { warmupMs: 0, measureMs: sizes.profileSteps * 1_000 },
+        (a, s) => seedOf(a, s) + 900_000,
+      )
+      const profilePath = await askProcess(services, "cpuProfileStop")
+      servicesCpu = summariseCpuProfile(JSON.parse(readFileSync(profilePath, "utf8")) as CpuProfile, repoRoot)
+      log(`  the services' CPU profile of those steps: ${profilePath}`)
+      await sleep(100)
+      await tap.stop()
+      profile = profileSteps(run.steps, tap.messages(), listeners, "bench-steps")
+    } finally {
+      await tapConnection.close()
+    }
+
+    let fanOut: FanOutFigures | undefined
+    if (withFanOut) {
+      const { replicas: count, agents: n, seconds } = sizes.fanOut
+      log(
+        `  fan-out: ${count} replicas of the gateway and the working service, ${n} agents stepping for ${seconds} s...`,
+      )
+      for (let r = 1; r < count; r++)
+        replicas.push(spawnService("bench/speed/replica-runner.ts", server.url, [], { WM_EMBEDDER: embedder }))
+      await Promise.race([
+        untilCaughtUp(client.nc, 5 * 60_000, log, { services: ["gateway", "working"], count }),
+        ...replicas.map((r) => r.exited()),
+      ])
+      const before = await receivedByReplica(monitorUrl)
+      const run = await runAgentLoops(agents.slice(0, n), { warmupMs: 0, measureMs: seconds * 1_000 }, (a, s) =>
+        seedOf(a, s + 700_000),
+      )
+      const after = await receivedByReplica(monitorUrl)
+      const sent = (calls: (c: StepCall) => boolean) =>
+        run.steps.reduce((sum, s) => sum + s.calls.filter((c) => calls(c.call)).length, 0)
+      const services = (["gateway", "working"] as const).map((service) => ({
+        service,
+        sent: sent((c) => (service === "gateway" ? GATEWAY_CALLS.has(c) : c === "buildContext")),
+        received: [...after]
+          .filter(([queue]) => queue.startsWith(`wm-${service}.`))
+          .map(([queue, msgs]) => msgs - (before.get(queue) ?? 0)),
+      }))
+      const latencies = stepLatencies(run.steps)
+      fanOut = {
+        replicas: count,
+        agents: n,
+        seconds,
+        services,
+        maxShareReceived: round(
+          Math.max(...services.flatMap((s) => s.received.map((r) => (s.sent > 0 ? r / s.sent : 0)))),
+          3,
+        ),
+        stepP50Ms: round(latencies.step.p50Ms, 2),
+        stepP99Ms: round(latencies.step.p99Ms, 2),
+      }
+      log(
+        `  fan-out: ${services.map((s) => `${s.service} sent ${s.sent}, received ${s.received.join("/")}`).join("; ")}; ` +
+          `largest share one replica received ${fanOut.maxShareReceived}`,
+      )
+    }
+
+    return {
+      embedder,
+      longTerm,
+      populate: {
+        agents: largest,
+        entriesPerAgent: sizes.history,
+        demotedAtLeast,
+        seconds: round(populateSeconds, 1),
+        logEvents,
+      },
+      idleCpuMsPerSec,
+      recordedTokens: [0, 1, 2].map((i) => Math.round(mean(recorded.map((r) => r[i]!)))) as unknown as readonly [
+        number,
+        number,
+        number,
+      ],
+      rows,
+      p99Over50Ms: p99Crossing(rows),
+      profile,
+      servicesCpu,
+      ...(fanOut ? { fanOut } : {}),
+    }
+  } finally {
+    await client?.close()
+    for (const r of replicas) await stopChild(r.child)
+    if (services) await stopChild(services.child)
+    await server.stop()
+    rmSync(longTermDir, { recursive: true, force: true })
+  }
+}
+
+export const measureSteps = async (options: StepOptions): Promise<ReadonlyArray<EmbedderSteps>> => {
+  const out: EmbedderSteps[] = []
+  for (const [i, embedder] of options.embedders.entries())
+    out.push(await measureEmbedder(embedder, options.longTerm, options.sizes, i === 0, options.log))
+  return out
+}
