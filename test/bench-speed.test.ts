@@ -21,18 +21,29 @@ const KEYS = [
   "queryP50MsUnderLoad",
   "queryP99MsUnderLoad",
 ]
+const STEP_KEYS = ["steps", "stepsByAgents", "stepP99Over50Ms", "stepProfile", "fanOut", "stepsByEmbedder"]
+
+const positive = (value: unknown, key: string) => {
+  expect(typeof value, key).toBe("number")
+  expect(Number.isFinite(value), key).toBe(true)
+  expect(value as number, key).toBeGreaterThan(0)
+}
 
 describe("bench:speed --quick", () => {
-  it("reports exactly the expected figures, each a finite positive number", { timeout: 180_000 }, async () => {
+  it("reports exactly the expected figures, each a finite positive number", { timeout: 300_000 }, async () => {
     const report = await runSpeedBench({ quick: true })
     const json = JSON.parse(JSON.stringify(report.figures)) as Record<string, unknown>
-    const expected = KEYS
-    expect(Object.keys(json).sort()).toEqual([...expected].sort())
-    for (const key of expected) {
-      const value = json[key]
-      expect(typeof value, key).toBe("number")
-      expect(Number.isFinite(value), key).toBe(true)
-      expect(value as number, key).toBeGreaterThan(0)
-    }
+    expect(Object.keys(json).sort()).toEqual([...KEYS, ...STEP_KEYS].sort())
+    for (const key of KEYS) positive(json[key], key)
+    const steps = json.steps as Record<string, unknown>
+    for (const key of ["agents", "stepsPerSec", "p50Ms", "p99Ms", "buildP50Ms", "buildP99Ms", "recordP99Ms"])
+      positive(steps[key], `steps.${key}`)
+    const rows = json.stepsByAgents as Array<Record<string, unknown>>
+    expect(rows.map((r) => r.agents)).toEqual([1, 2])
+    for (const row of rows) positive(row.p99Ms, "stepsByAgents.p99Ms")
+    const fanOut = json.fanOut as Record<string, unknown>
+    expect(fanOut.replicas).toBe(2)
+    positive(fanOut.maxShareReceived, "fanOut.maxShareReceived")
+    expect((json.stepProfile as { rows: unknown[] }).rows.length).toBeGreaterThan(0)
   })
 })
