@@ -206,8 +206,12 @@ const forEachLimited = async <A>(
 const HISTORY_ORIGINS: ReadonlyArray<Origin> = ["USER", "INTERNAL", "SYSTEM", "USER", "ADVISOR", "INTERNAL"]
 
 /**
- * Waits until no background projection (working, fade, memory) reports work left behind on any
- * partition, twice in a row: what was written so far is applied, faded and in long-term.
+ * Waits until the background projections (working, fade, memory) have done all their work and nothing
+ * more is being written: every partition's report says it has no work behind (lag 0) or that its work
+ * is done up to its projection's position (`seq` ≥ `applied`: nothing applied is left to fade or to
+ * store; a lag can stay one or two records above zero on a partition whose work is done), and the
+ * log's end did not move between two polls half a second apart. With `minReplicas`, also until that
+ * many replicas of each of those services report.
  */
 const untilCaughtUp = async (
   nc: WorkingMemoryClient["nc"],
@@ -217,10 +221,12 @@ const untilCaughtUp = async (
 ): Promise<boolean> => {
   const deadline = Date.now() + timeoutMs
   let quiet = 0
+  let lastEnd = -1
   let said = Date.now()
   for (;;) {
     const status = await readStatus(nc, 0)
     const background = status.partitions.filter((p) => p.background)
+    const pending = background.filter((p) => p.lag > 0 && p.seq < p.applied)
     const behind = background.reduce((sum, p) => sum + p.lag, 0)
     const divided =
       minReplicas === undefined ||
@@ -229,7 +235,9 @@ const untilCaughtUp = async (
           new Set(status.partitions.filter((p) => p.service === service).map((p) => p.replica)).size >=
           minReplicas.count,
       )
-    if (background.length > 0 && behind === 0 && divided) {
+    const still = status.lastSeq === lastEnd
+    lastEnd = status.lastSeq
+    if (background.length > 0 && pending.length === 0 && still && divided) {
       if (++quiet >= 2) return true
     } else quiet = 0
     if (Date.now() > deadline) {
@@ -238,7 +246,9 @@ const untilCaughtUp = async (
     }
     if (Date.now() - said > 15_000) {
       said = Date.now()
-      log(`    log at ${status.lastSeq}; background work ${behind} events behind`)
+      log(
+        `    log at ${status.lastSeq}; background work ${behind} events behind, ${pending.length} partitions with work pending`,
+      )
     }
     await sleep(500)
   }
@@ -371,6 +381,17 @@ const measureEmbedder = async (
   let client: WorkingMemoryClient | undefined
   let services: ServiceProcess | undefined
   const replicas: ServiceProcess[] = []
+  // Stopped by a signal (a run cut short): the processes this run started go with it.
+  const onSignal = (signal: NodeJS.Signals) => {
+    for (const p of [services, ...replicas]) p?.child.kill("SIGKILL")
+    const natsPid = findPid("nats-server", `-p ${server.port} `)
+    if (natsPid !== undefined) process.kill(natsPid, "SIGKILL")
+    rmSync(server.storeDir, { recursive: true, force: true })
+    rmSync(longTermDir, { recursive: true, force: true })
+    process.exit(signal === "SIGINT" ? 130 : 143)
+  }
+  process.once("SIGINT", onSignal)
+  process.once("SIGTERM", onSignal)
   try {
     // Calls that wait long are timed as they are, not sent again.
     client = await WorkingMemoryClient.connect({ servers: server.url, name: "bench-steps", timeoutMs: 120_000 })
@@ -552,6 +573,8 @@ const measureEmbedder = async (
     if (services) await stopChild(services.child)
     await server.stop()
     rmSync(longTermDir, { recursive: true, force: true })
+    process.off("SIGINT", onSignal)
+    process.off("SIGTERM", onSignal)
   }
 }
 
