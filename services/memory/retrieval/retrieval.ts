@@ -61,7 +61,7 @@ import { hitText, type RankedHit, type RankingSources, rankBothTiers } from "./r
 import { decodeThreadPartReply, decodeThreadPartRequest, PEER_WAIT_MS } from "./thread-parts.ts"
 
 /** The most working entries one query embeds; the rest of a backlog is embedded in the background. */
-const QUERY_EMBED_LIMIT = 64
+const QUERY_EMBED_LIMIT = 16
 /** What a working entry's vector is made from: its raw text while working holds it, else its fullest form. */
 const vectorText = (entry: WorkingEntry): string => entry.content ?? fullestText(entry)
 
