@@ -161,7 +161,8 @@ const questionState = async (
     if (e._tag === "CueRehydrated" && e.entryId !== undefined) cues.add(e.entryId)
   }
   return {
-    working: new Set(view.entries.map((e) => e.id)),
+    // Native working entries only: a recalled cue is listed in the view too, marked transient.
+    working: new Set(view.entries.filter((e) => !e.transient).map((e) => e.id)),
     cues,
     rank: new Map(results.map((r, i) => [r.entryId, i] as const)),
     depth,
