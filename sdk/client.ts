@@ -129,8 +129,10 @@ export class WorkingMemoryClient {
           (error instanceof errors.RequestError && error.isNoResponders())
         // Only "nothing was stored, try again" is retried; every other refusal (StorageFull included:
         // a full store stays full) is thrown as its typed error at once.
-        const unavailable =
-          typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "Unavailable"
+        // Unavailable: nothing was stored. NotCaughtUp: the view had not yet applied the caller's own
+        // writes when its wait ran out (a loaded machine); the same request again is answered once it has.
+        const tag = typeof error === "object" && error !== null ? (error as { _tag?: unknown })._tag : undefined
+        const unavailable = tag === "Unavailable" || tag === "NotCaughtUp"
         if (error instanceof Overloaded) {
           // Nothing was stored: the same request again once the background work has caught up, a bounded
           // number of times; these waits are not attempts that went unanswered.
