@@ -25,7 +25,13 @@ const answering = async (subject: string, replies: ReadonlyArray<unknown>) => {
     },
   })
   await nc.flush()
-  return { seen: () => seen, close: async () => (sub.unsubscribe(), nc.close()) }
+  return {
+    seen: () => seen,
+    close: async () => {
+      sub.unsubscribe()
+      await nc.close()
+    },
+  }
 }
 
 it("asks again after NotCaughtUp and returns the answer that follows", async () => {
