@@ -138,9 +138,12 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       // working holds it), so fading never makes it again.
       const vectors = new Map<string, Float32Array>()
       const embedding = new Set<string>()
-      /** Embeds in the background lane the entries no query had room for, so the next query has them. */
+      /**
+       * Embeds entries in the background lane: those recorded since the last turn of the event loop
+       * (so a step finds its entries' vectors made), and those a query had no room for.
+       */
       const embedLater = (agentId: string, entries: ReadonlyArray<WorkingEntry>) => {
-        const todo = entries.filter((e) => !embedding.has(`${agentId}/${e.id}`))
+        const todo = entries.filter((e) => !embedding.has(`${agentId}/${e.id}`) && !vectors.has(`${agentId}/${e.id}`))
         if (todo.length === 0) return
         for (const e of todo) embedding.add(`${agentId}/${e.id}`)
         embeddings.offline
@@ -157,6 +160,17 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           )
           .finally(() => {
             for (const e of todo) embedding.delete(`${agentId}/${e.id}`)
+          })
+      }
+      const recordedSince = new Map<string, WorkingEntry[]>()
+      const embedRecorded = (agentId: string, entry: WorkingEntry) => {
+        const waiting = recordedSince.get(agentId)
+        if (waiting !== undefined) return void waiting.push(entry)
+        recordedSince.set(agentId, [entry])
+        if (recordedSince.size === 1)
+          setImmediate(() => {
+            for (const [agent, recorded] of recordedSince) embedLater(agent, recorded)
+            recordedSince.clear()
           })
       }
       const sources: RankingSources = {
@@ -200,6 +214,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           lexical.dropAgent(agentId)
           episodes.dropAgent(agentId)
           recalledSteps.forget(agentId)
+          recordedSince.delete(agentId)
         }
         for (const key of vectors.keys()) if (gone.has(key.slice(0, key.indexOf("/")))) vectors.delete(key)
         for (const key of embedding) if (gone.has(key.slice(0, key.indexOf("/")))) embedding.delete(key)
@@ -226,8 +241,13 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             vectors.delete(`${event.agentId}/${event.entryId}`)
             embedding.delete(`${event.agentId}/${event.entryId}`)
           }
-          if (live && partitioned?.owns(event.agentId))
+          if (live && partitioned?.owns(event.agentId)) {
+            if (event._tag === "EntryRecorded") {
+              const entry = HashMap.get(after.entries, event.entryId)
+              if (Option.isSome(entry)) embedRecorded(event.agentId, entry.value)
+            }
             runFork(react(before, after, event).pipe(Effect.catchCause((c) => Effect.logError("[retrieval]", c))))
+          }
         },
         lost: (partition, agents) => {
           dropAgents(agents)
