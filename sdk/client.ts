@@ -146,6 +146,9 @@ export class WorkingMemoryClient {
         await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)))
       }
     }
+    // A view still behind after every attempt is said as such: its typed answer, not "no answer".
+    if (typeof lastError === "object" && lastError !== null && (lastError as { _tag?: unknown })._tag === "NotCaughtUp")
+      throw lastError
     throw new NoResponse(`no answer on ${subject} after ${this.#attempts} attempts: ${String(lastError)}`, {
       cause: lastError,
     })

@@ -63,3 +63,21 @@ it("throws a refusal at once, without asking again", async () => {
     await responder.close()
   }
 })
+
+it("throws the NotCaughtUp itself when the view is still behind after every attempt", async () => {
+  const responder = await answering(apiSubject("far-behind", "view.get"), [
+    { ok: false, error: { _tag: "NotCaughtUp", afterSeq: 90, appliedSeq: 8 } },
+  ])
+  const client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 2_000, attempts: 2 })
+  try {
+    await expect(client.agent("far-behind").view()).rejects.toMatchObject({
+      _tag: "NotCaughtUp",
+      afterSeq: 90,
+      appliedSeq: 8,
+    })
+    expect(responder.seen()).toBe(2)
+  } finally {
+    await client.close()
+    await responder.close()
+  }
+})

@@ -267,6 +267,9 @@ class WorkingMemoryClient:
             attempt += 1
             if attempt < self.attempts:
                 await asyncio.sleep(_backoff(attempt))
+        # A view still behind after every attempt is said as such: its typed answer, not "no answer".
+        if isinstance(last_error, NotCaughtUp):
+            raise last_error
         raise NoResponse(
             f"no answer on {subject} after {self.attempts} attempts: {last_error!r}",
             subject=subject,
