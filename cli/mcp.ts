@@ -5,7 +5,8 @@
  *
  * Speaks MCP over stdio (what Claude Desktop and Claude Code spawn), or over streamable HTTP on
  * `http://<host>:<port>/mcp` with `--http`. The agent is `--agent`, else WM_AGENT; with `--role` it is
- * registered first (idempotent for the same configuration). It is a client of the system: it reaches
+ * registered first (idempotent for the same configuration); without, a new agent is registered as
+ * `main` on first use and a known one is left as it is. It is a client of the system: it reaches
  * the API through the TypeScript SDK with NATS_URL, NATS_USER, NATS_PASS and NATS_INBOX_PREFIX.
  * Nothing but MCP goes to stdout; notices go to stderr.
  */
@@ -48,6 +49,31 @@ const main = async () => {
     ...(nats.pass !== undefined ? { pass: nats.pass } : {}),
     ...(inboxPrefix !== undefined ? { inboxPrefix } : {}),
   })
+  if (flags.role === undefined && agentId !== undefined) {
+    // A new agent named without a role is registered as `main` on first use; a known one is left as it is.
+    const agent = client.agent(agentId)
+    const known = await agent.view().then(
+      () => true,
+      (error: unknown) => {
+        if ((error as { _tag?: unknown })._tag === "AgentNotFound") return false
+        fail(`cannot read agent '${agentId}': ${error instanceof Error ? error.message : String(error)}`)
+        return true
+      },
+    )
+    if (!known) {
+      try {
+        await agent.register({
+          role: "main",
+          ...(flags.budget !== undefined ? { budget: Number(flags.budget) } : {}),
+        } as RequestOf<"registerAgent">)
+        console.error(`registered '${agentId}' as main (name another role with --role)`)
+      } catch (error) {
+        fail(
+          `cannot register '${agentId}' as main on first use: ${error instanceof Error ? error.message : String(error)}; name its role with --role`,
+        )
+      }
+    }
+  }
   if (flags.role !== undefined) {
     if (agentId === undefined) fail("--role registers the --agent; name it")
     const request = {

@@ -129,8 +129,10 @@ export class WorkingMemoryClient {
           (error instanceof errors.RequestError && error.isNoResponders())
         // Only "nothing was stored, try again" is retried; every other refusal (StorageFull included:
         // a full store stays full) is thrown as its typed error at once.
-        const unavailable =
-          typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "Unavailable"
+        // Unavailable: nothing was stored. NotCaughtUp: the view had not yet applied the caller's own
+        // writes when its wait ran out (a loaded machine); the same request again is answered once it has.
+        const tag = typeof error === "object" && error !== null ? (error as { _tag?: unknown })._tag : undefined
+        const unavailable = tag === "Unavailable" || tag === "NotCaughtUp"
         if (error instanceof Overloaded) {
           // Nothing was stored: the same request again once the background work has caught up, a bounded
           // number of times; these waits are not attempts that went unanswered.
@@ -144,6 +146,9 @@ export class WorkingMemoryClient {
         await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)))
       }
     }
+    // A view still behind after every attempt is said as such: its typed answer, not "no answer".
+    if (typeof lastError === "object" && lastError !== null && (lastError as { _tag?: unknown })._tag === "NotCaughtUp")
+      throw lastError
     throw new NoResponse(`no answer on ${subject} after ${this.#attempts} attempts: ${String(lastError)}`, {
       cause: lastError,
     })

@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest"
 import { EpisodeIndex } from "../services/memory/retrieval/episodes.ts"
 import { decodeIndexState, memoryIndexState, takeIndexState } from "../services/memory/retrieval/index-state.ts"
 import { LexicalIndex } from "../services/memory/retrieval/lexical-index.ts"
+import { WorkingTexts } from "../services/memory/retrieval/working-texts.ts"
 
 const WORDS = ["dog", "garden", "courgett", "puppi", "biscuit", "meet", "minut", "2024", "plan", "tea"]
 
@@ -31,21 +32,28 @@ describe("the memory indexes in a snapshot", () => {
         (ops, query) => {
           const lexical = new LexicalIndex()
           const episodes = new EpisodeIndex()
+          const texts = new WorkingTexts()
           for (const op of ops) {
             const id = `e${op.id}`
             if (op.kind === "add") {
               if (episodes.episodeOf("a", id) !== null) continue
               lexical.add("a", id, op.terms)
               episodes.add("a", id, op.timestamp, op.correlation)
+              texts.restore("a", [...texts.of("a"), [id, op.terms.join(" ")]])
             } else {
               lexical.remove("a", id)
               episodes.remove("a", id)
+              texts.restore(
+                "a",
+                texts.of("a").filter(([e]) => e !== id),
+              )
             }
           }
           const restoredLexical = new LexicalIndex()
           const restoredEpisodes = new EpisodeIndex()
-          const kept = memoryIndexState(restoredLexical, restoredEpisodes)
-          kept.restore("a", kept.decode(JSON.parse(JSON.stringify(takeIndexState(lexical, episodes, "a")))))
+          const restoredTexts = new WorkingTexts()
+          const kept = memoryIndexState(restoredLexical, restoredEpisodes, restoredTexts)
+          kept.restore("a", kept.decode(JSON.parse(JSON.stringify(takeIndexState(lexical, episodes, texts, "a")))))
 
           expect(restoredLexical.search("a", query, 10)).toEqual(lexical.search("a", query, 10))
           expect(restoredLexical.documentCount("a")).toBe(lexical.documentCount("a"))
@@ -54,7 +62,10 @@ describe("the memory indexes in a snapshot", () => {
             expect(restoredEpisodes.episodeOf("a", id)).toBe(episodes.episodeOf("a", id))
             expect(restoredEpisodes.neighbours("a", id, 2)).toEqual(episodes.neighbours("a", id, 2))
           }
-          expect(takeIndexState(restoredLexical, restoredEpisodes, "a")).toEqual(takeIndexState(lexical, episodes, "a"))
+          expect(takeIndexState(restoredLexical, restoredEpisodes, restoredTexts, "a")).toEqual(
+            takeIndexState(lexical, episodes, texts, "a"),
+          )
+          for (let i = 0; i <= 40; i++) expect(restoredTexts.get("a", `e${i}`)).toBe(texts.get("a", `e${i}`))
         },
       ),
       { numRuns: 200 },
@@ -70,5 +81,8 @@ describe("the memory indexes in a snapshot", () => {
       "point timestamp not a number",
     )
     expect(() => decodeIndexState({ lexical: [], points: [] })).toThrow("correlations not an array")
+    expect(() => decodeIndexState({ lexical: [], points: [], correlations: [], texts: [["e1", 7]] })).toThrow(
+      "text not a string",
+    )
   })
 })

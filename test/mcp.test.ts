@@ -150,10 +150,6 @@ describe("the MCP server over stdio", () => {
     const ended = await call(client, "reference", { stepId: "never-begun", entryIds: ["x"] })
     expect(ended.isError).toBe(true)
     expect(ended.structuredContent).toMatchObject({ error: { _tag: "InvalidState", field: "stepId" } })
-
-    const stranger = await overStdio("--agent", "nobody-registered")
-    const missing = await call(stranger, "remember", { origin: "USER", content: "hello" })
-    expect(missing.structuredContent).toMatchObject({ error: { _tag: "AgentNotFound", agentId: "nobody-registered" } })
   })
 
   it("serves the agent's working view as a resource and a prompt with its context, and registers the agent when given a role", async () => {
@@ -173,6 +169,20 @@ describe("the MCP server over stdio", () => {
     const message = prompt.messages[0]!.content as { type: string; text: string }
     expect(message.text).toContain("advisor: The user sounds rushed today.")
     expect(message.text.endsWith("How is the user?")).toBe(true)
+  })
+
+  it("registers a new agent named without a role as main on first use, and leaves a known agent's role", async () => {
+    const client = await overStdio("--agent", "first-use")
+    value(await call(client, "remember", { origin: "USER", content: "Remember the blue folder." }))
+    const view = await system.client.agent("first-use").view()
+    expect(view.agent.role).toBe("main")
+    expect(view.entries.map((e) => e.content)).toEqual(["Remember the blue folder."])
+
+    await system.client.agent("known-custom").register({ role: "custom", budget: 400 })
+    const known = await overStdio("--agent", "known-custom")
+    value(await call(known, "remember", { origin: "USER", content: "Still custom." }))
+    const after = await system.client.agent("known-custom").view()
+    expect([after.agent.role, after.budget]).toEqual(["custom", 400])
   })
 })
 

@@ -24,7 +24,7 @@ import { hashedEmbedder } from "../services/platform/embedding/offline-embedder.
 import { PartitionSettings } from "../services/platform/partitions/settings.ts"
 import type { Manifest } from "../services/platform/partitions/snapshots.ts"
 import { memoryService, substrateService } from "../services/system.ts"
-import { streamLastSeq, teardown, waitQuiet } from "./faults/support/audit.ts"
+import { eventually, streamLastSeq, teardown, waitQuiet } from "./faults/support/audit.ts"
 import {
   fadeLayer,
   fadeOf,
@@ -52,6 +52,7 @@ let core: InProcess<unknown>
 let client: WorkingMemoryClient
 let nc: NatsConnection
 let memory: InProcess<unknown> | undefined
+let retrieval: RetrievalShape
 let fade: InProcess<unknown> | undefined
 
 // Snapshots only at shutdown and after forgets: the test decides when they are taken.
@@ -62,7 +63,8 @@ const startMemory = async () => {
   memory = await startInProcess(
     memoryService(settingsFor(server.url)("wm-memory"), { models, partitions: partitions() }),
   )
-  return memory.runtime.runPromise(Retrieval as unknown as Effect.Effect<RetrievalShape>)
+  retrieval = await memory.runtime.runPromise(Retrieval as unknown as Effect.Effect<RetrievalShape>)
+  return retrieval
 }
 const startFade = async () => {
   fade = await startInProcess(fadeLayer(server.url, {}, undefined, {}, partitions()))
@@ -78,6 +80,8 @@ const stopBoth = async () => {
 /** Each query's hits as [entry, tier, similarity], by entry: what the indexes decide, whatever the clock. */
 const answers = async () => {
   const last = await streamLastSeq(server.url)
+  // A working entry's vector is made in the background (when recorded, or once its partition is taken).
+  await eventually("working vectors made", () => (retrieval.embeddingInBackground() === 0 ? true : undefined))
   const out: Record<string, unknown> = {}
   for (const id of AGENTS) {
     const agent = client.agent(id)

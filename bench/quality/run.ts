@@ -12,6 +12,7 @@ import { mkdirSync, writeFileSync } from "node:fs"
 import { dirname } from "node:path"
 import { jetstreamManager } from "@nats-io/jetstream"
 import { Effect, ManagedRuntime } from "effect"
+import { readStatus } from "../../cli/audit/status.ts"
 import { settings } from "../../contracts/settings.ts"
 import { EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { renderBlock } from "../../domain/render.ts"
@@ -78,9 +79,13 @@ const RECORDS_IN_FLIGHT = 64
 const CONVERSATIONS_IN_FLIGHT = 4
 /** The longest question text a focus holds. */
 const MAX_FOCUS_CHARS = 4_000
-/** After feeding, wait until the log has been quiet this long (services may still be reacting), at most SETTLE_MAX_MS. */
+/**
+ * After feeding, wait until the services report no background work behind the log (fading, its
+ * summaries and embeddings, long-term writes) and the log has been quiet this long, at most
+ * SETTLE_MAX_MS: the questions come long after the history in the datasets' time.
+ */
 const SETTLE_QUIET_MS = 500
-const SETTLE_MAX_MS = 120_000
+const SETTLE_MAX_MS = 45 * 60_000
 /** How many events of a step the loss analysis reads. */
 const STEP_EVENTS = 1_000
 
@@ -156,7 +161,8 @@ const questionState = async (
     if (e._tag === "CueRehydrated" && e.entryId !== undefined) cues.add(e.entryId)
   }
   return {
-    working: new Set(view.entries.map((e) => e.id)),
+    // Native working entries only: a recalled cue is listed in the view too, marked transient.
+    working: new Set(view.entries.filter((e) => !e.transient).map((e) => e.id)),
     cues,
     rank: new Map(results.map((r, i) => [r.entryId, i] as const)),
     depth,
@@ -282,7 +288,12 @@ export const runQualityBenchmark = async (options: QualityOptions): Promise<Qual
     const fed = Math.max(...agents.map((a) => a.lastSeq))
     let seq = await lastSeq()
     let quietSince = performance.now()
-    while (performance.now() - quietSince < SETTLE_QUIET_MS && performance.now() - settleStart < SETTLE_MAX_MS) {
+    const behind = async () =>
+      (await readStatus(wm.nc, 0)).partitions.reduce((sum, p) => sum + (p.background ? p.lag : 0), 0)
+    while (
+      (performance.now() - quietSince < SETTLE_QUIET_MS || (await behind()) > 0) &&
+      performance.now() - settleStart < SETTLE_MAX_MS
+    ) {
       await new Promise((r) => setTimeout(r, 100))
       const now = await lastSeq()
       if (now !== seq) {

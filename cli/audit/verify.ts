@@ -36,6 +36,7 @@ import { KeptTexts } from "../../services/fade/kept-texts.ts"
 import { EpisodeIndex } from "../../services/memory/retrieval/episodes.ts"
 import { indexEvent, memoryIndexState } from "../../services/memory/retrieval/index-state.ts"
 import { LexicalIndex } from "../../services/memory/retrieval/lexical-index.ts"
+import { WorkingTexts } from "../../services/memory/retrieval/working-texts.ts"
 import { callOperation, type NoAnswer } from "../../services/platform/api/call.ts"
 import type { KeptState } from "../../services/platform/partitions/partitioned-views.ts"
 import { makeSnapshotStore, type ReadSnapshot } from "../../services/platform/partitions/snapshots.ts"
@@ -304,9 +305,10 @@ interface KeptRebuild {
 const memoryRebuild = (): KeptRebuild => {
   const lexical = new LexicalIndex()
   const episodes = new EpisodeIndex()
+  const texts = new WorkingTexts()
   return {
-    kept: memoryIndexState(lexical, episodes),
-    apply: (event, _before, after) => indexEvent(lexical, episodes, event, after),
+    kept: memoryIndexState(lexical, episodes, texts),
+    apply: (event, _before, after) => indexEvent(lexical, episodes, texts, event, after),
   }
 }
 

@@ -177,4 +177,5 @@ async def wm(system: System) -> AsyncIterator[WorkingMemoryClient]:
 def agent_id(request: pytest.FixtureRequest) -> str:
     """A fresh agent id per test, so tests share the system but not memory."""
     name = "".join(c if c.isalnum() else "-" for c in request.node.name)[:30]
-    return f"py-{name}-{new_request_id()[:10]}"
+    # A nuid's first 12 characters are the process's prefix; its last 10 are what changes per id.
+    return f"py-{name}-{new_request_id()[-10:]}"

@@ -134,7 +134,7 @@ async def test_query_explains_its_ranking(wm: WorkingMemoryClient, agent_id: str
     assert "explain" in best
     explain = best["explain"]
     assert set(explain) >= {"similarity", "dense", "lexical", "recency", "frequency", "weights"}
-    assert explain["weights"] == {"alpha": 0.9, "beta": 0.05, "gamma": 0.05}
+    assert explain["weights"] == {"alpha": 0.9, "beta": 0.05, "gamma": 0.05, "delta": 0.5}
 
     filtered = await agent.query("golden retriever puppy", filter={"tags": ["work"]})
     assert puppy["entryId"] not in [r["entryId"] for r in filtered["results"]]

@@ -78,6 +78,23 @@ async def test_unavailable_is_retried_with_the_same_request_id(relayed: OpenRela
     assert (await agent.view())["step"] == {"stepId": step["stepId"], "focus": {"task": "taxes"}}
 
 
+async def test_not_caught_up_is_retried(relayed: OpenRelayed, agent_id: str) -> None:
+    def behind_first(seen: Seen) -> Action:
+        if seen.subject.endswith(".view.get") and seen.attempt == 1:
+            return {
+                "ok": False,
+                "error": {"_tag": "NotCaughtUp", "afterSeq": 9, "appliedSeq": 8, "message": "not yet 9"},
+            }
+        return "forward"
+
+    relay, client = await relayed(behind_first)
+    agent = client.agent(agent_id)
+    await agent.register(role="main")
+    view = await agent.view()
+    assert view["agent"]["id"] == agent_id
+    assert len(relay.bodies("view.get")) == 2
+
+
 async def test_no_answer_at_all_ends_in_no_response_after_every_attempt(relayed: OpenRelayed, agent_id: str) -> None:
     relay, client = await relayed(lambda _: "drop", timeout=0.3, attempts=3)
     with pytest.raises(NoResponse) as failed:

@@ -3,11 +3,12 @@
  * taken from a snapshot replays only the tail instead of every entry the agent ever recorded:
  *
  *   { lexical: [[entryId, "term term …"], …], points: [[entryId, timestamp, correlationId], …],
- *     correlations: [[correlationId, [entryId, …]], …] }
+ *     correlations: [[correlationId, [entryId, …]], …], texts: [[entryId, text], …] }
  *
  * Lexical entries are in insertion order and terms joined by spaces (a term is letters and digits only);
  * adding them back in that order gives the same rankings as replaying the events (ties go by insertion
- * order). The timeline's points and correlation lists are kept in their own orders.
+ * order). The timeline's points and correlation lists are kept in their own orders; `texts` are the
+ * working entries' recorded texts, their vectors' source (working-texts.ts).
  */
 import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
 import type { AgentView } from "../../../domain/agent-view.ts"
@@ -16,13 +17,15 @@ import { type KeptState, keptState } from "../../platform/partitions/partitioned
 import { fieldReaders } from "../../platform/partitions/snapshot-fields.ts"
 import type { EpisodeIndex, Point, TimelineParts } from "./episodes.ts"
 import type { LexicalIndex } from "./lexical-index.ts"
+import type { WorkingTexts } from "./working-texts.ts"
 
 /** Change it with the encoding: snapshots of another format are rebuilt from the log. */
-export const INDEX_STATE_FORMAT = "memory-indexes-1"
+export const INDEX_STATE_FORMAT = "memory-indexes-2"
 
 export interface IndexState {
   readonly lexical: ReadonlyArray<readonly [string, ReadonlyArray<string>]>
   readonly timeline: TimelineParts
+  readonly texts: ReadonlyArray<readonly [string, string]>
 }
 
 /**
@@ -32,9 +35,11 @@ export interface IndexState {
 export const indexEvent = (
   lexical: LexicalIndex,
   episodes: EpisodeIndex,
+  texts: WorkingTexts,
   event: MemoryEvent,
   after: AgentView | undefined,
 ): void => {
+  texts.apply(event, after)
   if (after === undefined) {
     if (event._tag === "AgentForgotten") {
       lexical.dropAgent(event.agentId)
@@ -78,27 +83,37 @@ export const decodeIndexState = (value: unknown): IndexState => {
       arrayOf(ids, "correlation ids").map((e) => stringOf(e, "entry id")),
     ] as const
   })
-  return { lexical, timeline: { points, correlations } }
+  const texts = arrayOf(state.texts, "texts").map((pair) => {
+    const [id, text] = arrayOf(pair, "text")
+    return [stringOf(id, "text id"), stringOf(text, "text")] as const
+  })
+  return { lexical, timeline: { points, correlations }, texts }
 }
 
 /** The agent's indexes, JSON-ready. */
-export const takeIndexState = (lexical: LexicalIndex, episodes: EpisodeIndex, agentId: string) => {
+export const takeIndexState = (lexical: LexicalIndex, episodes: EpisodeIndex, texts: WorkingTexts, agentId: string) => {
   const timeline = episodes.partsOf(agentId)
   return {
     lexical: lexical.documentsOf(agentId).map(([id, t]) => [id, t.join(" ")]),
     points: timeline.points.map((p) => [p.entryId, p.timestamp, p.correlationId]),
     correlations: timeline.correlations,
+    texts: texts.of(agentId),
   }
 }
 
-export const memoryIndexState = (lexical: LexicalIndex, episodes: EpisodeIndex): KeptState<unknown> =>
+export const memoryIndexState = (
+  lexical: LexicalIndex,
+  episodes: EpisodeIndex,
+  texts: WorkingTexts,
+): KeptState<unknown> =>
   keptState<IndexState>({
     format: INDEX_STATE_FORMAT,
     decode: decodeIndexState,
-    take: (agentId) => takeIndexState(lexical, episodes, agentId),
+    take: (agentId) => takeIndexState(lexical, episodes, texts, agentId),
     restore: (agentId, state) => {
       lexical.dropAgent(agentId)
       for (const [id, t] of state.lexical) lexical.add(agentId, id, t)
       episodes.restore(agentId, state.timeline)
+      texts.restore(agentId, state.texts)
     },
   })

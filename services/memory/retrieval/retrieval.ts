@@ -59,11 +59,15 @@ import { indexEvent, memoryIndexState } from "./index-state.ts"
 import { LexicalIndex } from "./lexical-index.ts"
 import { hitText, type RankedHit, type RankingSources, rankBothTiers } from "./rank.ts"
 import { decodeThreadPartReply, decodeThreadPartRequest, PEER_WAIT_MS } from "./thread-parts.ts"
+import { WorkingTexts } from "./working-texts.ts"
 
 /** The most working entries one query embeds; the rest of a backlog is embedded in the background. */
-const QUERY_EMBED_LIMIT = 64
-/** What a working entry's vector is made from: its raw text while working holds it, else its fullest form. */
-const vectorText = (entry: WorkingEntry): string => entry.content ?? fullestText(entry)
+const QUERY_EMBED_LIMIT = 16
+/** Agents whose working vectors are offered to the background lane per turn of the event loop after a takeover. */
+const WARM_AGENTS_PER_TURN = 32
+/** What a working entry's vector is made from: the text it was recorded with, else (a cue promoted) its fullest form. */
+const vectorText = (texts: WorkingTexts, agentId: string, entry: WorkingEntry): string =>
+  texts.get(agentId, entry.id) ?? entry.content ?? fullestText(entry)
 
 /** The metadata a recalled entry carries back, from whatever holds it (a working entry, a record, the substrate). */
 const recalledMeta = (m: {
@@ -116,6 +120,8 @@ export interface RetrievalShape {
   readonly view: (agentId: string) => AgentView | undefined
   /** The views of the partitions this replica owns. */
   readonly views: PartitionedViews
+  /** Working entries whose vectors the background lane is making now (after a burst, a restart, a takeover). */
+  readonly embeddingInBackground: () => number
 }
 
 export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/Retrieval") {
@@ -134,17 +140,24 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
 
       const lexical = new LexicalIndex()
       const episodes = new EpisodeIndex()
+      const texts = new WorkingTexts()
       // A working entry's vector, made once from the text it was recorded with (its raw text while
       // working holds it), so fading never makes it again.
       const vectors = new Map<string, Float32Array>()
       const embedding = new Set<string>()
-      /** Embeds in the background lane the entries no query had room for, so the next query has them. */
+      /**
+       * Embeds entries in the background lane: those recorded since the last turn of the event loop
+       * (so a step finds its entries' vectors made), and those a query had no room for.
+       */
       const embedLater = (agentId: string, entries: ReadonlyArray<WorkingEntry>) => {
-        const todo = entries.filter((e) => !embedding.has(`${agentId}/${e.id}`))
+        const todo = entries.filter((e) => !embedding.has(`${agentId}/${e.id}`) && !vectors.has(`${agentId}/${e.id}`))
         if (todo.length === 0) return
         for (const e of todo) embedding.add(`${agentId}/${e.id}`)
         embeddings.offline
-          .embed(todo.map(vectorText), { priority: "background" })
+          .embed(
+            todo.map((e) => vectorText(texts, agentId, e)),
+            { priority: "background" },
+          )
           .then(
             (embedded) => {
               todo.forEach((e, i) => {
@@ -157,6 +170,26 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           )
           .finally(() => {
             for (const e of todo) embedding.delete(`${agentId}/${e.id}`)
+          })
+      }
+      /** Agents of partitions just taken whose working vectors are still to be made, a few per turn of the loop. */
+      const toWarm: Array<[string, (agentId: string) => AgentView | undefined]> = []
+      const warmVectors = () => {
+        for (const [agentId, viewOf] of toWarm.splice(0, WARM_AGENTS_PER_TURN)) {
+          const view = viewOf(agentId)
+          if (view !== undefined) embedLater(agentId, [...HashMap.values(view.entries)])
+        }
+        if (toWarm.length > 0) setImmediate(warmVectors)
+      }
+      const recordedSince = new Map<string, WorkingEntry[]>()
+      const embedRecorded = (agentId: string, entry: WorkingEntry) => {
+        const waiting = recordedSince.get(agentId)
+        if (waiting !== undefined) return void waiting.push(entry)
+        recordedSince.set(agentId, [entry])
+        if (recordedSince.size === 1)
+          setImmediate(() => {
+            for (const [agent, recorded] of recordedSince) embedLater(agent, recorded)
+            recordedSince.clear()
           })
       }
       const sources: RankingSources = {
@@ -177,7 +210,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
               agentId,
               missing.filter((e) => !now.includes(e)),
             )
-          return Effect.tryPromise(() => embeddings.offline.embed(now.map(vectorText))).pipe(
+          return Effect.tryPromise(() => embeddings.offline.embed(now.map((e) => vectorText(texts, agentId, e)))).pipe(
             Effect.map((embedded) => {
               now.forEach((e, i) => {
                 vectors.set(`${agentId}/${e.id}`, embedded[i]!)
@@ -199,8 +232,11 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         for (const agentId of agents) {
           lexical.dropAgent(agentId)
           episodes.dropAgent(agentId)
+          texts.dropAgent(agentId)
           recalledSteps.forget(agentId)
+          recordedSince.delete(agentId)
         }
+        for (let i = toWarm.length - 1; i >= 0; i--) if (gone.has(toWarm[i]![0])) toWarm.splice(i, 1)
         for (const key of vectors.keys()) if (gone.has(key.slice(0, key.indexOf("/")))) vectors.delete(key)
         for (const key of embedding) if (gone.has(key.slice(0, key.indexOf("/")))) embedding.delete(key)
       }
@@ -208,7 +244,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       /** Indexes both tiers' texts as the log goes; the partition's long-term projection runs beside it. */
       const hooks: PartitionHooks = {
         // Snapshots carry the lexical and episode indexes beside the views.
-        state: memoryIndexState(lexical, episodes),
+        state: memoryIndexState(lexical, episodes, texts),
         opened: (partition, scope) => Effect.asVoid(longTerm.open(partition, scope)),
         settled: (partition) => longTerm.partitions().get(partition)?.caughtUp ?? Effect.void,
         // The long-term records of the partition are written behind the indexes, by the partition's writer.
@@ -217,7 +253,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           return stored === undefined ? null : { seq: stored.storedSeq(), records: stored.backlog() }
         },
         applied: (event, before, after) => {
-          indexEvent(lexical, episodes, event, after)
+          indexEvent(lexical, episodes, texts, event, after)
           if (after === undefined) {
             if (event._tag === "AgentForgotten") dropAgents([event.agentId])
             return
@@ -226,8 +262,19 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             vectors.delete(`${event.agentId}/${event.entryId}`)
             embedding.delete(`${event.agentId}/${event.entryId}`)
           }
-          if (live && partitioned?.owns(event.agentId))
+          if (live && partitioned?.owns(event.agentId)) {
+            if (event._tag === "EntryRecorded") {
+              const entry = HashMap.get(after.entries, event.entryId)
+              if (Option.isSome(entry)) embedRecorded(event.agentId, entry.value)
+            }
             runFork(react(before, after, event).pipe(Effect.catchCause((c) => Effect.logError("[retrieval]", c))))
+          }
+        },
+        // A partition taken from a snapshot or the log has working entries without vectors: made now, in the
+        // background lane, so the first queries after a restart rank them as before it.
+        ready: (_partition, agents, viewOf) => {
+          for (const agentId of agents) toWarm.push([agentId, viewOf])
+          if (toWarm.length === agents.length) setImmediate(warmVectors)
         },
         lost: (partition, agents) => {
           dropAgents(agents)
@@ -701,7 +748,11 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       yield* serveOperation("recall", recall, owner)
       yield* serveOperation("warmUp", warmUp, owner)
 
-      return { view: (agentId) => views.get(agentId), views }
+      return {
+        view: (agentId) => views.get(agentId),
+        views,
+        embeddingInBackground: () => embedding.size + toWarm.length,
+      }
     }),
   )
 }

@@ -195,8 +195,12 @@ export interface PartitionHooks {
   readonly opened?: (partition: number, scope: Scope.Scope) => Effect.Effect<void>
   /** Once the projection has caught up, and before the partition answers: what else must have caught up. */
   readonly settled?: (partition: number) => Effect.Effect<void>
-  /** The partition answers now (caught up); `agents` are the agents it holds. */
-  readonly ready?: (partition: number, agents: ReadonlyArray<string>) => void
+  /** The partition answers now (caught up); `agents` are the agents it holds, `view` reads theirs. */
+  readonly ready?: (
+    partition: number,
+    agents: ReadonlyArray<string>,
+    view: (agentId: string) => AgentView | undefined,
+  ) => void
   /** The partition is no longer this replica's: drop what is kept for its agents. */
   readonly lost?: (partition: number, agents: ReadonlyArray<string>) => void
 }
@@ -270,7 +274,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         })
         state.completeTo = Math.max(state.completeTo, streamAtStart)
         state.ready = true
-        hooks.ready?.(state.partition, [...state.views.keys()])
+        hooks.ready?.(state.partition, [...state.views.keys()], (agentId) => state.views.get(agentId))
       })
 
     // The snapshots' lines not used yet, decoded behind the partitions that answer: one fiber for them

@@ -27,7 +27,7 @@ import nats.errors
 from nats.aio.client import Client as NatsClient
 from nats.nuid import NUID
 
-from .errors import NoResponse, NotConnected, Overloaded, Unavailable, ValidationError, decode_error
+from .errors import NoResponse, NotCaughtUp, NotConnected, Overloaded, Unavailable, ValidationError, decode_error
 from .types import (
     BudgetResponse,
     BuiltContext,
@@ -226,7 +226,7 @@ class WorkingMemoryClient:
         timeout: float | None = None,
     ) -> Any:
         """Sends one request, retrying with the same body (hence the same request id) while nobody
-        answers or the service replies ``Unavailable``, and after the wait an ``Overloaded`` refusal asks
+        answers or the service replies ``Unavailable`` or ``NotCaughtUp``, and after the wait an ``Overloaded`` refusal asks
         for (up to ``overloaded_attempts`` times, then it is raised). Returns the reply's value; raises the
         typed :class:`~working_memory.errors.ApiError` on refusal and :class:`NoResponse` after the last attempt."""
         subject = api_subject(agent_id, operation)
@@ -257,7 +257,9 @@ class WorkingMemoryClient:
                         raise error
                     await asyncio.sleep(min(MAX_OVERLOADED_WAIT, max(0, error.retry_after_ms) / 1000))
                     continue
-                if not isinstance(error, Unavailable):
+                # Unavailable: nothing was stored. NotCaughtUp: the view had not yet applied the caller's
+                # own writes when its wait ran out; the same request again is answered once it has.
+                if not isinstance(error, (Unavailable, NotCaughtUp)):
                     raise error
                 last_error = error
             except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
@@ -265,6 +267,9 @@ class WorkingMemoryClient:
             attempt += 1
             if attempt < self.attempts:
                 await asyncio.sleep(_backoff(attempt))
+        # A view still behind after every attempt is said as such: its typed answer, not "no answer".
+        if isinstance(last_error, NotCaughtUp):
+            raise last_error
         raise NoResponse(
             f"no answer on {subject} after {self.attempts} attempts: {last_error!r}",
             subject=subject,
