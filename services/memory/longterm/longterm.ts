@@ -22,7 +22,7 @@
  * v2) takes its facts from the entry's earlier events, which a rebuild
  * from the start of the log has seen.
  */
-import { Context, type Duration, Effect, Fiber, FiberSet, Layer, Queue, Schedule, Scope } from "effect"
+import { Clock, Context, type Duration, Effect, Fiber, FiberSet, Layer, Option, Queue, Schedule, Scope } from "effect"
 import { CHECKPOINT_BUCKET, checkpointKey } from "../../../contracts/buckets.ts"
 import type { RepresentationKind } from "../../../contracts/entry.ts"
 import { NotCaughtUp } from "../../../contracts/errors.ts"
@@ -85,6 +85,8 @@ type Op = { readonly seq: number } & (
 )
 
 /** 20 ms, doubling, then every second, for as long as it takes. */
+/** How often, at most, an idle partition's checkpoint is moved to where its records are stored. */
+const CHECKPOINT_INTERVAL_MS = 1_000
 const RETRY_UNTIL_STORED = Schedule.min([Schedule.exponential("20 millis"), Schedule.spaced("1 second")])
 
 const best = (f: DemotedEntry): { text: string; tokens: number; form: RepresentationKind } =>
@@ -378,22 +380,32 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
                 }
               })
 
+            let checkpointBehind = false
+            let checkpointedAt = 0
+            const moveCheckpoint = Effect.gen(function* () {
+              const seq = stored.current()
+              if (own !== undefined) yield* commit(own, [], seq)
+              else if (checkpoints)
+                yield* Effect.promise(() => checkpoints.put(keyOf(partition), String(seq)).catch(() => 0))
+              checkpointBehind = false
+              checkpointedAt = yield* Clock.currentTimeMillis
+            })
             // The single writer: batches consecutive upserts, keeps log order, then moves the checkpoint.
             const writer = Effect.gen(function* () {
-              let checkpointBehind = false
               // Taken from the queue, not yet written.
               const queue: Op[] = []
               while (true) {
                 queue.push(...(yield* Queue.clear(ops)))
                 if (queue.length === 0) {
+                  // Idle: the checkpoint catches up, at most once per interval (a commit syncs the disk, and an
+                  // older checkpoint only means a restart replays a few more events).
                   if (checkpointBehind) {
-                    const seq = stored.current()
-                    if (own !== undefined) yield* commit(own, [], seq)
-                    else if (checkpoints)
-                      yield* Effect.promise(() => checkpoints.put(keyOf(partition), String(seq)).catch(() => 0))
-                    checkpointBehind = false
+                    const wait = checkpointedAt + CHECKPOINT_INTERVAL_MS - (yield* Clock.currentTimeMillis)
+                    const more = wait > 0 ? yield* Queue.takeAll(ops).pipe(Effect.timeoutOption(wait)) : Option.none()
+                    if (Option.isSome(more)) queue.push(...more.value)
+                    else yield* moveCheckpoint
                   }
-                  queue.push(...(yield* Queue.takeAll(ops)))
+                  if (queue.length === 0) queue.push(...(yield* Queue.takeAll(ops)))
                 }
                 // A run of upserts goes in one batch; a removal waits for what came before it.
                 let n = 0
@@ -414,6 +426,14 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
               }
             })
             yield* Effect.forkIn(writer, scope)
+            // A partition released or stopped keeps the position it reached (the writer is idle by then or gone).
+            yield* Scope.addFinalizer(
+              scope,
+              Effect.suspend(() => (checkpointBehind ? moveCheckpoint : Effect.void)).pipe(
+                Effect.timeout("2 seconds"),
+                Effect.ignore,
+              ),
+            )
             // The stored gate is never closed, so a wait without a timeout cannot fail.
             const storedTo = (seq: number) => stored.awaitSeq(seq).pipe(Effect.orDie)
 
