@@ -1,6 +1,6 @@
 /**
- * One list of settings (contracts/settings.ts): the README's configuration table names exactly the
- * variables it declares, with the same defaults, and the code reads no variable it does not declare.
+ * One list of settings (contracts/settings.ts): the configuration table (docs/configuration.md) names
+ * exactly the variables it declares, with the same defaults, and the code reads no variable it does not declare.
  */
 import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
@@ -17,14 +17,11 @@ const root = join(import.meta.dirname, "..")
 const declared = Object.values(settings)
 const plain = (cell: string) => cell.replaceAll("`", "").trim()
 
-/** The rows of the README's configuration table: variable → default. */
-const readmeTable = (): Map<string, string> => {
-  const readme = readFileSync(join(root, "README.md"), "utf8")
-  const section = readme.slice(
-    readme.indexOf("## Configuration\n"),
-    readme.indexOf("\n## ", readme.indexOf("## Configuration\n") + 1),
-  )
-  const rows = section.split("\n").filter((line) => line.startsWith("| `"))
+/** The rows of the configuration table (docs/configuration.md): variable → default. */
+const documentedTable = (): Map<string, string> => {
+  const rows = readFileSync(join(root, "docs", "configuration.md"), "utf8")
+    .split("\n")
+    .filter((line) => line.startsWith("| `"))
   return new Map(
     rows.map((row) => {
       const [variable, defaultCell] = row.split("|").slice(1, 3).map(plain)
@@ -50,8 +47,8 @@ const variablesRead = (): Set<string> => {
 }
 
 describe("the settings", () => {
-  it("are the README's configuration table, row for row, with the same defaults", () => {
-    const table = readmeTable()
+  it("are the configuration table of docs/configuration.md, row for row, with the same defaults", () => {
+    const table = documentedTable()
     expect([...table.keys()].sort()).toEqual(declared.map((s) => s.name).sort())
     for (const setting of declared) expect(table.get(setting.name), setting.name).toBe(plain(setting.default))
   })
