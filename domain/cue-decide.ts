@@ -11,8 +11,9 @@
  */
 import { HashMap, HashSet } from "effect"
 import { InvalidState } from "../contracts/errors.ts"
-import type { EventOf } from "../contracts/events.ts"
-import type { AgentView } from "./agent-view.ts"
+import type { EventOf, MemoryEvent } from "../contracts/events.ts"
+import { type AgentView, evolve } from "./agent-view.ts"
+import { contextOfView } from "./context-builder.ts"
 import { accept, type Decision, envelope, refuse } from "./decision.ts"
 import { type EntryFacts, isLongTerm } from "./entry-standing.ts"
 
@@ -62,7 +63,10 @@ const notOpen = (view: AgentView, stepId: string): InvalidState | null =>
     ? null
     : new InvalidState({ field: "stepId", reason: `step '${stepId}' is not the open step` })
 
-/** A recall for the open step: its similarities, then its cues best first. Cues working already holds are left out. */
+/**
+ * A recall for the open step: its similarities, then its cues best first. Cues working already holds are left
+ * out, and so are those a context built at the budget in force would not serve.
+ */
 export const decideRecall = (
   view: AgentView,
   stepId: string,
@@ -92,7 +96,25 @@ export const decideRecall = (
         recalled: cue.recalled,
       }),
     )
-  return accept([recalled, ...cues])
+  const served = cuesServed(view, [recalled, ...cues])
+  return accept([recalled, ...cues.filter((cue) => served.has(cue.entryId))])
+}
+
+/**
+ * The cues of `events` that a context built on the view they lead to, at the budget in force (the largest a
+ * build may ask), serves. Any other cue would be appended, applied by every projection and dropped at the
+ * step's end without ever being read; a smaller build serves a part of these.
+ */
+const cuesServed = (view: AgentView, events: ReadonlyArray<MemoryEvent>): ReadonlySet<string> => {
+  let next = view
+  events.forEach((event, i) => {
+    next = evolve(next, event, { seq: view.lastSeq + 1 + i }) ?? next
+  })
+  return new Set(
+    contextOfView(next)
+      .items.filter((item) => item.cue)
+      .map((item) => item.entryId),
+  )
 }
 
 /**

@@ -301,8 +301,15 @@ const main = async () => {
         evidence: question.evidence.map((id) => ({ id, rank: position.get(id) ?? null, text: rawOf.get(id) })),
       }
       dump.push(dumped)
+      // As a recall does, only the cues a build at the agent's budget serves are rehydrated.
+      const atAgentBudget = new Set(
+        buildContext(candidates, AGENT_BUDGET, "timestamp", ENCODING)
+          .items.filter((i) => i.cue)
+          .map((i) => i.entryId),
+      )
+      const trimmed = candidates.filter((c) => !c.cue || atAgentBudget.has(c.entry.id))
       for (const budget of budgets) {
-        const built = buildContext(candidates, budget, "timestamp", ENCODING)
+        const built = buildContext(trimmed, budget, "timestamp", ENCODING)
         const score = scoreQuestion(question, built, (id) => sessionOf.get(id))
         scores.get(budget)!.push(score)
         dumped[`wm${budget}`] = { recall: score.evidenceRecall, answer: score.answerInContext, text: built.text }

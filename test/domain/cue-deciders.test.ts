@@ -165,6 +165,30 @@ describe("cue deciders", () => {
       )
   })
 
+  it("rehydrates only the cues a context built at the budget in force would serve", () => {
+    const long = (entryId: string, relevance: number) => ({
+      entryId,
+      relevance,
+      correlationId: null,
+      recalled: { ...recalledText(`the long text of ${entryId} `.repeat(200)), tokens: 3_000 },
+    })
+    given(registered({ budget: 8_000 }), stepStarted("s1", 1))
+      .when((view) =>
+        decideRecall(
+          view!,
+          "s1",
+          { trigger: "similarity", similarities: [], cues: [long("e1", 0.9), long("e2", 0.8), long("e3", 0.7)] },
+          { at: 2 },
+        ),
+      )
+      // Two of 3,000 tokens fit in 8,000; the third would only be dropped at the step's end.
+      .then(
+        { _tag: "StepRecalled", stepId: "s1" },
+        { _tag: "CueRehydrated", entryId: "e1" },
+        { _tag: "CueRehydrated", entryId: "e2" },
+      )
+  })
+
   it("refuses a recall for a step that is not open", () => {
     given(registered(), stepStarted("s1", 1), stepEnded("s1", 2))
       .when((view) => decideRecall(view!, "s1", { trigger: "similarity", similarities: [], cues: [] }, { at: 3 }))
