@@ -173,7 +173,7 @@ const main = async () => {
     return
   }
   console.log(
-    `\nServing on ${servers.join(", ")} — API subjects wm.api.<agentId>.<operation> (see README). Ctrl-C to stop.`,
+    `\nServing on ${servers.join(", ")} — API subjects wm.api.<agentId>.<operation> (see docs/api.md). Ctrl-C to stop.`,
   )
 }
 

@@ -1,9 +1,9 @@
 /**
  * Every setting the product reads from its environment, declared once: the
- * variable, its type, its default as the README states it, what it means,
+ * variable, its type, its default as docs/configuration.md states it, what it means,
  * and the Effect Config that reads it. Services read them in their layers
  * (`Layer.unwrap` over these Configs), so a ConfigProvider set in a test or
- * an entry point reaches every one; the README's configuration table is
+ * an entry point reaches every one; the configuration table in docs/configuration.md is
  * checked against this list (test/settings.test.ts).
  */
 import { Config, ConfigProvider, Effect, Option, Schema } from "effect"

@@ -1,5 +1,5 @@
 /**
- * The layering the README promises, checked on every import of the tree:
+ * The layering ARCHITECTURE.md describes, checked on every import of the tree:
  * contracts at the ground, the pure domain above them, the shared platform
  * plumbing, then the runnable services, which meet one another only
  * through the stream and the API subjects, never by importing each other.

@@ -1,7 +1,7 @@
 /**
  * What the gateway's writes are bounded by: WM_MAX_BATCH_ENTRIES and WM_MAX_PROJECTION_LAG, read through
  * their declarations in contracts/settings.ts (defaults, bounds and meanings are there, and in the
- * README's table).
+ * table in docs/configuration.md).
  */
 import { Context, Effect, Layer } from "effect"
 import { DEFAULT_BATCH_ENTRIES } from "../../contracts/api.ts"

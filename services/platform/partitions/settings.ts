@@ -1,7 +1,7 @@
 /**
  * How a partitioned service divides the agents with its other replicas: WM_PARTITIONS, WM_PARTITION_PINS,
  * WM_LEASE_TTL_MS, WM_LEASE_SETTLE_MS, WM_REPLICA_ID and WM_SNAPSHOT_INTERVAL_MS, read through their
- * declarations in contracts/settings.ts (defaults, bounds and meanings are there, and in the README's table),
+ * declarations in contracts/settings.ts (defaults, bounds and meanings are there, and in docs/configuration.md),
  * and checked against the count and pins that event subjects are built with.
  */
 import { hostname } from "node:os"

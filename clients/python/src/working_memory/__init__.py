@@ -1,4 +1,4 @@
-"""Python client of the working-memory API over NATS (see the project README, "API over NATS")."""
+"""Python client of the working-memory API over NATS (see docs/api.md in the project)."""
 
 from .client import (
     DEFAULT_ATTEMPTS,
