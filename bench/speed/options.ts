@@ -1,10 +1,11 @@
 /** The command line of `npm run bench:speed`, read and checked. */
 import { parseArgs } from "node:util"
 import { SERVICES_MODES, type ServicesMode } from "./ingest.ts"
-import { FIGURES_OF_PHASE, SPEED_PHASES, type SpeedPhase } from "./run.ts"
+import { FIGURES_OF_PHASE, SPEED_PHASES, type SpeedOptions, type SpeedPhase } from "./run.ts"
 import { STEP_LONG_TERMS, type StepLongTerm } from "./steps.ts"
 
-export interface SpeedArgs {
+/** The steps phase's flags are its options (SpeedOptions), named alike. */
+export interface SpeedArgs extends Pick<SpeedOptions, "stepAgents" | "stepSeconds" | "stepEmbedders" | "stepLongTerm"> {
   readonly out?: string
   readonly quick: boolean
   readonly rounds?: number
@@ -12,14 +13,6 @@ export interface SpeedArgs {
   readonly phases?: ReadonlyArray<SpeedPhase>
   readonly records?: number
   readonly profile?: string
-  /** Agent counts of the steps phase. */
-  readonly stepAgents?: ReadonlyArray<number>
-  /** Measured seconds per agent count of the steps phase. */
-  readonly stepSeconds?: number
-  /** WM_EMBEDDER of each system the steps phase measures, in order. */
-  readonly stepEmbedders?: ReadonlyArray<string>
-  /** Where the steps phase's long-term store keeps records. */
-  readonly stepLongTerm?: StepLongTerm
 }
 
 const positiveInteger = (flag: string, text: string | undefined): number | undefined => {

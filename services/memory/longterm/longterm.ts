@@ -84,9 +84,9 @@ type Op = { readonly seq: number } & (
   | { readonly checkpointOnly: true }
 )
 
-/** 20 ms, doubling, then every second, for as long as it takes. */
 /** How often, at most, an idle partition's checkpoint is moved to where its records are stored. */
 const CHECKPOINT_INTERVAL_MS = 1_000
+/** 20 ms, doubling, then every second, for as long as it takes. */
 const RETRY_UNTIL_STORED = Schedule.min([Schedule.exponential("20 millis"), Schedule.spaced("1 second")])
 
 const best = (f: DemotedEntry): { text: string; tokens: number; form: RepresentationKind } =>

@@ -141,8 +141,8 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       const lexical = new LexicalIndex()
       const episodes = new EpisodeIndex()
       const texts = new WorkingTexts()
-      // A working entry's vector, made once from the text it was recorded with (its raw text while
-      // working holds it), so fading never makes it again.
+      // A working entry's vector, made once from the text it was recorded with (kept in `texts`), so
+      // fading never makes it again and a restart makes the same one.
       const vectors = new Map<string, Float32Array>()
       const embedding = new Set<string>()
       /**
@@ -273,8 +273,9 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         // A partition taken from a snapshot or the log has working entries without vectors: made now, in the
         // background lane, so the first queries after a restart rank them as before it.
         ready: (_partition, agents, viewOf) => {
+          const pumping = toWarm.length > 0
           for (const agentId of agents) toWarm.push([agentId, viewOf])
-          if (toWarm.length === agents.length) setImmediate(warmVectors)
+          if (!pumping && toWarm.length > 0) setImmediate(warmVectors)
         },
         lost: (partition, agents) => {
           dropAgents(agents)
