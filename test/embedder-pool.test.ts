@@ -172,6 +172,45 @@ describe.runIf(missingFiles(modelDir(minilm, realDir)).length === 0 || process.e
       }
     }, 120_000)
 
+    it("embeds a text asked for again while it waits once, and a query for it moves it ahead of the background lane", async () => {
+      const one = await startEmbedderPool(minilm, { threads: 1, batchSize: 1 })
+      try {
+        const answered: string[] = []
+        // the background lane as a step leaves it: many recorded entries waiting, each a task of its own
+        const recorded = Array.from({ length: 12 }, (_, i) => longText(5000 + i))
+        const background = recorded.map((text, i) =>
+          one.embed([text], { priority: "background" }).then((v) => {
+            answered.push(`background ${i}`)
+            return v[0]!
+          }),
+        )
+        const waiting = one.stats().queued.background
+        expect(waiting).toBe(11)
+        // asked again in the background lane: nothing more is queued
+        const again = one.embed([recorded[10]!, recorded[11]!], { priority: "background" })
+        expect(one.stats().queued.background).toBe(waiting)
+        // a query for the last entry and a new text: the entry's task moves to the query lane, the text joins it there
+        const query = one.embed([recorded[11]!, shortText(5100)]).then((v) => {
+          answered.push("query")
+          return v
+        })
+        expect(one.stats().queued).toEqual({ query: 2, background: waiting - 1 })
+        const [vectors, againVectors, ...backgroundVectors] = await Promise.all([query, again, ...background])
+        // the first background task was with the worker already; the moved task and the query's own came next
+        expect(answered.slice(0, 3)).toEqual(["background 0", "background 11", "query"])
+        const expected = await direct.embed([...recorded, shortText(5100)])
+        expect(backgroundVectors.map(bits)).toEqual(expected.slice(0, 12).map(bits))
+        expect(vectors.map(bits)).toEqual([expected[11]!, expected[12]!].map(bits))
+        expect(againVectors.map(bits)).toEqual([expected[10]!, expected[11]!].map(bits))
+        // each caller has its own copy: changing one answer changes no other
+        vectors[0]!.fill(0)
+        expect(bits(againVectors[1]!)).toEqual(bits(expected[11]!))
+        expect(one.stats()).toEqual({ threads: 1, busy: 0, queued: { query: 0, background: 0 } })
+      } finally {
+        await one.close()
+      }
+    }, 120_000)
+
     it("refuses a call that would pass its lane's bound with EmbedderOverloaded, and still serves the other lane", async () => {
       const small = await startEmbedderPool(minilm, { threads: 1, maxQueued: 4, batchSize: 1 })
       try {

@@ -10,7 +10,10 @@
  * into short tasks and the workers share it. Two lanes wait for a worker:
  * `query` (a request waiting for its answer) is always served before `background`
  * (demotions), so a query queued behind a large background batch waits for one task
- * at most, not for the batch. Each lane holds at most `maxQueued` texts; a call that
+ * at most, not for the batch. A text already waiting or being embedded is not embedded
+ * again: the later call waits for the same vector, and a query asking for a text the
+ * background lane holds moves its task to the query lane (a step's query asks for the
+ * entries recorded a moment before). Each lane holds at most `maxQueued` texts; a call that
  * would pass the bound is refused with EmbedderOverloaded (unless its lane is empty:
  * a call of any size can run).
  *
@@ -117,12 +120,22 @@ interface Call {
   readonly reject: (error: unknown) => void
 }
 
-interface Task {
+/** Where one text's vector goes: a call's answer, at an index. */
+interface Recipient {
   readonly call: Call
-  /** Where each text's vector goes in the call's answer. */
-  readonly at: ReadonlyArray<number>
-  readonly texts: ReadonlyArray<string>
+  readonly at: number
 }
+
+interface Task {
+  readonly texts: ReadonlyArray<string>
+  /** Who waits for each text's vector: the call that queued it, and any call that asked for the same text since. */
+  readonly to: ReadonlyArray<Array<Recipient>>
+  /** The lane it waits in; a query asking for one of its texts moves it to the query lane. */
+  lane: EmbedPriority
+  started: boolean
+}
+
+const waitedFor = (task: Task): boolean => task.to.some((recipients) => recipients.some((r) => !r.call.settled))
 
 interface Slot {
   readonly worker: Worker
@@ -182,6 +195,12 @@ export const startEmbedderPool = async (
   const data: EmbedderWorkerData = { model: model.id, modelsDir, batchSize }
 
   const lanes: Record<EmbedPriority, Fifo<Task>> = { query: new Fifo(), background: new Fifo() }
+  /**
+   * Each text queued or being embedded, with its task and place: a call asking for it again waits for the
+   * same vector instead of embedding it twice (a step's query asks for the entries the background lane was
+   * given a moment before).
+   */
+  const inflight = new Map<string, { readonly task: Task; readonly j: number }>()
   const queued: Record<EmbedPriority, number> = { query: 0, background: 0 }
   const slots = new Set<Slot>()
   let nextTaskId = 0
@@ -195,11 +214,38 @@ export const startEmbedderPool = async (
     call.reject(error)
   }
 
+  const forget = (task: Task) => {
+    for (const text of task.texts) if (inflight.get(text)?.task === task) inflight.delete(text)
+  }
+
+  const fail = (task: Task, error: unknown) => {
+    forget(task)
+    for (const recipients of task.to) for (const r of recipients) settle(r.call, error)
+  }
+
+  const deliver = (task: Task, vectors: ReadonlyArray<Float32Array>) => {
+    forget(task)
+    task.to.forEach((recipients, j) => {
+      recipients.forEach(({ call, at }, k) => {
+        if (call.settled) return
+        call.out[at] = k === 0 ? vectors[j]! : vectors[j]!.slice()
+        call.pending -= 1
+        if (call.pending === 0) {
+          call.settled = true
+          call.resolve(call.out)
+        }
+      })
+    })
+  }
+
   const next = (): Task | undefined => {
     for (const lane of LANES)
       for (let task = lanes[lane].shift(); task !== undefined; task = lanes[lane].shift()) {
+        // moved to the query lane after it was queued here: it is counted and taken there
+        if (task.lane !== lane || task.started) continue
         queued[lane] -= task.texts.length
-        if (!task.call.settled) return task
+        if (waitedFor(task)) return task
+        forget(task)
       }
     return undefined
   }
@@ -210,6 +256,7 @@ export const startEmbedderPool = async (
       const task = next()
       if (task === undefined) return
       slot.task = task
+      task.started = true
       // a busy worker keeps the process alive until it answers; an idle one does not
       slot.worker.ref()
       slot.worker.postMessage({ id: nextTaskId++, texts: task.texts } satisfies EmbedderTask)
@@ -253,23 +300,13 @@ export const startEmbedderPool = async (
             return
           case "done": {
             const task = finish(slot)
-            if (task !== null && !task.call.settled) {
-              const { call } = task
-              message.vectors.forEach((vector, j) => {
-                call.out[task.at[j]!] = vector
-              })
-              call.pending -= task.texts.length
-              if (call.pending === 0) {
-                call.settled = true
-                call.resolve(call.out)
-              }
-            }
+            if (task !== null) deliver(task, message.vectors)
             pump()
             return
           }
           case "error": {
             const task = finish(slot)
-            if (task !== null) settle(task.call, new EmbedderWorkerFailed({ model: model.id, reason: message.reason }))
+            if (task !== null) fail(task, new EmbedderWorkerFailed({ model: model.id, reason: message.reason }))
             pump()
             return
           }
@@ -285,14 +322,14 @@ export const startEmbedderPool = async (
         const task = slot.task
         slot.task = null
         if (closing !== null || !slot.ready) return
-        if (task !== null) settle(task.call, new EmbedderWorkerFailed({ model: model.id, reason }))
+        if (task !== null) fail(task, new EmbedderWorkerFailed({ model: model.id, reason }))
         // replaced; when no worker is left and none can start, what waits fails
         spawn().catch((error: unknown) => {
           if (slots.size > 0 || closing !== null) return
           broken = error instanceof Error ? error.message : String(error)
           for (const lane of LANES) {
             for (const waiting of lanes[lane].drain())
-              settle(waiting.call, new EmbedderWorkerFailed({ model: model.id, reason: broken }))
+              fail(waiting, new EmbedderWorkerFailed({ model: model.id, reason: broken }))
             queued[lane] = 0
           }
         })
@@ -317,11 +354,11 @@ export const startEmbedderPool = async (
     if (closing !== null) return closing
     const error = new EmbedderClosed({ model: model.id })
     const workers = [...slots].map((slot) => {
-      if (slot.task !== null) settle(slot.task.call, error)
+      if (slot.task !== null) fail(slot.task, error)
       return slot.worker
     })
     for (const lane of LANES) {
-      for (const task of lanes[lane].drain()) settle(task.call, error)
+      for (const task of lanes[lane].drain()) fail(task, error)
       queued[lane] = 0
     }
     closing = Promise.all(workers.map(endWorker)).then(() => undefined)
@@ -333,26 +370,39 @@ export const startEmbedderPool = async (
     if (closing !== null) return Promise.reject(new EmbedderClosed({ model: model.id }))
     if (broken !== null) return Promise.reject(new EmbedderWorkerFailed({ model: model.id, reason: broken }))
     if (texts.length === 0) return Promise.resolve([])
-    if (queued[lane] > 0 && queued[lane] + texts.length > maxQueued)
+    const fresh = texts.filter((text) => !inflight.has(text)).length
+    if (queued[lane] > 0 && queued[lane] + fresh > maxQueued)
       return Promise.reject(
-        new EmbedderOverloaded({ model: model.id, lane, queued: queued[lane], texts: texts.length, bound: maxQueued }),
+        new EmbedderOverloaded({ model: model.id, lane, queued: queued[lane], texts: fresh, bound: maxQueued }),
       )
     return new Promise<Float32Array[]>((resolve, reject) => {
       const call: Call = { out: new Array(texts.length), pending: texts.length, settled: false, resolve, reject }
-      let at: number[] = []
-      let chunk: string[] = []
+      const newTask = (): Task & { texts: string[]; to: Recipient[][] } => ({ texts: [], to: [], lane, started: false })
+      let task = newTask()
       let chars = 0
       const cut = () => {
-        lanes[lane].push({ call, at, texts: chunk })
-        queued[lane] += chunk.length
-        at = []
-        chunk = []
+        if (task.texts.length === 0) return
+        lanes[lane].push(task)
+        queued[lane] += task.texts.length
+        task = newTask()
         chars = 0
       }
       texts.forEach((text, i) => {
-        if (chunk.length > 0 && (chunk.length === batchSize || chars + text.length > TASK_CHARS)) cut()
-        at.push(i)
-        chunk.push(text)
+        const known = inflight.get(text)
+        if (known !== undefined) {
+          known.task.to[known.j]!.push({ call, at: i })
+          if (lane === "query" && known.task.lane === "background" && !known.task.started && known.task !== task) {
+            queued.background -= known.task.texts.length
+            queued.query += known.task.texts.length
+            known.task.lane = "query"
+            lanes.query.push(known.task)
+          }
+          return
+        }
+        if (task.texts.length > 0 && (task.texts.length === batchSize || chars + text.length > TASK_CHARS)) cut()
+        inflight.set(text, { task, j: task.texts.length })
+        task.texts.push(text)
+        task.to.push([{ call, at: i }])
         chars += text.length
       })
       cut()
