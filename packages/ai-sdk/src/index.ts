@@ -91,7 +91,7 @@ const sdk = async <T>(call: () => Promise<T>): Promise<T> => {
 const utf8 = new TextEncoder()
 
 /** Splits a text into pieces of at most `maxBytes` UTF-8 bytes each, at whitespace where it can. */
-export const splitUtf8 = (text: string, maxBytes: number): string[] => {
+const splitUtf8 = (text: string, maxBytes: number): string[] => {
   const pieces: string[] = []
   let rest = text
   while (utf8.encode(rest).length > maxBytes) {
@@ -120,7 +120,7 @@ const normalise = (text: string) => text.toLowerCase().replace(/\s+/g, " ").trim
  * consecutive words also in the reply (or the whole text, when all of it is in the reply), as the API
  * compares them — lower case, whitespace collapsed. Longest first, at most the API's sixteen.
  */
-export const quotesOf = (reply: string, texts: ReadonlyArray<string>, minWords: number): string[] => {
+const quotesOf = (reply: string, texts: ReadonlyArray<string>, minWords: number): string[] => {
   const replyWords = normalise(reply).split(" ").filter(Boolean)
   if (replyWords.length === 0) return []
   const starts = new Map<string, number[]>()
@@ -196,7 +196,7 @@ const entriesOfMessage = (message: LanguageModelV4Message): Entry[] => {
  * The messages of a prompt this call adds: the user and tool messages after its last assistant message (a
  * multi-turn prompt carries the earlier ones, recorded when they were new; a tool loop adds its results).
  */
-export const newMessages = (prompt: ReadonlyArray<LanguageModelV4Message>): LanguageModelV4Message[] => {
+const newMessages = (prompt: ReadonlyArray<LanguageModelV4Message>): LanguageModelV4Message[] => {
   const lastAssistant = prompt.findLastIndex((m) => m.role === "assistant")
   return prompt.slice(lastAssistant + 1).filter((m) => m.role === "user" || m.role === "tool")
 }

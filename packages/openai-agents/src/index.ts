@@ -116,7 +116,7 @@ const textOfOutput = (output: unknown): string => {
 }
 
 /** The entry an item is recorded as, or null for an item with no text to remember (an image, a hosted call). */
-export const entryOfItem = (item: AgentInputItem, assistantName: string): Entry | null => {
+const entryOfItem = (item: AgentInputItem, assistantName: string): Entry | null => {
   const entry = (origin: Origin, content: string, tag: string): Entry | null =>
     content.trim().length > 0 ? { origin, content, tags: [tag] } : null
   if ("role" in item) {
