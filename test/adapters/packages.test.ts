@@ -29,8 +29,7 @@ describe.each(Object.entries(adapters))("packages/%s", (dir, { name, framework }
     for (const version of Object.values(manifest.peerDependencies)) expect(version).toMatch(/^\d+\.\d+\.\d+$/)
     // The root pins the same versions, so the tests run the framework the package names.
     const pinned = json("package.json").devDependencies
-    for (const [peer, version] of Object.entries(manifest.peerDependencies))
-      expect(pinned[peer]).toBe(version)
+    for (const [peer, version] of Object.entries(manifest.peerDependencies)) expect(pinned[peer]).toBe(version)
     expect(manifest.files).toEqual(["dist"])
     expect(manifest.exports["."]).toEqual({
       "working-memory-source": "./src/index.ts",
