@@ -1,6 +1,12 @@
+import { defaultServerConditions } from "vite"
 import { defineConfig } from "vitest/config"
 
+/** The workspace packages resolve to their sources here, as tsconfig.json's customConditions says. */
+const conditions = ["working-memory-source", ...defaultServerConditions]
+
 export default defineConfig({
+  resolve: { conditions },
+  ssr: { resolve: { conditions } },
   test: {
     // The suites test behaviour on the offline embedder (no model files to set up, light on two cores);
     // the sentence model's own tests (test/sentence-embedder.test.ts) select it by name.

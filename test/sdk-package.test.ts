@@ -66,7 +66,13 @@ describe("the SDK package", () => {
   it("ships compiled JavaScript and declarations only", () => {
     const installed = join(project, "node_modules", "@working-memory", "client")
     const manifest = JSON.parse(readFileSync(join(installed, "package.json"), "utf8"))
-    expect(manifest.exports["."]).toEqual({ types: "./dist/sdk/index.d.ts", import: "./dist/sdk/index.js" })
+    // The source condition is the repository's own (tsconfig, vitest, the example scripts): it names a file the
+    // package does not ship, and no installation sets it.
+    expect(manifest.exports["."]).toEqual({
+      "working-memory-source": "./source.ts",
+      types: "./dist/sdk/index.d.ts",
+      import: "./dist/sdk/index.js",
+    })
     const files = readdirSync(installed, { recursive: true, encoding: "utf8" })
     expect(files).toContain(join("dist", "sdk", "index.js"))
     expect(files).toContain(join("dist", "sdk", "index.d.ts"))
