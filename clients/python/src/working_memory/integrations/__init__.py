@@ -1,0 +1,8 @@
+"""Adapters of agent frameworks onto working memory, one module each (docs/frameworks-python.md):
+
+- ``working_memory.integrations.langgraph``: :class:`WorkingMemoryStore`, a LangGraph ``BaseStore``
+  (``pip install working-memory-client[langgraph]``).
+
+``[integrations]`` installs every framework. Each module imports only its own framework, so this package
+imports none of them.
+"""
