@@ -47,3 +47,9 @@ def test_the_langgraph_example_hands_the_model_the_cat_from_the_store(system: Sy
     lines = run_example(system, "examples/python/langgraph_store.py", f"py-lg-example-{new_request_id()[-10:]}")
     assert lines[2] == "turn 3: What is my cat called? -> Your cat is called Miso."
     assert "My cat is called Miso." in memory_on_turn_3(lines)
+
+
+def test_the_openai_agents_example_hands_the_model_the_cat_from_the_session(system: System) -> None:
+    lines = run_example(system, "examples/python/openai_agents_session.py", f"py-oa-example-{new_request_id()[-10:]}")
+    assert lines[2] == "turn 3: What is my cat called? -> Your cat is called Miso."
+    assert "user: My cat is called Miso." in memory_on_turn_3(lines)
