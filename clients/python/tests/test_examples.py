@@ -53,3 +53,9 @@ def test_the_openai_agents_example_hands_the_model_the_cat_from_the_session(syst
     lines = run_example(system, "examples/python/openai_agents_session.py", f"py-oa-example-{new_request_id()[-10:]}")
     assert lines[2] == "turn 3: What is my cat called? -> Your cat is called Miso."
     assert "user: My cat is called Miso." in memory_on_turn_3(lines)
+
+
+def test_the_adk_example_hands_the_model_the_cat_from_the_memory_service(system: System) -> None:
+    lines = run_example(system, "examples/python/adk_memory.py", f"py-adk-example-{new_request_id()[-10:]}")
+    assert lines[2] == "turn 3: What is my cat called? -> Your cat is called Miso."
+    assert "user: My cat is called Miso." in memory_on_turn_3(lines)
