@@ -59,6 +59,7 @@ async def test_a_session_becomes_entries_of_the_user_s_agent_once(wm: WorkingMem
     session.events.append(event("user", text("The weather is lovely today."), at=1_700_000_005.0))
     await memory.add_session_to_memory(session)
     await memory.add_events_to_memory(app_name="pets", user_id=user, events=session.events[-1:], session_id="s1")
+    await memory.add_events_to_memory(app_name="pets", user_id=user, events=session.events[-1:])  # as first recorded
     assert len(await recorded(wm, agent)) == 5
 
     found = await memory.search_memory(app_name="pets", user_id=user, query="What is my cat called?")

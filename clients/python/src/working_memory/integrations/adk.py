@@ -19,7 +19,8 @@ The mapping (docs/frameworks-python.md):
   ``USER``, an agent's ``INTERNAL``, a tool's result ``SYSTEM`` (a call as ``called name(args)``, a result as
   ``name returned: response``), at the event's time, tagged ``adk``, ``adk-session:<id>`` and
   ``adk-author:<author>``, with the session id as correlation id and the event id as request id: adding a session
-  again (as ADK may, any number of times) records only its new events;
+  again (as ADK may, any number of times) records only its new events, and an event recorded before stands as it
+  was first recorded;
 - ``add_memory`` records each memory entry (its ``id`` as request id when it has one; ``custom_metadata`` is not
   kept);
 - ``search_memory`` is ``memory.query`` over the agent's whole memory, working and long-term (the query's first
@@ -48,7 +49,7 @@ from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 
 from ..client import AgentClient
-from ..errors import AgentNotFound
+from ..errors import AgentNotFound, IdempotencyConflict
 from ..types import Origin, RecordEntryRequest, Role
 from ._common import (
     MAX_CORRELATION_CHARS,
@@ -219,16 +220,18 @@ class WorkingMemoryService(BaseMemoryService):
             if event.id:
                 entry["requestId"] = derived_id("adk-", event.id)
             entries.append(entry)
-        await self._record(agent, entries)
+        await self._record(agent, entries, once=True)
 
-    async def _record(self, agent: AgentClient, entries: list[RecordEntryRequest]) -> None:
+    async def _record(self, agent: AgentClient, entries: list[RecordEntryRequest], *, once: bool = False) -> None:
+        """Records the entries in batches; with ``once``, an entry whose id was recorded with another body (an
+        event added before with another session id) stands as it was first recorded."""
         if not entries:
             return
         await self._agents.ensure_registered(agent)
         for start in range(0, len(entries), BATCH_ENTRIES):
             reply = await agent.record_many(entries[start : start + BATCH_ENTRIES])
             for result in reply["results"]:
-                if result["ok"] is False:
+                if result["ok"] is False and not (once and isinstance(result["error"], IdempotencyConflict)):
                     raise result["error"]
 
     # ---- reads and deletes -------------------------------------------------------------------------------------
