@@ -75,6 +75,7 @@ async def test_a_session_becomes_entries_of_the_user_s_agent_once(wm: WorkingMem
 
 
 async def test_memories_added_and_deleted(wm: WorkingMemoryClient, agent_id: str) -> None:
+    await wm.agent(agent_id).register(role="custom", budget=3000)  # registered before: its configuration stands
     memory = WorkingMemoryService(wm, agent_for=lambda app, user: agent_id, search_limit=2)
     note = MemoryEntry(
         id="m-1", author="user", timestamp="2024-05-08T09:10:00+00:00",
@@ -103,6 +104,7 @@ async def test_memories_added_and_deleted(wm: WorkingMemoryClient, agent_id: str
     entries = await recorded(wm, agent_id)
     assert entries[0]["entryId"] == "m-1"
     assert [e["correlationId"] for e in entries if "adk-deleted" in e["tags"]] == ["adk-delete:m-1"]
+    assert (await wm.agent(agent_id).view())["agent"]["budget"] == 3000
 
 
 async def test_bad_input_is_a_typed_error(system: System, wm: WorkingMemoryClient, agent_id: str) -> None:

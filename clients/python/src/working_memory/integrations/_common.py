@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..client import AgentClient, WorkingMemoryClient
-from ..errors import AgentNotFound, NotConnected, ValidationError
+from ..errors import AgentAlreadyRegistered, AgentNotFound, NotConnected, ValidationError
 from ..sync import SyncWorkingMemoryClient
 from ..types import Origin, Role
 
@@ -110,11 +110,14 @@ class Agents:
         return agent
 
     async def ensure_registered(self, agent: AgentClient) -> None:
-        """Registers the agent with the configured role once per adapter (idempotent on the server); nothing when
-        no role is configured."""
+        """Registers the agent with the configured role once per adapter (idempotent on the server); an agent
+        registered before with another configuration keeps it. Nothing when no role is configured."""
         if self.role is None or agent.agent_id in self._registered:
             return
-        await agent.register(role=self.role, budget=self.budget)
+        try:
+            await agent.register(role=self.role, budget=self.budget)
+        except AgentAlreadyRegistered:
+            pass
         self._registered.add(agent.agent_id)
 
 
