@@ -134,7 +134,10 @@ def _decode_value(entry: LoggedEntry) -> dict[str, Any]:
     for tag in entry.tags:
         if tag.startswith(TEXT_TAG_PREFIX):
             return {tag[len(TEXT_TAG_PREFIX) :]: entry.content}
-    decoded = json.loads(entry.content)
+    try:
+        decoded = json.loads(entry.content)
+    except ValueError:  # not written by this store's encoding: its text as it is
+        return {"text": entry.content}
     return decoded if isinstance(decoded, dict) else {"value": decoded}
 
 

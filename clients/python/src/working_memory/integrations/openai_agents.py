@@ -48,7 +48,7 @@ from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 
 from ..client import AgentClient
-from ..errors import InvalidState, ValidationError
+from ..errors import InvalidState, UnknownEntries, ValidationError
 from ..types import BuiltContext, Focus, Origin, RecordEntryRequest, Role, WorkingEntry
 from ._common import (
     MAX_CORRELATION_CHARS,
@@ -271,7 +271,10 @@ class WorkingMemorySession:
             runs = {tuple(words[i : i + REFERENCE_WORDS]) for i in range(len(words) - REFERENCE_WORDS + 1)}
             used = [entry_id for entry_id, text in served.items() if _shares_a_run(runs, text)][:MAX_REFERENCES]
             if used:
-                await self.agent.reference(step_id, used)
+                try:
+                    await self.agent.reference(step_id, used)
+                except (InvalidState, UnknownEntries):
+                    pass  # the step or an entry went meanwhile (ended by another holder, forgotten): nothing to report
         try:
             await self.agent.end_step(step_id)
         except InvalidState:
