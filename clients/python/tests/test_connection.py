@@ -71,3 +71,11 @@ async def test_user_and_password_log_in(system: System, work_dir: Path, monkeypa
         await client.close()
     finally:
         stop(server.process)
+
+
+async def test_a_call_on_a_closed_client_is_not_connected_at_once(system: System) -> None:
+    client = await WorkingMemoryClient.connect(system.nats_url)
+    assert client.loop is asyncio.get_running_loop()
+    await client.close()
+    with pytest.raises(NotConnected, match="closed"):
+        await client.agent("py-closed").view()

@@ -153,6 +153,13 @@ class WorkingMemoryClient:
         self.timeout = timeout
         self.attempts = attempts
         self.overloaded_attempts = overloaded_attempts
+        #: The event loop the connection runs on (the one running when the client was made), where every call of
+        #: this client must run; the framework adapters (``working_memory.integrations``) hand their calls to it.
+        self.loop: asyncio.AbstractEventLoop | None
+        try:
+            self.loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
 
     @classmethod
     async def connect(
@@ -228,8 +235,11 @@ class WorkingMemoryClient:
         """Sends one request, retrying with the same body (hence the same request id) while nobody
         answers or the service replies ``Unavailable`` or ``NotCaughtUp``, and after the wait an ``Overloaded`` refusal asks
         for (up to ``overloaded_attempts`` times, then it is raised). Returns the reply's value; raises the
-        typed :class:`~working_memory.errors.ApiError` on refusal and :class:`NoResponse` after the last attempt."""
+        typed :class:`~working_memory.errors.ApiError` on refusal, :class:`NoResponse` after the last attempt and
+        :class:`NotConnected` once the connection is closed."""
         subject = api_subject(agent_id, operation)
+        if self.nc.is_closed or self.nc.is_draining:
+            raise NotConnected(f"the connection is closed: no request is sent on {subject}")
         body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
         # The connection would refuse it with a bare "max payload exceeded": say which limit, as the API does.
         max_payload = self.nc.max_payload
@@ -264,6 +274,9 @@ class WorkingMemoryClient:
                 last_error = error
             except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
                 last_error = error
+            except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError) as error:
+                # Closed while the request waited: no attempt can be answered any more.
+                raise NotConnected(f"the connection closed during a request on {subject}: {error!r}") from error
             attempt += 1
             if attempt < self.attempts:
                 await asyncio.sleep(_backoff(attempt))

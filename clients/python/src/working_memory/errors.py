@@ -267,4 +267,4 @@ def decode_error(error: Any) -> ApiError:
 
 
 class NotConnected(WorkingMemoryError):
-    """No NATS server answered at any of the given URLs."""
+    """No NATS server answered at any of the given URLs, or the client's connection is closed."""
