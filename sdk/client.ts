@@ -18,7 +18,7 @@ import { connect, errors, type NatsConnection } from "@nats-io/transport-node"
 import { Schema } from "effect"
 import type { OperationName, RequestOf, ResponseOf } from "../contracts/api.ts"
 import { MAX_CONTENT_BYTES, operations } from "../contracts/api.ts"
-import { ApiError, Overloaded, ValidationError } from "../contracts/errors.ts"
+import { ApiError, Overloaded, Unavailable, ValidationError } from "../contracts/errors.ts"
 import { apiSubject, DEFAULT_NATS_URL } from "../contracts/subjects.ts"
 
 export interface ConnectOptions {
@@ -122,6 +122,9 @@ export class WorkingMemoryClient {
         if (parsed.ok) return parsed.value
         throw decodeApiError(parsed.error)
       } catch (error) {
+        // A connection closed or draining sends nothing, now or on a retry: the API's Unavailable, at once.
+        if (error instanceof errors.ClosedConnectionError || error instanceof errors.DrainingConnectionError)
+          throw new Unavailable({ reason: `the connection to NATS is closed (${error.message}); nothing was stored` })
         const retryable =
           error instanceof errors.TimeoutError ||
           error instanceof errors.NoRespondersError ||

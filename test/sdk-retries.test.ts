@@ -1,9 +1,11 @@
 /**
  * What the TypeScript SDK retries: a read whose view had not yet applied the caller's own writes
- * (NotCaughtUp) is asked again, as an Unavailable answer is; a refusal is thrown at once.
+ * (NotCaughtUp) is asked again, as an Unavailable answer is; a refusal is thrown at once; a closed
+ * connection is Unavailable at once.
  */
 import { connect } from "@nats-io/transport-node"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import { Unavailable } from "../contracts/errors.ts"
 import { apiSubject } from "../contracts/subjects.ts"
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
@@ -78,6 +80,21 @@ it("throws the NotCaughtUp itself when the view is still behind after every atte
     expect(responder.seen()).toBe(2)
   } finally {
     await client.close()
+    await responder.close()
+  }
+})
+
+it("answers a call on a closed connection with Unavailable at once, without asking again", async () => {
+  const responder = await answering(apiSubject("gone", "view.get"), [{ ok: true, value: {} }])
+  const client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 2_000 })
+  try {
+    await client.close()
+    await expect(client.agent("gone").view()).rejects.toMatchObject({ _tag: "Unavailable" })
+    await expect(client.agent("gone").record({ origin: "USER", content: "still there?" })).rejects.toBeInstanceOf(
+      Unavailable,
+    )
+    expect(responder.seen()).toBe(0)
+  } finally {
     await responder.close()
   }
 })

@@ -20,7 +20,7 @@ import type {
   LanguageModelV4StreamPart,
   LanguageModelV4ToolResultOutput,
 } from "@ai-sdk/provider"
-import { type AgentClient, type RequestOf, type ResponseOf, Unavailable, ValidationError } from "@working-memory/client"
+import { type AgentClient, type RequestOf, type ResponseOf, ValidationError } from "@working-memory/client"
 
 export type BuiltContext = ResponseOf<"buildContext">
 
@@ -72,20 +72,6 @@ interface Turn {
   readonly context: BuiltContext | null
   /** Set once the step has ended (or ending it was attempted). */
   ended: boolean
-}
-
-/** A refusal of the connection itself (closed, draining) is the API's Unavailable: nothing was stored. */
-const closedAsUnavailable = (error: unknown): unknown =>
-  error instanceof Error && (error.name === "ClosedConnectionError" || error.name === "DrainingConnectionError")
-    ? new Unavailable({ reason: `the connection to NATS is closed (${error.message}); nothing was stored` })
-    : error
-
-const sdk = async <T>(call: () => Promise<T>): Promise<T> => {
-  try {
-    return await call()
-  } catch (error) {
-    throw closedAsUnavailable(error)
-  }
 }
 
 const utf8 = new TextEncoder()
@@ -243,7 +229,7 @@ export const workingMemoryMiddleware = (options: WorkingMemoryMiddlewareOptions)
   const endStep = async (turn: Turn) => {
     if (turn.ended) return
     turn.ended = true
-    await sdk(() => agent.endStep(turn.stepId))
+    await agent.endStep(turn.stepId)
   }
 
   /** Ends the step after a failure, keeping the failure as the error the caller sees. */
@@ -253,7 +239,7 @@ export const workingMemoryMiddleware = (options: WorkingMemoryMiddlewareOptions)
 
   const recordAll = async (entries: ReadonlyArray<Entry>) => {
     if (entries.length === 0) return
-    const { results } = await sdk(() => agent.recordMany(entries))
+    const { results } = await agent.recordMany(entries)
     for (const result of results) if (!result.ok) throw result.error
   }
 
@@ -264,14 +250,14 @@ export const workingMemoryMiddleware = (options: WorkingMemoryMiddlewareOptions)
       const said = [reply.reasoning, reply.text].filter(Boolean).join("\n")
       const items = turn.context?.items ?? []
       if (said && items.length > 0) {
-        const view = await sdk(() => agent.view())
+        const view = await agent.view()
         const served = new Set(items.map((item) => item.entryId))
         const texts = view.entries
           .filter((e) => served.has(e.id))
           .flatMap((e) => [e.content, e.keyPoints, e.summary].filter((t): t is string => t !== null))
         const quotes = quotesOf(said, texts, minQuoteWords)
         if (quotes.length > 0)
-          await sdk(() => agent.reference(turn.stepId, [], quotes)).catch((error: unknown) => {
+          await agent.reference(turn.stepId, [], quotes).catch((error: unknown) => {
             // A quoted entry that faded to a form without the passage since the view was read: nothing to report.
             if (!(error instanceof ValidationError && error.field === "quotes")) throw error
           })
@@ -312,13 +298,14 @@ export const workingMemoryMiddleware = (options: WorkingMemoryMiddlewareOptions)
     transformParams: async ({ params }) => {
       const latestUser = params.prompt.findLast((m) => m.role === "user")
       const focus = latestUser ? userText(latestUser).trim() : ""
-      const { stepId } = await sdk(() =>
-        agent.beginStep(focus ? { focus: { query: [...focus].slice(0, MAX_FOCUS_CHARS).join("") } } : {}),
+      const { stepId } = await agent.beginStep(
+        focus ? { focus: { query: [...focus].slice(0, MAX_FOCUS_CHARS).join("") } } : {},
       )
       try {
-        const context = await sdk(() =>
-          agent.buildContext({ stepId, ...(options.budget === undefined ? {} : { limit: options.budget }) }),
-        )
+        const context = await agent.buildContext({
+          stepId,
+          ...(options.budget === undefined ? {} : { limit: options.budget }),
+        })
         // Recorded after the build: the context holds what this prompt does not already carry.
         const fresh = newMessages(params.prompt)
         const offset = params.prompt.length - fresh.length

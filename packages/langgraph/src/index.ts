@@ -30,7 +30,6 @@ import {
   type AgentClient,
   type RequestOf,
   type ResponseOf,
-  Unavailable,
   ValidationError,
   type WorkingMemoryClient,
 } from "@working-memory/client"
@@ -66,20 +65,6 @@ interface Version {
   readonly entryId: string
   readonly timestamp: number
   readonly deleted: boolean
-}
-
-/** A refusal of the connection itself (closed, draining) is the API's Unavailable: nothing was stored. */
-const closedAsUnavailable = (error: unknown): unknown =>
-  error instanceof Error && (error.name === "ClosedConnectionError" || error.name === "DrainingConnectionError")
-    ? new Unavailable({ reason: `the connection to NATS is closed (${error.message}); nothing was stored` })
-    : error
-
-const sdk = async <T>(call: () => Promise<T>): Promise<T> => {
-  try {
-    return await call()
-  } catch (error) {
-    throw closedAsUnavailable(error)
-  }
 }
 
 const hash = (text: string, length: number) => createHash("sha256").update(text).digest("base64url").slice(0, length)
@@ -169,7 +154,7 @@ export class WorkingMemoryStore extends BaseStore {
       agent = (
         register === false
           ? Promise.resolve()
-          : sdk(() => client.register(register)).catch((error: unknown) => {
+          : client.register(register).catch((error: unknown) => {
               if (!(error instanceof AgentAlreadyRegistered)) throw error
             })
       ).then(
@@ -204,7 +189,7 @@ export class WorkingMemoryStore extends BaseStore {
   #raw(agent: AgentClient, entryId: string): Promise<Raw> {
     let raw = this.#raws.get(entryId)
     if (raw === undefined) {
-      raw = sdk(() => agent.raw(entryId))
+      raw = agent.raw(entryId)
       this.#raws.set(entryId, raw)
       raw.catch(() => this.#raws.delete(entryId))
     }
@@ -212,7 +197,7 @@ export class WorkingMemoryStore extends BaseStore {
   }
 
   async #thread(agent: AgentClient, correlationId: string): Promise<Thread> {
-    const { entries } = await sdk(() => agent.thread(correlationId))
+    const { entries } = await agent.thread(correlationId)
     return entries.filter((e) => e.agentId === agent.agentId)
   }
 
@@ -279,15 +264,13 @@ export class WorkingMemoryStore extends BaseStore {
   async #keepNamespace(agent: AgentClient, path: ReadonlyArray<string>) {
     const known = `${agent.agentId}\n${JSON.stringify(path)}`
     if (this.#knownNamespaces.has(known)) return
-    await sdk(() =>
-      agent.record({
-        requestId: `${REGISTRY}${hash(JSON.stringify(path), 32)}`,
-        origin: "SYSTEM",
-        content: JSON.stringify({ namespace: path }),
-        tags: [NAMESPACE_TAG],
-        correlationId: NAMESPACES,
-      }),
-    )
+    await agent.record({
+      requestId: `${REGISTRY}${hash(JSON.stringify(path), 32)}`,
+      origin: "SYSTEM",
+      content: JSON.stringify({ namespace: path }),
+      tags: [NAMESPACE_TAG],
+      correlationId: NAMESPACES,
+    })
     this.#knownNamespaces.add(known)
   }
 
@@ -300,15 +283,13 @@ export class WorkingMemoryStore extends BaseStore {
     if (op.value === null) {
       // Deleting what is not there records nothing.
       if ((await this.#get({ namespace: op.namespace, key })) === null) return
-      await sdk(() =>
-        agent.record({
-          ...common,
-          requestId: `${DELETE}${version}`,
-          origin: "SYSTEM",
-          content: JSON.stringify({ namespace: path, key, deleted: true }),
-          timestamp: this.#now(),
-        }),
-      )
+      await agent.record({
+        ...common,
+        requestId: `${DELETE}${version}`,
+        origin: "SYSTEM",
+        content: JSON.stringify({ namespace: path, key, deleted: true }),
+        timestamp: this.#now(),
+      })
       return
     }
     if (typeof op.value !== "object" || Array.isArray(op.value))
@@ -320,9 +301,13 @@ export class WorkingMemoryStore extends BaseStore {
       throw ValidationError.one("value", `is not JSON: ${error instanceof Error ? error.message : String(error)}`)
     }
     await this.#keepNamespace(agent, path)
-    await sdk(() =>
-      agent.record({ ...common, requestId: `${PUT}${version}`, origin: "INTERNAL", content, timestamp: this.#now() }),
-    )
+    await agent.record({
+      ...common,
+      requestId: `${PUT}${version}`,
+      origin: "INTERNAL",
+      content,
+      timestamp: this.#now(),
+    })
   }
 
   /** The agents a namespace prefix covers: all of them for the empty prefix. */
@@ -345,9 +330,7 @@ export class WorkingMemoryStore extends BaseStore {
         await Promise.all(
           places.map(async ({ agent, path }) => {
             const query = op.query ?? ""
-            const { results } = await sdk(() =>
-              agent.query(query, { limit: QUERY_DEPTH, filter: { tags: [tagOf(path)] } }),
-            )
+            const { results } = await agent.query(query, { limit: QUERY_DEPTH, filter: { tags: [tagOf(path)] } })
             return results.map((hit) => ({ agent, hit }))
           }),
         )

@@ -18,7 +18,6 @@ import {
   type AgentClient,
   type RequestOf,
   type ResponseOf,
-  Unavailable,
   ValidationError,
   type WorkingMemoryClient,
 } from "@working-memory/client"
@@ -75,20 +74,6 @@ const LABEL: Readonly<Record<Origin, string>> = {
   INTERNAL: "thought: ",
   ADVISOR: "advisor: ",
   SYSTEM: "system: ",
-}
-
-/** A refusal of the connection itself (closed, draining) is the API's Unavailable: nothing was stored. */
-const closedAsUnavailable = (error: unknown): unknown =>
-  error instanceof Error && (error.name === "ClosedConnectionError" || error.name === "DrainingConnectionError")
-    ? new Unavailable({ reason: `the connection to NATS is closed (${error.message}); nothing was stored` })
-    : error
-
-const sdk = async <T>(call: () => Promise<T>): Promise<T> => {
-  try {
-    return await call()
-  } catch (error) {
-    throw closedAsUnavailable(error)
-  }
 }
 
 const utf8 = new TextEncoder()
@@ -230,7 +215,7 @@ export class WorkingMemorySession implements Session {
     if (register !== false) {
       let done = this.#registered.get(agentId)
       if (done === undefined) {
-        done = sdk(() => agent.register(register)).then(
+        done = agent.register(register).then(
           () => undefined,
           (error: unknown) => {
             this.#registered.delete(agentId)
@@ -249,7 +234,7 @@ export class WorkingMemorySession implements Session {
   }
 
   async #records(agent: AgentClient): Promise<Set<string>> {
-    const { entries } = await sdk(() => agent.thread(SESSION_RECORDS))
+    const { entries } = await agent.thread(SESSION_RECORDS)
     return new Set(entries.filter((e) => e.agentId === agent.agentId).map((e) => e.entryId))
   }
 
@@ -295,24 +280,24 @@ export class WorkingMemorySession implements Session {
   async getItems(limit?: number): Promise<AgentInputItem[]> {
     const state = await this.#current()
     const { agent } = state
-    const before = await sdk(() => agent.view())
+    const before = await agent.view()
     const latest = this.#conversation(state, before.entries)
       .filter((e) => e.origin === "USER" && !e.tags.includes(TAGS.reply))
       .at(-1)
     const focus = (latest?.content ?? latest?.keyPoints ?? latest?.summary ?? "").trim()
-    const { stepId } = await sdk(() =>
-      agent.beginStep(focus ? { focus: { query: [...focus].slice(0, MAX_FOCUS_CHARS).join("") } } : {}),
+    const { stepId } = await agent.beginStep(
+      focus ? { focus: { query: [...focus].slice(0, MAX_FOCUS_CHARS).join("") } } : {},
     )
     let items: AgentInputItem[]
     try {
-      const context = await sdk(() => agent.buildContext({ stepId, limit: this.#budget }))
+      const context = await agent.buildContext({ stepId, limit: this.#budget })
       // Read while the step is open: it holds the step's cues.
-      const view = await sdk(() => agent.view())
+      const view = await agent.view()
       items = blocksOf(context, view.entries)
         .filter((block) => this.#serves(state, block.entry.id))
         .map((block) => itemOf(block.entry.origin, block.entry.tags, block.text, this.#assistantName))
     } finally {
-      await sdk(() => agent.endStep(stepId))
+      await agent.endStep(stepId)
     }
     if (limit === undefined) return items
     return limit > 0 ? items.slice(-limit) : []
@@ -329,7 +314,7 @@ export class WorkingMemorySession implements Session {
       const sending = batch
       batch = []
       bytes = 0
-      const { results } = await sdk(() => agent.recordMany(sending))
+      const { results } = await agent.recordMany(sending)
       for (const result of results) if (!result.ok) throw result.error
     }
     for (const entry of entries) {
@@ -348,20 +333,18 @@ export class WorkingMemorySession implements Session {
   async popItem(): Promise<AgentInputItem | undefined> {
     const state = await this.#current()
     const { agent } = state
-    const view = await sdk(() => agent.view())
+    const view = await agent.view()
     const last = this.#conversation(state, view.entries).at(-1)
     if (last === undefined) return undefined
-    const raw = await sdk(() => agent.raw(last.id))
+    const raw = await agent.raw(last.id)
     const withdrawal = withdrawalOf(last.id)
-    await sdk(() =>
-      agent.record({
-        requestId: withdrawal,
-        origin: "SYSTEM",
-        content: `Withdrawn from the conversation: entry ${last.id}.`,
-        tags: [TAGS.session],
-        correlationId: SESSION_RECORDS,
-      }),
-    )
+    await agent.record({
+      requestId: withdrawal,
+      origin: "SYSTEM",
+      content: `Withdrawn from the conversation: entry ${last.id}.`,
+      tags: [TAGS.session],
+      correlationId: SESSION_RECORDS,
+    })
     state.records.add(withdrawal)
     return itemOf(raw.origin, raw.tags, `${LABEL[raw.origin]}${raw.content}`, this.#assistantName)
   }
@@ -377,15 +360,13 @@ export class WorkingMemorySession implements Session {
     if (!/^[A-Za-z0-9_-]{1,64}$/u.test(next))
       throw ValidationError.one("agentId", `the next epoch's agent id '${next}' is not a valid agent id`)
     const base = this.#agent(this.#baseId)
-    await sdk(() =>
-      base.record({
-        requestId: `${CLEARED}${epoch}`,
-        origin: "SYSTEM",
-        content: `The conversation was cleared; it goes on as agent ${next}.`,
-        tags: [TAGS.session],
-        correlationId: SESSION_RECORDS,
-      }),
-    )
+    await base.record({
+      requestId: `${CLEARED}${epoch}`,
+      origin: "SYSTEM",
+      content: `The conversation was cleared; it goes on as agent ${next}.`,
+      tags: [TAGS.session],
+      correlationId: SESSION_RECORDS,
+    })
     const agent = await this.#registeredAgent(next)
     this.#state = Promise.resolve({ epoch, agent, records: new Set<string>() })
   }
