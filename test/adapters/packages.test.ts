@@ -17,7 +17,11 @@ const adapters = {
 
 const json = (path: string) => JSON.parse(readFileSync(join(root, path), "utf8"))
 const importsOf = (source: string) =>
-  [...source.matchAll(/(?:^|\n)\s*(?:import|export)[^"']*?from\s*["']([^"']+)["']/g)].map((m) => m[1]!)
+  [
+    ...source.matchAll(
+      /(?:^|\n)\s*(?:import|export)(?:[^"';]*?from)?\s*["']([^"']+)["']|\bimport\(\s*["']([^"']+)["']|\brequire\(\s*["']([^"']+)["']/g,
+    ),
+  ].map((m) => (m[1] ?? m[2] ?? m[3])!)
 
 describe.each(Object.entries(adapters))("packages/%s", (dir, { name, framework }) => {
   const manifest = json(`packages/${dir}/package.json`)
@@ -59,6 +63,14 @@ describe.each(Object.entries(adapters))("packages/%s", (dir, { name, framework }
 })
 
 it("reads every import and re-export of a source, over several lines too", () => {
-  const source = 'import {\n  a,\n  type B,\n} from "../../sdk/client.ts"\nexport * from "@nats-io/transport-node"\n'
-  expect(importsOf(source)).toEqual(["../../sdk/client.ts", "@nats-io/transport-node"])
+  const source =
+    'import {\n  a,\n  type B,\n} from "../../sdk/client.ts"\nexport * from "@nats-io/transport-node"\n' +
+    'import "../../sdk/own-events.ts"\nconst later = await import("../../contracts/api.ts")\nrequire("node:fs")\n'
+  expect(importsOf(source)).toEqual([
+    "../../sdk/client.ts",
+    "@nats-io/transport-node",
+    "../../sdk/own-events.ts",
+    "../../contracts/api.ts",
+    "node:fs",
+  ])
 })
