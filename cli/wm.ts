@@ -29,6 +29,8 @@ import { writeFileSync } from "node:fs"
 import { type ParseArgsConfig, parseArgs } from "node:util"
 import type { NatsConnection } from "@nats-io/transport-node"
 import { Option } from "effect"
+import { deploymentPlacement } from "../contracts/partitions.ts"
+import { routingConfig } from "../contracts/routing.ts"
 import { readSetting, settings } from "../contracts/settings.ts"
 import { contextOfView } from "../domain/context-builder.ts"
 import { generatePassword, natsAuth, SERVICE_NAMES, type ServiceName, type TenantAccount } from "../infra/auth.ts"
@@ -66,7 +68,11 @@ const USAGE = `wm — audit working memory from its event log
   wm auth-config --agent <id>... [--tenant <name>=<agent>,<agent>]... [--service <name>]...
                  [--deny-op <operation>]... [--no-admin] --credentials <file> [--out <file> [--compose-env <file>]]
       a nats-server authorization block isolating each agent (see SECURITY.md); --compose-env
-      also writes the settings docker-compose.yml reads (each service's user, QDRANT_API_KEY, WM_TENANTS)
+      also writes the settings docker-compose.yml reads (each service's user, QDRANT_API_KEY, WM_TENANTS);
+      the block starts with routing-config's
+  wm routing-config
+      the nats-server subject mappings that deliver each request only to the replica owning its
+      agent's partition, for WM_PARTITIONS and WM_PARTITION_PINS (regenerate when they change)
 
 connection: --server <url> (NATS_URL), --user/--pass (NATS_USER/NATS_PASS), --inbox-prefix (NATS_INBOX_PREFIX)
 `
@@ -284,8 +290,10 @@ const authConfigCommand = async (args: string[]): Promise<number> => {
     ...(auth.admin ? { admin: auth.admin } : {}),
   }
   writeFileSync(values.credentials, `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 })
-  if (values.out !== undefined) writeFileSync(values.out, auth.config, { mode: 0o600 })
-  else out(auth.config)
+  // The server's configuration: the routing of requests by partition, then the users.
+  const config = `${serverRouting()}\n${auth.config}`
+  if (values.out !== undefined) writeFileSync(values.out, config, { mode: 0o600 })
+  else out(config)
   if (values["compose-env"] !== undefined) {
     if (values.out === undefined)
       throw new UsageError("--compose-env needs --out <file>: docker-compose.yml mounts the configuration from there")
@@ -378,6 +386,21 @@ const statusCommand = async (args: string[]): Promise<number> => {
   })
 }
 
+/** The subject mappings routing each request to its partition's owner, for this environment's placement. */
+const serverRouting = (): string => {
+  try {
+    return routingConfig(deploymentPlacement())
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message : String(error))
+  }
+}
+
+const routingConfigCommand = async (args: string[]): Promise<number> => {
+  if (args.length > 0) throw new UsageError(`routing-config takes no arguments (got ${args.join(" ")})`)
+  out(serverRouting())
+  return 0
+}
+
 const commands: Record<string, (args: string[]) => Promise<number>> = {
   history,
   replay,
@@ -386,6 +409,7 @@ const commands: Record<string, (args: string[]) => Promise<number>> = {
   migrate: migrateCommand,
   status: statusCommand,
   "auth-config": authConfigCommand,
+  "routing-config": routingConfigCommand,
 }
 
 const main = async (argv: string[]): Promise<number> => {

@@ -76,6 +76,8 @@ export interface Placement {
   readonly candidates: (agentId: string) => ReadonlyArray<number>
   /** Every agent of a pinned tenant. */
   readonly pinnedAgents: ReadonlyArray<string>
+  /** The partitions every agent of no pinned tenant hashes over (all of them without pins). */
+  readonly shared: ReadonlyArray<number>
   /** The same for every process whose placement is the same (partition count, pins and pinned agents). */
   readonly fingerprint: string
 }
@@ -126,6 +128,7 @@ export const placementOf = (
     pins,
     candidates: (agentId) => pinOf.get(agentId)?.partitions ?? rest,
     pinnedAgents: [...pinOf.keys()],
+    shared: rest,
     fingerprint,
   }
 }

@@ -32,6 +32,7 @@ import {
 } from "../contracts/buckets.ts"
 import { isSubjectToken } from "../contracts/ids.ts"
 import { agentInboxPrefix, tenantInboxPrefix } from "../contracts/inboxes.ts"
+import { PARTITIONED_SERVICES, ROUTE_ROOT } from "../contracts/routing.ts"
 import {
   ALL_AGENT_CONFIG,
   ALL_ENTRIES,
@@ -88,7 +89,7 @@ export type ServiceName = "gateway" | "working" | "fade" | "long-term" | "substr
 export interface ServiceSpec {
   readonly name: string
   /** API subject suffixes it serves for every agent (`wm.api.*.<subject>`), each in its queue group. */
-  readonly serves: ReadonlyArray<{ readonly subject: string; readonly queue: string }>
+  readonly serves: ReadonlyArray<{ readonly subject: string; readonly queue: string; readonly routed?: boolean }>
   /** Event subjects it appends to (patterns under `wm.evt`). */
   readonly appends: ReadonlyArray<string>
   /** Reads the event log (consumers, direct get). */
@@ -208,14 +209,27 @@ const eraseRights = (stream: string): string[] => [
 
 const unique = (xs: ReadonlyArray<string>) => Array.from(new Set(xs))
 
+/** The routed form of a request subject `wm.api.<agent>.<operation>` (none for another subject). */
+const routedFormOf = (subject: string): string[] =>
+  subject.startsWith(`${API_ROOT}.`) ? [`${ROUTE_ROOT}.*.*.${subject.slice(API_ROOT.length + 1)}`] : []
+
 // ---------------------------------------------------------------------------
 // Permissions
 
+/**
+ * An API subject pattern and the subjects the server routes it to (contracts/routing.ts): the server checks a
+ * publication's rights on the subject it delivers, so a right to send a request needs both.
+ */
+const withRoutes = (agent: string, operation: string): string[] => [
+  `${API_ROOT}.${agent}.${operation}`,
+  `${ROUTE_ROOT}.*.*.${agent}.${operation}`,
+]
+
 /** Rights of one agent over its own memory and nothing else: its API subjects, nothing of JetStream's. */
-const agentPublishRights = (agentId: string): string[] => [`${API_ROOT}.${agentId}.>`]
+const agentPublishRights = (agentId: string): string[] => withRoutes(agentId, ">")
 
 const agentDenials = (agentId: string, denyOperations: ReadonlyArray<string>) =>
-  denyOperations.map((op) => `${API_ROOT}.${agentId}.${op}`)
+  denyOperations.flatMap((op) => withRoutes(agentId, op))
 
 export const agentPermissions = (agentId: string, denyOperations: ReadonlyArray<string> = []): Permissions => {
   assertToken("agent id", agentId)
@@ -251,7 +265,9 @@ export const servicePermissions = (spec: ServiceSpec): Permissions => {
   if (spec.deadLetters) publish.push(`${DEAD_LETTER_ROOT}.>`)
   for (const b of spec.buckets) publish.push(...bucketRights(b, true))
   for (const b of spec.readsBuckets) publish.push(...bucketRights(b, false))
-  publish.push(...spec.requests)
+  publish.push(...spec.requests.flatMap((subject) => [subject, ...routedFormOf(subject)]))
+  // A replica forwards a pinned tenant's request to its partition's owner (contracts/routing.ts).
+  publish.push(...spec.serves.filter((s) => s.routed).map((s) => `${ROUTE_ROOT}.*.*.*.${s.subject}`))
   for (const stream of spec.erases ?? []) publish.push(...eraseRights(stream))
   publish.push(...(spec.peers ?? []))
   return {
@@ -263,6 +279,8 @@ export const servicePermissions = (spec: ServiceSpec): Permissions => {
         // Each operation only in the service's queue group: a second, non-queue
         // subscriber could otherwise read every agent's requests.
         ...spec.serves.map((s) => `${API_ROOT}.*.${s.subject} ${s.queue}`),
+        // And, routed by the server, only the requests of the partitions it answers for (the same queue).
+        ...spec.serves.filter((s) => s.routed).map((s) => `${ROUTE_ROOT}.*.*.*.${s.subject} ${s.queue}`),
         ...(spec.peers ?? []),
       ],
       deny: [],
@@ -274,8 +292,6 @@ export const servicePermissions = (spec: ServiceSpec): Permissions => {
 // ---------------------------------------------------------------------------
 // Default service specs
 
-const partitioned = new Set<string>(["working", "gateway", "retrieval"])
-
 /** The operations of contracts/api.ts a service serves; services/platform/api/serve.ts queues them in `wm-<service>`. */
 const servedBy = (service: string) =>
   Object.values(operations)
@@ -284,7 +300,8 @@ const servedBy = (service: string) =>
     // answers for its partitions.
     .map((op) => ({
       subject: op.subject,
-      queue: partitioned.has(op.servedBy) ? replicaQueues(op.servedBy) : `wm-${op.servedBy}`,
+      queue: PARTITIONED_SERVICES.has(op.servedBy) ? replicaQueues(op.servedBy) : `wm-${op.servedBy}`,
+      routed: PARTITIONED_SERVICES.has(op.servedBy),
     }))
 
 const apiOf = (operation: keyof typeof operations) => `${API_ROOT}.*.${operations[operation].subject}`

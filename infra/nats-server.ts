@@ -9,6 +9,9 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Option } from "effect"
+import type { Placement } from "../contracts/partition-pins.ts"
+import { deploymentPlacement } from "../contracts/partitions.ts"
+import { routingConfig } from "../contracts/routing.ts"
 import { readSetting, settings } from "../contracts/settings.ts"
 
 export const NATS_INSTALL_HINT =
@@ -72,6 +75,12 @@ interface StartOptions {
   readonly removeStoreOnStop?: boolean
   /** Extra configuration file contents (cluster nodes use this). */
   readonly config?: string
+  /**
+   * The placement whose requests the server routes to their partition's owner (contracts/routing.ts);
+   * default: the environment's (WM_PARTITIONS, WM_PARTITION_PINS); false: none, every replica receives
+   * every request.
+   */
+  readonly routing?: Placement | false
   readonly name?: string
   readonly readyTimeoutMs?: number
   /** Pass -DV to the server and echo its log. */
@@ -121,9 +130,11 @@ export const startNatsServer = async (options: StartOptions = {}): Promise<NatsS
   const removeStore = options.removeStoreOnStop ?? temporary
   const name = options.name ?? `nats-${port}`
   const args = ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir, "-n", name]
-  if (options.config !== undefined) {
+  const routing = options.routing ?? deploymentPlacement()
+  const config = [routing === false ? "" : routingConfig(routing), options.config ?? ""].join("\n")
+  if (config.trim() !== "") {
     const configFile = join(storeDir, `${name}.conf`)
-    writeFileSync(configFile, options.config)
+    writeFileSync(configFile, config)
     args.push("-c", configFile)
   }
   if (options.verbose) args.push("-DV")

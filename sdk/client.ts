@@ -20,6 +20,7 @@ import type { OperationName, RequestOf, ResponseOf } from "../contracts/api.ts"
 import { MAX_CONTENT_BYTES, operations } from "../contracts/api.ts"
 import { ApiError, Overloaded, Unavailable, ValidationError } from "../contracts/errors.ts"
 import { apiSubject, DEFAULT_NATS_URL } from "../contracts/subjects.ts"
+import { RoutedRefusals } from "./routed-refusals.ts"
 
 export interface ConnectOptions {
   /** Comma-separated or a list (default: `NATS_URL`, else `nats://127.0.0.1:4222`). */
@@ -64,9 +65,11 @@ export class WorkingMemoryClient {
   readonly #timeoutMs: number
   readonly #attempts: number
   readonly #overloadedAttempts: number
+  readonly #refusals: RoutedRefusals
 
   private constructor(nc: NatsConnection, options: ConnectOptions) {
     this.nc = nc
+    this.#refusals = new RoutedRefusals(nc)
     this.#timeoutMs = options.timeoutMs ?? 5_000
     this.#attempts = options.attempts ?? 4
     this.#overloadedAttempts = options.overloadedAttempts ?? 10
@@ -115,7 +118,9 @@ export class WorkingMemoryClient {
     let overloaded = 0
     for (let attempt = 1; attempt <= this.#attempts; attempt++) {
       try {
-        const reply = await this.nc.request(subject, body, { timeout: options.timeoutMs ?? this.#timeoutMs })
+        const reply = await this.#refusals.guard(subject, () =>
+          this.nc.request(subject, body, { timeout: options.timeoutMs ?? this.#timeoutMs }),
+        )
         const parsed = JSON.parse(textDecoder.decode(reply.data)) as
           | { ok: true; value: ResponseOf<O> }
           | { ok: false; error: unknown }

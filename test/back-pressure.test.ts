@@ -16,7 +16,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { readStatus } from "../cli/audit/status.ts"
 import { Overloaded } from "../contracts/errors.ts"
 import { partitionOf } from "../contracts/partitions.ts"
-import { apiSubject } from "../contracts/subjects.ts"
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { FadeWorkerSettings } from "../services/fade/fade-worker.ts"
@@ -201,7 +200,8 @@ describe("back-pressure", () => {
     const agent = patient.agent(AGENT)
     // Each attempt of the call is seen on its subject: the SDK retries it after each Overloaded.
     let attempts = 0
-    const watch = nc.subscribe(apiSubject(AGENT, "entry.record"), {
+    // The server delivers the request on its partition's route (contracts/routing.ts).
+    const watch = nc.subscribe(`wm.route.*.*.${AGENT}.entry.record`, {
       callback: (_error, msg) => {
         if (msg.json<{ requestId?: string }>().requestId === "after-the-wait") attempts++
       },

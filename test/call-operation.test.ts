@@ -14,7 +14,8 @@ import { callOperation, NoAnswer } from "../services/platform/api/call.ts"
 let server: NatsServerProcess
 let nc: NatsConnection
 beforeAll(async () => {
-  server = await startNatsServer()
+  // A scripted service on the API subjects themselves: a server that does not route them by partition.
+  server = await startNatsServer({ routing: false })
   nc = await connect({ servers: server.url })
   // A stand-in for the retrieval service's `step.recall`, answering by the step id it is asked about.
   nc.subscribe(apiSubject("*", operations.recall.subject), {

@@ -20,6 +20,8 @@ import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { ConfigProvider, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { LEGACY_SUBSTRATE_BUCKET as SUBSTRATE_BUCKET } from "../contracts/buckets.ts"
+import { partitionCount } from "../contracts/partitions.ts"
+import { slotOf, slotSubject } from "../contracts/routing.ts"
 import {
   agentConfigSubject,
   agentEvents,
@@ -228,9 +230,12 @@ describe("another agent's memory, refused by the broker", () => {
     expect((await refusal(asBob.register({ role: "main" }))).message).toContain(
       publishViolation("wm.api.bob.agent.register"),
     )
-    expect(
-      (await refusal(alice.nc.request("wm.api.bob.step.begin", encode("{}"), { timeout: 2_000 }))).message,
-    ).toContain(publishViolation("wm.api.bob.step.begin"))
+    // A request sent without the SDK: the server refuses it on the subject it routes it to (its partition's).
+    const aliceErrors = serverErrors(alice.nc)
+    await refusal(alice.nc.request("wm.api.bob.step.begin", encode("{}"), { timeout: 2_000 }))
+    const P = partitionCount()
+    const routed = slotSubject(P, slotOf("bob", P), "bob", "step.begin")
+    await until("the refusal of the route", () => aliceErrors.some((e) => e.includes(publishViolation(routed))))
     // Bob's memory is as he left it: one entry, never read.
     const view = await bob.agent("bob").view()
     expect(view.entries.map((e) => [e.id, e.referenceCount])).toEqual([[bobEntry.entryId, 0]])

@@ -12,7 +12,8 @@ import { WorkingMemoryClient } from "../sdk/client.ts"
 
 let server: NatsServerProcess
 beforeAll(async () => {
-  server = await startNatsServer()
+  // Scripted answers on the API subjects themselves: a server that does not route them by partition.
+  server = await startNatsServer({ routing: false })
 })
 afterAll(async () => server?.stop())
 

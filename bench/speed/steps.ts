@@ -19,6 +19,7 @@ import { readStatus } from "../../cli/audit/status.ts"
 import { DEFAULT_BATCH_ENTRIES } from "../../contracts/api.ts"
 import type { Origin } from "../../contracts/entry.ts"
 import { Overloaded } from "../../contracts/errors.ts"
+import { ROUTE_ROOT } from "../../contracts/routing.ts"
 import { apiSubject } from "../../contracts/subjects.ts"
 import { freePort, startNatsServer } from "../../infra/nats-server.ts"
 import { type AgentClient, WorkingMemoryClient } from "../../sdk/client.ts"
@@ -310,7 +311,7 @@ const populate = async (
   }
 }
 
-/** Requests received per replica queue group of the partitioned services, from the server's connection list. */
+/** Requests received per replica queue group of the partitioned services (routed or not), from the server's connection list. */
 const receivedByReplica = async (monitorUrl: string): Promise<Map<string, number>> => {
   const response = await fetch(`${monitorUrl}/connz?subs=detail&limit=1024`)
   const body = (await response.json()) as {
@@ -319,7 +320,11 @@ const receivedByReplica = async (monitorUrl: string): Promise<Map<string, number
   const out = new Map<string, number>()
   for (const c of body.connections ?? [])
     for (const s of c.subscriptions_list_detail ?? [])
-      if (s.subject.startsWith("wm.api.*.") && s.qgroup !== undefined && /^wm-(gateway|working)\./.test(s.qgroup))
+      if (
+        (s.subject.startsWith("wm.api.*.") || s.subject.startsWith(`${ROUTE_ROOT}.`)) &&
+        s.qgroup !== undefined &&
+        /^wm-(gateway|working)\./.test(s.qgroup)
+      )
         out.set(s.qgroup, (out.get(s.qgroup) ?? 0) + (s.msgs ?? 0))
   return out
 }

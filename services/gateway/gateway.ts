@@ -12,6 +12,7 @@
  * (`Overloaded`) while background work on its partition is far behind the
  * log (back-pressure.ts).
  */
+
 import { nuid } from "@nats-io/nuid"
 import { Context, Effect, HashMap, Layer, Result } from "effect"
 import type { AgentConfig } from "../../contracts/agent.ts"
@@ -27,13 +28,7 @@ import {
   ValidationError,
 } from "../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
-import {
-  agentConfigSubject,
-  agentStepSubject,
-  EVENTS_STREAM,
-  entrySubject,
-  replicaQueue,
-} from "../../contracts/subjects.ts"
+import { agentConfigSubject, agentStepSubject, EVENTS_STREAM, entrySubject } from "../../contracts/subjects.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import {
   type Decision,
@@ -59,6 +54,7 @@ import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { Nats } from "../platform/nats/connection.ts"
 import { openLeaseBucket } from "../platform/partitions/leases.ts"
+import { partitionOwner } from "../platform/partitions/partition-owner.ts"
 import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
 import { PartitionSettings } from "../platform/partitions/settings.ts"
 import { makeBackPressure } from "./back-pressure.ts"
@@ -117,7 +113,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
       )
       // Only the partitions this replica holds a lease on (services/platform/partitions).
       const views = yield* projectPartitionedViews("gateway")
-      const owner = { queue: replicaQueue("gateway", views.leases.replicaId), owns: views.owns }
+      const owner = partitionOwner("gateway", views)
       const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
 
       /** Waits until the agent's partition has applied the log as it stands now. */

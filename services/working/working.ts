@@ -5,11 +5,12 @@
  * EntriesRead event (decided by `decideRead`, guarded on the step subject,
  * kept in the request ledger), from which reference counts are folded.
  */
+
 import { nuid } from "@nats-io/nuid"
 import { Context, Effect, Layer } from "effect"
 import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
 import { AgentNotFound, type ApiError } from "../../contracts/errors.ts"
-import { agentStepSubject, replicaQueue } from "../../contracts/subjects.ts"
+import { agentStepSubject } from "../../contracts/subjects.ts"
 import { type AgentView, currentFocus, viewResponseOf } from "../../domain/agent-view.ts"
 import { decideRead, type Stamp } from "../../domain/decide.ts"
 import { replayedContext, replyOfEvent, type StoredContext, storedContext } from "../../domain/requests.ts"
@@ -20,6 +21,7 @@ import { makeCommandHandler } from "../platform/log/command-handler.ts"
 import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { Nats } from "../platform/nats/connection.ts"
+import { partitionOwner } from "../platform/partitions/partition-owner.ts"
 import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
 import { makeOpenStepMemo } from "../platform/views/open-step-memo.ts"
 
@@ -36,7 +38,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
       const { nc, js } = yield* Nats
       // Only the partitions this replica holds a lease on (services/platform/partitions).
       const views = yield* projectPartitionedViews("working")
-      const owner = { queue: replicaQueue("working", views.leases.replicaId), owns: views.owns }
+      const owner = partitionOwner("working", views)
       const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
 
       /**

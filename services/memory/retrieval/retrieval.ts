@@ -14,6 +14,7 @@
  * entry with fresh fade tracking; the others are dropped at step end. Both
  * are events; the long-term record is never changed by a cue.
  */
+
 import { Context, Effect, FiberSet, HashMap, Layer, Option } from "effect"
 import type { RequestOf, ResponseOf } from "../../../contracts/api.ts"
 import type { WorkingEntry } from "../../../contracts/entry.ts"
@@ -22,7 +23,7 @@ import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
 import { focusText } from "../../../contracts/focus.ts"
 import { allPartitions, partitionOf } from "../../../contracts/partitions.ts"
 import { settings as configured } from "../../../contracts/settings.ts"
-import { ALL_THREAD_PARTS, replicaQueue, threadPartSubject } from "../../../contracts/subjects.ts"
+import { ALL_THREAD_PARTS, threadPartSubject } from "../../../contracts/subjects.ts"
 import { type AgentView, currentFocus, fullestForm, fullestText } from "../../../domain/agent-view.ts"
 import {
   decideCueDrops,
@@ -45,6 +46,7 @@ import { readEntryFacts } from "../../platform/log/entry-facts.ts"
 import { EventLog } from "../../platform/log/event-log.ts"
 import { READ_WAIT } from "../../platform/log/projection.ts"
 import { Nats } from "../../platform/nats/connection.ts"
+import { partitionOwner } from "../../platform/partitions/partition-owner.ts"
 import {
   type PartitionedViews,
   type PartitionHooks,
@@ -742,7 +744,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             ),
       )
 
-      const owner = { queue: replicaQueue("retrieval", views.leases.replicaId), owns: views.owns }
+      const owner = partitionOwner("retrieval", views)
       yield* servePeerThreadParts
       yield* serveOperation("query", query, owner)
       yield* serveOperation("thread", thread, owner)

@@ -9,11 +9,19 @@
  * otherwise be silently ignored.
  */
 
-import type { Msg } from "@nats-io/transport-node"
+import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node"
 import { Effect, Exit, FiberSet, Schema, SchemaIssue, type Scope } from "effect"
 import { type OperationName, operations, type RequestOf, type ResponseOf } from "../../../contracts/api.ts"
 import { type ApiError, type FieldIssue, InvalidState, ValidationError } from "../../../contracts/errors.ts"
 import { isSubjectToken } from "../../../contracts/ids.ts"
+import type { Placement } from "../../../contracts/partition-pins.ts"
+import {
+  forwardedSubject,
+  parseRouteSubject,
+  partitionOfSlot,
+  placedPartition,
+  routeSubscriptions,
+} from "../../../contracts/routing.ts"
 import { agentIdOfApiSubject, apiWildcard, UNKNOWN_OPERATIONS_QUEUE } from "../../../contracts/subjects.ts"
 import { Nats } from "../nats/connection.ts"
 
@@ -91,13 +99,20 @@ export type Handler<O extends OperationName, R> = (
 ) => Effect.Effect<ResponseOf<O>, ApiError, R>
 
 /**
- * A replica that answers only for the agents whose partition it owns: it receives every request of the
- * operation in a queue group of its own (`wm-<service>.<replica>`) and leaves the others' unanswered; a
- * request that meets no owner (a partition moving) times out and the client retries it with the same id.
+ * A replica that answers only for the agents whose partition it owns. With the server routing requests
+ * (contracts/routing.ts) it subscribes to the routes of the partitions it answers for, and to nothing else;
+ * without, it receives every request of the operation in a queue group of its own (`wm-<service>.<replica>`)
+ * and leaves the others' unanswered. A request that meets no owner (a partition moving) times out or finds
+ * no responder, and the client retries it with the same id.
  */
 export interface PartitionOwner {
   readonly queue: string
   readonly owns: (agentId: string) => boolean
+  readonly placement: Placement
+  /** The partitions it answers for now. */
+  readonly answering: () => ReadonlyArray<number>
+  /** Calls `listener` whenever that set may have changed; returns what stops it. */
+  readonly watchAnswering: (listener: () => void) => () => void
 }
 
 export const serveOperation = <O extends OperationName, R>(
@@ -110,9 +125,7 @@ export const serveOperation = <O extends OperationName, R>(
     const runFork = yield* FiberSet.makeRuntime<R>()
     const operation = operations[name]
 
-    const handle = (msg: Msg) => {
-      const agentId = agentIdOfApiSubject(msg.subject)
-      if (owner !== undefined && !owner.owns(agentId)) return Effect.void
+    const handle = (msg: Msg, agentId: string) => {
       const work = isSubjectToken(agentId)
         ? Effect.flatMap(decodeRequest(name, msg.data), (request) => handler(agentId, request))
         : Effect.fail(ValidationError.one("agentId", "must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'"))
@@ -139,14 +152,97 @@ export const serveOperation = <O extends OperationName, R>(
       )
     }
 
-    const subscription = nc.subscribe(apiWildcard(operation.subject), {
-      queue: owner?.queue ?? `wm-${operation.servedBy}`,
+    if (owner === undefined) {
+      const subscription = nc.subscribe(apiWildcard(operation.subject), {
+        queue: `wm-${operation.servedBy}`,
+        callback: (error, msg) => {
+          if (error === null) runFork(handle(msg, agentIdOfApiSubject(msg.subject)))
+        },
+      })
+      yield* Effect.addFinalizer(() => Effect.promise(() => subscription.drain().catch(() => undefined)))
+      return
+    }
+
+    // A server that does not route delivers every request here, to every replica.
+    let warned = false
+    const unrouted = nc.subscribe(apiWildcard(operation.subject), {
+      queue: owner.queue,
       callback: (error, msg) => {
-        if (error === null) runFork(handle(msg))
+        if (error !== null) return
+        if (!warned) {
+          warned = true
+          runFork(
+            Effect.logWarning(
+              `[${operation.subject}] requests reach every replica: the NATS server does not route them by partition (add \`npm run wm -- routing-config\` to its configuration)`,
+            ),
+          )
+        }
+        const agentId = agentIdOfApiSubject(msg.subject)
+        if (owner.owns(agentId)) runFork(handle(msg, agentId))
       },
     })
-    yield* Effect.addFinalizer(() => Effect.promise(() => subscription.drain().catch(() => undefined)))
+    const routes = subscribeRoutes(nc, operation.subject, owner, (msg, agentId) => runFork(handle(msg, agentId)))
+    yield* Effect.addFinalizer(() =>
+      Effect.promise(async () => {
+        routes.close()
+        await unrouted.drain().catch(() => undefined)
+      }),
+    )
   })
+
+/**
+ * Keeps one subscription per route of each partition the owner answers for, following the set as it
+ * changes. A routed request of an agent placed on another partition (a pinned tenant's, mapped by the hash
+ * over the shared partitions) is forwarded once to that partition's route, with its reply subject.
+ */
+const subscribeRoutes = (
+  nc: NatsConnection,
+  operation: string,
+  owner: PartitionOwner,
+  serve: (msg: Msg, agentId: string) => void,
+): { readonly close: () => void } => {
+  const { placement } = owner
+  const onRoute = (error: Error | null, msg: Msg) => {
+    if (error !== null) return
+    const routed = parseRouteSubject(msg.subject)
+    if (routed === undefined) return
+    if (owner.owns(routed.agentId)) return serve(msg, routed.agentId)
+    if (!("slot" in routed.target)) return
+    const home = placedPartition(placement, routed.agentId)
+    if (home === partitionOfSlot(placement, routed.target.slot)) return
+    nc.publish(forwardedSubject(placement.partitions, home, routed.agentId, operation), msg.data, {
+      ...(msg.reply ? { reply: msg.reply } : {}),
+      ...(msg.headers ? { headers: msg.headers } : {}),
+    })
+  }
+  const held = new Map<number, Subscription[]>()
+  const follow = () => {
+    const answering = new Set(owner.answering())
+    for (const [partition, subscriptions] of held) {
+      if (answering.has(partition)) continue
+      for (const subscription of subscriptions) subscription.unsubscribe()
+      held.delete(partition)
+    }
+    for (const partition of answering) {
+      if (held.has(partition)) continue
+      held.set(
+        partition,
+        routeSubscriptions(placement, partition, operation).map((subject) =>
+          nc.subscribe(subject, { queue: owner.queue, callback: onRoute }),
+        ),
+      )
+    }
+  }
+  follow()
+  const stop = owner.watchAnswering(follow)
+  return {
+    close: () => {
+      stop()
+      for (const subscriptions of held.values()) for (const subscription of subscriptions) subscription.unsubscribe()
+      held.clear()
+    },
+  }
+}
 
 /**
  * Answers a request for an operation the API does not have (`wm.api.<agent>.no.such.op`) with a

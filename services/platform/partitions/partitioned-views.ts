@@ -28,6 +28,7 @@
 import { Cause, Deferred, Effect, Exit, Fiber, FiberSet, Scope } from "effect"
 import { NotCaughtUp } from "../../../contracts/errors.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
+import type { Placement } from "../../../contracts/partition-pins.ts"
 import { allPartitions, deploymentPlacement, partitionOf } from "../../../contracts/partitions.ts"
 import {
   ALL_EVENTS,
@@ -69,8 +70,12 @@ export interface PartitionedViews extends AgentViews {
   /** This replica holds the agent's partition and has caught up on it: it may answer for the agent. */
   readonly owns: (agentId: string) => boolean
   readonly leases: PartitionLeases
+  /** Which partitions each agent hashes over. */
+  readonly placement: Placement
   /** The partitions that answer now. */
   readonly ready: () => ReadonlyArray<number>
+  /** Calls `watcher` whenever a partition starts or stops answering; returns what stops it. */
+  readonly watchReady: (watcher: () => void) => () => void
   /** How each partition this replica took was caught up. */
   readonly catchUps: () => ReadonlyArray<CatchUp>
   /** Snapshots every partition that answers now. */
@@ -212,6 +217,10 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
     const settings = yield* PartitionSettings
     const runFork = yield* FiberSet.makeRuntime<EventLog | Nats>()
     const states = new Map<number, PartitionState>()
+    const answeringWatchers = new Set<() => void>()
+    const answeringChanged = () => {
+      for (const watcher of answeringWatchers) watcher()
+    }
     const startedAt = Date.now()
     let caughtUpEvents = 0
     const catchUps: CatchUp[] = []
@@ -275,6 +284,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         state.completeTo = Math.max(state.completeTo, streamAtStart)
         state.ready = true
         hooks.ready?.(state.partition, [...state.views.keys()], (agentId) => state.views.get(agentId))
+        answeringChanged()
       })
 
     // The snapshots' lines not used yet, decoded behind the partitions that answer: one fiber for them
@@ -302,6 +312,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       if (state.rebuilding || states.get(state.partition) !== state) return
       state.rebuilding = true
       state.ready = false
+      answeringChanged()
       const partition = state.partition
       console.error(
         `[${service}] snapshot of partition ${partition} ignored (the view of ${agentId} does not decode: ${reason}): rebuilding from the log`,
@@ -359,6 +370,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       Effect.gen(function* () {
         state.ready = false
         if (states.get(state.partition) === state) states.delete(state.partition)
+        answeringChanged()
         hooks.lost?.(state.partition, [...state.views.keys()])
         if (state.fiber !== null) yield* Fiber.interrupt(state.fiber)
         yield* Scope.close(state.scope, Exit.void)
@@ -610,7 +622,12 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       projection,
       owns: (agentId: string) => answering(partitionOf(agentId, settings.partitions)) !== undefined,
       leases,
+      placement: deploymentPlacement(settings.partitions),
       ready,
+      watchReady: (watcher) => {
+        answeringWatchers.add(watcher)
+        return () => answeringWatchers.delete(watcher)
+      },
       catchUps: () => catchUps,
       snapshotAll,
       decoded: Effect.gen(function* () {

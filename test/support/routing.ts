@@ -1,0 +1,50 @@
+/** Replicas, requests and the server's per-subscription counts, for the routing tests. */
+import { expect } from "vitest"
+import type { WorkingMemoryClient } from "../../sdk/client.ts"
+import { PartitionSettings } from "../../services/platform/partitions/settings.ts"
+import { workingService } from "../../services/system.ts"
+import { settingsFor, startInProcess, workingOf } from "../faults/support/services.ts"
+
+export interface Subscription {
+  readonly subject: string
+  readonly qgroup?: string
+  readonly msgs?: number
+}
+
+/** Every subscription of the server with the messages it delivered, from `/connz?subs=detail`. */
+export const subscriptions = async (monitorUrl: string): Promise<Subscription[]> => {
+  const response = await fetch(`${monitorUrl}/connz?subs=detail&limit=1024`)
+  const body = (await response.json()) as { connections?: Array<{ subscriptions_list_detail?: Subscription[] }> }
+  return (body.connections ?? []).flatMap((c) => c.subscriptions_list_detail ?? [])
+}
+
+/** The context.build requests each working replica's queue received: routed, and not routed. */
+export const received = (subs: ReadonlyArray<Subscription>, replicaId: string) => {
+  const mine = subs.filter((s) => s.qgroup === `wm-working.${replicaId}` && s.subject.endsWith(".context.build"))
+  return {
+    unrouted: mine.filter((s) => s.subject.startsWith("wm.api.")).reduce((n, s) => n + (s.msgs ?? 0), 0),
+    routes: mine.filter((s) => s.subject.startsWith("wm.route.")),
+  }
+}
+
+export const startReplica = async (url: string, replicaId: string) => {
+  const services = await startInProcess(
+    workingService(
+      settingsFor(url)(`wm-working-${replicaId}`),
+      PartitionSettings.make({ leaseTtlMs: 5_000, replicaId }),
+    ),
+  )
+  return { replicaId, services, working: await workingOf(services) }
+}
+
+export const AGENTS = Array.from({ length: 40 }, (_, i) => `routed-${i}`)
+
+export const stepEach = async (client: WorkingMemoryClient, agents: ReadonlyArray<string>) => {
+  for (const id of agents) {
+    const agent = client.agent(id)
+    await agent.register({ role: "main" })
+    await agent.record({ origin: "USER", content: `Agent ${id} keeps the routing notes.` })
+    const context = await agent.buildContext()
+    expect(context.text).toContain(`Agent ${id} keeps the routing notes.`)
+  }
+}
