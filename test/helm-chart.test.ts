@@ -60,13 +60,10 @@ const render = (...args: string[]): Doc[] => {
     .map((d) => d.toJS() as Doc | null)
     .filter((d): d is Doc => d !== null)
 }
-const FLEET = ["-f", join(CHART, "ci", "fleet-values.yaml")]
-const WITH_CREDENTIALS = (): string[] => [
-  "--set-file",
-  `auth.nats.credentialsJson=${credentialsFile}`,
-  "--set",
-  "auth.qdrant.apiKey=qdrant-key-from-values",
-]
+/** Three replicas each, with an existing NATS and Qdrant (the chart may then create the Qdrant key's Secret). */
+const FLEET_VALUES = ["-f", join(CHART, "ci", "fleet-values.yaml")]
+const FLEET = [...FLEET_VALUES, "--set", "auth.qdrant.apiKey=qdrant-key-from-values"]
+const WITH_CREDENTIALS = (): string[] => ["--set-file", `auth.nats.credentialsJson=${credentialsFile}`]
 
 const deployments = (docs: Doc[]) => docs.filter((d): d is Deployment => d.kind === "Deployment")
 const containerOf = (d: Deployment) => d.spec.template.spec.containers[0]!
@@ -223,7 +220,13 @@ describe("the Helm chart", () => {
         .filter((s) => s.type === "secret")
         .map((s) => s.name),
     )
-    const existing = render(...FLEET, "--set", "auth.nats.secretName=ops-nats", "--set", "auth.qdrant.secretName=ops-q")
+    const existing = render(
+      ...FLEET_VALUES,
+      "--set",
+      "auth.nats.secretName=ops-nats",
+      "--set",
+      "auth.qdrant.secretName=ops-q",
+    )
     expect(existing.filter((d) => d.kind === "Secret")).toEqual([])
     const secretEnv = deployments(existing).flatMap((d) => containerOf(d).env.filter((e) => secretSettings.has(e.name)))
     expect(secretEnv.map((e) => e.name).sort()).toEqual(expect.arrayContaining(["NATS_PASS", "QDRANT_API_KEY"]))
@@ -232,9 +235,16 @@ describe("the Helm chart", () => {
       expect(e.valueFrom?.secretKeyRef?.name, e.name).toMatch(/^(ops-nats|ops-q|embedder)$/)
     }
 
-    const rendered = run(helm(), ["template", "wm", chart, ...WITH_CREDENTIALS()]).stdout
+    const rendered = run(helm(), ["template", "wm", chart, ...FLEET, ...WITH_CREDENTIALS()]).stdout
+    expect(rendered).toContain(Buffer.from("qdrant-key-from-values").toString("base64"))
     const plaintext = [...Object.values(credentials.services).map((c) => c.pass), "qdrant-key-from-values"]
     expect(plaintext.filter((p) => rendered.includes(p))).toEqual([])
+  })
+
+  it("refuses to create the Qdrant key's Secret for the bundled Qdrant, whose chart reads it before the install", () => {
+    expect(() => render("--set", "qdrant.enabled=true", "--set", "auth.qdrant.apiKey=k")).toThrow(
+      /auth.qdrant.apiKey cannot be used with the bundled Qdrant/,
+    )
   })
 
   it("refuses a secret setting given as a plain value", () => {
