@@ -247,6 +247,25 @@ describe("the Helm chart", () => {
     )
   })
 
+  it("documents every value in the table of docs/kubernetes.md, and no value it does not have", () => {
+    const values = parse(readFileSync(join(CHART, "values.yaml"), "utf8")) as Record<string, unknown>
+    /** The dotted path of each value that is not a map of further values. */
+    const leaves = (node: unknown, path: string): string[] =>
+      node !== null && typeof node === "object" && !Array.isArray(node) && Object.keys(node).length > 0
+        ? Object.entries(node).flatMap(([k, v]) => leaves(v, path ? `${path}.${k}` : k))
+        : [path]
+    const documented = readFileSync(join(REPO, "docs", "kubernetes.md"), "utf8")
+      .split("\n")
+      .filter((line) => line.startsWith("| `"))
+      .flatMap((line) => [...line.split("|")[1]!.matchAll(/`([^`]+)`/g)].map((m) => m[1]!))
+    // A row names a value or a map of them; `<service>` stands for any service.
+    const covers = (row: string, leaf: string) =>
+      new RegExp(`^${row.replaceAll(".", "\\.").replace("<service>", "[^.]+")}(\\.|$)`).test(leaf)
+    const all = leaves(values, "")
+    expect(all.filter((leaf) => !documented.some((row) => covers(row, leaf)))).toEqual([])
+    expect(documented.filter((row) => !all.some((leaf) => covers(row, leaf)))).toEqual([])
+  })
+
   it("refuses a secret setting given as a plain value", () => {
     expect(() => render("--set", "config.WM_SUMMARIZER_API_KEY=sk-plain")).toThrow(/WM_SUMMARIZER_API_KEY is a secret/)
   })
