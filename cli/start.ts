@@ -38,6 +38,7 @@ import { NatsSettings, natsSettingsFromConfig } from "../services/platform/nats/
 import { jsonLogsFromEnv } from "../services/platform/observability/json-logs.ts"
 import { observability, processMetrics } from "../services/platform/observability/observability.ts"
 import { OpsServer } from "../services/platform/observability/ops-server.ts"
+import { makeReadiness } from "../services/platform/observability/readiness.ts"
 import { systemLayer } from "../services/system.ts"
 import { Working } from "../services/working/working.ts"
 
@@ -153,7 +154,8 @@ const main = async () => {
     )
   }
   // One registry and readiness for every service of the process, the dashboard's too.
-  const shared = processMetrics()
+  const readiness = makeReadiness()
+  const shared = processMetrics(readiness)
   const ops = ManagedRuntime.make(observability("system", shared))
   try {
     const { url } = await ops.runPromise(OpsServer)
@@ -166,6 +168,7 @@ const main = async () => {
     systemLayer((name) => NatsSettings.fromEnv(name, { servers })).pipe(Layer.provide(observed)),
   )
   const working = await runtime.runPromise(Working)
+  readiness.started()
   console.log(`Working service warmed up: replayed ${working.warmUp.events} events in ${working.warmUp.millis} ms`)
 
   const dashboard = flags["no-dashboard"] ? undefined : await startDashboard(servers, observed)

@@ -9,8 +9,8 @@ import { OpsServer } from "./ops-server.ts"
 import { makeReadiness, Readiness } from "./readiness.ts"
 
 /** A fresh registry and readiness, for one process (or one replica of a test). */
-export const processMetrics = () =>
-  Layer.merge(Layer.succeed(Metrics, makeMetrics()), Layer.succeed(Readiness, makeReadiness()))
+export const processMetrics = (readiness = makeReadiness()) =>
+  Layer.merge(Layer.succeed(Metrics, makeMetrics()), Layer.succeed(Readiness, readiness))
 
 /** The process running `service`: its metrics and readiness (`shared`), the operations port and JSON logs. */
 export const observability = (
@@ -23,6 +23,11 @@ const announceMetrics = Layer.effectDiscard(
   Effect.flatMap(OpsServer, ({ url }) => (url === undefined ? Effect.void : Effect.log(`Metrics on ${url}/metrics`))),
 )
 
+/** The process is built: readiness is its parts' from now on. */
+export const processStarted = Layer.effectDiscard(
+  Effect.flatMap(Readiness, (readiness) => Effect.sync(readiness.started)),
+)
+
 /** A service's process (services/<name>/main.ts): `layer` observed as `observability` says. */
 export const serviceProcess = <A, E>(service: string, layer: Layer.Layer<A, E>) =>
-  Layer.merge(layer, announceMetrics).pipe(Layer.provide(observability(service)))
+  processStarted.pipe(Layer.provideMerge(Layer.merge(layer, announceMetrics)), Layer.provide(observability(service)))

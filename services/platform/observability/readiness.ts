@@ -15,11 +15,17 @@ export interface ReadinessShape {
   readonly register: (check: ReadinessCheck) => Effect.Effect<void, never, Scope.Scope>
   /** Every reason the process is not ready now; empty: ready. */
   readonly reasons: () => ReadonlyArray<string>
+  /** The process has built what it runs: until then it is not ready, whatever its parts say. */
+  readonly started: () => void
 }
 
 export const makeReadiness = (): ReadinessShape => {
-  const checks = new Set<ReadinessCheck>()
+  let starting = true
+  const checks = new Set<ReadinessCheck>([() => (starting ? ["starting"] : [])])
   return {
+    started: () => {
+      starting = false
+    },
     register: (check) =>
       Effect.acquireRelease(
         Effect.sync(() => checks.add(check)),
