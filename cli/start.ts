@@ -11,13 +11,15 @@
  * every service in this process and a short demo.
  * Long-term records are kept in <data-dir>/longterm (WM_LONGTERM_DIR, unless set).
  * The dashboard is served on WM_DASHBOARD_PORT (4380), its page built first when missing or stale.
+ * Metrics, health and readiness of every service are served on WM_METRICS_PORT (9464), each metric labelled
+ * with the service that produced it.
  */
 
 import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { connect, errors } from "@nats-io/transport-node"
-import { Effect, ManagedRuntime } from "effect"
+import { Effect, Layer, ManagedRuntime } from "effect"
 import { readSetting, settings } from "../contracts/settings.ts"
 import { runDemo } from "../examples/demo.ts"
 import {
@@ -33,6 +35,10 @@ import { OFFLINE_EMBEDDER } from "../services/platform/embedding/local-embedders
 import { defaultCacheDir, wordVectorCacheFile } from "../services/platform/embedding/offline-embedder.ts"
 import { missingFiles, modelDir, SETUP_COMMAND, sentenceModel } from "../services/platform/embedding/sentence-models.ts"
 import { NatsSettings, natsSettingsFromConfig } from "../services/platform/nats/settings.ts"
+import { jsonLogsFromEnv } from "../services/platform/observability/json-logs.ts"
+import { observability, processMetrics } from "../services/platform/observability/observability.ts"
+import { OpsServer } from "../services/platform/observability/ops-server.ts"
+import { makeReadiness } from "../services/platform/observability/readiness.ts"
 import { systemLayer } from "../services/system.ts"
 import { Working } from "../services/working/working.ts"
 
@@ -88,7 +94,7 @@ const fail = (message: string): never => {
 }
 
 /** The dashboard beside the services; a port in use or a failed build is said, and the rest runs on. */
-const startDashboard = async (servers: ReadonlyArray<string>) => {
+const startDashboard = async (servers: ReadonlyArray<string>, observed: Layer.Layer<never>) => {
   try {
     // Loaded only here: an image without the page's sources or Vite (npm ci --omit=dev) still starts.
     const { ensureDashboardBundle } = await import("../dashboard/bundle.ts")
@@ -96,7 +102,9 @@ const startDashboard = async (servers: ReadonlyArray<string>) => {
   } catch (error) {
     console.log(`The dashboard's page could not be built (npm run build:dashboard says why): ${String(error)}`)
   }
-  const runtime = ManagedRuntime.make(dashboardService(NatsSettings.fromEnv("wm-dashboard", { servers })))
+  const runtime = ManagedRuntime.make(
+    dashboardService(NatsSettings.fromEnv("wm-dashboard", { servers })).pipe(Layer.provide(observed)),
+  )
   try {
     const dashboard = await runtime.runPromise(Dashboard)
     console.log(`Dashboard on ${dashboard.url}${dashboard.authenticated ? " (log in with NATS_USER / NATS_PASS)" : ""}`)
@@ -145,15 +153,30 @@ const main = async () => {
       `Deriving the offline embedder's word-vector cache in ${defaultCacheDir()} (about 10 s, once per machine)…`,
     )
   }
-  const runtime = ManagedRuntime.make(systemLayer((name) => NatsSettings.fromEnv(name, { servers })))
+  // One registry and readiness for every service of the process, the dashboard's too.
+  const readiness = makeReadiness()
+  const shared = processMetrics(readiness)
+  const ops = ManagedRuntime.make(observability("system", shared))
+  try {
+    const { url } = await ops.runPromise(OpsServer)
+    if (url !== undefined) console.log(`Metrics on ${url}/metrics`)
+  } catch (error) {
+    console.log(`Metrics not served: ${error instanceof Error ? error.message : String(error)}`)
+  }
+  const observed = Layer.merge(shared, jsonLogsFromEnv("system"))
+  const runtime = ManagedRuntime.make(
+    systemLayer((name) => NatsSettings.fromEnv(name, { servers })).pipe(Layer.provide(observed)),
+  )
   const working = await runtime.runPromise(Working)
+  readiness.started()
   console.log(`Working service warmed up: replayed ${working.warmUp.events} events in ${working.warmUp.millis} ms`)
 
-  const dashboard = flags["no-dashboard"] ? undefined : await startDashboard(servers)
+  const dashboard = flags["no-dashboard"] ? undefined : await startDashboard(servers, observed)
 
   const stop = async () => {
     await dashboard?.dispose()
     await runtime.dispose()
+    await ops.dispose()
     await server?.stop()
   }
   process.once("SIGINT", () => void stop().then(() => process.exit(0)))

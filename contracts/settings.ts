@@ -84,6 +84,10 @@ export const DEFAULT_MAX_PROJECTION_LAG = 10_000
 export const DEFAULT_LEASE_TTL_MS = 6_000
 export const DEFAULT_LEASE_SETTLE_MS = 500
 export const DEFAULT_SNAPSHOT_INTERVAL_MS = 60_000
+/** Where the operations port (/metrics, /healthz, /readyz) listens by default: the Prometheus exporters' port. */
+export const DEFAULT_METRICS_PORT = 9464
+export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error"] as const
+export type LogLevelName = (typeof LOG_LEVELS)[number]
 const atLeastMs = (minimum: number) => (n: number) => (n >= minimum ? null : `must be at least ${minimum} ms`)
 const number = (name: string, fallback: number, meaning: string): Setting<number> => ({
   name,
@@ -312,6 +316,25 @@ export const settings = {
     "path",
     "`dashboard/dist`",
   ),
+  WM_METRICS_PORT: checkedInteger(
+    "WM_METRICS_PORT",
+    DEFAULT_METRICS_PORT,
+    (n) => (n >= 0 && n <= 65_535 ? null : "must be a port (0–65535)"),
+    "where each service process, and `npm start`, serves `/metrics`, `/healthz` and `/readyz` ([metrics.md](metrics.md)); 0: not served",
+  ),
+  WM_METRICS_HOST: text(
+    "WM_METRICS_HOST",
+    "127.0.0.1",
+    "the address the metrics port listens on (`0.0.0.0` in a container)",
+    "`127.0.0.1`",
+  ),
+  WM_LOG_LEVEL: {
+    name: "WM_LOG_LEVEL",
+    type: "string",
+    default: "`info`",
+    meaning: "the least level logged, as JSON lines on standard output: `trace`, `debug`, `info`, `warn` or `error`",
+    config: Config.Literals(LOG_LEVELS, "WM_LOG_LEVEL").pipe(Config.withDefault("info" as const)),
+  } satisfies Setting<LogLevelName>,
   WM_AGENT: optionalText("WM_AGENT", "the agent of `npm run mcp` when `--agent` is not given"),
   CHROMIUM_BIN: optionalText(
     "CHROMIUM_BIN",

@@ -19,6 +19,7 @@ import { serveUnknownOperations } from "./platform/api/serve.ts"
 import { EmbeddingProvider } from "./platform/embedding/embedding-provider.ts"
 import { foundation } from "./platform/foundation.ts"
 import type { NatsSettings } from "./platform/nats/settings.ts"
+import { serviceLogs } from "./platform/observability/json-logs.ts"
 import { PartitionSettings } from "./platform/partitions/settings.ts"
 import { SubstrateReader } from "./platform/substrate-reader.ts"
 import { ForgetEraser } from "./substrate/eraser.ts"
@@ -33,7 +34,10 @@ export { foundation, gatewayService, workingService }
 export const substrateService = (
   settings: Settings,
   partitions: Layer.Layer<PartitionSettings> = PartitionSettings.fromEnv,
-) => Layer.merge(Substrate.layer, ForgetEraser.layer).pipe(Layer.provide(Layer.merge(foundation(settings), partitions)))
+) =>
+  Layer.merge(Substrate.layer, ForgetEraser.layer).pipe(
+    Layer.provide(Layer.mergeAll(foundation(settings), partitions, serviceLogs("substrate"))),
+  )
 
 /** The embedding models fading and retrieval share: records and queries must embed alike. */
 export const defaultModels = () => Layer.merge(Summarizer.fromEnv(), EmbeddingProvider.fromEnv())
@@ -48,7 +52,7 @@ export const fadeService = (
   // Fade also refuses operations the API does not have: it serves no operation itself, so no request reaches
   // its connection twice (a server with allow_responses refuses a reply from a connection that got the request twice).
   Layer.merge(FadeWorker.layer, Layer.effectDiscard(serveUnknownOperations)).pipe(
-    Layer.provide(Layer.mergeAll(worker, models, foundation(settings), partitions)),
+    Layer.provide(Layer.mergeAll(worker, models, foundation(settings), partitions, serviceLogs("fade"))),
   )
 
 /**
@@ -89,7 +93,7 @@ export const memoryService = (
     options.partitions ?? PartitionSettings.fromEnv,
     base,
   )
-  return Retrieval.layer.pipe(Layer.provideMerge(deps))
+  return Retrieval.layer.pipe(Layer.provideMerge(deps), Layer.provide(serviceLogs("memory")))
 }
 
 export interface SystemOptions {

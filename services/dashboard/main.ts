@@ -6,6 +6,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { NatsSettings } from "../platform/nats/settings.ts"
+import { serviceProcess } from "../platform/observability/observability.ts"
 import { Dashboard, dashboardService } from "./dashboard.ts"
 
 const announce = Layer.effectDiscard(
@@ -15,4 +16,8 @@ const announce = Layer.effectDiscard(
   }),
 )
 
-NodeRuntime.runMain(Layer.launch(announce.pipe(Layer.provide(dashboardService(NatsSettings.fromEnv("wm-dashboard"))))))
+NodeRuntime.runMain(
+  Layer.launch(
+    serviceProcess("dashboard", announce.pipe(Layer.provide(dashboardService(NatsSettings.fromEnv("wm-dashboard"))))),
+  ),
+)

@@ -30,6 +30,7 @@ import { EmbeddingProvider } from "../platform/embedding/embedding-provider.ts"
 import { readLastDemotion } from "../platform/log/entry-facts.ts"
 import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
+import { Metrics } from "../platform/observability/metrics.ts"
 import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
 import { KeptTexts } from "./kept-texts.ts"
 import { Summarizer } from "./summarizer.ts"
@@ -106,6 +107,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
     Effect.gen(function* () {
       const settings = yield* FadeWorkerSettings
       const log = yield* EventLog
+      const metrics = yield* Metrics
       const summarizer = yield* Summarizer
       const embeddings = yield* EmbeddingProvider
       const config = settings.fade
@@ -240,7 +242,10 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         const decision = decideFadeMove(view, move, made, stamp, history)
         if (!decision.ok) return null
         return yield* log.append(decision.event, { expectLastSubjectSeq: move.expectSeq }).pipe(
-          Effect.map((appended) => appended.seq),
+          Effect.map((appended) => {
+            if (!appended.duplicate) metrics.fadeDecisions.inc({ rung: String(move.to) })
+            return appended.seq
+          }),
           Effect.catchTag("SequenceConflict", () =>
             Effect.sync(() => {
               stats.conflicts++

@@ -6,6 +6,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { NatsSettings } from "../platform/nats/settings.ts"
+import { serviceProcess } from "../platform/observability/observability.ts"
 import { fadeService } from "../system.ts"
 import { FadeWorker } from "./fade-worker.ts"
 
@@ -17,4 +18,6 @@ const announceReady = Layer.effectDiscard(
   }),
 )
 
-NodeRuntime.runMain(Layer.launch(announceReady.pipe(Layer.provide(fadeService(NatsSettings.fromEnv("wm-fade"))))))
+NodeRuntime.runMain(
+  Layer.launch(serviceProcess("fade", announceReady.pipe(Layer.provide(fadeService(NatsSettings.fromEnv("wm-fade")))))),
+)

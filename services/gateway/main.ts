@@ -4,6 +4,7 @@ const modulesLoadedAt = performance.now()
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { NatsSettings } from "../platform/nats/settings.ts"
+import { serviceProcess } from "../platform/observability/observability.ts"
 import { announceReady } from "../platform/partitions/announce-ready.ts"
 import { Gateway } from "./gateway.ts"
 import { gatewayService } from "./service.ts"
@@ -12,4 +13,8 @@ const ready = Layer.effectDiscard(
   Effect.flatMap(Gateway, (gateway) => announceReady("gateway", gateway.views, modulesLoadedAt)),
 )
 
-NodeRuntime.runMain(Layer.launch(ready.pipe(Layer.provideMerge(gatewayService(NatsSettings.fromEnv("wm-gateway"))))))
+NodeRuntime.runMain(
+  Layer.launch(
+    serviceProcess("gateway", ready.pipe(Layer.provideMerge(gatewayService(NatsSettings.fromEnv("wm-gateway"))))),
+  ),
+)

@@ -1,6 +1,7 @@
 import { Layer } from "effect"
 import { foundation } from "../platform/foundation.ts"
 import type { NatsSettings } from "../platform/nats/settings.ts"
+import { serviceLogs } from "../platform/observability/json-logs.ts"
 import { PartitionSettings } from "../platform/partitions/settings.ts"
 import { Gateway } from "./gateway.ts"
 import { GatewaySettings } from "./settings.ts"
@@ -10,4 +11,5 @@ export const gatewayService = (
   settings: Layer.Layer<NatsSettings>,
   partitions: Layer.Layer<PartitionSettings> = PartitionSettings.fromEnv,
   gateway: Layer.Layer<GatewaySettings> = GatewaySettings.fromEnv,
-) => Gateway.layer.pipe(Layer.provide(Layer.mergeAll(foundation(settings), partitions, gateway)))
+) =>
+  Gateway.layer.pipe(Layer.provide(Layer.mergeAll(foundation(settings), partitions, gateway, serviceLogs("gateway"))))

@@ -8,6 +8,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Layer } from "effect"
 import { NatsSettings } from "../platform/nats/settings.ts"
+import { serviceProcess } from "../platform/observability/observability.ts"
 import { memoryService } from "../system.ts"
 
-NodeRuntime.runMain(Layer.launch(memoryService(NatsSettings.fromEnv("wm-memory"))))
+NodeRuntime.runMain(Layer.launch(serviceProcess("memory", memoryService(NatsSettings.fromEnv("wm-memory")))))

@@ -2,6 +2,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Layer } from "effect"
 import { NatsSettings } from "../platform/nats/settings.ts"
+import { serviceProcess } from "../platform/observability/observability.ts"
 import { substrateService } from "../system.ts"
 
-NodeRuntime.runMain(Layer.launch(substrateService(NatsSettings.fromEnv("wm-substrate"))))
+NodeRuntime.runMain(Layer.launch(serviceProcess("substrate", substrateService(NatsSettings.fromEnv("wm-substrate")))))

@@ -4,6 +4,7 @@ const modulesLoadedAt = performance.now()
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { NatsSettings } from "../platform/nats/settings.ts"
+import { serviceProcess } from "../platform/observability/observability.ts"
 import { announceReady } from "../platform/partitions/announce-ready.ts"
 import { workingService } from "./service.ts"
 import { Working } from "./working.ts"
@@ -12,4 +13,8 @@ const ready = Layer.effectDiscard(
   Effect.flatMap(Working, (working) => announceReady("working", working.views, modulesLoadedAt)),
 )
 
-NodeRuntime.runMain(Layer.launch(ready.pipe(Layer.provideMerge(workingService(NatsSettings.fromEnv("wm-working"))))))
+NodeRuntime.runMain(
+  Layer.launch(
+    serviceProcess("working", ready.pipe(Layer.provideMerge(workingService(NatsSettings.fromEnv("wm-working"))))),
+  ),
+)

@@ -1,6 +1,7 @@
 import { Layer } from "effect"
 import { foundation } from "../platform/foundation.ts"
 import type { NatsSettings } from "../platform/nats/settings.ts"
+import { serviceLogs } from "../platform/observability/json-logs.ts"
 import { PartitionSettings } from "../platform/partitions/settings.ts"
 import { Working } from "./working.ts"
 
@@ -8,4 +9,4 @@ import { Working } from "./working.ts"
 export const workingService = (
   settings: Layer.Layer<NatsSettings>,
   partitions: Layer.Layer<PartitionSettings> = PartitionSettings.fromEnv,
-) => Working.layer.pipe(Layer.provide(Layer.merge(foundation(settings), partitions)))
+) => Working.layer.pipe(Layer.provide(Layer.mergeAll(foundation(settings), partitions, serviceLogs("working"))))

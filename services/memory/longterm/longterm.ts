@@ -36,6 +36,7 @@ import { type Projection, publishDeadLetter, READ_WAIT, runProjection } from "..
 import { makeSequenceGate } from "../../platform/log/sequence-gate.ts"
 import { openBucket } from "../../platform/nats/buckets.ts"
 import { Nats } from "../../platform/nats/connection.ts"
+import { Metrics } from "../../platform/observability/metrics.ts"
 import { awaitPartitionApplied, lastSeqOfPartition } from "../../platform/partitions/partition-position.ts"
 import {
   type CheckpointedStore,
@@ -96,6 +97,9 @@ const best = (f: DemotedEntry): { text: string; tokens: number; form: Representa
       ? { ...f.keyPoints, form: "keyPoints" }
       : { text: "", tokens: 0, form: "summary" }
 
+/** The long-term writer's queue: records taken from the log and not yet in the store. */
+const LONGTERM_QUEUE = { service: "memory", queue: "longterm" }
+
 /** The long-term projection of one partition this replica owns. */
 export interface LongTermPartition {
   readonly partition: number
@@ -132,6 +136,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
       LongTerm,
       Effect.gen(function* () {
         const store = yield* LongTermStore
+        const metrics = yield* Metrics
         const context = yield* Effect.context<EventLog | Nats>()
         // Projected events arrive in callbacks: what they log goes through this service's logger.
         const runSync = Effect.runSyncWith(context)
@@ -234,6 +239,9 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
               enqueued++
               Queue.offerUnsafe(ops, op)
             }
+            yield* metrics
+              .collect(() => metrics.backgroundQueueDepth.inc(LONGTERM_QUEUE, enqueued - storedOps))
+              .pipe(Scope.provide(scope))
 
             const target = yield* lastSeqOfPartition(partition).pipe(Effect.orDie)
             const projectionName = `longterm-${store.name}`
@@ -344,7 +352,9 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
               upserts: ReadonlyArray<Extract<Op, { upsert: LongTermRecord }>>,
             ): Effect.Effect<void, LongTermStoreError> =>
               store.upsert(upserts.map((op) => op.upsert)).pipe(
+                Effect.tap(() => Effect.sync(() => metrics.longtermWrites.inc({ outcome: "ok" }, upserts.length))),
                 Effect.catch((error) => {
+                  metrics.longtermWrites.inc({ outcome: "error" })
                   if (error.refused !== true) return Effect.fail(error)
                   if (upserts.length > 1)
                     return Effect.forEach(upserts, (op) => upsertOrDeadLetter([op]), { discard: true })

@@ -46,6 +46,7 @@ import { readEntryFacts } from "../../platform/log/entry-facts.ts"
 import { EventLog } from "../../platform/log/event-log.ts"
 import { READ_WAIT } from "../../platform/log/projection.ts"
 import { Nats } from "../../platform/nats/connection.ts"
+import { Metrics } from "../../platform/observability/metrics.ts"
 import { partitionOwner } from "../../platform/partitions/partition-owner.ts"
 import {
   type PartitionedViews,
@@ -136,6 +137,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       const embeddings = yield* EmbeddingProvider
       const substrate = yield* SubstrateReader
       const log = yield* EventLog
+      const metrics = yield* Metrics
       const sharing = yield* AgentSharing
       const { nc } = yield* Nats
       const runFork = yield* FiberSet.makeRuntime<never>()
@@ -304,7 +306,11 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           agentId,
           operation: event._tag,
           decide: (view) => accept(holds(view) ? event : null),
-          reply: (outcome) => ({ seq: outcome.seq }),
+          reply: (outcome) => {
+            if (outcome.recorded && event._tag === "CuePromoted") metrics.cuesPromoted.inc()
+            if (outcome.recorded && event._tag === "CueDropped") metrics.cuesDropped.inc()
+            return { seq: outcome.seq }
+          },
         })
       const stepOpen = (stepId: string) => (view: AgentView) => view.step?.stepId === stepId
       /** A cue brings back what working does not hold in full: not a native entry below rung 2. */

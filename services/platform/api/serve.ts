@@ -24,6 +24,8 @@ import {
 } from "../../../contracts/routing.ts"
 import { agentIdOfApiSubject, apiWildcard, UNKNOWN_OPERATIONS_QUEUE } from "../../../contracts/subjects.ts"
 import { Nats } from "../nats/connection.ts"
+import { Metrics } from "../observability/metrics.ts"
+import { measureRequest } from "../observability/request-metrics.ts"
 
 const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
 const textDecoder = new TextDecoder()
@@ -124,12 +126,13 @@ export const serveOperation = <O extends OperationName, R>(
     const { nc } = yield* Nats
     const runFork = yield* FiberSet.makeRuntime<R>()
     const operation = operations[name]
+    const measured = measureRequest(yield* Metrics, operation.servedBy, name)
 
     const handle = (msg: Msg, agentId: string) => {
       const work = isSubjectToken(agentId)
         ? Effect.flatMap(decodeRequest(name, msg.data), (request) => handler(agentId, request))
         : Effect.fail(ValidationError.one("agentId", "must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'"))
-      return work.pipe(
+      return measured(work).pipe(
         Effect.matchCauseEffect({
           onSuccess: (value) => Effect.succeed({ ok: true, value } as const),
           onFailure: (cause) => {

@@ -64,6 +64,11 @@ export interface Projection {
   readonly warmedUp: Effect.Effect<WarmUp>
   /** Why the projection stopped, when it met an event newer than it reads. */
   readonly halted: () => Halt | null
+  /**
+   * Records of its filter it has not applied: those the server held after the last one delivered, as it
+   * said then, and after a halt every record since the one it stopped at.
+   */
+  readonly behind: () => number
 }
 
 export interface Halt {
@@ -94,6 +99,8 @@ export const runProjection = (options: ProjectionOptions) =>
     const target = options.target ?? (yield* log.lastSeq)
     const warm = yield* Deferred.make<WarmUp>()
     let halt: Halt | null = null
+    let pendingAfterLast = 0
+    let passedOver = 0
     const applied = makeSequenceGate(Math.max(0, (options.fromSeq ?? 1) - 1))
 
     const markWarm = () => Deferred.doneUnsafe(warm, Effect.succeed({ events: target, millis: Date.now() - startedAt }))
@@ -124,7 +131,12 @@ export const runProjection = (options: ProjectionOptions) =>
     }
 
     const onRecord = (record: LogRecord) => {
-      if (halt !== null || record.seq <= applied.current()) return
+      if (record.seq <= applied.current()) return
+      pendingAfterLast = record.pending
+      if (halt !== null) {
+        if (record.seq > halt.seq) passedOver++
+        return
+      }
       const decoded = decodeEvent(record.data)
       if (!decoded.ok && decoded.future !== undefined) return stopAt(record, decoded.future)
       if (decoded.ok) {
@@ -153,5 +165,6 @@ export const runProjection = (options: ProjectionOptions) =>
         applied.awaitSeq(seq, timeout),
       warmedUp: Deferred.await(warm),
       halted: () => halt,
+      behind: () => pendingAfterLast + (halt === null ? 0 : 1 + passedOver),
     } satisfies Projection
   })

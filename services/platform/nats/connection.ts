@@ -6,6 +6,8 @@
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Context, Effect, Layer } from "effect"
+import { Metrics, serviceLabel } from "../observability/metrics.ts"
+import { Readiness } from "../observability/readiness.ts"
 import { NatsSettings } from "./settings.ts"
 
 export interface NatsShape {
@@ -39,6 +41,7 @@ export class Nats extends Context.Service<Nats, NatsShape>()("wm/Nats") {
         }).pipe(Effect.orDie),
         (nc) => Effect.promise(() => nc.drain().catch(() => nc.close())),
       )
+      yield* watchConnection(nc, settings.name)
       // No API check here: a cluster still electing its JetStream leader would fail the start; the
       // topology step that follows retries until JetStream answers.
       const jsm = yield* Effect.promise(() => jetstreamManager(nc, { timeout: 10_000, checkAPI: false }))
@@ -47,3 +50,25 @@ export class Nats extends Context.Service<Nats, NatsShape>()("wm/Nats") {
     }),
   )
 }
+
+/**
+ * Follows the connection's status events: `wm_nats_connected` is 1 while it is up, and the process is not
+ * ready while it is down. `name` is the connection's (`wm-<service>`).
+ */
+const watchConnection = (nc: NatsConnection, name: string) =>
+  Effect.gen(function* () {
+    const service = serviceLabel(name)
+    let connected = !nc.isClosed()
+    yield* Effect.forkScoped(
+      Effect.promise(async () => {
+        for await (const status of nc.status()) {
+          if (status.type === "disconnect" || status.type === "close") connected = false
+          else if (status.type === "reconnect") connected = true
+        }
+      }),
+    )
+    const metrics = yield* Metrics
+    yield* metrics.collect(() => metrics.natsConnected.set({ service }, connected ? 1 : 0))
+    const readiness = yield* Readiness
+    yield* readiness.register(() => (connected ? [] : [`${service}: not connected to NATS`]))
+  })

@@ -33,9 +33,11 @@ import type { KV, KvEntry } from "@nats-io/kv"
 import { Kvm } from "@nats-io/kv"
 import { Deferred, Effect, Schedule, type Scope } from "effect"
 import { heartbeatKey, LEASE_BUCKET, leaseKey, progressKey } from "../../../contracts/buckets.ts"
-import { fnv1a32 } from "../../../contracts/partitions.ts"
+import { allPartitions, fnv1a32 } from "../../../contracts/partitions.ts"
 import { Nats } from "../nats/connection.ts"
 import { NatsSettings } from "../nats/settings.ts"
+import { Metrics, serviceLabel } from "../observability/metrics.ts"
+import { Readiness } from "../observability/readiness.ts"
 import { PartitionSettings } from "./settings.ts"
 
 export interface LeaseCallbacks {
@@ -62,6 +64,11 @@ export interface PartitionLeases {
    * is deleted when the partition is dropped, and expires with the bucket's TTL when no longer refreshed.
    */
   readonly report: (partition: number, value: string) => Promise<void>
+  /**
+   * The service's partitions no live replica held a lease on at the end of this replica's last round: no
+   * entry, or the entry of a replica whose heartbeat has expired.
+   */
+  readonly withoutOwner: () => ReadonlyArray<number>
 }
 
 interface Held {
@@ -82,6 +89,16 @@ export const fairShare = (partitions: number, live: number): number => Math.ceil
 export const preferenceOrder = (replicaId: string, partitions: number): number[] => {
   const start = fnv1a32(replicaId) % partitions
   return Array.from({ length: partitions }, (_, i) => (start + i) % partitions)
+}
+
+/** The replica a lease entry names (undefined: not a lease of this code's). */
+const ownerOf = (entry: KvEntry): string | undefined => {
+  try {
+    const replica = (JSON.parse(entry.string()) as { replica?: unknown }).replica
+    return typeof replica === "string" ? replica : undefined
+  } catch {
+    return undefined
+  }
 }
 
 /** The lease bucket (created with this TTL when absent): leases, heartbeats and progress reports. */
@@ -117,6 +134,11 @@ export const holdPartitionLeases = (
     const value = JSON.stringify({ replica: replicaId })
     const firstRound = yield* Deferred.make<void>()
     let stopped = false
+    let settled = false
+    let share = partitions
+    let unowned: ReadonlyArray<number> = []
+    const metrics = yield* Metrics
+    const label = { service: serviceLabel(service) }
 
     /** The revision of this replica's last progress report per partition held. */
     const reported = new Map<number, number>()
@@ -143,10 +165,29 @@ export const holdPartitionLeases = (
       if (revision !== null && held.has(partition)) reported.set(partition, revision)
     }
 
-    const liveReplicas = async (): Promise<number> => {
-      let live = 0
-      for await (const _ of await kv.keys(heartbeatKey(service, "*"))) live++
+    const liveReplicas = async (): Promise<Set<string>> => {
+      const live = new Set<string>()
+      const prefix = heartbeatKey(service, "")
+      for await (const key of await kv.keys(heartbeatKey(service, "*"))) live.add(key.slice(prefix.length))
       return live
+    }
+
+    /** The partitions whose lease entry is missing or names a replica that is not live. */
+    const partitionsWithoutOwner = async (live: ReadonlySet<string>): Promise<number[]> => {
+      const all = allPartitions(partitions)
+      const entries = await Promise.all(all.map((p) => kv.get(leaseKey(service, p)).catch(() => undefined)))
+      return all.filter((_, i) => {
+        const entry = entries[i]
+        if (entry === undefined) return false
+        if (entry === null || entry.operation !== "PUT") return true
+        const owner = ownerOf(entry)
+        return owner === undefined || !live.has(owner)
+      })
+    }
+
+    function holds(partition: number): boolean {
+      const lease = held.get(partition)
+      return lease !== undefined && Date.now() < lease.validUntil
     }
 
     const isOurs = (entry: KvEntry | null): boolean =>
@@ -195,7 +236,11 @@ export const holdPartitionLeases = (
         // An entry of this replica's own that it no longer counts as held (a release whose delete was lost).
         if (current !== null && isOurs(current)) hold(partition, await kv.update(key, value, current.revision), sent)
         else if (current !== null && current.operation === "PUT") return false
-        else hold(partition, await kv.create(key, value), sent)
+        else {
+          hold(partition, await kv.create(key, value), sent)
+          // A released or deleted entry was another replica's lease (an expired one leaves none).
+          if (current !== null) metrics.leaseTakeovers.inc(label)
+        }
       } catch {
         return false
       }
@@ -212,7 +257,8 @@ export const holdPartitionLeases = (
 
     const round = async () => {
       await kv.put(heartbeatKey(service, replicaId), value)
-      const share = fairShare(partitions, await liveReplicas())
+      const live = await liveReplicas()
+      share = fairShare(partitions, live.size)
       await Promise.all([...held].map(([partition, lease]) => renew(partition, lease)))
       const mine = order.filter((p) => held.has(p))
       for (const extra of mine.slice(share).reverse()) await release(extra)
@@ -220,11 +266,12 @@ export const holdPartitionLeases = (
       const candidates = order.filter((p) => !held.has(p))
       while (held.size < share && candidates.length > 0 && !stopped)
         await Promise.all(candidates.splice(0, share - held.size).map(take))
+      unowned = await partitionsWithoutOwner(live)
     }
 
     /** The free partitions this replica would take first, from its share of the replicas it sees now. */
     const expectedPartitions = async (): Promise<number[]> => {
-      const share = fairShare(partitions, await liveReplicas())
+      const share = fairShare(partitions, (await liveReplicas()).size)
       const entries = await Promise.all(order.map((p) => kv.get(leaseKey(service, p))))
       return order.filter((_, i) => entries[i] === null || entries[i]!.operation !== "PUT").slice(0, share)
     }
@@ -247,10 +294,25 @@ export const holdPartitionLeases = (
           Effect.catch((cause) => Effect.logWarning(`[${service}] lease round failed: ${String(cause)}`)),
         )
         yield* Deferred.succeed(firstRound, undefined)
+        settled = true
         yield* Effect.sleep(period)
       }
     })
     yield* Effect.forkScoped(loop)
+
+    yield* metrics.collect(() => {
+      metrics.partitionsOwned.inc(label, [...held.keys()].filter(holds).length)
+      metrics.partitionsWithoutOwner.set(label, unowned.length)
+    })
+    const readiness = yield* Readiness
+    yield* readiness.register(() => {
+      if (!settled) return [`${service}: leases settling`]
+      const reasons = [...held.keys()].filter((p) => !holds(p)).map((p) => `${service}: lease on partition ${p} lapsed`)
+      // It should take them: partitions whose lease no live replica holds, while it holds less than its share.
+      if (held.size < share && unowned.length > 0)
+        reasons.push(`${service}: leases settling, partitions without an owner: ${unowned.join(", ")}`)
+      return reasons
+    })
 
     yield* Effect.addFinalizer(() =>
       Effect.promise(async () => {
@@ -263,12 +325,10 @@ export const holdPartitionLeases = (
 
     return {
       replicaId,
-      holds: (partition) => {
-        const lease = held.get(partition)
-        return lease !== undefined && Date.now() < lease.validUntil
-      },
+      holds,
       held: () => [...held.keys()].sort((a, b) => a - b),
       firstRound: Deferred.await(firstRound),
       report,
+      withoutOwner: () => unowned,
     } satisfies PartitionLeases
   })

@@ -43,6 +43,8 @@ import { type AgentView, evolve, skipUndecodable } from "../../../domain/agent-v
 import { EventLog, type LogRecord } from "../log/event-log.ts"
 import { type Halt, type Projection, runProjection, type WarmUp } from "../log/projection.ts"
 import { Nats } from "../nats/connection.ts"
+import { Metrics } from "../observability/metrics.ts"
+import { Readiness } from "../observability/readiness.ts"
 import type { AgentViews } from "../views/agent-views.ts"
 import { holdPartitionLeases, type PartitionLeases } from "./leases.ts"
 import { lastSeqOfPartition } from "./partition-position.ts"
@@ -113,6 +115,9 @@ interface PartitionState {
   rebuilding: boolean
   /** Records of the partition the log held after the last one delivered to its projection. */
   pending: number
+  /** When the snapshot last written or loaded was written (0: none), and its size. */
+  snapshotWrittenAt: number
+  snapshotBytes: number
 }
 
 /** A snapshot being read for a partition the replica expects to take (null: none, or one that does not decode). */
@@ -216,6 +221,8 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
     const log = yield* EventLog
     const settings = yield* PartitionSettings
     const runFork = yield* FiberSet.makeRuntime<EventLog | Nats>()
+    const metrics = yield* Metrics
+    const readiness = yield* Readiness
     const states = new Map<number, PartitionState>()
     const answeringWatchers = new Set<() => void>()
     const answeringChanged = () => {
@@ -245,6 +252,8 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
           if (hooks.state !== undefined) for (const [id, kept] of snapshot.states) hooks.state.restore(id, kept)
           state.snapshotSeq = snapshot.manifest.seq
           state.snapshotAt = Date.now()
+          state.snapshotWrittenAt = snapshot.manifest.at
+          state.snapshotBytes = snapshot.manifest.bytes
         }
         // Read before the partition's last: once caught up with that, the partition is complete up to here.
         const streamAtStart = yield* log.lastSeq.pipe(Effect.orElseSucceed(() => 0))
@@ -268,6 +277,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
             const view = state.views.get(agentId)
             if (view !== undefined) state.views.set(agentId, skipUndecodable(view, letter.subject, letter.seq))
             hooks.deadLettered?.(state.partition, letter.seq)
+            metrics.deadLetters.inc({ service })
           },
         }).pipe(Scope.provide(state.scope))
         state.projection = projection
@@ -351,6 +361,8 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         tainted: false,
         rebuilding: false,
         pending: 0,
+        snapshotWrittenAt: 0,
+        snapshotBytes: 0,
       }
       states.set(partition, state)
       state.fiber = runFork(
@@ -443,12 +455,16 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
               ])
         const forgotten = state.forgotten
         state.forgotten = false
+        const began = performance.now()
         return snapshots.save(state.partition, seq, agents).pipe(
           Effect.tap((manifest) =>
             Effect.sync(() => {
               if (manifest === null) return
+              metrics.snapshotDuration.observe({ service }, (performance.now() - began) / 1000)
               state.snapshotSeq = Math.max(state.snapshotSeq, seq)
               state.snapshotAt = Date.now()
+              state.snapshotWrittenAt = manifest.at
+              state.snapshotBytes = manifest.bytes
             }),
           ),
           Effect.catch((error) =>
@@ -568,6 +584,30 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
 
     const ready = () => allPartitions(settings.partitions).filter((p) => answering(p) !== undefined)
 
+    yield* metrics.collect(() => {
+      const now = Date.now()
+      for (const state of states.values()) {
+        const labels = { service, partition: String(state.partition) }
+        metrics.projectionLag.set(labels, state.projection?.behind() ?? 0)
+        if (state.snapshotWrittenAt === 0) continue
+        metrics.snapshotAge.set(labels, Math.max(0, now - state.snapshotWrittenAt) / 1000)
+        metrics.snapshotBytes.set(labels, state.snapshotBytes)
+      }
+    })
+    // Every partition it holds must have caught up, and read on (not stopped before an event it cannot read).
+    yield* readiness.register(() =>
+      leases.held().flatMap((partition) => {
+        const state = states.get(partition)
+        const halt = state?.projection?.halted() ?? null
+        if (halt !== null)
+          return [`${service}: partition ${partition} stopped before seq ${halt.seq}: ${halt.error.message}`]
+        if (state?.ready === true) return []
+        const projection = state?.projection ?? null
+        if (projection === null) return [`${service}: partition ${partition} loading`]
+        return [`${service}: partition ${partition} behind by ${projection.behind()} events`]
+      }),
+    )
+
     const projection: PartitionedProjection = {
       appliedSeq: (agentId?: string) => {
         if (agentId !== undefined) {
@@ -601,6 +641,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         }
         return { events: caughtUpEvents, millis: Date.now() - startedAt } satisfies WarmUp
       }),
+      behind: () => ready().reduce((sum, p) => sum + (states.get(p)?.projection?.behind() ?? 0), 0),
       halted: (agentId?: string): Halt | null => {
         if (agentId !== undefined)
           return states.get(partitionOf(agentId, settings.partitions))?.projection?.halted() ?? null
