@@ -16,6 +16,7 @@ import { type ApiError, type FieldIssue, InvalidState, ValidationError } from ".
 import { isSubjectToken } from "../../../contracts/ids.ts"
 import { agentIdOfApiSubject, apiWildcard, UNKNOWN_OPERATIONS_QUEUE } from "../../../contracts/subjects.ts"
 import { Nats } from "../nats/connection.ts"
+import { withServerSpan } from "../tracing/server-span.ts"
 
 const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
 const textDecoder = new TextDecoder()
@@ -117,6 +118,11 @@ export const serveOperation = <O extends OperationName, R>(
         ? Effect.flatMap(decodeRequest(name, msg.data), (request) => handler(agentId, request))
         : Effect.fail(ValidationError.one("agentId", "must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'"))
       return work.pipe(
+        withServerSpan(`wm.${operation.subject}`, msg.headers, {
+          "wm.operation": name,
+          "wm.agent_id": agentId,
+          "wm.service": operation.servedBy,
+        }),
         Effect.matchCauseEffect({
           onSuccess: (value) => Effect.succeed({ ok: true, value } as const),
           onFailure: (cause) => {
