@@ -1,8 +1,12 @@
 import { defaultServerConditions } from "vite"
 import { defineConfig } from "vitest/config"
 
-/** The workspace packages resolve to their sources here, as tsconfig.json's customConditions says. */
-const conditions = ["working-memory-source", ...defaultServerConditions]
+/**
+ * The workspace packages resolve to their sources here, as tsconfig.json's customConditions says. Without
+ * "module": Node loads the dependencies, and a "module" export is often for bundlers only (@opentelemetry/*'s
+ * has extensionless imports Node cannot follow).
+ */
+const conditions = ["working-memory-source", ...defaultServerConditions.filter((c) => c !== "module")]
 
 export default defineConfig({
   resolve: { conditions },

@@ -313,6 +313,8 @@ export const ReadEventsResponse = Schema.Struct({
       subject: Schema.String,
       /** The event as stored: one of events.schema.json (decoded by the reader, which may know fewer versions). */
       event: Schema.Unknown.annotate({ description: "One event as stored in WM_EVENTS: see events.schema.json" }),
+      /** The W3C trace context of the request that appended the event, when it was traced (docs/tracing.md). */
+      traceparent: Schema.optionalKey(Schema.String),
     }),
   ),
   /** The stream sequence this reply reads up to: the `afterSeq` of the next request. */

@@ -304,6 +304,31 @@ export const settings = {
     atLeastMs(0),
     "how often a replica of a partitioned service (working, gateway, memory, fade) snapshots each partition it owns that changed (0: only at shutdown and after a forget)",
   ),
+  OTEL_EXPORTER_OTLP_ENDPOINT: optionalText(
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "an OTLP/HTTP collector (`http://collector:4318`): each service exports its spans to `<endpoint>/v1/traces`; unset, nothing is exported ([tracing.md](tracing.md))",
+    "string",
+    "— (no export)",
+  ),
+  OTEL_EXPORTER_OTLP_PROTOCOL: {
+    name: "OTEL_EXPORTER_OTLP_PROTOCOL",
+    type: "string",
+    default: "`http/protobuf`",
+    meaning: "how spans are sent to the collector: `http/protobuf` or `http/json`",
+    config: Config.Literals(["http/protobuf", "http/json"], "OTEL_EXPORTER_OTLP_PROTOCOL").pipe(
+      Config.withDefault("http/protobuf" as const),
+    ),
+  },
+  OTEL_SERVICE_NAME: optionalText(
+    "OTEL_SERVICE_NAME",
+    "the `service.name` of the exported spans",
+    "string",
+    "the service's name (`wm-working`, …)",
+  ),
+  OTEL_RESOURCE_ATTRIBUTES: optionalText(
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "`key=value,…` added to the exported spans' resource (`deployment.environment=prod`)",
+  ),
   WM_DASHBOARD_PORT: integer(
     "WM_DASHBOARD_PORT",
     4380,

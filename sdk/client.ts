@@ -11,7 +11,8 @@
  * the same body (so the same id), and a write is stored and applied once; one
  * refused with `Overloaded` is sent again after the wait the refusal asks for. The client remembers the
  * highest log sequence its writes reached and asks reads to wait for it, so
- * an agent always reads its own writes.
+ * an agent always reads its own writes. Called within an OpenTelemetry span,
+ * a request carries its W3C trace context, and the services' spans join the trace.
  */
 import { nuid } from "@nats-io/nuid"
 import { connect, errors, type NatsConnection } from "@nats-io/transport-node"
@@ -21,6 +22,7 @@ import { MAX_CONTENT_BYTES, operations } from "../contracts/api.ts"
 import { ApiError, Overloaded, Unavailable, ValidationError } from "../contracts/errors.ts"
 import { apiSubject, DEFAULT_NATS_URL } from "../contracts/subjects.ts"
 import { RoutedRefusals } from "./routed-refusals.ts"
+import { traceHeaders } from "./trace-context.ts"
 
 export interface ConnectOptions {
   /** Comma-separated or a list (default: `NATS_URL`, else `nats://127.0.0.1:4222`). */
@@ -114,12 +116,16 @@ export class WorkingMemoryClient {
         `the request is ${body.length} bytes, above the server's max_payload of ${maxPayload} bytes (entry content is limited to ${MAX_CONTENT_BYTES} bytes)`,
       )
     }
+    const headers = traceHeaders()
     let lastError: unknown
     let overloaded = 0
     for (let attempt = 1; attempt <= this.#attempts; attempt++) {
       try {
         const reply = await this.#refusals.guard(subject, () =>
-          this.nc.request(subject, body, { timeout: options.timeoutMs ?? this.#timeoutMs }),
+          this.nc.request(subject, body, {
+            timeout: options.timeoutMs ?? this.#timeoutMs,
+            ...(headers !== undefined ? { headers } : {}),
+          }),
         )
         const parsed = JSON.parse(textDecoder.decode(reply.data)) as
           | { ok: true; value: ResponseOf<O> }

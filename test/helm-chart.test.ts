@@ -18,8 +18,6 @@ const REPO = join(import.meta.dirname, "..")
 const CHART = join(REPO, "infra", "helm", "working-memory")
 const NODE = join(REPO, "node_modules", ".bin", "node")
 const SERVICES = ["gateway", "working", "memory", "substrate", "fade", "dashboard"]
-/** Declared on the metrics branch (WM_METRICS_PORT, WM_METRICS_HOST, WM_LOG_LEVEL); listed here until it merges. */
-const DECLARED_ON_METRICS_BRANCH = ["WM_METRICS_PORT", "WM_METRICS_HOST", "WM_LOG_LEVEL"]
 /** The PodMonitor is a Prometheus Operator resource: no schema of it in Kubernetes' own. */
 const NO_SCHEMA = ["PodMonitor"]
 
@@ -189,7 +187,7 @@ describe("the Helm chart", () => {
   )
 
   it("sets only variables the services declare", () => {
-    const declared = new Set([...Object.keys(settings), ...DECLARED_ON_METRICS_BRANCH])
+    const declared = new Set(Object.keys(settings))
     const set = [render(), render(...FLEET)].flatMap(deployments).flatMap((d) => containerOf(d).env.map((e) => e.name))
     expect(set.length).toBeGreaterThan(0)
     expect([...new Set(set)].filter((name) => !declared.has(name))).toEqual([])

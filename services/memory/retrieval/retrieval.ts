@@ -54,6 +54,8 @@ import {
   projectPartitionedViews,
 } from "../../platform/partitions/partitioned-views.ts"
 import { SubstrateReader } from "../../platform/substrate-reader.ts"
+import { withServerSpan } from "../../platform/tracing/server-span.ts"
+import { requestTraceHeaders } from "../../platform/tracing/trace-context.ts"
 import { makeOpenStepMemo } from "../../platform/views/open-step-memo.ts"
 import { LongTerm } from "../longterm/longterm.ts"
 import { LongTermStore } from "../longterm/store.ts"
@@ -635,16 +637,18 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
 
       /** The part of a thread another replica holds: asked of whichever replica answers for the partition. */
       const threadPartOfPeer = (partition: number, agents: ReadonlyArray<string>, request: RequestOf<"thread">) =>
-        Effect.tryPromise({
-          try: () =>
-            nc.request(
-              threadPartSubject(partition),
-              JSON.stringify({ agents, correlationId: request.correlationId, afterSeq: request.afterSeq }),
-              { timeout: PEER_WAIT_MS },
-            ),
-          catch: () =>
-            new Unavailable({ reason: `no memory replica answers for partition ${partition} now (it is moving)` }),
-        }).pipe(Effect.flatMap((reply) => decodeThreadPartReply(reply.data)))
+        Effect.flatMap(requestTraceHeaders, (headers) =>
+          Effect.tryPromise({
+            try: () =>
+              nc.request(
+                threadPartSubject(partition),
+                JSON.stringify({ agents, correlationId: request.correlationId, afterSeq: request.afterSeq }),
+                { timeout: PEER_WAIT_MS, ...(headers !== undefined ? { headers } : {}) },
+              ),
+            catch: () =>
+              new Unavailable({ reason: `no memory replica answers for partition ${partition} now (it is moving)` }),
+          }),
+        ).pipe(Effect.flatMap((reply) => decodeThreadPartReply(reply.data)))
 
       // A thread spans the caller and the agents that share a tenant with it (AgentSharing), never anyone else;
       // each partition's part comes from the replica that answers for it.
@@ -692,6 +696,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
                     if (asked.agents.every((id) => views.owns(id))) msg.respond(JSON.stringify(reply))
                   }),
                 ),
+                withServerSpan("wm.peer.memory.thread", msg.headers, { "wm.partition": partition }),
               ),
             )
           },

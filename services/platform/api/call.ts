@@ -11,6 +11,7 @@ import { Duration, Effect, Schema } from "effect"
 import { type OperationName, operations, type RequestOf, type ResponseOf } from "../../../contracts/api.ts"
 import { ApiError, Unavailable } from "../../../contracts/errors.ts"
 import { apiSubject } from "../../../contracts/subjects.ts"
+import { requestTraceHeaders } from "../tracing/trace-context.ts"
 
 /** How long one call waits for its reply by default. */
 export const CALL_TIMEOUT: Duration.Input = "5 seconds"
@@ -53,8 +54,14 @@ export const callOperation = <O extends OperationName>(
       Effect.mapError(unavailable("request not encodable")),
     )
     const timeout = Duration.toMillis(options.timeout ?? CALL_TIMEOUT)
+    // The callee's server span continues this one's trace.
+    const headers = yield* requestTraceHeaders
     const reply = yield* Effect.tryPromise({
-      try: () => nc.request(subject, textEncoder.encode(JSON.stringify(encoded)), { timeout }),
+      try: () =>
+        nc.request(subject, textEncoder.encode(JSON.stringify(encoded)), {
+          timeout,
+          ...(headers !== undefined ? { headers } : {}),
+        }),
       catch: (cause) => new NoAnswer({ subject, reason: cause instanceof Error ? cause.message : String(cause) }),
     })
     const envelope = yield* decodeEnvelope(textDecoder.decode(reply.data)).pipe(

@@ -26,6 +26,7 @@ import { agentIdOfApiSubject, apiWildcard, UNKNOWN_OPERATIONS_QUEUE } from "../.
 import { Nats } from "../nats/connection.ts"
 import { Metrics } from "../observability/metrics.ts"
 import { measureRequest } from "../observability/request-metrics.ts"
+import { withServerSpan } from "../tracing/server-span.ts"
 
 const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
 const textDecoder = new TextDecoder()
@@ -133,6 +134,11 @@ export const serveOperation = <O extends OperationName, R>(
         ? Effect.flatMap(decodeRequest(name, msg.data), (request) => handler(agentId, request))
         : Effect.fail(ValidationError.one("agentId", "must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'"))
       return measured(work).pipe(
+        withServerSpan(`wm.${operation.subject}`, msg.headers, {
+          "wm.operation": name,
+          "wm.agent_id": agentId,
+          "wm.service": operation.servedBy,
+        }),
         Effect.matchCauseEffect({
           onSuccess: (value) => Effect.succeed({ ok: true, value } as const),
           onFailure: (cause) => {

@@ -14,9 +14,15 @@ import { decodeEvent } from "../../../contracts/decode.ts"
 import { Unavailable } from "../../../contracts/errors.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import { agentEvents, EVENTS_STREAM } from "../../../contracts/subjects.ts"
+import { TRACEPARENT } from "../tracing/trace-context.ts"
 
 export interface AgentEventsRead {
-  readonly events: ReadonlyArray<{ readonly seq: number; readonly subject: string; readonly event: MemoryEvent }>
+  readonly events: ReadonlyArray<{
+    readonly seq: number
+    readonly subject: string
+    readonly event: MemoryEvent
+    readonly traceparent?: string
+  }>
   /** The last sequence read (undecodable records included): where the next read starts. */
   readonly lastSeq: number
   readonly more: boolean
@@ -69,10 +75,12 @@ export const readAgentEvents = (
           // Records no projection can decode are skipped here as they are dead-lettered there; the event goes out
           // as stored (its encoded form), not as this service's decoding of it.
           if (decodeEvent(m.data).ok) {
+            const traceparent = m.headers?.get(TRACEPARENT)
             events.push({
               seq: m.seq,
               subject: m.subject,
               event: JSON.parse(textDecoder.decode(m.data)) as MemoryEvent,
+              ...(traceparent ? { traceparent } : {}),
             })
             bytes += m.data.length
           }

@@ -5,7 +5,9 @@
  * once, and may carry Nats-Expected-Last-Subject-Sequence, so a decision
  * about one entry is refused when another event touched the entry first.
  * Transient failures (timeouts, a broker restart, a cluster election) are
- * retried with the same id until the deadline.
+ * retried with the same id until the deadline. An event appended within a
+ * sampled span keeps the span's `traceparent` as a header of its message,
+ * beside the event (which is unchanged): an audit joins it to its trace.
  */
 import {
   type ConsumerMessages,
@@ -23,6 +25,7 @@ import { ALL_EVENTS, EVENTS_STREAM, eventSubject } from "../../../contracts/subj
 import { Nats } from "../nats/connection.ts"
 import { NatsSettings } from "../nats/settings.ts"
 import { ensureTopology } from "../nats/topology.ts"
+import { eventTraceparent, headersOf, TRACEPARENT } from "../tracing/trace-context.ts"
 
 /** Another event reached the subject first: re-read and re-decide. */
 export class SequenceConflict extends Schema.TaggedError<SequenceConflict>()("SequenceConflict", {
@@ -56,6 +59,8 @@ export interface LogRecord {
   readonly data: Uint8Array
   /** Messages still to be delivered after this one, when the server says. */
   readonly pending: number
+  /** The trace context the event was appended in, when it was (its message's `traceparent` header). */
+  readonly traceparent?: string | undefined
 }
 
 export interface Subscription {
@@ -165,9 +170,10 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
       if (byteLimitProblem !== null) return yield* Effect.die(new Error(byteLimitProblem))
       yield* ensureTopology(jsm, settings).pipe(Effect.orDie)
 
-      const append = (
+      const publish = (
         event: MemoryEvent,
-        options?: AppendOptions,
+        options: AppendOptions | undefined,
+        traceparent: string | undefined,
       ): Effect.Effect<Appended, Unavailable | SequenceConflict | StorageFull> => {
         const subject = eventSubject(event)
         const payload = textEncoder.encode(JSON.stringify(event))
@@ -176,6 +182,7 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
             js.publish(subject, payload, {
               msgID: event.eventId,
               timeout: 5_000,
+              ...(traceparent !== undefined ? { headers: headersOf(traceparent) } : {}),
               ...(options?.expectLastSubjectSeq !== undefined
                 ? { expect: { lastSubjectSequence: options.expectLastSubjectSeq } }
                 : {}),
@@ -210,6 +217,9 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
         )
       }
 
+      const append = (event: MemoryEvent, options?: AppendOptions) =>
+        Effect.flatMap(eventTraceparent, (traceparent) => publish(event, options, traceparent))
+
       const follow = (options: FollowOptions) =>
         Effect.tryPromise({
           try: async (): Promise<Subscription> => {
@@ -223,7 +233,13 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
               // `expires` (30 s by default) before trying again: keep that wait, and heartbeats, short.
               expires: 2_000,
               callback: (m: JsMsg) =>
-                options.onRecord({ seq: m.seq, subject: m.subject, data: m.data, pending: m.info.pending }),
+                options.onRecord({
+                  seq: m.seq,
+                  subject: m.subject,
+                  data: m.data,
+                  pending: m.info.pending,
+                  traceparent: m.headers?.get(TRACEPARENT) || undefined,
+                }),
             })
             return { stop: async () => void (await messages.close().catch(() => undefined)) }
           },

@@ -12,7 +12,9 @@
  * reads on from the same position.
  *
  * `apply` is synchronous and deterministic; the runner tracks the last
- * applied sequence so readers can wait to see their own writes.
+ * applied sequence so readers can wait to see their own writes. An event
+ * appended in a trace is applied, once warmed up, in a consumer span
+ * (`wm.apply.<name>`) that is a child of the span that appended it.
  */
 import type { JetStreamClient } from "@nats-io/jetstream"
 import { Deferred, type Duration, Effect } from "effect"
@@ -21,6 +23,7 @@ import type { NotCaughtUp } from "../../../contracts/errors.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import { deadLetterSubject } from "../../../contracts/subjects.ts"
 import { Nats } from "../nats/connection.ts"
+import { parentOfTraceparent } from "../tracing/trace-context.ts"
 import { EventLog, type LogRecord } from "./event-log.ts"
 import { makeSequenceGate } from "./sequence-gate.ts"
 
@@ -130,6 +133,14 @@ export const runProjection = (options: ProjectionOptions) =>
       Deferred.doneUnsafe(warm, Effect.die(error))
     }
 
+    const applyRecord = (event: MemoryEvent, record: LogRecord) => {
+      try {
+        options.apply(event, record)
+      } catch (error) {
+        deadLetter(record, `apply failed: ${error instanceof Error ? error.message : String(error)}`)
+      }
+    }
+
     const onRecord = (record: LogRecord) => {
       if (record.seq <= applied.current()) return
       pendingAfterLast = record.pending
@@ -140,11 +151,23 @@ export const runProjection = (options: ProjectionOptions) =>
       const decoded = decodeEvent(record.data)
       if (!decoded.ok && decoded.future !== undefined) return stopAt(record, decoded.future)
       if (decoded.ok) {
-        try {
-          options.apply(decoded.event, record)
-        } catch (error) {
-          deadLetter(record, `apply failed: ${error instanceof Error ? error.message : String(error)}`)
-        }
+        const event = decoded.event
+        // Replaying the log at start is no part of the requests that appended it: no span then.
+        const parent = record.seq > target ? parentOfTraceparent(record.traceparent) : undefined
+        if (parent === undefined) applyRecord(event, record)
+        else
+          runSync(
+            Effect.withSpan(
+              Effect.sync(() => applyRecord(event, record)),
+              `wm.apply.${options.name}`,
+              {
+                parent,
+                sampled: parent.sampled,
+                kind: "consumer",
+                attributes: { "wm.event": event._tag, "wm.seq": record.seq, "wm.agent_id": event.agentId },
+              },
+            ),
+          )
       } else {
         deadLetter(record, decoded.reason)
       }

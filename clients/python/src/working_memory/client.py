@@ -28,6 +28,7 @@ from nats.aio.client import Client as NatsClient
 from nats.nuid import NUID
 
 from .errors import NoResponse, NotCaughtUp, NotConnected, Overloaded, Unavailable, ValidationError, decode_error
+from .trace_context import trace_headers
 from .types import (
     BudgetResponse,
     BuiltContext,
@@ -249,12 +250,15 @@ class WorkingMemoryClient:
                 f"the request is {len(body)} bytes, above the server's max_payload of {max_payload} bytes "
                 f"(entry content is limited to {MAX_CONTENT_BYTES} bytes)",
             )
+        headers = trace_headers()
         last_error: BaseException | None = None
         attempt = 0
         overloaded = 0
         while attempt < self.attempts:
             try:
-                reply = await self.nc.request(subject, body, timeout=timeout if timeout is not None else self.timeout)
+                reply = await self.nc.request(
+                    subject, body, timeout=timeout if timeout is not None else self.timeout, headers=headers
+                )
                 parsed = json.loads(reply.data)
                 if parsed.get("ok") is True:
                     return parsed.get("value")

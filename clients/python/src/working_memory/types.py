@@ -330,6 +330,8 @@ class OwnEvent(TypedDict):
     subject: str
     event: dict[str, Any]
     """One event as stored in WM_EVENTS (see contracts/json/events.schema.json)."""
+    traceparent: NotRequired[str]
+    """The W3C trace context of the request that appended the event, when it was traced (docs/tracing.md)."""
 
 
 class ReadEventsResponse(TypedDict):
