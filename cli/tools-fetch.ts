@@ -56,7 +56,10 @@ for (const tool of GO_TOOLS) {
   }
   timed(`${tool.name} ${tool.version}: go install`, () =>
     installDir(dirname(binary), (tmp) =>
-      run("go", ["install", `${tool.goPackage}@${tool.version}`], { ...process.env, GOBIN: tmp }),
+      run("go", ["install", ...(tool.tags ? ["-tags", tool.tags] : []), `${tool.goPackage}@${tool.version}`], {
+        ...process.env,
+        GOBIN: tmp,
+      }),
     ),
   )
 }

@@ -14,6 +14,8 @@ export interface GoTool {
   readonly version: string
   /** The setting that points at another copy of the binary. */
   readonly setting: "WM_PROMTOOL" | "WM_HELM" | "WM_KUBECONFORM"
+  /** Build tags: what the tests need and no more (each minute of building is a minute of every CI run). */
+  readonly tags?: string
 }
 
 export const GO_TOOLS: ReadonlyArray<GoTool> = [
@@ -22,6 +24,9 @@ export const GO_TOOLS: ReadonlyArray<GoTool> = [
     goPackage: "github.com/prometheus/prometheus/cmd/promtool",
     version: "v0.316.0",
     setting: "WM_PROMTOOL",
+    // Prometheus' own tag for a build without the cloud service discoveries, which checking metrics and rules
+    // never uses: it builds in about half the time.
+    tags: "remove_all_sd",
   },
   { name: "helm", goPackage: "helm.sh/helm/v4/cmd/helm", version: "v4.3.2", setting: "WM_HELM" },
   {
