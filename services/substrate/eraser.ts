@@ -31,6 +31,7 @@ import {
 import { EventLog } from "../platform/log/event-log.ts"
 import { openBucket } from "../platform/nats/buckets.ts"
 import { Nats } from "../platform/nats/connection.ts"
+import { Metrics } from "../platform/observability/metrics.ts"
 import { holdPartitionLeases } from "../platform/partitions/leases.ts"
 
 /**
@@ -68,6 +69,13 @@ export class ForgetEraser extends Context.Service<ForgetEraser, ForgetEraserShap
       const runFork = yield* FiberSet.makeRuntime<never>()
       const completed: ErasureReport[] = []
       const running = new Map<number, { readonly scope: Scope.Closeable; readonly queue: Job[] }>()
+      const metrics = yield* Metrics
+      // The tombstones of the partitions this replica erases for, not yet complete.
+      yield* metrics.collect(() => {
+        let pending = 0
+        for (const { queue } of running.values()) pending += queue.length
+        metrics.forgetsPending.set(pending)
+      })
 
       const attempt = (job: Job) =>
         Effect.tryPromise({
@@ -80,8 +88,11 @@ export class ForgetEraser extends Context.Service<ForgetEraser, ForgetEraserShap
               : Effect.fail(new Error(`waiting for ${report.pending.join(", ") || "the log"} to confirm`)),
           ),
           Effect.tapError((error) =>
-            Effect.logError(
-              `[forget] erasure for the tombstone at ${job.seq} (${job.tombstone.agentId}) not finished: ${String(error)}`,
+            Effect.andThen(
+              Effect.sync(() => metrics.errors.inc({ service: "substrate", kind: "forget" })),
+              Effect.logError(
+                `[forget] erasure for the tombstone at ${job.seq} (${job.tombstone.agentId}) not finished: ${String(error)}`,
+              ),
             ),
           ),
           Effect.retry(Schedule.min([Schedule.exponential("1 second", 2), Schedule.spaced("30 seconds")])),

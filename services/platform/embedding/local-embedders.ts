@@ -13,8 +13,9 @@
  */
 import { Effect, Option, type Scope } from "effect"
 import { readSetting, settings } from "../../../contracts/settings.ts"
+import { Metrics } from "../observability/metrics.ts"
 import type { Embedder } from "./embedder.ts"
-import { defaultEmbedderThreads, startEmbedderPool } from "./embedder-pool.ts"
+import { defaultEmbedderThreads, type EmbedderPool, startEmbedderPool } from "./embedder-pool.ts"
 import { loadOfflineEmbedder } from "./offline-embedder.ts"
 import { loadOnnxEmbedder } from "./onnx-embedder.ts"
 import {
@@ -112,10 +113,20 @@ export const acquireLocalEmbedder = (
 ): Effect.Effect<Embedder, LoadError, Scope.Scope> =>
   id === OFFLINE_EMBEDDER
     ? Effect.promise(loadOfflineEmbedder)
-    : Effect.map(
-        Effect.acquireRelease(hold(id, options), (held) => Effect.promise(() => letGo(held))),
-        (held) => held.embedder,
-      )
+    : Effect.gen(function* () {
+        const held = yield* Effect.acquireRelease(hold(id, options), (held) => Effect.promise(() => letGo(held)))
+        const pool = held.embedder as Partial<EmbedderPool>
+        if (pool.stats !== undefined) {
+          const metrics = yield* Metrics
+          // Set, not added: every holder in the process reports the same shared pool.
+          yield* metrics.collect(() => {
+            const { queued } = pool.stats!()
+            metrics.backgroundQueueDepth.set({ service: "embedder", queue: "embed-query" }, queued.query)
+            metrics.backgroundQueueDepth.set({ service: "embedder", queue: "embed-background" }, queued.background)
+          })
+        }
+        return held.embedder
+      })
 
 /**
  * The in-process embedder that produced vectors recorded under `model`, when it

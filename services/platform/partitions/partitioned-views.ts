@@ -370,6 +370,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
           Effect.catchCause((cause) =>
             Effect.sync(() => {
               console.error(`[${service}] partition ${partition} did not catch up`, cause)
+              metrics.errors.inc({ service, kind: "catch-up" })
               catchUpFailure ??= Cause.squash(cause)
             }),
           ),
