@@ -324,11 +324,11 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       state.ready = false
       answeringChanged()
       const partition = state.partition
-      console.error(
-        `[${service}] snapshot of partition ${partition} ignored (the view of ${agentId} does not decode: ${reason}): rebuilding from the log`,
-      )
       runFork(
         Effect.gen(function* () {
+          yield* Effect.logError(
+            `[${service}] snapshot of partition ${partition} ignored (the view of ${agentId} does not decode: ${reason}): rebuilding from the log`,
+          )
           yield* release(state)
           yield* snapshots
             .drop(partition)
@@ -368,11 +368,13 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       state.fiber = runFork(
         catchUp(state, prefetch, fromLog).pipe(
           Effect.catchCause((cause) =>
-            Effect.sync(() => {
-              console.error(`[${service}] partition ${partition} did not catch up`, cause)
-              metrics.errors.inc({ service, kind: "catch-up" })
-              catchUpFailure ??= Cause.squash(cause)
-            }),
+            Effect.andThen(
+              Effect.sync(() => {
+                metrics.errors.inc({ service, kind: "catch-up" })
+                catchUpFailure ??= Cause.squash(cause)
+              }),
+              Effect.logError(`[${service}] partition ${partition} did not catch up`, cause),
+            ),
           ),
         ),
       )
@@ -436,10 +438,12 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
           state.tainted = true
           return snapshots.drop(state.partition).pipe(
             Effect.catch((error) =>
-              Effect.sync(() => {
-                state.forgotten = true
-                console.error(`[${service}] ${error.message}`)
-              }),
+              Effect.andThen(
+                Effect.sync(() => {
+                  state.forgotten = true
+                }),
+                Effect.logError(`[${service}] ${error.message}`),
+              ),
             ),
           )
         }
@@ -469,10 +473,12 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
             }),
           ),
           Effect.catch((error) =>
-            Effect.sync(() => {
-              state.forgotten ||= forgotten
-              console.error(`[${service}] ${error.message}`)
-            }),
+            Effect.andThen(
+              Effect.sync(() => {
+                state.forgotten ||= forgotten
+              }),
+              Effect.logError(`[${service}] ${error.message}`),
+            ),
           ),
         )
       })

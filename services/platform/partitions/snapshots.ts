@@ -286,13 +286,21 @@ export const makeSnapshotStore = (
         partition,
         typeof found === "string" ? "" : `${snapshotManifestKey(service, partition)}.${found.manifest.id}.`,
       )
-      if (typeof found === "string") {
-        if (found !== "no snapshot")
-          console.error(`[${service}] snapshot of partition ${partition} ignored (${found}): rebuilding from the log`)
-        return null
-      }
       return found
-    })
+    }).pipe(
+      Effect.flatMap((found) =>
+        typeof found !== "string"
+          ? Effect.succeed(found)
+          : found === "no snapshot"
+            ? Effect.succeed(null)
+            : Effect.as(
+                Effect.logError(
+                  `[${service}] snapshot of partition ${partition} ignored (${found}): rebuilding from the log`,
+                ),
+                null,
+              ),
+      ),
+    )
 
   const save = (partition: number, seq: number, taken: ReadonlyArray<readonly [string, SnapshotAgent]>) =>
     Effect.tryPromise({
