@@ -116,6 +116,36 @@ describe("npm start reads the configuration every service reads", () => {
     expect(await start.stop()).toBe(0)
   })
 
+  it("serves /metrics, /healthz and /readyz on WM_METRICS_PORT for the whole system", async () => {
+    const nats = await server()
+    const port = await freePort()
+    const start = npmStart({ NATS_URL: nats.url, WM_METRICS_PORT: String(port) })
+    const out = await start.waitFor(SERVING)
+    expect(out).toContain(`Metrics on http://127.0.0.1:${port}/metrics`)
+    const ops = `http://127.0.0.1:${port}`
+    expect((await fetch(`${ops}/healthz`)).status).toBe(200)
+    // Ready once every service's partitions have caught up: on a loaded machine that follows the start.
+    for (let status = 0; status !== 200; ) {
+      status = (await fetch(`${ops}/readyz`)).status
+      if (status !== 200) await new Promise((r) => setTimeout(r, 100))
+    }
+    const nc = await connect({ servers: nats.url })
+    try {
+      const reply = await nc.request("wm.api.metered.agent.register", JSON.stringify({ role: "main" }), {
+        timeout: 10_000,
+      })
+      expect(reply.json<{ ok: boolean }>().ok).toBe(true)
+    } finally {
+      await nc.close()
+    }
+    const scrape = await (await fetch(`${ops}/metrics`)).text()
+    expect(scrape).toMatch(
+      /wm_request_duration_seconds_count\{[^}]*operation="registerAgent"[^}]*outcome="ok"[^}]*\} 1/,
+    )
+    expect(scrape).toMatch(/wm_projection_lag_events\{[^}]*service="working"[^}]*\} \d+/)
+    expect(await start.stop()).toBe(0)
+  })
+
   it("says why it cannot log in when the server refuses the credentials", async () => {
     const auth = natsAuth({ agents: ["planner"], admin: { user: "operator", password: "operator-secret" } })
     const nats = await server(auth.config)
