@@ -7,6 +7,7 @@ export const partitionOwner = (service: string, views: PartitionedViews): Partit
   queue: replicaQueue(service, views.leases.replicaId),
   owns: views.owns,
   placement: views.placement,
-  answering: views.ready,
+  // A lease lapsing for a moment keeps the routes: its requests are left unanswered (and retried) meanwhile.
+  answering: views.caughtUp,
   watchAnswering: views.watchReady,
 })

@@ -76,7 +76,12 @@ export interface PartitionedViews extends AgentViews {
   readonly placement: Placement
   /** The partitions that answer now. */
   readonly ready: () => ReadonlyArray<number>
-  /** Calls `watcher` whenever a partition starts or stops answering; returns what stops it. */
+  /**
+   * The partitions this replica has caught up on and not given up: those that answer, and those whose lease
+   * lapsed for a moment (a stalled event loop) and answer again once it is renewed, which tells no watcher.
+   */
+  readonly caughtUp: () => ReadonlyArray<number>
+  /** Calls `watcher` whenever a partition is caught up on or given up; returns what stops it. */
   readonly watchReady: (watcher: () => void) => () => void
   /** How each partition this replica took was caught up. */
   readonly catchUps: () => ReadonlyArray<CatchUp>
@@ -672,6 +677,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       leases,
       placement: deploymentPlacement(settings.partitions),
       ready,
+      caughtUp: () => [...states.values()].filter((s) => s.ready).map((s) => s.partition),
       watchReady: (watcher) => {
         answeringWatchers.add(watcher)
         return () => answeringWatchers.delete(watcher)
