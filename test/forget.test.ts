@@ -51,8 +51,11 @@ it("forgetting an entry removes its content from the log, every projection, the 
   expect((await agent.query("safe combination painting")).results.some((r) => r.entryId === entryId)).toBe(true)
 
   const { stdout } = await wm("forget", "--agent", "forgetful", "--entry", entryId, "--json")
-  const forgotten = JSON.parse(stdout) as { purged: number; tombstoneSeq: number }
-  expect(forgotten.purged).toBeGreaterThan(0)
+  const forgotten = JSON.parse(stdout) as { purged: number; tombstoneSeq: number; recorded: boolean; complete: boolean }
+  // The command stored the tombstone and saw the erasure complete; the records themselves may have been erased by
+  // it or by the running system's eraser, whichever came first (`purged` counts this run's only).
+  expect(forgotten.recorded).toBe(true)
+  expect(forgotten.complete).toBe(true)
   agent.lastSeq = forgotten.tombstoneSeq
 
   // The log holds only the tombstone for that entry, and nothing anywhere carries the content.
