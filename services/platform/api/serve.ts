@@ -112,7 +112,7 @@ export interface PartitionOwner {
   readonly queue: string
   readonly owns: (agentId: string) => boolean
   readonly placement: Placement
-  /** The partitions it has caught up on; it answers for those whose lease it holds. */
+  /** The partitions it has taken; it answers for those it has caught up on while it holds their lease. */
   readonly answering: () => ReadonlyArray<number>
   /** Calls `listener` whenever that set may have changed; returns what stops it. */
   readonly watchAnswering: (listener: () => void) => () => void

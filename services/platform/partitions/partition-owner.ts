@@ -7,7 +7,8 @@ export const partitionOwner = (service: string, views: PartitionedViews): Partit
   queue: replicaQueue(service, views.leases.replicaId),
   owns: views.owns,
   placement: views.placement,
-  // A lease lapsing for a moment keeps the routes: its requests are left unanswered (and retried) meanwhile.
-  answering: views.caughtUp,
+  // The routes of a partition from when its lease is taken: a request that arrives while it catches up, or while
+  // its lease lapses for a moment, is left unanswered and retried, as when every replica received every request.
+  answering: views.taken,
   watchAnswering: views.watchReady,
 })

@@ -77,11 +77,12 @@ export interface PartitionedViews extends AgentViews {
   /** The partitions that answer now. */
   readonly ready: () => ReadonlyArray<number>
   /**
-   * The partitions this replica has caught up on and not given up: those that answer, and those whose lease
-   * lapsed for a moment (a stalled event loop) and answer again once it is renewed, which tells no watcher.
+   * The partitions this replica has taken and not given up: those that answer, those still catching up, and
+   * those whose lease lapsed for a moment (a stalled event loop) and answer again once it is renewed, which
+   * tells no watcher.
    */
-  readonly caughtUp: () => ReadonlyArray<number>
-  /** Calls `watcher` whenever a partition is caught up on or given up; returns what stops it. */
+  readonly taken: () => ReadonlyArray<number>
+  /** Calls `watcher` whenever a partition is taken, answers, or is given up; returns what stops it. */
   readonly watchReady: (watcher: () => void) => () => void
   /** How each partition this replica took was caught up. */
   readonly catchUps: () => ReadonlyArray<CatchUp>
@@ -370,6 +371,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         snapshotBytes: 0,
       }
       states.set(partition, state)
+      answeringChanged()
       state.fiber = runFork(
         catchUp(state, prefetch, fromLog).pipe(
           Effect.catchCause((cause) =>
@@ -677,7 +679,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       leases,
       placement: deploymentPlacement(settings.partitions),
       ready,
-      caughtUp: () => [...states.values()].filter((s) => s.ready).map((s) => s.partition),
+      taken: () => [...states.keys()],
       watchReady: (watcher) => {
         answeringWatchers.add(watcher)
         return () => answeringWatchers.delete(watcher)
