@@ -18,7 +18,7 @@ import { EmbeddingProvider, offlineProvider } from "../services/platform/embeddi
 import { hashedEmbedder } from "../services/platform/embedding/offline-embedder.ts"
 import { fadeService, gatewayService, workingService } from "../services/system.ts"
 import { Working, type WorkingShape } from "../services/working/working.ts"
-import { eventually } from "./faults/support/audit.ts"
+import { eventually } from "./support/eventually.ts"
 import { readLog, type StoredEvent } from "./support/log.ts"
 import { settingsFor } from "./support/system.ts"
 
