@@ -130,7 +130,9 @@ beforeAll(async () => {
   })
   aliceErrors = serverErrors(alice.nc)
   const b = bob.agent("bob")
-  await b.register({ role: "main" })
+  // A replica subscribes to a partition's requests once it holds its lease, just after it starts: until
+  // then a request finds no responders, and these clients send each request once (registering is idempotent).
+  await eventually("the gateway to register bob", () => b.register({ role: "main" }))
   bobEntry = await b.record({
     origin: "USER",
     content: "Bob's private plan: resign on Friday.",
