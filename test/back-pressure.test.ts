@@ -25,6 +25,7 @@ import { EmbeddingProvider } from "../services/platform/embedding/embedding-prov
 import { hashedEmbedder } from "../services/platform/embedding/offline-embedder.ts"
 import { PartitionSettings } from "../services/platform/partitions/settings.ts"
 import { fadeService, gatewayService, workingService } from "../services/system.ts"
+import { eventually } from "./support/eventually.ts"
 import { readLog } from "./support/log.ts"
 import { settingsFor } from "./support/system.ts"
 
@@ -45,16 +46,6 @@ let nc: NatsConnection
 
 const acknowledged = new Set<string>()
 const refused = new Set<string>()
-
-const until = async <A>(what: string, probe: () => Promise<A | undefined> | A | undefined): Promise<A> => {
-  const deadline = Date.now() + 60_000
-  while (true) {
-    const found = await probe()
-    if (found !== undefined) return found
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
 
 const failureOf = (promise: Promise<unknown>) =>
   promise.then(
@@ -115,7 +106,7 @@ describe("back-pressure", () => {
       content: "We compared twelve hotels in Lisbon for step-free access, river views and breakfast. ".repeat(16),
     })
     acknowledged.add(big.entryId)
-    await until("fade to ask for a summary", () => (hanging.length > 0 ? true : undefined))
+    await eventually("fade to ask for a summary", () => (hanging.length > 0 ? true : undefined), 60_000, 50)
 
     // Entries the gateway takes while fade's report still says it is within the limit.
     let next = 0
@@ -132,19 +123,29 @@ describe("back-pressure", () => {
     }
     // Fade is behind by the big entry and the notes: up to LIMIT of them it is within the limit.
     for (let i = 1; i < LIMIT; i++) expect(await note()).toBeNull()
-    await until("fade to report that it is behind", async () => {
-      await note()
-      const status = await readStatus(nc, LIMIT)
-      return status.partitions.some((p) => p.service === "fade" && p.overLimit) ? true : undefined
-    })
+    await eventually(
+      "fade to report that it is behind",
+      async () => {
+        await note()
+        const status = await readStatus(nc, LIMIT)
+        return status.partitions.some((p) => p.service === "fade" && p.overLimit) ? true : undefined
+      },
+      60_000,
+      50,
+    )
     // The gateway reads the reports again within a quarter second: from then on new entries are refused.
-    const refusal = await until("a refusal", async () => {
-      const outcome = await note()
-      if (outcome === null) return undefined
-      // A typed answer, not a timeout.
-      expect(outcome).toBeInstanceOf(Overloaded)
-      return outcome as Overloaded
-    })
+    const refusal = await eventually(
+      "a refusal",
+      async () => {
+        const outcome = await note()
+        if (outcome === null) return undefined
+        // A typed answer, not a timeout.
+        expect(outcome).toBeInstanceOf(Overloaded)
+        return outcome as Overloaded
+      },
+      60_000,
+      50,
+    )
     expect(refusal).toMatchObject({ projection: "fade", partition: partitionOf(AGENT), limit: LIMIT })
     expect(refusal.lag).toBeGreaterThan(LIMIT)
     expect(refusal.retryAfterMs).toBeGreaterThan(0)
@@ -207,7 +208,7 @@ describe("back-pressure", () => {
       },
     })
     const waited = agent.record({ requestId: "after-the-wait", origin: "USER", content: "Book the one by the river." })
-    await until("the SDK to retry after an Overloaded", () => (attempts >= 2 ? true : undefined))
+    await eventually("the SDK to retry after an Overloaded", () => (attempts >= 2 ? true : undefined), 60_000, 50)
 
     // The summariser answers at last (with an error): fade falls back to its offline summariser and catches up.
     stalled = false
@@ -221,10 +222,15 @@ describe("back-pressure", () => {
     // New entries are taken again, without waiting.
     const next = await impatient.agent(AGENT).record({ requestId: "later", origin: "USER", content: "Done." })
     acknowledged.add(next.entryId)
-    const status = await until("fade's report to catch up", async () => {
-      const now = await readStatus(nc, LIMIT)
-      return now.partitions.some((p) => p.overLimit) ? undefined : now
-    })
+    const status = await eventually(
+      "fade's report to catch up",
+      async () => {
+        const now = await readStatus(nc, LIMIT)
+        return now.partitions.some((p) => p.overLimit) ? undefined : now
+      },
+      60_000,
+      50,
+    )
     expect(status.partitions.find((p) => p.service === "fade")).toBeDefined()
 
     // Every acknowledged entry is stored once; nothing refused is stored.

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
 import { steppingClock } from "./support/clock.ts"
+import { eventually } from "./support/eventually.ts"
 import { FILLER_TURNS } from "./support/fillers.ts"
 import { appendEvents, readLog } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
@@ -21,14 +22,6 @@ beforeAll(async () => {
 afterAll(async () => system?.stop())
 
 const fillers = FILLER_TURNS
-
-const waitUntil = async (condition: () => Promise<boolean>, what: string, timeoutMs = 20_000) => {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 200))
-  }
-}
 
 const logged = async <T extends EventOf<"EntryDemoted">["_tag"] | "CueDropped">(tag: T) =>
   (await readLog(system.server.url)).map((s) => s.event).filter((e) => e._tag === tag && e.agentId === AGENT) as Array<
@@ -49,9 +42,10 @@ describe("cue drops and the next step", () => {
     })
     for (let i = 0; i < 30; i++)
       await agent.record({ origin: "USER", content: fillers[i % fillers.length]!, timestamp: clock.next() })
-    await waitUntil(
-      async () => (await logged("EntryDemoted")).some((e) => e.entryId === garden),
+    await eventually(
       "the garden entry to demote",
+      async () => (await logged("EntryDemoted")).some((e) => e.entryId === garden),
+      20_000,
     )
     agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
 
@@ -59,9 +53,10 @@ describe("cue drops and the next step", () => {
     const first = await agent.beginStep({ focus })
     expect((await agent.buildContext({ stepId: first.stepId })).items.find((i) => i.entryId === garden)?.cue).toBe(true)
     await agent.endStep(first.stepId)
-    await waitUntil(
-      async () => (await logged("CueDropped")).some((e) => e.stepId === first.stepId && e.entryId === garden),
+    await eventually(
       "the first step's drop",
+      async () => (await logged("CueDropped")).some((e) => e.stepId === first.stepId && e.entryId === garden),
+      20_000,
     )
 
     const second = await agent.beginStep({ focus })

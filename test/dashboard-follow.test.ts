@@ -9,6 +9,7 @@ import { WorkingMemoryClient } from "../sdk/client.ts"
 import { Dashboard, DashboardSettings, dashboardService } from "../services/dashboard/dashboard.ts"
 import type { AgentSummary } from "../services/dashboard/read-model.ts"
 import { systemLayer } from "../services/system.ts"
+import { eventually } from "./support/eventually.ts"
 import { settingsFor } from "./support/system.ts"
 
 const cleanups: Array<() => Promise<unknown>> = []
@@ -24,14 +25,12 @@ const startDashboard = async (url: string) => {
   return runtime.runPromise(Dashboard)
 }
 
-/** The agents the dashboard lists, once it has applied the log up to `seq` (or after about 10 s). */
-const agentsOf = async (url: string, seq: number): Promise<AgentSummary[]> => {
-  for (let i = 0; ; i++) {
+/** The agents the dashboard lists, once it has applied the log up to `seq`. */
+const agentsOf = (url: string, seq: number): Promise<AgentSummary[]> =>
+  eventually(`the dashboard to apply the log up to ${seq}`, async () => {
     const listed = (await (await fetch(`${url}api/agents`)).json()) as { agents: AgentSummary[]; lastSeq: number }
-    if (listed.lastSeq >= seq || i >= 100) return listed.agents
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
+    return listed.lastSeq >= seq ? listed.agents : undefined
+  })
 
 describe("the dashboard's view of the log", () => {
   it("waits for the event stream when it starts first, and a later dashboard rebuilds every agent", async () => {

@@ -11,6 +11,7 @@ import { WorkingMemoryClient } from "../sdk/client.ts"
 import { Dashboard, DashboardSettings, dashboardService } from "../services/dashboard/dashboard.ts"
 import type { AgentSummary } from "../services/dashboard/read-model.ts"
 import { systemLayer } from "../services/system.ts"
+import { eventually } from "./support/eventually.ts"
 import { settingsFor } from "./support/system.ts"
 
 const cleanups: Array<() => Promise<unknown>> = []
@@ -43,13 +44,12 @@ describe("the dashboard under the generated permissions", () => {
     const dashboard = await runtime.runPromise(Dashboard)
     expect((await fetch(`${dashboard.url}api/agents`)).status).toBe(401)
     const login = { authorization: `Basic ${Buffer.from(`${audit.user}:${audit.pass}`).toString("base64")}` }
-    let agents: AgentSummary[] = []
-    for (let i = 0; i < 100 && agents.length === 0; i++) {
-      agents = (
-        (await (await fetch(`${dashboard.url}api/agents`, { headers: login })).json()) as { agents: AgentSummary[] }
-      ).agents
-      if (agents.length === 0) await new Promise((r) => setTimeout(r, 100))
-    }
+    const agents = await eventually("the dashboard to list an agent", async () => {
+      const listed = (await (await fetch(`${dashboard.url}api/agents`, { headers: login })).json()) as {
+        agents: AgentSummary[]
+      }
+      return listed.agents.length > 0 ? listed.agents : undefined
+    })
     expect(agents.map((a) => a.agentId)).toEqual(["planner"])
   })
 })

@@ -17,6 +17,7 @@ import { runDemo } from "../examples/demo.ts"
 import { readOwnEvents } from "../sdk/own-events.ts"
 import { Dashboard, DashboardSettings, dashboardService } from "../services/dashboard/dashboard.ts"
 import type { AgentPage } from "../services/dashboard/read-model.ts"
+import { eventually } from "./support/eventually.ts"
 import { settingsFor, startTestSystem, type TestSystem } from "./support/system.ts"
 
 /** A first start on a machine builds the page and derives the embedder's cache, on a loaded machine slowly. */
@@ -68,14 +69,12 @@ const pageAt = async (agentId: string, at?: number): Promise<AgentPage> =>
   (await (await fetch(`${url}api/agents/${agentId}${at === undefined ? "" : `?at=${at}`}`)).json()) as AgentPage
 
 /** The agent's live page once the dashboard has followed the log to `seq`. */
-const caughtUp = async (agentId: string, seq: number): Promise<AgentPage> => {
-  for (let i = 0; ; i++) {
+const caughtUp = (agentId: string, seq: number): Promise<AgentPage> =>
+  eventually(`the dashboard to follow ${agentId} up to ${seq}`, async () => {
     // Until the dashboard has seen the registration, the answer is a 404 without a range.
     const page = await pageAt(agentId)
-    if ((page.range?.lastSeq ?? 0) >= seq || i >= 100) return page
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
+    return (page.range?.lastSeq ?? 0) >= seq ? page : undefined
+  })
 
 describe("the dashboard in a browser", () => {
   it("shows an agent recorded through the SDK: budget use against τ, entries by rung, the built context", async () => {

@@ -17,8 +17,9 @@ import { WorkingMemoryClient } from "../sdk/client.ts"
 import { PartitionSettings } from "../services/platform/partitions/settings.ts"
 import { ForgetEraser, type ForgetEraserShape } from "../services/substrate/eraser.ts"
 import { substrateService } from "../services/system.ts"
-import { eventually, teardown } from "./faults/support/audit.ts"
+import { teardown } from "./faults/support/audit.ts"
 import { gatewayLayer, type InProcess, settingsFor, startInProcess } from "./faults/support/services.ts"
+import { eventually } from "./support/eventually.ts"
 
 let server: NatsServerProcess
 let gateway: InProcess<unknown>

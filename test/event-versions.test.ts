@@ -22,9 +22,10 @@ import { followOwnEvents, type OwnEvent, readOwnEvents } from "../sdk/own-events
 import { LongTerm, type LongTermShape } from "../services/memory/longterm/longterm.ts"
 import { LongTermStore, type LongTermStoreShape } from "../services/memory/longterm/store.ts"
 import { workingService } from "../services/system.ts"
-import { eventually, readRecords, rebuildViews } from "./faults/support/audit.ts"
+import { readRecords, rebuildViews } from "./faults/support/audit.ts"
 import { gatewayLayer, gatewayOf, settingsFor, startInProcess } from "./faults/support/services.ts"
 import { comparableView, readFixture, V1_EXPECTED, V1_LOG } from "./fixtures/v1-log.ts"
+import { eventually } from "./support/eventually.ts"
 import { startLongTermAlone } from "./support/longterm.ts"
 
 let server: NatsServerProcess

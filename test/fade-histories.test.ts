@@ -10,6 +10,7 @@ import { afterAll, beforeAll, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
 import { FadeWorker, type FadeWorkerShape } from "../services/fade/fade-worker.ts"
 import { steppingClock } from "./support/clock.ts"
+import { eventually } from "./support/eventually.ts"
 import { FILLER_TURNS } from "./support/fillers.ts"
 import { readLog } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
@@ -25,14 +26,6 @@ const demotionsOf = async (agentId: string, entryId: string) =>
     .map((s) => s.event)
     .filter((e): e is EventOf<"EntryDemoted"> => e._tag === "EntryDemoted" && e.agentId === agentId)
     .filter((e) => e.entryId === entryId)
-
-const waitUntil = async (condition: () => Promise<boolean>, what: string, timeoutMs = 30_000) => {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
 
 it("keeps nothing per demoted entry, and a re-promoted entry's second demotion carries both lives' citations", async () => {
   const agent = system.client.agent("fade-lives")
@@ -51,7 +44,7 @@ it("keeps nothing per demoted entry, and a re-promoted entry's second demotion c
   await agent.reference(first.stepId, [entryId])
   await agent.endStep(first.stepId)
   await fill(60)
-  await waitUntil(async () => (await demotionsOf("fade-lives", entryId)).length === 1, "the first demotion")
+  await eventually("the first demotion", async () => (await demotionsOf("fade-lives", entryId)).length === 1)
 
   // Every filler that demoted left nothing behind in the fade worker.
   const fade = await system.services.runtime.runPromise(FadeWorker as unknown as Effect.Effect<FadeWorkerShape>)
@@ -65,14 +58,13 @@ it("keeps nothing per demoted entry, and a re-promoted entry's second demotion c
   // Referenced by id, the long-term entry comes back as native, is cited again, then fades out once more.
   const second = await agent.beginStep()
   await agent.reference(second.stepId, [entryId])
-  await waitUntil(
-    async () => (await readLog(system.server.url)).some((s) => s.event._tag === "CuePromoted"),
-    "the promotion",
+  await eventually("the promotion", async () =>
+    (await readLog(system.server.url)).some((s) => s.event._tag === "CuePromoted"),
   )
   await agent.reference(second.stepId, [entryId])
   await agent.endStep(second.stepId)
   await fill(60)
-  await waitUntil(async () => (await demotionsOf("fade-lives", entryId)).length === 2, "the second demotion")
+  await eventually("the second demotion", async () => (await demotionsOf("fade-lives", entryId)).length === 2)
   const [once, twice] = await demotionsOf("fade-lives", entryId)
   expect(once!.entry!.citationCount).toBe(1)
   expect(twice!.entry!.citationCount).toBeGreaterThan(once!.entry!.citationCount)

@@ -18,7 +18,7 @@ import { EmbeddingProvider, offlineProvider } from "../services/platform/embeddi
 import { hashedEmbedder } from "../services/platform/embedding/offline-embedder.ts"
 import { fadeService, gatewayService, workingService } from "../services/system.ts"
 import { Working, type WorkingShape } from "../services/working/working.ts"
-import { eventually } from "./faults/support/audit.ts"
+import { eventually } from "./support/eventually.ts"
 import { readLog, type StoredEvent } from "./support/log.ts"
 import { settingsFor } from "./support/system.ts"
 
@@ -74,10 +74,12 @@ const start = async (
 /** Evaluates until nothing moves any more, once the worker has seen the client's writes up to `afterSeq`. */
 const settle = async (running: Running, agentId: string, afterSeq = 0) => {
   const fade = await running.fade()
-  for (let wait = 0; (fade.view(agentId)?.lastSeq ?? 0) < afterSeq; wait++) {
-    if (wait > 200) throw new Error(`the fade worker never saw sequence ${afterSeq}`)
-    await new Promise((r) => setTimeout(r, 25))
-  }
+  await eventually(
+    `the fade worker to see sequence ${afterSeq}`,
+    () => (fade.view(agentId)?.lastSeq ?? 0) >= afterSeq,
+    5_000,
+    25,
+  )
   for (let i = 0; i < 50; i++) {
     const run = await running.runtime.runPromise(fade.evaluate(agentId))
     if (run.applied === 0 && run.conflicts === 0) return
@@ -235,13 +237,16 @@ describe("two fade workers", () => {
   })
 
   /** The worker whose lease holds the agent's partition, once one does. */
-  const ownerOf = async (agentId: string): Promise<Running> => {
-    for (let wait = 0; wait < 400; wait++) {
-      for (const worker of [first, second]) if ((await worker.fade()).views.owns(agentId)) return worker
-      await new Promise((r) => setTimeout(r, 25))
-    }
-    throw new Error(`no fade worker holds ${agentId}`)
-  }
+  const ownerOf = (agentId: string): Promise<Running> =>
+    eventually(
+      `a fade worker to hold ${agentId}`,
+      async () => {
+        for (const worker of [first, second]) if ((await worker.fade()).views.owns(agentId)) return worker
+        return undefined
+      },
+      10_000,
+      25,
+    )
 
   it("divide the agents by partition, and never move the same entry twice", async () => {
     // Agents in different partitions, written while the workers are still dividing them.

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
 import { steppingClock } from "./support/clock.ts"
+import { eventually } from "./support/eventually.ts"
 import { FILLER_TURNS } from "./support/fillers.ts"
 import { readLog } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
@@ -28,14 +29,6 @@ const TURN =
   "Family is what keeps me going when work gets heavy and the days are long. " +
   "I'm off to do some taekwondo at the gym on Elm Street tonight!"
 
-const waitUntil = async (condition: () => Promise<boolean>, what: string, timeoutMs = 20_000) => {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 200))
-  }
-}
-
 const events = async () => (await readLog(system.server.url)).filter((s) => s.event.agentId === AGENT)
 
 describe("recalled key points", () => {
@@ -48,9 +41,10 @@ describe("recalled key points", () => {
     const { entryId } = await agent.record({ origin: "USER", content: TURN, timestamp: clock.next() })
     for (let i = 0; i < 30; i++)
       await agent.record({ origin: "USER", content: fillers[i % fillers.length]!, timestamp: clock.next() })
-    await waitUntil(
-      async () => (await events()).some((s) => s.event._tag === "EntryDemoted" && s.event.entryId === entryId),
+    await eventually(
       "the turn to demote",
+      async () => (await events()).some((s) => s.event._tag === "EntryDemoted" && s.event.entryId === entryId),
+      20_000,
     )
     agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
 

@@ -28,6 +28,7 @@ import {
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { systemLayer } from "../services/system.ts"
+import { eventually } from "./support/eventually.ts"
 import { readLog } from "./support/log.ts"
 import { filesHolding as filesHoldingIn } from "./support/store-files.ts"
 import { type RunningServices, settingsFor, startServices } from "./support/system.ts"
@@ -70,14 +71,6 @@ const filesHolding = (needle: string) => filesHoldingIn(storeDirs(), needle)
 const wm = (...args: string[]) =>
   run("node_modules/.bin/node", ["cli/wm.ts", ...args, "--server", server.url], { cwd: process.cwd() })
 
-const waitUntil = async (condition: () => Promise<boolean>, what: string) => {
-  const deadline = Date.now() + 30_000
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 200))
-  }
-}
-
 const T0 = Date.UTC(2024, 2, 1)
 const KEEPER = "KEEPERWOMBAT5512"
 
@@ -96,9 +89,8 @@ const recordAndFade = async (agentId: string, secret: string) => {
       content: `Ordinary remark ${i} about the weather.`,
       timestamp: T0 + 60_000 * (i + 1),
     })
-  await waitUntil(
-    async () => (await readLog(server.url)).some((s) => s.event._tag === "EntryDemoted" && s.event.entryId === entryId),
-    "demotion",
+  await eventually("demotion", async () =>
+    (await readLog(server.url)).some((s) => s.event._tag === "EntryDemoted" && s.event.entryId === entryId),
   )
   return { agent, entryId }
 }
@@ -155,9 +147,9 @@ const expectEverywhere = async (agentId: string, entryId: string, secret: string
   const { results } = await agent.query(`${secret} north vault`, { limit: 50 })
   expect(results.some((r) => r.entryId === entryId && r.tier === "long-term")).toBe(true)
   // Every projection reading the poison's subject dead-letters it; a letter stored after the forget would be the guard's to erase.
-  await waitUntil(
-    async () => (await deadLettersHolding(secret)).join() === DEAD_LETTERED_BY.map(deadLetterSubject).join(),
+  await eventually(
     "the poison to be dead-lettered by every projection",
+    async () => (await deadLettersHolding(secret)).join() === DEAD_LETTERED_BY.map(deadLetterSubject).join(),
   )
   expect(filesHolding(secret).length).toBeGreaterThan(0)
 }

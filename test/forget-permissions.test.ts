@@ -17,6 +17,7 @@ import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { NatsSettings } from "../services/platform/nats/settings.ts"
 import { gatewayService, memoryService, substrateService, workingService } from "../services/system.ts"
+import { eventually } from "./support/eventually.ts"
 import { filesHolding } from "./support/store-files.ts"
 import { type RunningServices, startServices } from "./support/system.ts"
 
@@ -55,14 +56,6 @@ afterAll(async () => {
   await server?.stop()
 })
 
-const eventually = async (condition: () => Promise<boolean> | boolean, what: string) => {
-  const deadline = Date.now() + 30_000
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 200))
-  }
-}
-
 const SECRET = "NARWHAL6614COPPER"
 
 it("the substrate's user carries out a stored tombstone; an agent cannot erase even its own events", async () => {
@@ -72,12 +65,12 @@ it("the substrate's user carries out a stored tombstone; an agent cannot erase e
   // A record nobody can decode, carrying the text, so that every projection dead-letters it.
   await jetstream(admin).publish(agentStepSubject("carol"), `{"_tag":"StepStarted","v":0,"note":"${SECRET}"}`)
   await eventually(
+    "the substrate to store the entry",
     async () =>
       await agent.raw(entryId).then(
         () => true,
         () => false,
       ),
-    "the substrate to store the entry",
   )
   expect(filesHolding([server.storeDir], SECRET).length).toBeGreaterThan(0)
 
@@ -99,5 +92,5 @@ it("the substrate's user carries out a stored tombstone; an agent cannot erase e
     msgID: decision.event.eventId,
   })
 
-  await eventually(() => filesHolding([server.storeDir], SECRET).length === 0, "the eraser to finish the forget")
+  await eventually("the eraser to finish the forget", () => filesHolding([server.storeDir], SECRET).length === 0)
 })

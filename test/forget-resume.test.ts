@@ -19,6 +19,7 @@ import { agentEvents, agentStepSubject, entrySubject } from "../contracts/subjec
 import { type AgentView, evolve } from "../domain/agent-view.ts"
 import { decideForget } from "../domain/forget.ts"
 import { systemLayer } from "../services/system.ts"
+import { eventually } from "./support/eventually.ts"
 import { appendEvents, publishRaw, readLog } from "./support/log.ts"
 import { filesHolding } from "./support/store-files.ts"
 import { settingsFor, startServices, startTestSystem, type TestSystem } from "./support/system.ts"
@@ -33,14 +34,6 @@ afterAll(async () => system?.stop())
 const wm = (...args: string[]) =>
   run("node_modules/.bin/node", ["cli/wm.ts", ...args, "--server", system.server.url], { cwd: process.cwd() })
 
-const eventually = async (condition: () => Promise<boolean> | boolean, what: string) => {
-  const deadline = Date.now() + 30_000
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 200))
-  }
-}
-
 const SECRET = "OCELOT2208MARBLE"
 
 it("a forget the services could not confirm is finished by the eraser when they start again", async () => {
@@ -48,12 +41,12 @@ it("a forget the services could not confirm is finished by the eraser when they 
   await agent.register({ role: "main" })
   const { entryId } = await agent.record({ origin: "USER", content: `The alarm code is ${SECRET}.` })
   await eventually(
+    "the substrate to store the entry",
     async () =>
       await agent.raw(entryId).then(
         (r) => r.content.includes(SECRET),
         () => false,
       ),
-    "the substrate to store the entry",
   )
   const store = [system.server.storeDir]
   expect(filesHolding(store, SECRET).length).toBeGreaterThan(0)
@@ -80,7 +73,7 @@ it("a forget the services could not confirm is finished by the eraser when they 
   expect(filesHolding(store, SECRET).length).toBeGreaterThan(0)
 
   system.services = await startServices(systemLayer(settingsFor(system.server.url)))
-  await eventually(() => filesHolding(store, SECRET).length === 0, "the eraser to finish the forget")
+  await eventually("the eraser to finish the forget", () => filesHolding(store, SECRET).length === 0)
   agent.lastSeq = report.tombstoneSeq
   await expect(agent.raw(entryId)).rejects.toMatchObject({ _tag: "UnknownEntries" })
 
@@ -105,12 +98,12 @@ it("a tombstone stored with nothing erased yet (the command stopped right after 
     `{"_tag":"StepStarted","v":0,"note":"${SECOND}"}`,
   )
   await eventually(
+    "the substrate to store the entry",
     async () =>
       await agent.raw(entryId).then(
         () => true,
         () => false,
       ),
-    "the substrate to store the entry",
   )
   const store = [system.server.storeDir]
 
@@ -136,7 +129,7 @@ it("a tombstone stored with nothing erased yet (the command stopped right after 
   expect(filesHolding(store, SECOND).length).toBeGreaterThan(0)
 
   system.services = await startServices(systemLayer(settingsFor(system.server.url)))
-  await eventually(() => filesHolding(store, SECOND).length === 0, "the eraser to finish the forget")
+  await eventually("the eraser to finish the forget", () => filesHolding(store, SECOND).length === 0)
   expect((await readLog(system.server.url, agentEvents("stopped-short"))).map((s) => s.event._tag)).toEqual([
     "AgentForgotten",
   ])
@@ -163,7 +156,7 @@ it("a dead letter of a forgotten record that arrives after the forget (a project
   await js.publish("wm.dlq.late", letter(kept, `{"content":"${KEPT}"}`))
   await js.publish("wm.dlq.late", letter(forgotten, `{"content":"${LATE}"}`))
   const store = [system.server.storeDir]
-  await eventually(() => filesHolding(store, LATE).length === 0, "the late dead letter to be erased")
+  await eventually("the late dead letter to be erased", () => filesHolding(store, LATE).length === 0)
   // A letter whose record is still in the log is kept.
   expect(filesHolding(store, KEPT).length).toBeGreaterThan(0)
 })

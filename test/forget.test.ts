@@ -5,6 +5,7 @@
 import { execFile } from "node:child_process"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import { eventually } from "./support/eventually.ts"
 import { readLog } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -21,14 +22,6 @@ const wm = (...args: string[]) =>
 const SECRET = "The safe combination is 31-04-77 behind the painting."
 const T0 = Date.UTC(2024, 1, 1)
 
-const waitUntil = async (condition: () => Promise<boolean>, what: string) => {
-  const deadline = Date.now() + 20_000
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 200))
-  }
-}
-
 it("forgetting an entry removes its content from the log, every projection, the substrate and replay", async () => {
   const agent = system.client.agent("forgetful")
   await agent.register({ role: "custom", budget: 150 })
@@ -41,10 +34,11 @@ it("forgetting an entry removes its content from the log, every projection, the 
       timestamp: T0 + 60_000 * (i + 2),
     })
   // Demoted: the content now lives in long-term and the substrate as well.
-  await waitUntil(
+  await eventually(
+    "demotion",
     async () =>
       (await readLog(system.server.url)).some((s) => s.event._tag === "EntryDemoted" && s.event.entryId === entryId),
-    "demotion",
+    20_000,
   )
   agent.lastSeq = Math.max(...(await readLog(system.server.url)).map((s) => s.seq))
   expect((await agent.raw(entryId)).content).toBe(SECRET)
@@ -68,13 +62,14 @@ it("forgetting an entry removes its content from the log, every projection, the 
   const { results } = await agent.query("safe combination painting", { limit: 50 })
   expect(results.some((r) => r.entryId === entryId || r.text.includes("31-04-77"))).toBe(false)
   expect((await agent.view()).entries.some((e) => e.id === entryId)).toBe(false)
-  await waitUntil(
+  await eventually(
+    "the substrate to forget",
     async () =>
       await agent.raw(entryId).then(
         () => false,
         () => true,
       ),
-    "the substrate to forget",
+    20_000,
   )
   expect((await agent.raw(kept.entryId)).content).toBe("The garden gate squeaks.")
   // Replay at any instant never shows it.
@@ -85,13 +80,14 @@ it("forgetting an entry removes its content from the log, every projection, the 
   const after = await agent.query("safe combination painting", { limit: 50 })
   expect(after.results.some((r) => r.entryId === entryId)).toBe(false)
   // And the audit agrees: every projection it can rebuild matches the (purged) log.
-  await waitUntil(
+  await eventually(
+    "verify to pass",
     async () =>
       await wm("verify").then(
         () => true,
         () => false,
       ),
-    "verify to pass",
+    20_000,
   )
   expect((await wm("verify")).stdout).toMatch(/ok {4}substrate: \d+ recorded entries compared/)
 })
@@ -103,21 +99,23 @@ it("forgetting an agent removes the agent and everything it recorded", async () 
   await wm("forget", "--agent", "vanishing")
   const log = await readLog(system.server.url)
   expect(log.filter((s) => s.event.agentId === "vanishing").map((s) => s.event._tag)).toEqual(["AgentForgotten"])
-  await waitUntil(
+  await eventually(
+    "the agent to be gone",
     async () =>
       await agent.view().then(
         () => false,
         (e: { _tag?: string }) => e._tag === "AgentNotFound",
       ),
-    "the agent to be gone",
+    20_000,
   )
-  await waitUntil(
+  await eventually(
+    "the substrate to forget",
     async () =>
       await agent.raw(entryId).then(
         () => false,
         () => true,
       ),
-    "the substrate to forget",
+    20_000,
   )
   // The id can be registered again, as a new agent with an empty memory.
   const again = await agent.register({ role: "supervisor" })

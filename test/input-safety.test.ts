@@ -16,6 +16,7 @@ import { FadeWorker, FadeWorkerSettings, type FadeWorkerShape } from "../service
 import { streamByteLimitProblem } from "../services/platform/log/event-log.ts"
 import { NatsSettings } from "../services/platform/nats/settings.ts"
 import { fadeService, gatewayService, substrateService, systemLayer, workingService } from "../services/system.ts"
+import { eventually } from "./support/eventually.ts"
 import { lastSeq, readLog } from "./support/log.ts"
 import { settingsFor, startServices, startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -79,12 +80,15 @@ describe("worst-case content", () => {
     }
     // The fade service brings the heavy writer back under τ (its key points and summaries count the same texts).
     const budget = 50_000
-    for (let attempt = 0; ; attempt++) {
-      const view = await system.liveView("heavy-writer")
-      if (view !== undefined && view.usage <= 0.8 * budget) break
-      if (attempt > 600) throw new Error(`fading never brought the heavy writer under τ: usage ${view?.usage}`)
-      await new Promise((r) => setTimeout(r, 100))
-    }
+    await eventually(
+      "fading to bring the heavy writer under τ",
+      async () => {
+        const view = await system.liveView("heavy-writer")
+        if (view !== undefined && view.usage <= 0.8 * budget) return true
+        throw new Error(`usage ${view?.usage}`)
+      },
+      60_000,
+    )
   }, 180_000)
 })
 
@@ -116,10 +120,12 @@ describe("an entry larger than the budget", () => {
   const settle = async (agentId: string) => {
     const fade = await runtime.runPromise(FadeWorker as unknown as Effect.Effect<FadeWorkerShape>)
     const target = await lastSeq(server.url)
-    for (let wait = 0; (fade.view(agentId)?.lastSeq ?? 0) < target; wait++) {
-      if (wait > 400) throw new Error(`the fade worker never saw sequence ${target}`)
-      await new Promise((r) => setTimeout(r, 25))
-    }
+    await eventually(
+      `the fade worker to see sequence ${target}`,
+      () => (fade.view(agentId)?.lastSeq ?? 0) >= target,
+      10_000,
+      25,
+    )
     for (let i = 0; i < 50; i++) {
       const run = await runtime.runPromise(fade.evaluate(agentId))
       if (run.applied === 0 && run.conflicts === 0) return fade.view(agentId)!

@@ -44,16 +44,10 @@ import {
   substrateService,
   workingService,
 } from "../services/system.ts"
+import { eventually } from "./support/eventually.ts"
 import { type RunningServices, startServices } from "./support/system.ts"
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-const until = async (what: string, ok: () => boolean, timeoutMs = 5_000) => {
-  const deadline = Date.now() + timeoutMs
-  while (!ok()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(20)
-  }
-}
 const encode = (s: string) => new TextEncoder().encode(s)
 
 /** Errors the server sent on a connection (permission violations arrive this way). */
@@ -136,7 +130,9 @@ beforeAll(async () => {
   })
   aliceErrors = serverErrors(alice.nc)
   const b = bob.agent("bob")
-  await b.register({ role: "main" })
+  // A replica subscribes to a partition's requests once it holds its lease, just after it starts: until
+  // then a request finds no responders, and these clients send each request once (registering is idempotent).
+  await eventually("the gateway to register bob", () => b.register({ role: "main" }))
   bobEntry = await b.record({
     origin: "USER",
     content: "Bob's private plan: resign on Friday.",
@@ -203,9 +199,9 @@ describe("an agent's own memory", () => {
       onEvent: (e) => live.push(e),
     })
     const next = await a.record({ origin: "INTERNAL", content: "Check the caterer too." })
-    await until("the live event", () => live.some((e) => e.seq === next.seq))
+    await eventually("the live event", () => live.some((e) => e.seq === next.seq), 5_000, 20)
     const after = await a.record({ origin: "INTERNAL", content: "And the flowers." })
-    await until("the second live event", () => live.some((e) => e.seq === after.seq))
+    await eventually("the second live event", () => live.some((e) => e.seq === after.seq), 5_000, 20)
     await following.stop()
     expect(live.map((e) => [e.event._tag, e.seq])).toEqual([
       ["EntryRecorded", next.seq],
@@ -235,7 +231,12 @@ describe("another agent's memory, refused by the broker", () => {
     await refusal(alice.nc.request("wm.api.bob.step.begin", encode("{}"), { timeout: 2_000 }))
     const P = partitionCount()
     const routed = slotSubject(P, slotOf("bob", P), "bob", "step.begin")
-    await until("the refusal of the route", () => aliceErrors.some((e) => e.includes(publishViolation(routed))))
+    await eventually(
+      "the refusal of the route",
+      () => aliceErrors.some((e) => e.includes(publishViolation(routed))),
+      5_000,
+      20,
+    )
     // Bob's memory is as he left it: one entry, never read.
     const view = await bob.agent("bob").view()
     expect(view.entries.map((e) => [e.id, e.referenceCount])).toEqual([[bobEntry.entryId, 0]])
@@ -256,14 +257,19 @@ describe("another agent's memory, refused by the broker", () => {
     await admin.flush()
     await alice.nc.flush()
     for (const subject of watched)
-      await until(`the refusal of ${subject}`, () => aliceErrors.some((e) => e.includes(subscribeViolation(subject))))
+      await eventually(
+        `the refusal of ${subject}`,
+        () => aliceErrors.some((e) => e.includes(subscribeViolation(subject))),
+        5_000,
+        20,
+      )
     // The client hands each refused subscription its error.
     expect(closedWith.sort()).toEqual(watched.map(subscribeViolation).sort())
 
     const b = bob.agent("bob")
     const recorded = await b.record({ origin: "USER", content: "Another private note." })
     await b.view()
-    await until("the control delivery", () => control.includes(entrySubject("bob", recorded.entryId)))
+    await eventually("the control delivery", () => control.includes(entrySubject("bob", recorded.entryId)), 5_000, 20)
     await sleep(200)
     expect(got).toEqual([])
   })
@@ -273,11 +279,13 @@ describe("another agent's memory, refused by the broker", () => {
     alice.nc.publish(entrySubject("bob", "forged"), encode("{}"))
     alice.nc.publish(agentStepSubject("bob"), encode("{}"))
     await alice.nc.flush()
-    await until(
+    await eventually(
       "the core publish refusals",
       () =>
         aliceErrors.some((e) => e.includes(publishViolation(entrySubject("bob", "forged")))) &&
         aliceErrors.some((e) => e.includes(publishViolation(agentStepSubject("bob")))),
+      5_000,
+      20,
     )
     // Through JetStream too: the publish is a request on the same subject.
     const js = jetstream(alice.nc)
@@ -415,7 +423,12 @@ describe("another agent's memory, refused by the broker", () => {
     const subject = `$JS.API.CONSUMER.MSG.NEXT.${EVENTS_STREAM}.${serviceConsumer!.name}`
     alice.nc.publish(subject, encode(JSON.stringify({ batch: 10, expires: 1_000_000_000 })), { reply: inbox })
     await alice.nc.flush()
-    await until("the pull refusal", () => aliceErrors.some((e) => e.includes(publishViolation(subject))))
+    await eventually(
+      "the pull refusal",
+      () => aliceErrors.some((e) => e.includes(publishViolation(subject))),
+      5_000,
+      20,
+    )
     await sleep(200)
     expect(got).toEqual([])
   })

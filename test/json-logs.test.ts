@@ -8,7 +8,7 @@ import { Effect, Logger } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { freePort, type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { jsonLogLine } from "../services/platform/observability/json-logs.ts"
-import { eventually } from "./faults/support/audit.ts"
+import { eventually } from "./support/eventually.ts"
 import { readyz } from "./support/ops.ts"
 
 const REPO = join(import.meta.dirname, "..")

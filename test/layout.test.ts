@@ -2,7 +2,8 @@
  * The layering ARCHITECTURE.md describes, checked on every import of the tree:
  * contracts at the ground, the pure domain above them, the shared platform
  * plumbing, then the runnable services, which meet one another only
- * through the stream and the API subjects, never by importing each other.
+ * through the stream and the API subjects, never by importing each other,
+ * and reach NATS only through the platform.
  */
 import { readdirSync, readFileSync } from "node:fs"
 import { dirname, join, normalize, relative } from "node:path"
@@ -51,6 +52,21 @@ const violations = (files: ReadonlyArray<SourceFile>) =>
 const tree = (dirs: string[]): SourceFile[] =>
   dirs.flatMap(sourceFiles).map((file) => ({ file, imports: importsOf(file) }))
 
+/** The packages a file imports, by name: `@nats-io/jetstream`, `effect`, `node:fs`. */
+const packagesOf = (file: string): string[] =>
+  [...readFileSync(join(root, file), "utf8").matchAll(/(?:from|import)\s*\(?\s*"([^."][^"]*)"/g)].map((m) => m[1]!)
+
+/** Ids, not a connection: any service may make them. */
+const NATS_IDS = "@nats-io/nuid"
+
+/** A service's imports of the NATS client: it reaches NATS through `services/platform/` only. */
+const natsImports = (files: ReadonlyArray<SourceFile>) =>
+  files.flatMap(({ file, imports }) =>
+    layerOf(file).startsWith("service:")
+      ? imports.filter((p) => p.startsWith("@nats-io/") && p !== NATS_IDS).map((p) => `${file} → ${p}`)
+      : [],
+  )
+
 describe("the layout", () => {
   it("keeps contracts, domain and platform below the services", () => {
     expect(violations(tree(["contracts", "domain", "services/platform"]))).toEqual([])
@@ -58,6 +74,22 @@ describe("the layout", () => {
 
   it("lets a service import only contracts, domain, platform and its own modules", () => {
     expect(violations(tree(["services"]))).toEqual([])
+  })
+
+  it("lets a service reach NATS only through the platform", () => {
+    const services = sourceFiles("services").map((file) => ({ file, imports: packagesOf(file) }))
+    expect(natsImports(services)).toEqual([])
+  })
+
+  it("names every service module that imports the NATS client", () => {
+    expect(
+      natsImports([
+        { file: "services/dashboard/dashboard.ts", imports: ["@nats-io/jetstream", "effect"] },
+        { file: "services/gateway/gateway.ts", imports: ["@nats-io/nuid"] },
+        { file: "services/platform/log/event-log.ts", imports: ["@nats-io/jetstream"] },
+        { file: "services/system.ts", imports: ["effect"] },
+      ]),
+    ).toEqual(["services/dashboard/dashboard.ts → @nats-io/jetstream"])
   })
 
   it("names every arrow that breaks the rule", () => {

@@ -18,6 +18,7 @@ import type { EventOf } from "../contracts/events.ts"
 import { entrySubject } from "../contracts/subjects.ts"
 import type { AgentClient } from "../sdk/client.ts"
 import { steppingClock } from "./support/clock.ts"
+import { eventually } from "./support/eventually.ts"
 import { FILLER_TURNS } from "./support/fillers.ts"
 import { readLog } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
@@ -50,14 +51,6 @@ const undecodable = async (subject: string) =>
 const wm = (...args: string[]) =>
   run("node_modules/.bin/node", ["cli/wm.ts", ...args, "--server", system.server.url], { cwd: process.cwd() })
 
-const waitUntil = async (condition: () => Promise<boolean>, what: string, timeoutMs = 20_000) => {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 200))
-  }
-}
-
 const eventsOn = async (entryId: string) =>
   (await readLog(system.server.url)).filter((s) => "entryId" in s.event && s.event.entryId === entryId)
 
@@ -72,11 +65,12 @@ it("a long-term entry is referenced, rehydrated and forgotten by what its subjec
   const code = (await agent.record({ origin: "USER", content: CODE, timestamp: clock.next() })).entryId
   for (let i = 0; i < 30; i++)
     await agent.record({ origin: "USER", content: FILLER_TURNS[i % FILLER_TURNS.length]!, timestamp: clock.next() })
-  await waitUntil(
+  await eventually(
+    "both entries to demote",
     async () =>
       (await eventsOn(key)).some((s) => s.event._tag === "EntryDemoted") &&
       (await eventsOn(code)).some((s) => s.event._tag === "EntryDemoted"),
-    "both entries to demote",
+    20_000,
   )
 
   // Every view is rebuilt: none of them has ever seen these entries as anything but gone from working.

@@ -184,6 +184,19 @@ describe("the MCP server over stdio", () => {
     const after = await system.client.agent("known-custom").view()
     expect([after.agent.role, after.budget]).toEqual(["custom", 400])
   })
+
+  it("names --role when a new agent named without one cannot be registered as main", async () => {
+    // A budget below the smallest: the registration as main is refused and the server does not start.
+    const child = spawn(NODE, ["cli/mcp.ts", "--agent", "refused-first", "--budget", "8"], { cwd: REPO, env: env() })
+    let stderr = ""
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString()
+    })
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve))
+    expect(code).toBe(2)
+    expect(stderr).toMatch(/cannot register 'refused-first' as main on first use: .*; name its role with --role/)
+    await expect(system.client.agent("refused-first").view()).rejects.toMatchObject({ _tag: "AgentNotFound" })
+  })
 })
 
 describe("the MCP server over streamable HTTP", () => {

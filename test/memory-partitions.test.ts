@@ -31,6 +31,7 @@ import {
   workingService,
 } from "../services/system.ts"
 import { steppingClock } from "./support/clock.ts"
+import { eventually } from "./support/eventually.ts"
 import { FILLER_TURNS } from "./support/fillers.ts"
 import { lastSeq } from "./support/log.ts"
 import { type RunningServices, startServices } from "./support/system.ts"
@@ -71,14 +72,6 @@ const recordsOf = async (running: RunningServices) => {
   return Effect.runPromise(store.list({}))
 }
 
-const waitUntil = async (condition: () => Promise<boolean>, what: string, timeoutMs = 30_000) => {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
-
 /** Records one memorable entry (on the crew's thread), then enough filler that it demotes. */
 const withDemotedEntry = async (agent: AgentClient, text: string) => {
   await agent.register({ role: "custom", budget: 200 })
@@ -91,11 +84,11 @@ const withDemotedEntry = async (agent: AgentClient, text: string) => {
   })
   for (let i = 0; i < 30; i++)
     await agent.record({ origin: "USER", content: FILLER_TURNS[i % FILLER_TURNS.length]!, timestamp: clock.next() })
-  await waitUntil(async () => {
+  await eventually(`${agent.agentId}'s entry in long-term`, async () => {
     agent.lastSeq = await streamLast()
     const { results } = await agent.query(text, { limit: 3 })
     return results.some((r) => r.entryId === entryId && r.tier === "long-term")
-  }, `${agent.agentId}'s entry in long-term`)
+  })
   return entryId
 }
 
@@ -128,12 +121,12 @@ afterAll(async () => {
 it("two memory replicas divide the partitions: each follows, holds and answers for its own", async () => {
   const first = await retrievalOf(services)
   const other = await retrievalOf(second!)
-  await waitUntil(
+  await eventually(
+    "the partitions divided between the two replicas",
     async () =>
       first.views.ready().length > 0 &&
       other.views.ready().length > 0 &&
       first.views.ready().length + other.views.ready().length === 16,
-    "the partitions divided between the two replicas",
   )
   expect(first.views.ready().filter((p) => other.views.ready().includes(p))).toEqual([])
   for (const id of crew) {
@@ -183,7 +176,7 @@ it("a replica that stops hands its partitions over: the survivor answers for its
   await second!.stop()
   second = null
   const first = await retrievalOf(services)
-  await waitUntil(async () => first.views.ready().length === 16, "the survivor to answer for every partition")
+  await eventually("the survivor to answer for every partition", async () => first.views.ready().length === 16)
   for (const id of ofSecond) {
     const agent = await agentClient(id)
     agent.lastSeq = await streamLast()

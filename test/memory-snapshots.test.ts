@@ -24,7 +24,7 @@ import { hashedEmbedder } from "../services/platform/embedding/offline-embedder.
 import { PartitionSettings } from "../services/platform/partitions/settings.ts"
 import type { Manifest } from "../services/platform/partitions/snapshots.ts"
 import { memoryService, substrateService } from "../services/system.ts"
-import { eventually, streamLastSeq, teardown, waitQuiet } from "./faults/support/audit.ts"
+import { streamLastSeq, teardown, waitQuiet } from "./faults/support/audit.ts"
 import {
   fadeLayer,
   fadeOf,
@@ -35,6 +35,7 @@ import {
   workingLayer,
 } from "./faults/support/services.ts"
 import { steppingClock } from "./support/clock.ts"
+import { eventually } from "./support/eventually.ts"
 import { FILLER_TURNS } from "./support/fillers.ts"
 
 const run = promisify(execFile)

@@ -11,6 +11,7 @@ import { LongTerm, type LongTermShape } from "../services/memory/longterm/longte
 import { LongTermStore, type LongTermStoreShape } from "../services/memory/longterm/store.ts"
 import { AgentSharing } from "../services/platform/access/sharing.ts"
 import { steppingClock } from "./support/clock.ts"
+import { eventually } from "./support/eventually.ts"
 import { FILLER_TURNS } from "./support/fillers.ts"
 import { lastSeq, readLog } from "./support/log.ts"
 import { startLongTermAlone } from "./support/longterm.ts"
@@ -60,9 +61,10 @@ const agentWithHistory = async (
   }
   for (let i = 0; i < 30; i++)
     await agent.record({ origin: "USER", content: fillers[i % fillers.length]!, timestamp: clock.next() })
-  await waitUntil(
-    async () => (await demoted(agentId)).filter((id) => ids.includes(id)).length === ids.length,
+  await eventually(
     `${agentId}'s entries to demote`,
+    async () => (await demoted(agentId)).filter((id) => ids.includes(id)).length === ids.length,
+    20_000,
   )
   // Reads wait for the log position of the demotions.
   agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
@@ -70,14 +72,6 @@ const agentWithHistory = async (
 }
 
 /** Polls (usable in hooks, unlike expect.poll). */
-const waitUntil = async (condition: () => Promise<boolean>, what: string, timeoutMs = 20_000) => {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 200))
-  }
-}
-
 const demoted = async (agentId: string) =>
   (await readLog(system.server.url))
     .filter((s) => s.event._tag === "EntryDemoted" && s.event.agentId === agentId)

@@ -13,7 +13,7 @@ import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { processStarted } from "../services/platform/observability/observability.ts"
 import { systemLayer } from "../services/system.ts"
-import { eventually } from "./faults/support/audit.ts"
+import { eventually } from "./support/eventually.ts"
 import { observedOnFreePort, promtoolProblems, readyz, sample, scrape } from "./support/ops.ts"
 import { settingsFor } from "./support/system.ts"
 

@@ -17,7 +17,7 @@ import { WorkingMemoryClient } from "../sdk/client.ts"
 import { PartitionSettings } from "../services/platform/partitions/settings.ts"
 import { workingService } from "../services/system.ts"
 import type { WorkingShape } from "../services/working/working.ts"
-import { asJson, eventually, readRecords, rebuildViews, snapshotOf, teardown } from "./faults/support/audit.ts"
+import { asJson, readRecords, rebuildViews, snapshotOf, teardown } from "./faults/support/audit.ts"
 import {
   gatewayLayer,
   type InProcess,
@@ -27,6 +27,7 @@ import {
   startServiceProcess,
   workingOf,
 } from "./faults/support/services.ts"
+import { eventually } from "./support/eventually.ts"
 
 const P = partitionCount()
 const TTL = 2_000

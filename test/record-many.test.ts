@@ -7,6 +7,7 @@ import { connect, createInbox, type NatsConnection } from "@nats-io/transport-no
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { BatchTooLarge, IdempotencyConflict, ValidationError } from "../contracts/errors.ts"
 import { apiSubject, entrySubject } from "../contracts/subjects.ts"
+import { eventually } from "./support/eventually.ts"
 import { lastSeq, readLog } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -28,16 +29,6 @@ const recordedOf = async (agentId: string) => {
     if (event._tag === "EntryRecorded" && event.agentId === agentId)
       recorded.set(event.entryId, [...(recorded.get(event.entryId) ?? []), seq])
   return recorded
-}
-
-const waitFor = async <A>(what: string, probe: () => Promise<A | undefined>): Promise<A> => {
-  const deadline = Date.now() + 30_000
-  while (true) {
-    const found = await probe()
-    if (found !== undefined) return found
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
 }
 
 describe("entry.recordMany", () => {
@@ -106,10 +97,15 @@ describe("entry.recordMany", () => {
     const request = { entries: [...entries, { requestId: "bad", origin: "USER", content: "" }] }
     // The first attempt is sent with a reply subject nobody listens on: it is served, and its answer lost.
     nc.publish(apiSubject(agentId, "entry.recordMany"), JSON.stringify(request), { reply: createInbox() })
-    const stored = await waitFor("the first attempt's entries in the log", async () => {
-      const inLog = await recordedOf(agentId)
-      return inLog.size === entries.length ? inLog : undefined
-    })
+    const stored = await eventually(
+      "the first attempt's entries in the log",
+      async () => {
+        const inLog = await recordedOf(agentId)
+        return inLog.size === entries.length ? inLog : undefined
+      },
+      30_000,
+      50,
+    )
     const before = await lastSeq(system.server.url)
 
     const retry = await system.client.call(agentId, "recordMany", request)

@@ -8,8 +8,9 @@ import { deploymentPlacement, partitionCount, partitionOf } from "../contracts/p
 import { partitionOfSlot, slotCount, slotOf } from "../contracts/routing.ts"
 import { freePort, type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
-import { eventually, teardown } from "./faults/support/audit.ts"
+import { teardown } from "./faults/support/audit.ts"
 import { gatewayLayer, type InProcess, startInProcess } from "./faults/support/services.ts"
+import { eventually } from "./support/eventually.ts"
 import { AGENTS, received, startReplica, stepEach, subscriptions } from "./support/routing.ts"
 
 const PINNED = Array.from({ length: 12 }, (_, i) => `acme-${i}`)

@@ -11,8 +11,9 @@ import { parseRouteSubject, partitionOfSlot } from "../contracts/routing.ts"
 import { freePort, type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import type { WorkingShape } from "../services/working/working.ts"
-import { eventually, teardown } from "./faults/support/audit.ts"
+import { teardown } from "./faults/support/audit.ts"
 import { gatewayLayer, type InProcess, startInProcess } from "./faults/support/services.ts"
+import { eventually } from "./support/eventually.ts"
 import { AGENTS, received, startReplica, stepEach, subscriptions } from "./support/routing.ts"
 
 /** The partition a route subscription serves: its slot's, or the one it is forwarded to. */

@@ -22,8 +22,9 @@ import {
   type SnapshotStore,
 } from "../services/platform/partitions/snapshots.ts"
 import { encodeView } from "../services/platform/partitions/view-codec.ts"
-import { eventually, teardown } from "./faults/support/audit.ts"
+import { teardown } from "./faults/support/audit.ts"
 import { recorded, registered } from "./support/events.ts"
+import { eventually } from "./support/eventually.ts"
 
 let server: NatsServerProcess
 let nc: NatsConnection

@@ -21,8 +21,9 @@ import { PartitionSettings } from "../services/platform/partitions/settings.ts"
 import type { Manifest } from "../services/platform/partitions/snapshots.ts"
 import { substrateService, workingService } from "../services/system.ts"
 import type { WorkingShape } from "../services/working/working.ts"
-import { eventually, readRecords, rebuildViews, snapshotOf, teardown } from "./faults/support/audit.ts"
+import { readRecords, rebuildViews, snapshotOf, teardown } from "./faults/support/audit.ts"
 import { gatewayLayer, type InProcess, settingsFor, startInProcess, workingOf } from "./faults/support/services.ts"
+import { eventually } from "./support/eventually.ts"
 import { filesHolding } from "./support/store-files.ts"
 
 const run = promisify(execFile)

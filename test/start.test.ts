@@ -16,6 +16,7 @@ import { afterEach, describe, expect, it } from "vitest"
 import { EVENTS_STREAM } from "../contracts/subjects.ts"
 import { natsAuth } from "../infra/auth.ts"
 import { freePort, type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
+import { eventually } from "./support/eventually.ts"
 
 const REPO = fileURLToPath(new URL("..", import.meta.url))
 const NODE = join(REPO, "node_modules", ".bin", "node")
@@ -125,10 +126,7 @@ describe("npm start reads the configuration every service reads", () => {
     const ops = `http://127.0.0.1:${port}`
     expect((await fetch(`${ops}/healthz`)).status).toBe(200)
     // Ready once every service's partitions have caught up: on a loaded machine that follows the start.
-    for (let status = 0; status !== 200; ) {
-      status = (await fetch(`${ops}/readyz`)).status
-      if (status !== 200) await new Promise((r) => setTimeout(r, 100))
-    }
+    await eventually("the system to be ready", async () => (await fetch(`${ops}/readyz`)).status === 200, 60_000)
     const nc = await connect({ servers: nats.url })
     try {
       const reply = await nc.request("wm.api.metered.agent.register", JSON.stringify({ role: "main" }), {

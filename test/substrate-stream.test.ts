@@ -19,6 +19,7 @@ import { type AgentView, evolve } from "../domain/agent-view.ts"
 import { decideForget } from "../domain/forget.ts"
 import type { AgentClient } from "../sdk/client.ts"
 import { steppingClock } from "./support/clock.ts"
+import { eventually } from "./support/eventually.ts"
 import { FILLER_TURNS } from "./support/fillers.ts"
 import { appendEvents, readLog } from "./support/log.ts"
 import { filesHolding } from "./support/store-files.ts"
@@ -42,14 +43,6 @@ afterAll(async () => {
 
 const wm = (...args: string[]) =>
   run("node_modules/.bin/node", ["cli/wm.ts", ...args, "--server", system.server.url], { cwd: process.cwd() })
-
-const waitUntil = async (condition: () => Promise<boolean> | boolean, what: string, timeoutMs = 30_000) => {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 200))
-  }
-}
 
 const failureOf = (promise: Promise<unknown>) =>
   promise.then(
@@ -127,7 +120,7 @@ describe("getRaw from the event log", () => {
     while (!(await fadedToSummary())) {
       if (fillers > 60) throw new Error("the entry never faded to its summary")
       await more()
-      await waitUntil(fadedToSummary, "a fade pass", 1_000).catch(() => undefined)
+      await eventually("a fade pass", fadedToSummary, 1_000).catch(() => undefined)
     }
     // The view read waits for the log position of the fade; by then the entry is at rung 2, or already demoted.
     agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
@@ -136,11 +129,11 @@ describe("getRaw from the event log", () => {
     expect((await agent.raw(entryId)).content).toBe(content)
 
     // Demoted, then buried under many later events.
-    await waitUntil(async () => {
+    await eventually("the entry to demote", async () => {
       if ((await entryOf(agent, entryId)) === undefined) return true
       await more()
       return false
-    }, "the entry to demote")
+    })
     for (let i = 0; i < 30; i++) await more()
     expect(
       (await readLog(system.server.url)).some((s) => s.event._tag === "EntryDemoted" && s.event.entryId === entryId),
@@ -220,7 +213,7 @@ describe("a deployment upgraded from a version with the wm_substrate bucket", ()
     expect(report.confirmed).not.toContain("substrate")
     expect(await legacyMessages()).toBe(1)
     expect((await kv.get("kept.e-1"))?.string()).toContain("another agent's record")
-    await waitUntil(() => filesHolding([system.server.storeDir], SECRET).length === 0, "no store file to hold it")
+    await eventually("no store file to hold it", () => filesHolding([system.server.storeDir], SECRET).length === 0)
   })
 
   it("the eraser beside the substrate erases it too, for a tombstone no command finished", async () => {
@@ -247,9 +240,9 @@ describe("a deployment upgraded from a version with the wm_substrate bucket", ()
     )
     if (!decision.ok) throw new Error(decision.error.message)
     await appendEvents(system.server.url, [decision.event])
-    await waitUntil(
-      () => filesHolding([system.server.storeDir], SECRET).length === 0,
+    await eventually(
       "the eraser to finish the forget",
+      () => filesHolding([system.server.storeDir], SECRET).length === 0,
     )
     expect(await kv.get(`upgraded-2.${entryId}`).then((e) => e?.operation ?? null)).not.toBe("PUT")
   })

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { systemLayer } from "../services/system.ts"
+import { eventually } from "./support/eventually.ts"
 import { type RunningServices, settingsFor, startServices } from "./support/system.ts"
 
 /** A span as OTLP/JSON sends it. */
@@ -68,16 +69,6 @@ const ancestors = (spans: ReadonlyArray<ExportedSpan>, span: ExportedSpan): stri
 }
 
 const attribute = (span: ExportedSpan, key: string) => span.attributes.find((a) => a.key === key)?.value.stringValue
-
-const waitFor = async <A>(what: string, find: () => A | undefined, timeoutMs = 30_000): Promise<A> => {
-  const deadline = Date.now() + timeoutMs
-  while (true) {
-    const found = find()
-    if (found !== undefined) return found
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
 
 let collector: Awaited<ReturnType<typeof startCollector>>
 let server: NatsServerProcess
@@ -141,10 +132,12 @@ describe("distributed traces", () => {
     expect(callerSpans.getFinishedSpans().map((s) => s.spanContext().traceId)).toContain(traceId)
 
     const inTrace = () => collector.spans.filter((s) => s.traceId === traceId)
-    const build = await waitFor("the working service's span", () =>
+    const build = await eventually("the working service's span", () =>
       inTrace().find((s) => s.name === "wm.context.build"),
     )
-    const recall = await waitFor("the memory service's span", () => inTrace().find((s) => s.name === "wm.step.recall"))
+    const recall = await eventually("the memory service's span", () =>
+      inTrace().find((s) => s.name === "wm.step.recall"),
+    )
 
     // The working service's span is the child of the caller's, the memory service's a descendant of it.
     expect(build).toMatchObject({ kind: SERVER, parentSpanId: callerSpanId })
@@ -152,15 +145,15 @@ describe("distributed traces", () => {
     expect(attribute(build, "wm.agent_id")).toBe("traced-build")
     expect(recall.kind).toBe(SERVER)
     expect(recall.service).toBe("wm-memory")
-    await waitFor("the spans between the build and the recall", () =>
+    await eventually("the spans between the build and the recall", () =>
       ancestors(collector.spans, recall).includes(build.spanId) ? true : undefined,
     )
 
     // The build's own event is applied by the working projection in the same trace.
-    const applied = await waitFor("the working projection's apply", () =>
+    const applied = await eventually("the working projection's apply", () =>
       inTrace().find((s) => s.name === "wm.apply.working" && attribute(s, "wm.event") === "EntriesRead"),
     )
-    await waitFor("the apply's parents", () =>
+    await eventually("the apply's parents", () =>
       ancestors(collector.spans, applied).includes(build.spanId) ? true : undefined,
     )
   }, 90_000)
@@ -182,21 +175,21 @@ describe("distributed traces", () => {
     expect(traceId).toBe(caller.spanContext().traceId)
 
     // The event names a span of the request's trace: an audit joins the two on it.
-    const appendedIn = await waitFor("the span the event names", () =>
+    const appendedIn = await eventually("the span the event names", () =>
       collector.spans.find((s) => s.traceId === traceId && s.spanId === spanId),
     )
-    const record = await waitFor("the gateway's span", () =>
+    const record = await eventually("the gateway's span", () =>
       collector.spans.find((s) => s.traceId === traceId && s.name === "wm.entry.record"),
     )
     expect(record.parentSpanId).toBe(caller.spanContext().spanId)
     // The gateway's span, or one within it.
-    await waitFor("the spans between the request and the append", () =>
+    await eventually("the spans between the request and the append", () =>
       appendedIn.spanId === record.spanId || ancestors(collector.spans, appendedIn).includes(record.spanId)
         ? true
         : undefined,
     )
     // The projections that fold the event apply it within the same trace.
-    await waitFor("the long-term projection's apply", () =>
+    await eventually("the long-term projection's apply", () =>
       collector.spans.find((s) => s.traceId === traceId && s.name.startsWith("wm.apply.longterm")),
     )
   }, 90_000)
@@ -212,7 +205,7 @@ describe("distributed traces", () => {
     const { traceId } = traceparentParts(stored!.traceparent!)
     const callers = new Set(callerSpans.getFinishedSpans().map((s) => s.spanContext().traceId))
     expect(callers.has(traceId)).toBe(false)
-    const root = await waitFor("the request's own span", () =>
+    const root = await eventually("the request's own span", () =>
       collector.spans.find((s) => s.traceId === traceId && s.name === "wm.entry.record"),
     )
     expect(root.parentSpanId ?? "").toBe("")

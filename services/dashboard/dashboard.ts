@@ -5,12 +5,11 @@
  */
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
-import { DeliverPolicy } from "@nats-io/jetstream"
 import { Context, Effect, Layer, Option } from "effect"
 import { decodeEvent } from "../../contracts/decode.ts"
 import { settings as declared } from "../../contracts/settings.ts"
-import { ALL_EVENTS, EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { DEFAULT_FADE_CONFIG } from "../../domain/fade-score.ts"
+import { followEvents } from "../platform/log/event-log.ts"
 import { Nats } from "../platform/nats/connection.ts"
 import { NatsSettings } from "../platform/nats/settings.ts"
 import { createDashboardServer } from "./http.ts"
@@ -81,21 +80,16 @@ export class Dashboard extends Context.Service<Dashboard, DashboardShape>()("wm/
           const follow = async () => {
             while (!stopped) {
               try {
-                const consumer = await js.consumers.get(EVENTS_STREAM, {
-                  filter_subjects: ALL_EVENTS,
-                  deliver_policy: DeliverPolicy.StartSequence,
-                  opt_start_seq: model.lastSeq + 1,
-                })
-                const messages = await consumer.consume({
-                  expires: 2_000,
-                  callback: (m) => {
-                    const decoded = decodeEvent(m.data)
+                const subscription = await followEvents(js, {
+                  fromSeq: model.lastSeq + 1,
+                  onRecord: (record) => {
+                    const decoded = decodeEvent(record.data)
                     if (!decoded.ok) return
-                    const item = model.add({ seq: m.seq, subject: m.subject, event: decoded.event })
+                    const item = model.add({ seq: record.seq, subject: record.subject, event: decoded.event })
                     for (const listener of listeners) listener(decoded.event.agentId, item)
                   },
                 })
-                close = async () => void (await messages.close().catch(() => undefined))
+                close = subscription.stop
                 return
               } catch {
                 await new Promise((r) => setTimeout(r, 500))

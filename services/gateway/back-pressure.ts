@@ -16,11 +16,10 @@
  * (no replica running it, or one that stopped reporting for a lease TTL) holds nothing back: nothing
  * works on that partition for now, and the log keeps every write for the next owner.
  */
-import type { KV } from "@nats-io/kv"
 import { Effect, Option } from "effect"
 import { Overloaded } from "../../contracts/errors.ts"
 import { partitionOf } from "../../contracts/partitions.ts"
-import { BACKGROUND_PROJECTIONS, type PartitionProgress, readProgress } from "../platform/partitions/progress.ts"
+import { BACKGROUND_PROJECTIONS, type PartitionProgress, type ProgressReader } from "../platform/partitions/progress.ts"
 
 /** How long the reports read for a partition answer its writes. */
 const FRESH_MS = 250
@@ -44,7 +43,7 @@ export interface BackPressure {
   readonly check: (agentId: string) => Effect.Effect<Overloaded | null>
 }
 
-export const makeBackPressure = (limit: number, kv: KV): BackPressure => {
+export const makeBackPressure = (limit: number, readProgress: ProgressReader): BackPressure => {
   const reads = new Map<number, { readonly at: number; readonly reports: Promise<Map<string, PartitionProgress>> }>()
   /** Per projection and partition, its latest lag read and the one before it: how fast it drains. */
   const lags = new Map<string, { previous: Lag | null; latest: Lag }>()
@@ -61,7 +60,7 @@ export const makeBackPressure = (limit: number, kv: KV): BackPressure => {
     const reports = new Map<string, PartitionProgress>()
     await Promise.all(
       BACKGROUND_PROJECTIONS.map(async (service) => {
-        const progress = await readProgress(kv, service, partition).catch(() => null)
+        const progress = await readProgress(service, partition).catch(() => null)
         if (progress !== null) reports.set(service, progress)
       }),
     )

@@ -28,7 +28,7 @@ import {
   ValidationError,
 } from "../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
-import { agentConfigSubject, agentStepSubject, EVENTS_STREAM, entrySubject } from "../../contracts/subjects.ts"
+import { agentConfigSubject, agentStepSubject, entrySubject } from "../../contracts/subjects.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import {
   type Decision,
@@ -56,6 +56,7 @@ import { Nats } from "../platform/nats/connection.ts"
 import { openLeaseBucket } from "../platform/partitions/leases.ts"
 import { partitionOwner } from "../platform/partitions/partition-owner.ts"
 import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
+import { progressReader } from "../platform/partitions/progress.ts"
 import { PartitionSettings } from "../platform/partitions/settings.ts"
 import { makeBackPressure } from "./back-pressure.ts"
 import { GatewaySettings } from "./settings.ts"
@@ -104,12 +105,12 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
     Gateway,
     Effect.gen(function* () {
       const log = yield* EventLog
-      const { nc, jsm } = yield* Nats
+      const { nc } = yield* Nats
       const settings = yield* GatewaySettings
       // New entries wait while background work on their partition is far behind (back-pressure.ts).
       const backPressure = makeBackPressure(
         settings.maxProjectionLag,
-        yield* openLeaseBucket((yield* PartitionSettings).leaseTtlMs),
+        progressReader(yield* openLeaseBucket((yield* PartitionSettings).leaseTtlMs)),
       )
       // Only the partitions this replica holds a lease on (services/platform/partitions).
       const views = yield* projectPartitionedViews("gateway")
@@ -170,9 +171,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
       ) {
         const s = stamp(agentId, "registerAgent", request)
         /** The sequence a new registration must follow: 0, or a forgotten agent's tombstone. */
-        const registrationBase = Effect.tryPromise(() =>
-          jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: agentConfigSubject(agentId) }),
-        ).pipe(
+        const registrationBase = log.lastOnSubject(agentConfigSubject(agentId)).pipe(
           Effect.map((last) => {
             if (last === null) return 0
             const decoded = decodeEvent(last.data)
@@ -266,10 +265,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
        * its request id, at any age: an entry's subject is its ledger.
        */
       const firstRecord = (agentId: string, entryId: string) =>
-        Effect.tryPromise({
-          try: () => jsm.direct.getMessage(EVENTS_STREAM, { next_by_subj: entrySubject(agentId, entryId), seq: 0 }),
-          catch: (error) => new Unavailable({ reason: `cannot read entry '${entryId}': ${String(error)}` }),
-        }).pipe(
+        log.nextOnSubject(entrySubject(agentId, entryId), 1).pipe(
           Effect.map((stored) => {
             if (stored === null) return null
             const decoded = decodeEvent(stored.data)

@@ -16,18 +16,12 @@
  * its record is gone from the log. It runs beside the substrate
  * (`substrateService`), whose user may erase messages (infra/auth.ts).
  */
-import { type ConsumerMessages, DeliverPolicy } from "@nats-io/jetstream"
 import { Context, Duration, Effect, Exit, FiberSet, Layer, Queue, Schedule, Scope } from "effect"
 import { CHECKPOINT_BUCKET } from "../../contracts/buckets.ts"
 import { decodeEvent } from "../../contracts/decode.ts"
-import { DEAD_LETTER_STREAM, partitionEvents } from "../../contracts/subjects.ts"
+import { partitionEvents } from "../../contracts/subjects.ts"
 import type { Tombstone } from "../../domain/forget.ts"
-import {
-  completeErasure,
-  type ErasureReport,
-  eraseDeadLetterIfOrphaned,
-  sweepDeadLetters,
-} from "../platform/log/erase.ts"
+import { completeErasure, type ErasureReport, guardDeadLetters, sweepDeadLetters } from "../platform/log/erase.ts"
 import { EventLog } from "../platform/log/event-log.ts"
 import { openBucket } from "../platform/nats/buckets.ts"
 import { Nats } from "../platform/nats/connection.ts"
@@ -191,23 +185,12 @@ export class ForgetEraser extends Context.Service<ForgetEraser, ForgetEraserShap
       )
 
       // Letters stored after a forget's sweep, and any left by a forget that ran before this guard.
-      const guard: ConsumerMessages = yield* Effect.tryPromise(async () => {
-        const consumer = await js.consumers.get(DEAD_LETTER_STREAM, { deliver_policy: DeliverPolicy.New })
-        return consumer.consume({
-          callback: (m) =>
-            void eraseDeadLetterIfOrphaned(jsm, m.seq, m.data).catch((error: unknown) =>
-              runSync(Effect.logError(`[forget] dead letter ${m.seq} not checked`, error)),
-            ),
-        })
-      }).pipe(Effect.retry(Schedule.spaced("500 millis").pipe(Schedule.upTo({ duration: "60 seconds" }))), Effect.orDie)
-      yield* Effect.addFinalizer(() =>
-        Effect.promise(() =>
-          guard.close().then(
-            () => undefined,
-            () => undefined,
-          ),
+      const guard = yield* Effect.tryPromise(() =>
+        guardDeadLetters(js, jsm, (seq, error) =>
+          runSync(Effect.logError(`[forget] dead letter ${seq} not checked`, error)),
         ),
-      )
+      ).pipe(Effect.retry(Schedule.spaced("500 millis").pipe(Schedule.upTo({ duration: "60 seconds" }))), Effect.orDie)
+      yield* Effect.addFinalizer(() => Effect.promise(guard.stop))
       yield* Effect.forkScoped(
         Effect.tryPromise(() => sweepDeadLetters(nc)).pipe(
           Effect.retry(Schedule.spaced("5 seconds").pipe(Schedule.upTo({ duration: "5 minutes" }))),

@@ -16,9 +16,9 @@
  */
 import { Context, Effect, Layer } from "effect"
 import type { RequestOf } from "../../contracts/api.ts"
-import { NotCaughtUp, UnknownEntries } from "../../contracts/errors.ts"
-import { EVENTS_STREAM } from "../../contracts/subjects.ts"
+import { NotCaughtUp, type Unavailable, UnknownEntries } from "../../contracts/errors.ts"
 import { serveOperation } from "../platform/api/serve.ts"
+import { EventLog } from "../platform/log/event-log.ts"
 import { Nats } from "../platform/nats/connection.ts"
 import { readSubstrate, type SubstrateRecord } from "../platform/substrate-reader.ts"
 
@@ -31,18 +31,17 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
     Substrate,
     Effect.gen(function* () {
       const { jsm } = yield* Nats
+      const log = yield* EventLog
 
-      // The log holds every acknowledged write, so `afterSeq` is reached once the stream's end is at or past it.
-      const lastSeq = Effect.promise(() => jsm.streams.info(EVENTS_STREAM)).pipe(Effect.map((i) => i.state.last_seq))
-
-      // An entry not found after a position the log has not reached is "not yet", not "unknown".
+      // An entry not found after a position the log has not reached is "not yet", not "unknown". The log
+      // holds every acknowledged write, so `afterSeq` is reached once the stream's end is at or past it.
       const notFound = (
         entryId: string,
         afterSeq: number | undefined,
-      ): Effect.Effect<never, NotCaughtUp | UnknownEntries> =>
+      ): Effect.Effect<never, NotCaughtUp | UnknownEntries | Unavailable> =>
         afterSeq === undefined
           ? Effect.fail(new UnknownEntries({ entryIds: [entryId] }))
-          : Effect.flatMap(lastSeq, (appliedSeq) =>
+          : Effect.flatMap(log.lastSeq, (appliedSeq) =>
               Effect.fail(
                 appliedSeq < afterSeq
                   ? new NotCaughtUp({ afterSeq, appliedSeq })

@@ -3,14 +3,14 @@ import { describe, expect, it } from "vitest"
 import type { Encoding } from "../../contracts/agent.ts"
 import { buildContext, candidatesOf } from "../../domain/context-builder.ts"
 import { countTokens } from "../../domain/tokens.ts"
-import { faded, given, recorded, registered } from "../support/events.ts"
+import { faded, recorded, registered, viewOf } from "../support/events.ts"
 
 const MINUTE = 60_000
 const T0 = Date.UTC(2024, 0, 1, 9, 0)
 
 describe("context builder", () => {
   it("serves every entry raw, oldest first, when the budget allows", () => {
-    const view = given(
+    const view = viewOf(
       registered(),
       recorded("b", "second thing said", T0 + 2 * MINUTE),
       recorded("a", "first thing said", T0 + MINUTE),
@@ -32,7 +32,7 @@ describe("context builder", () => {
     const old2 = recorded("old2", long(2), T0 + 2 * MINUTE)
     const mid = recorded("mid", long(3), T0 + 3 * MINUTE)
     const recent = recorded("recent", long(4), T0 + 4 * MINUTE)
-    const view = given(
+    const view = viewOf(
       registered(),
       old1,
       old2,
@@ -54,7 +54,7 @@ describe("context builder", () => {
   })
 
   it("drops the oldest entries first when not everything fits", () => {
-    const view = given(
+    const view = viewOf(
       registered(),
       ...Array.from({ length: 10 }, (_, i) =>
         recorded(`e${i}`, `message number ${i} with some words`, T0 + i * MINUTE),
@@ -68,7 +68,7 @@ describe("context builder", () => {
 
   it("writes each date once in time order, the time only to tell a day's sittings apart, and a header whenever the sitting changes in priority order", () => {
     const DAY = 24 * 60 * MINUTE
-    const view = given(
+    const view = viewOf(
       registered(),
       recorded("a", "day one morning", T0),
       recorded("a2", "day one morning, a minute later", T0 + MINUTE),
@@ -86,7 +86,7 @@ describe("context builder", () => {
   })
 
   it("labels every origin but what the agent heard, and a heard text that would read as a label or a header", () => {
-    const view = given(
+    const view = viewOf(
       registered(),
       recorded("a", "Ana: the lease ends in May", T0),
       recorded("b", "thought: not mine", T0 + MINUTE),
@@ -112,7 +112,7 @@ describe("context builder", () => {
     const long = (n: number) =>
       `Entry ${n}: ${`Point ${n} on the quarterly report covers revenue, costs and hiring. `.repeat(5)}`
     const entries = Array.from({ length: 6 }, (_, i) => recorded(`e${i}`, long(i), T0 + i * MINUTE))
-    const view = given(
+    const view = viewOf(
       registered(),
       ...entries,
       ...entries.map((e, i) => faded(e, 1, `Entry ${i}: point ${i} covers revenue.`)),
@@ -132,7 +132,7 @@ describe("context builder", () => {
   })
 
   it("returns entries in priority order when asked", () => {
-    const view = given(registered(), recorded("a", "alpha", T0), recorded("b", "beta", T0 + MINUTE))
+    const view = viewOf(registered(), recorded("a", "alpha", T0), recorded("b", "beta", T0 + MINUTE))
     const built = buildContext(candidatesOf(view), 1_000, "priority")
     expect(built.items.map((i) => i.entryId)).toEqual(["b", "a"])
   })
@@ -176,7 +176,7 @@ describe("context builder", () => {
                 ? [r, faded(r, 1, shorter, encoding)]
                 : [r, faded(r, 1, shorter, encoding), faded(r, 2, `summary of ${shorter.slice(0, 30)}`, encoding)]
           })
-          const view = given(registered({ encoding }), ...events)
+          const view = viewOf(registered({ encoding }), ...events)
           const built = buildContext(candidatesOf(view), budget, order, encoding)
           const exact = countTokens(built.text, encoding)
           expect(exact).toBe(built.tokens)
@@ -191,7 +191,7 @@ describe("context builder", () => {
 describe("full fidelity within its share", () => {
   it("serves a long best-ranked entry by its key points, so the entries after it still fit", () => {
     const report = `Tool result: ${"Row of the quarterly sales table with region, revenue and cost. ".repeat(40)}`
-    const view = given(
+    const view = viewOf(
       registered(),
       recorded("report", report, T0),
       ...Array.from({ length: 8 }, (_, i) =>

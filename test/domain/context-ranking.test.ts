@@ -15,7 +15,7 @@ import {
   rankedCandidates,
 } from "../../domain/context-builder.ts"
 import { blockTokens } from "../../domain/render.ts"
-import { AGENT, faded, given, recorded, referenced, registered, stepStarted } from "../support/events.ts"
+import { AGENT, faded, recorded, referenced, registered, stepStarted, viewOf } from "../support/events.ts"
 
 const MINUTE = 60_000
 const T0 = Date.UTC(2025, 4, 5, 8, 0)
@@ -166,7 +166,7 @@ describe("context build with the view's ranking remembered", () => {
   it("builds, warm, exactly the context a build with nothing remembered makes, for any view, focus, limit and order", () => {
     fc.assert(
       fc.property(randomView, fc.array(request, { minLength: 1, maxLength: 6 }), ({ events }, requests) => {
-        const view = given(...events)
+        const view = viewOf(...events)
         for (const r of requests) contextOfView(view, optionsOf(r))
         for (const r of requests) expectSame(contextOfView(view, optionsOf(r)), coldContext(view, optionsOf(r)))
       }),
@@ -183,7 +183,7 @@ describe("context build with the view's ranking remembered", () => {
         fc.constantFrom("record", "fade", "cite", "read", "focus", "new step", "cue", "recall"),
         sentence,
         ({ events, ids, end }, r, pick, change, words) => {
-          const before = given(...events)
+          const before = viewOf(...events)
           const warm = contextOfView(before, optionsOf(r))
           const id = ids.length > 0 ? ids[pick % ids.length]! : "e0"
           const next = (() => {
@@ -229,7 +229,7 @@ describe("context build with the view's ranking remembered", () => {
   it("builds after each read of the view, as the working service does, what a fresh build of the view read makes", () => {
     fc.assert(
       fc.property(randomView, request, ({ events }, r) => {
-        let view = given(...events)
+        let view = viewOf(...events)
         for (let seq = events.length + 1; seq <= events.length + 4; seq++) {
           const built = contextOfView(view, optionsOf(r))
           expectSame(built, coldContext(view, optionsOf(r)))
@@ -242,7 +242,7 @@ describe("context build with the view's ranking remembered", () => {
 
   it("ranks a view once while the parts it reads stay the same, and again when one of them changes", () => {
     const entry = recorded("e1", "the budget figures are in table 3", T0)
-    const view = given(registered(), entry, recorded("e2", "lunch in the garden", T0 + MINUTE))
+    const view = viewOf(registered(), entry, recorded("e2", "lunch in the garden", T0 + MINUTE))
     const focused = folded(view, stepStarted("s1", T0 + 2 * MINUTE, { query: "budget table" }), 4)
     expect(rankedCandidates(focused)).toBe(rankedCandidates(focused))
     // A new view object sharing every part the ranking reads.
@@ -262,7 +262,7 @@ describe("context build with the view's ranking remembered", () => {
     const trip = recorded("e9", "one day trip: Sintra or Cascais", T0 + 10 * MINUTE)
     const served = (emotionalWeight: number) => {
       const view = folded(
-        given(registered(), constraint(emotionalWeight), ...chatter, trip),
+        viewOf(registered(), constraint(emotionalWeight), ...chatter, trip),
         stepStarted("s1", T0 + 11 * MINUTE, { query: "what about the day trip" }),
         12,
       )
@@ -274,7 +274,7 @@ describe("context build with the view's ranking remembered", () => {
   })
 
   it("gives an advisor's emotional weight to the earlier working entries of its correlation id, and to no other", () => {
-    const view = given(
+    const view = viewOf(
       registered(),
       recorded("a", "my partner uses a wheelchair", T0, { correlationId: "access" }),
       recorded("b", "we like food markets", T0 + MINUTE),

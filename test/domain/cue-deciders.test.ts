@@ -10,16 +10,7 @@ import {
 } from "../../domain/cue-decide.ts"
 import { NO_ENTRY_FACTS } from "../../domain/entry-standing.ts"
 import { given } from "../support/decider-spec.ts"
-import {
-  AGENT,
-  demoted,
-  given as fold,
-  recorded,
-  referenced,
-  registered,
-  stepEnded,
-  stepStarted,
-} from "../support/events.ts"
+import { AGENT, demoted, recorded, referenced, registered, stepEnded, stepStarted, viewOf } from "../support/events.ts"
 
 const recalledText = (text: string, timestamp = 1): Recalled => ({
   timestamp,
@@ -66,7 +57,7 @@ const longTermEntry = [
 
 describe("cue drops apply to the step they name", () => {
   it("a drop of the previous step, appended after the next step recalled the same entry, keeps the new cue", () => {
-    const view = fold(
+    const view = viewOf(
       registered(),
       ...longTermEntry,
       stepStarted("s1", 3),
@@ -82,7 +73,7 @@ describe("cue drops apply to the step they name", () => {
   })
 
   it("a drop of the open step removes its cue", () => {
-    const view = fold(
+    const view = viewOf(
       registered(),
       ...longTermEntry,
       stepStarted("s1", 3),

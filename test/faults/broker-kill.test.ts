@@ -10,10 +10,10 @@ import type { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { FadeWorkerShape } from "../../services/fade/fade-worker.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
 import type { WorkingShape } from "../../services/working/working.ts"
+import { eventually } from "../support/eventually.ts"
 import {
   duplicateEvents,
   entryRecordCounts,
-  eventually,
   readRecords,
   rebuildViews,
   repeatedFadeMoves,

@@ -15,10 +15,10 @@ import { type NatsCluster, type NatsServerProcess, startNatsCluster } from "../.
 import { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
 import type { WorkingShape } from "../../services/working/working.ts"
+import { eventually } from "../support/eventually.ts"
 import {
   duplicateEvents,
   entryRecordCounts,
-  eventually,
   readRecords,
   rebuildViews,
   sleep,

@@ -15,15 +15,8 @@ import type { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { FadeWorkerShape } from "../../services/fade/fade-worker.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
 import type { WorkingShape } from "../../services/working/working.ts"
-import {
-  entryRecordCounts,
-  eventually,
-  readRecords,
-  rebuildViews,
-  snapshotOf,
-  streamLastSeq,
-  waitQuiet,
-} from "./support/audit.ts"
+import { eventually } from "../support/eventually.ts"
+import { entryRecordCounts, readRecords, rebuildViews, snapshotOf, streamLastSeq, waitQuiet } from "./support/audit.ts"
 import { recordFigures } from "./support/figures.ts"
 import { type CoreSystem, type InProcess, startCoreSystem } from "./support/services.ts"
 

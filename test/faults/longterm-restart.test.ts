@@ -25,8 +25,9 @@ import { makeDurableStore } from "../../services/memory/longterm/durable-store.t
 import { LongTerm, type LongTermShape } from "../../services/memory/longterm/longterm.ts"
 import { makeQdrantStore } from "../../services/memory/longterm/qdrant-store.ts"
 import { LongTermStore, type LongTermStoreShape } from "../../services/memory/longterm/store.ts"
+import { eventually } from "../support/eventually.ts"
 import { startLongTermAlone } from "../support/longterm.ts"
-import { eventually, readRecords, sleep, streamLastSeq, teardown } from "./support/audit.ts"
+import { readRecords, sleep, streamLastSeq, teardown } from "./support/audit.ts"
 import { callUntilAnswered, contentFor, newStats, pool } from "./support/driver.ts"
 import { REPO_ROOT, recordFigures } from "./support/figures.ts"
 import {

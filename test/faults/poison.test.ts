@@ -28,15 +28,8 @@ import type { FadeWorkerShape } from "../../services/fade/fade-worker.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
 import type { DeadLetter } from "../../services/platform/log/projection.ts"
 import type { WorkingShape } from "../../services/working/working.ts"
-import {
-  entryRecordCounts,
-  eventually,
-  readRecords,
-  rebuildViews,
-  sleep,
-  snapshotOf,
-  waitQuiet,
-} from "./support/audit.ts"
+import { eventually } from "../support/eventually.ts"
+import { entryRecordCounts, readRecords, rebuildViews, sleep, snapshotOf, waitQuiet } from "./support/audit.ts"
 import { callUntilAnswered, contentFor, newStats, pool } from "./support/driver.ts"
 import { recordFigures } from "./support/figures.ts"
 import { type CoreSystem, startCoreSystem, startInProcess, workingLayer } from "./support/services.ts"

@@ -22,12 +22,12 @@ import { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
 import { loadWordVectors } from "../../services/platform/embedding/offline-embedder.ts"
 import { PartitionSettings } from "../../services/platform/partitions/settings.ts"
+import { eventually } from "../support/eventually.ts"
 import {
   asJson,
   countsFromLog,
   duplicateEvents,
   entryRecordCounts,
-  eventually,
   readRecords,
   rebuildViews,
   repeatedFadeMoves,

@@ -5,13 +5,14 @@
  *       .when((view) => decideBeginStep(view, { stepId: "s2" }, stamp, "s2"))
  *       .thenFails("InvalidState")
  *
- * `given` folds the events with the production reducer (numbering them as a
- * log would), `when` runs a pure decider on the view, and `then` compares the
- * events it decided (none when it accepts with nothing to record).
+ * `given` folds the events as `foldEvents` (events.ts) does, `when` runs a
+ * pure decider on the view, and `then` compares the events it decided (none
+ * when it accepts with nothing to record).
  */
 import { expect } from "vitest"
 import type { MemoryEvent } from "../../contracts/events.ts"
-import { type AgentView, evolve } from "../../domain/agent-view.ts"
+import type { AgentView } from "../../domain/agent-view.ts"
+import { foldEvents } from "./events.ts"
 
 /** What a decider returns: the events to append, or the typed error that refuses the command. */
 type Outcome =
@@ -32,10 +33,7 @@ export interface DeciderSpec {
 }
 
 export const given = (...events: ReadonlyArray<MemoryEvent>): DeciderSpec => {
-  let view: AgentView | undefined
-  events.forEach((event, i) => {
-    view = evolve(view, event, { seq: i + 1 })
-  })
+  const view = foldEvents(events)
   return {
     view,
     when: (decide) => {

@@ -1,4 +1,4 @@
-/** Builders of events for given/when/then specs of the pure domain. */
+/** Builders of events for specs of the pure domain, and the view they fold into (`viewOf`). */
 import type { AgentConfig, Encoding } from "../../contracts/agent.ts"
 import type { Origin } from "../../contracts/entry.ts"
 import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
@@ -77,13 +77,19 @@ export const faded = (
   producer: { kind: to === 1 ? "extractive" : "offline", model: "test", fallbackReason: null, attempts: 1 },
 })
 
-/** Folds events in order, numbering them as a log would. */
-export const given = (...events: MemoryEvent[]): AgentView => {
+/** Folds events in order with the production reducer, numbering them as a log would; undefined before a registration. */
+export const foldEvents = (events: ReadonlyArray<MemoryEvent>): AgentView | undefined => {
   let view: AgentView | undefined
   events.forEach((event, i) => {
     view = evolve(view, event, { seq: i + 1 })
   })
-  if (view === undefined) throw new Error("no AgentRegistered among the given events")
+  return view
+}
+
+/** The view of an agent the events registered, folded as `foldEvents` does. */
+export const viewOf = (...events: ReadonlyArray<MemoryEvent>): AgentView => {
+  const view = foldEvents(events)
+  if (view === undefined) throw new Error("no AgentRegistered among the events")
   return view
 }
 

@@ -9,6 +9,7 @@ import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { NatsSettings, type NatsSettingsShape } from "../../services/platform/nats/settings.ts"
 import { type SystemOptions, systemLayer } from "../../services/system.ts"
 import { Working } from "../../services/working/working.ts"
+import { eventually } from "./eventually.ts"
 import { lastSeq } from "./log.ts"
 
 export const settingsFor =
@@ -54,17 +55,19 @@ export const startTestSystem = async (
   const client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 5_000 })
   const replicas: RunningServices[] = []
   /** The running working replica that answers for the agent now; waits while its partition moves. */
-  const ownerOf = async (agentId: string) => {
-    const deadline = Date.now() + 15_000
-    while (true) {
-      for (const running of [system.services, ...replicas]) {
-        const working = await running.runtime.runPromise(Effect.serviceOption(Working))
-        if (working._tag === "Some" && working.value.views.owns(agentId)) return { running, working: working.value }
-      }
-      if (Date.now() > deadline) throw new Error(`no working replica answers for ${agentId}`)
-      await new Promise((resolve) => setTimeout(resolve, 50))
-    }
-  }
+  const ownerOf = (agentId: string) =>
+    eventually(
+      `a working replica to answer for ${agentId}`,
+      async () => {
+        for (const running of [system.services, ...replicas]) {
+          const working = await running.runtime.runPromise(Effect.serviceOption(Working))
+          if (working._tag === "Some" && working.value.views.owns(agentId)) return { running, working: working.value }
+        }
+        return undefined
+      },
+      15_000,
+      50,
+    )
   const system: TestSystem = {
     server,
     client,

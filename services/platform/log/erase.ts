@@ -19,6 +19,7 @@ import {
   DeliverPolicy,
   JetStreamApiCodes,
   JetStreamApiError,
+  type JetStreamClient,
   type JetStreamManager,
   jetstream,
   jetstreamManager,
@@ -147,6 +148,24 @@ export const eraseDeadLetterIfOrphaned = async (
   const origin = originOf(data)
   if (origin === null || !(await recordErased(jsm, origin))) return 0
   return eraseMessages(jsm, DEAD_LETTER_STREAM, [seq])
+}
+
+/**
+ * Erases each dead letter stored from now on whose record is gone from the log (a projection still
+ * catching up on a forgotten record dead-letters it after the forget's sweep); `onError` hears a letter
+ * that could not be checked. Stop it with `stop()`.
+ */
+export const guardDeadLetters = async (
+  js: JetStreamClient,
+  jsm: JetStreamManager,
+  onError: (seq: number, error: unknown) => void,
+): Promise<{ readonly stop: () => Promise<void> }> => {
+  const consumer = await js.consumers.get(DEAD_LETTER_STREAM, { deliver_policy: DeliverPolicy.New })
+  const messages = await consumer.consume({
+    callback: (m) =>
+      void eraseDeadLetterIfOrphaned(jsm, m.seq, m.data).catch((error: unknown) => onError(m.seq, error)),
+  })
+  return { stop: async () => void (await messages.close().catch(() => undefined)) }
 }
 
 /**

@@ -14,6 +14,7 @@ import {
   DeliverPolicy,
   JetStreamApiCodes,
   JetStreamApiError,
+  type JetStreamClient,
   type JsMsg,
   type MsgRequest,
 } from "@nats-io/jetstream"
@@ -160,6 +161,33 @@ export const streamByteLimitProblem = (maxBytes: number | undefined, serverVersi
   )
 }
 
+/**
+ * Reads the log from `fromSeq` (default 1) in order with an ordered consumer, then keeps following live
+ * appends until stopped; fails when the stream cannot be read (it may not exist yet). `EventLog.follow`
+ * retries it; a reader without the EventLog (which creates the streams) calls it directly.
+ */
+export const followEvents = async (js: JetStreamClient, options: FollowOptions): Promise<Subscription> => {
+  const consumer = await js.consumers.get(EVENTS_STREAM, {
+    filter_subjects: options.filter ?? ALL_EVENTS,
+    deliver_policy: DeliverPolicy.StartSequence,
+    opt_start_seq: Math.max(1, options.fromSeq ?? 1),
+  })
+  const messages: ConsumerMessages = await consumer.consume({
+    // After a broker restart the client re-checks the consumer, and on failure waits up to
+    // `expires` (30 s by default) before trying again: keep that wait, and heartbeats, short.
+    expires: 2_000,
+    callback: (m: JsMsg) =>
+      options.onRecord({
+        seq: m.seq,
+        subject: m.subject,
+        data: m.data,
+        pending: m.info.pending,
+        traceparent: m.headers?.get(TRACEPARENT) || undefined,
+      }),
+  })
+  return { stop: async () => void (await messages.close().catch(() => undefined)) }
+}
+
 export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/EventLog") {
   static readonly layer = Layer.effect(
     EventLog,
@@ -222,27 +250,7 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
 
       const follow = (options: FollowOptions) =>
         Effect.tryPromise({
-          try: async (): Promise<Subscription> => {
-            const consumer = await js.consumers.get(EVENTS_STREAM, {
-              filter_subjects: options.filter ?? ALL_EVENTS,
-              deliver_policy: DeliverPolicy.StartSequence,
-              opt_start_seq: Math.max(1, options.fromSeq ?? 1),
-            })
-            const messages: ConsumerMessages = await consumer.consume({
-              // After a broker restart the client re-checks the consumer, and on failure waits up to
-              // `expires` (30 s by default) before trying again: keep that wait, and heartbeats, short.
-              expires: 2_000,
-              callback: (m: JsMsg) =>
-                options.onRecord({
-                  seq: m.seq,
-                  subject: m.subject,
-                  data: m.data,
-                  pending: m.info.pending,
-                  traceparent: m.headers?.get(TRACEPARENT) || undefined,
-                }),
-            })
-            return { stop: async () => void (await messages.close().catch(() => undefined)) }
-          },
+          try: () => followEvents(js, options),
           catch: (error) => new Unavailable({ reason: `cannot read the event log: ${String(error)}` }),
         }).pipe(
           // Creating a consumer right after a failover can time out: try again.

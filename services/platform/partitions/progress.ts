@@ -52,3 +52,12 @@ export const readProgress = async (kv: KV, service: string, partition: number): 
   const entry = await kv.get(progressKey(service, partition))
   return entry === null || entry.operation !== "PUT" ? null : decodeProgress(entry.string())
 }
+
+/** Reads a service's latest report on a partition, null when none is live. */
+export type ProgressReader = (service: string, partition: number) => Promise<PartitionProgress | null>
+
+/** The reports of the lease bucket `kv` (openLeaseBucket), as a ProgressReader. */
+export const progressReader =
+  (kv: KV): ProgressReader =>
+  (service, partition) =>
+    readProgress(kv, service, partition)

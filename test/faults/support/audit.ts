@@ -158,29 +158,6 @@ export const workingEntries = (view: AgentView) => new Map(HashMap.toEntries(vie
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-/** Polls `probe` until it returns a value that is not undefined, or fails after `timeoutMs`. */
-export const eventually = async <A>(
-  what: string,
-  probe: () => Promise<A | undefined> | A | undefined,
-  timeoutMs = 30_000,
-  everyMs = 100,
-): Promise<A> => {
-  const deadline = Date.now() + timeoutMs
-  let lastError: unknown
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe()
-      if (value !== undefined) return value
-    } catch (error) {
-      lastError = error
-    }
-    await sleep(everyMs)
-  }
-  throw new Error(
-    `timed out after ${timeoutMs} ms waiting for ${what}${lastError !== undefined ? `: ${String(lastError)}` : ""}`,
-  )
-}
-
 /**
  * Waits until the log stops growing for `quietMs` and every projection
  * given has applied its end; returns that last sequence.
