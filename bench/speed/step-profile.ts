@@ -14,6 +14,7 @@
  * measured beyond the request's arrival and the reply's is the transit between client and service.
  */
 import type { Msg, NatsConnection } from "@nats-io/transport-node"
+import { parseRouteSubject } from "../../contracts/routing.ts"
 import { EVENTS_STREAM } from "../../contracts/subjects.ts"
 import type { TimedStep } from "./step-loop.ts"
 
@@ -132,6 +133,9 @@ const BACKGROUND = "background"
 const kindOf = (m: WireMessage): string => {
   const s = m.subject
   if (s.startsWith("wm.api.")) return `api ${s.split(".").slice(3).join(".")}`
+  // The same request as the server delivers it, routed to its partition (contracts/routing.ts).
+  const routed = parseRouteSubject(s)
+  if (routed !== undefined) return `api ${routed.operation}`
   if (s.startsWith("wm.evt.")) {
     let tag = "event"
     try {
