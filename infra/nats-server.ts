@@ -8,6 +8,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { jetstreamManager } from "@nats-io/jetstream"
+import { connect } from "@nats-io/transport-node"
 import { Option } from "effect"
 import type { Placement } from "../contracts/partition-pins.ts"
 import { deploymentPlacement } from "../contracts/partitions.ts"
@@ -176,6 +178,29 @@ export const startNatsServer = async (options: StartOptions = {}): Promise<NatsS
   }
 }
 
+/**
+ * Each node says it is ready before the cluster has elected its JetStream meta leader, and until then
+ * every JetStream request times out: a cluster is started once JetStream answers.
+ */
+const untilJetStreamAnswers = async (servers: ReadonlyArray<string>, timeoutMs = 60_000): Promise<void> => {
+  const nc = await connect({ servers: [...servers] })
+  try {
+    const deadline = Date.now() + timeoutMs
+    for (;;) {
+      try {
+        await (await jetstreamManager(nc, { timeout: 2_000 })).getAccountInfo()
+        return
+      } catch (error) {
+        if (Date.now() > deadline)
+          throw new Error(`the cluster's JetStream did not answer within ${timeoutMs} ms: ${error}`)
+        await new Promise((r) => setTimeout(r, 250))
+      }
+    }
+  } finally {
+    await nc.close()
+  }
+}
+
 export interface NatsCluster {
   readonly nodes: ReadonlyArray<NatsServerProcess>
   /** Client URLs of every node, for a client that fails over between them. */
@@ -230,6 +255,7 @@ export const startNatsCluster = async (
       return startNatsServer({ port, storeDir, config, name, removeStoreOnStop: false, readyTimeoutMs: 30_000 })
     }),
   )
+  await untilJetStreamAnswers(nodes.map((n) => n.url))
   return {
     nodes,
     servers: nodes.map((n) => n.url),
