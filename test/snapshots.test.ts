@@ -8,6 +8,7 @@ import { execFile } from "node:child_process"
 import { createHash } from "node:crypto"
 import { join } from "node:path"
 import { promisify } from "node:util"
+import { jetstream } from "@nats-io/jetstream"
 import { Kvm } from "@nats-io/kv"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Layer } from "effect"
@@ -33,6 +34,13 @@ const wm = (...args: string[]) =>
   })
 
 const AGENTS = Array.from({ length: 20 }, (_, i) => `snap-${i}`)
+
+/**
+ * The snapshot bucket as the test reads and tampers with it. Its reads follow a stop that has just written
+ * every partition's snapshot; on a loaded machine JetStream may take longer than the client's default 5 s to
+ * answer, which says nothing of the snapshots.
+ */
+const snapshotBucket = () => new Kvm(jetstream(nc, { timeout: 30_000 })).open(SNAPSHOT_BUCKET)
 
 let server: NatsServerProcess
 let gateway: InProcess<unknown>
@@ -123,7 +131,7 @@ describe("working snapshots", () => {
     await recordRound(2)
     await stopWorking()
     const victim = partitionOf(AGENTS[0]!)
-    const kv = await new Kvm(nc).open(SNAPSHOT_BUCKET)
+    const kv = await snapshotBucket()
     const manifest = (await kv.get(snapshotManifestKey("working", victim)))!.json<Manifest>()
     await kv.put(snapshotChunkKey("working", victim, manifest.id, 0), '{"format":1,"seq":')
 
@@ -147,7 +155,7 @@ describe("working snapshots", () => {
     await recordRound(3)
     await stopWorking()
     const victim = partitionOf(AGENTS[0]!)
-    const kv = await new Kvm(nc).open(SNAPSHOT_BUCKET)
+    const kv = await snapshotBucket()
     const key = snapshotManifestKey("working", victim)
     const entry = (await kv.get(key))!
     const manifest = entry.json<Manifest>()
