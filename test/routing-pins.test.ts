@@ -6,42 +6,22 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { deploymentPlacement, partitionCount, partitionOf } from "../contracts/partitions.ts"
 import { partitionOfSlot, slotCount, slotOf } from "../contracts/routing.ts"
-import { freePort, type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
-import { WorkingMemoryClient } from "../sdk/client.ts"
-import { teardown } from "./faults/support/audit.ts"
-import { gatewayLayer, type InProcess, startInProcess } from "./faults/support/services.ts"
 import { eventually } from "./support/eventually.ts"
-import { AGENTS, received, startReplica, stepEach, subscriptions } from "./support/routing.ts"
+import { AGENTS, type RoutedSystem, received, startRoutedSystem, stepEach, subscriptions } from "./support/routing.ts"
 
 const PINNED = Array.from({ length: 12 }, (_, i) => `acme-${i}`)
 process.env.WM_TENANTS = `acme=${PINNED.join(",")}`
 process.env.WM_PARTITION_PINS = "acme=0-1"
 
 describe("a pinned tenant's requests", () => {
-  let server: NatsServerProcess
-  let monitorUrl: string
-  let gateway: InProcess<unknown>
-  let replicas: Array<Awaited<ReturnType<typeof startReplica>>>
-  let client: WorkingMemoryClient
-
+  let system: RoutedSystem
   beforeAll(async () => {
-    const monitorPort = await freePort()
-    monitorUrl = `http://127.0.0.1:${monitorPort}`
-    server = await startNatsServer({ config: `http: "127.0.0.1:${monitorPort}"\n` })
-    gateway = await startInProcess(gatewayLayer(server.url))
-    replicas = [await startReplica(server.url, "pins-a"), await startReplica(server.url, "pins-b")]
-    client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 3_000, attempts: 8 })
+    system = await startRoutedSystem(["pins-a", "pins-b"])
   })
-  afterAll(() =>
-    teardown(
-      () => client?.close(),
-      ...(replicas ?? []).map((r) => () => r.services.stop()),
-      () => gateway?.stop(),
-      () => server?.stop(),
-    ),
-  )
+  afterAll(() => system?.stop())
 
   it("are mapped over the shared partitions and forwarded once to the tenant's partition", async () => {
+    const { replicas, client, monitorUrl } = system
     await eventually("the partitions split between the two replicas", () =>
       replicas.every((r) => r.working.views.ready().length === partitionCount() / 2) ? true : undefined,
     )

@@ -8,13 +8,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { deploymentPlacement, partitionCount, partitionOf } from "../contracts/partitions.ts"
 import { parseRouteSubject, partitionOfSlot } from "../contracts/routing.ts"
-import { freePort, type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
-import { WorkingMemoryClient } from "../sdk/client.ts"
 import type { WorkingShape } from "../services/working/working.ts"
-import { teardown } from "./faults/support/audit.ts"
-import { gatewayLayer, type InProcess, startInProcess } from "./faults/support/services.ts"
 import { eventually } from "./support/eventually.ts"
-import { AGENTS, received, startReplica, stepEach, subscriptions } from "./support/routing.ts"
+import { AGENTS, type RoutedSystem, received, startRoutedSystem, stepEach, subscriptions } from "./support/routing.ts"
 
 /** The partition a route subscription serves: its slot's, or the one it is forwarded to. */
 const partitionOfRoute = (subject: string): number => {
@@ -24,34 +20,14 @@ const partitionOfRoute = (subject: string): number => {
 }
 
 describe("three working replicas behind a server that routes by partition", () => {
-  let server: NatsServerProcess
-  let monitorUrl: string
-  let gateway: InProcess<unknown>
-  let replicas: Array<Awaited<ReturnType<typeof startReplica>>>
-  let client: WorkingMemoryClient
-
+  let system: RoutedSystem
   beforeAll(async () => {
-    const monitorPort = await freePort()
-    monitorUrl = `http://127.0.0.1:${monitorPort}`
-    server = await startNatsServer({ config: `http: "127.0.0.1:${monitorPort}"\n` })
-    gateway = await startInProcess(gatewayLayer(server.url))
-    replicas = [
-      await startReplica(server.url, "route-a"),
-      await startReplica(server.url, "route-b"),
-      await startReplica(server.url, "route-c"),
-    ]
-    client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 3_000, attempts: 8 })
+    system = await startRoutedSystem(["route-a", "route-b", "route-c"])
   })
-  afterAll(() =>
-    teardown(
-      () => client?.close(),
-      ...(replicas ?? []).map((r) => () => r.services.stop()),
-      () => gateway?.stop(),
-      () => server?.stop(),
-    ),
-  )
+  afterAll(() => system?.stop())
 
   it("delivers each request only to the replica answering for its agent's partition", async () => {
+    const { replicas, client, monitorUrl } = system
     const P = partitionCount()
     const share = Math.ceil(P / replicas.length)
     await eventually("the partitions split between the three replicas", () =>
@@ -87,44 +63,31 @@ describe("three working replicas behind a server that routes by partition", () =
   })
 
   it("moves a partition's route with its lease: the replica left answers every agent", async () => {
-    const [leaving, ...staying] = replicas
+    const [leaving, ...staying] = system.replicas
     await leaving!.services.stop()
-    replicas = staying
+    system.replicas = staying
     await eventually("the survivors to answer for every partition", () =>
       staying.reduce((n, r) => n + r.working.views.ready().length, 0) === partitionCount() ? true : undefined,
     )
     for (const id of AGENTS) {
-      const view = await client.agent(id).view()
+      const view = await system.client.agent(id).view()
       expect(view.entries.map((e) => e.content)).toContain(`Agent ${id} keeps the routing notes.`)
     }
   })
 })
 
 describe("a server without the routing mappings", () => {
-  let server: NatsServerProcess
-  let gateway: InProcess<unknown>
-  let replica: Awaited<ReturnType<typeof startReplica>>
-  let client: WorkingMemoryClient
-
+  let system: RoutedSystem
   beforeAll(async () => {
-    server = await startNatsServer({ routing: false })
-    gateway = await startInProcess(gatewayLayer(server.url))
-    replica = await startReplica(server.url, "unrouted")
-    client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 3_000, attempts: 8 })
+    system = await startRoutedSystem(["unrouted"], { routing: false })
   })
-  afterAll(() =>
-    teardown(
-      () => client?.close(),
-      () => replica?.services.stop(),
-      () => gateway?.stop(),
-      () => server?.stop(),
-    ),
-  )
+  afterAll(() => system?.stop())
 
   it("is still answered, every replica receiving every request", async () => {
+    const [replica] = system.replicas
     await eventually("the replica to answer for every partition", () =>
-      replica.working.views.ready().length === partitionCount() ? true : undefined,
+      replica!.working.views.ready().length === partitionCount() ? true : undefined,
     )
-    await stepEach(client, AGENTS.slice(0, 5))
+    await stepEach(system.client, AGENTS.slice(0, 5))
   })
 })

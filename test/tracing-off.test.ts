@@ -6,12 +6,10 @@
 import { context, trace } from "@opentelemetry/api"
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks"
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { ConfigProvider, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
-import { systemLayer } from "../services/system.ts"
-import { type RunningServices, settingsFor, startServices } from "./support/system.ts"
+import { type RunningServices, startSystemWithEnv } from "./support/system.ts"
 
 let server: NatsServerProcess
 let services: RunningServices
@@ -23,14 +21,8 @@ const tracer = new BasicTracerProvider({
 beforeAll(async () => {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())
   server = await startNatsServer()
-  const env = Object.fromEntries(
-    Object.entries(process.env).filter(
-      (entry): entry is [string, string] => entry[1] !== undefined && entry[0] !== "OTEL_EXPORTER_OTLP_ENDPOINT",
-    ),
-  )
-  services = await startServices(
-    systemLayer(settingsFor(server.url)).pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env })))),
-  )
+  const env = { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: undefined }
+  services = await startSystemWithEnv(server.url, env)
   client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 5_000 })
 }, 120_000)
 

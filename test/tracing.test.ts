@@ -10,13 +10,11 @@ import type { AddressInfo } from "node:net"
 import { context, type Span, trace } from "@opentelemetry/api"
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks"
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { ConfigProvider, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../sdk/client.ts"
-import { systemLayer } from "../services/system.ts"
 import { eventually } from "./support/eventually.ts"
-import { type RunningServices, settingsFor, startServices } from "./support/system.ts"
+import { type RunningServices, startSystemWithEnv } from "./support/system.ts"
 
 /** A span as OTLP/JSON sends it. */
 interface ExportedSpan {
@@ -87,9 +85,7 @@ beforeAll(async () => {
     OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
     OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
   }
-  services = await startServices(
-    systemLayer(settingsFor(server.url)).pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env })))),
-  )
+  services = await startSystemWithEnv(server.url, env)
   client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 5_000 })
 }, 120_000)
 

@@ -1,9 +1,11 @@
 /** Replicas, requests and the server's per-subscription counts, for the routing tests. */
 import { expect } from "vitest"
-import type { WorkingMemoryClient } from "../../sdk/client.ts"
+import { freePort, type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
+import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { PartitionSettings } from "../../services/platform/partitions/settings.ts"
 import { workingService } from "../../services/system.ts"
-import { settingsFor, startInProcess, workingOf } from "../faults/support/services.ts"
+import { teardown } from "../faults/support/audit.ts"
+import { gatewayLayer, type InProcess, settingsFor, startInProcess, workingOf } from "../faults/support/services.ts"
 
 export interface Subscription {
   readonly subject: string
@@ -47,4 +49,51 @@ export const stepEach = async (client: WorkingMemoryClient, agents: ReadonlyArra
     const context = await agent.buildContext()
     expect(context.text).toContain(`Agent ${id} keeps the routing notes.`)
   }
+}
+
+export type Replica = Awaited<ReturnType<typeof startReplica>>
+
+export interface RoutedSystem {
+  readonly server: NatsServerProcess
+  /** The server's monitoring endpoint, where `subscriptions` reads what each subscription received. */
+  readonly monitorUrl: string
+  readonly gateway: InProcess<unknown>
+  /** The working replicas still running (a test that stops one takes it out). */
+  replicas: Replica[]
+  readonly client: WorkingMemoryClient
+  readonly stop: () => Promise<void>
+}
+
+/**
+ * A nats-server (routing by partition unless `routing` is false) with its monitoring endpoint, one gateway,
+ * a working replica per id and an SDK client.
+ */
+export const startRoutedSystem = async (
+  replicaIds: ReadonlyArray<string>,
+  options: { readonly routing?: false } = {},
+): Promise<RoutedSystem> => {
+  const monitorPort = await freePort()
+  const server = await startNatsServer({
+    config: `http: "127.0.0.1:${monitorPort}"\n`,
+    ...(options.routing === false ? { routing: false as const } : {}),
+  })
+  const gateway = await startInProcess(gatewayLayer(server.url))
+  const replicas: Replica[] = []
+  for (const id of replicaIds) replicas.push(await startReplica(server.url, id))
+  const client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 3_000, attempts: 8 })
+  const system: RoutedSystem = {
+    server,
+    monitorUrl: `http://127.0.0.1:${monitorPort}`,
+    gateway,
+    replicas,
+    client,
+    stop: () =>
+      teardown(
+        () => client.close(),
+        ...system.replicas.map((r) => () => r.services.stop()),
+        () => gateway.stop(),
+        () => server.stop(),
+      ),
+  }
+  return system
 }

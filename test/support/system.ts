@@ -2,7 +2,7 @@
  * Test harness: a real nats-server on a free port with a temporary store,
  * the services composed in this process, and an SDK client.
  */
-import { Effect, type Layer, ManagedRuntime } from "effect"
+import { ConfigProvider, Effect, Layer, ManagedRuntime } from "effect"
 import type { AgentView } from "../../domain/agent-view.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
@@ -28,6 +28,22 @@ export const startServices = async <R, E>(layer: Layer.Layer<R, E>): Promise<Run
   await runtime.runPromise(Effect.void)
   return { runtime: runtime as ManagedRuntime.ManagedRuntime<unknown, unknown>, stop: () => runtime.dispose() }
 }
+
+/** The whole system, as `npm start` composes it, reading its settings from `env` instead of this process's. */
+export const startSystemWithEnv = (url: string, env: Record<string, string | undefined>): Promise<RunningServices> =>
+  startServices(
+    systemLayer(settingsFor(url)).pipe(
+      Layer.provide(
+        ConfigProvider.layer(
+          ConfigProvider.fromEnv({
+            env: Object.fromEntries(
+              Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined),
+            ),
+          }),
+        ),
+      ),
+    ),
+  )
 
 export interface TestSystem {
   readonly server: NatsServerProcess
