@@ -113,9 +113,9 @@ export interface PartitionOwner {
   readonly owns: (agentId: string) => boolean
   readonly placement: Placement
   /** The partitions it has taken; it answers for those it has caught up on while it holds their lease. */
-  readonly answering: () => ReadonlyArray<number>
+  readonly taken: () => ReadonlyArray<number>
   /** Calls `listener` whenever that set may have changed; returns what stops it. */
-  readonly watchAnswering: (listener: () => void) => () => void
+  readonly watchTaken: (listener: () => void) => () => void
 }
 
 export const serveOperation = <O extends OperationName, R>(
@@ -200,7 +200,7 @@ export const serveOperation = <O extends OperationName, R>(
   })
 
 /**
- * Keeps one subscription per route of each partition the owner answers for, following the set as it
+ * Keeps one subscription per route of each partition the owner has taken, following the set as it
  * changes. A routed request of an agent placed on another partition (a pinned tenant's, mapped by the hash
  * over the shared partitions) is forwarded once to that partition's route, with its reply subject.
  */
@@ -226,13 +226,13 @@ const subscribeRoutes = (
   }
   const held = new Map<number, Subscription[]>()
   const follow = () => {
-    const answering = new Set(owner.answering())
+    const taken = new Set(owner.taken())
     for (const [partition, subscriptions] of held) {
-      if (answering.has(partition)) continue
+      if (taken.has(partition)) continue
       for (const subscription of subscriptions) subscription.unsubscribe()
       held.delete(partition)
     }
-    for (const partition of answering) {
+    for (const partition of taken) {
       if (held.has(partition)) continue
       held.set(
         partition,
@@ -243,7 +243,7 @@ const subscribeRoutes = (
     }
   }
   follow()
-  const stop = owner.watchAnswering(follow)
+  const stop = owner.watchTaken(follow)
   return {
     close: () => {
       stop()

@@ -9,6 +9,6 @@ export const partitionOwner = (service: string, views: PartitionedViews): Partit
   placement: views.placement,
   // The routes of a partition from when its lease is taken: a request that arrives while it catches up, or while
   // its lease lapses for a moment, is left unanswered and retried, as when every replica received every request.
-  answering: views.taken,
-  watchAnswering: views.watchReady,
+  taken: views.taken,
+  watchTaken: views.watchTaken,
 })

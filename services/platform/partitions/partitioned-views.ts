@@ -82,8 +82,8 @@ export interface PartitionedViews extends AgentViews {
    * tells no watcher.
    */
   readonly taken: () => ReadonlyArray<number>
-  /** Calls `watcher` whenever a partition is taken, answers, or is given up; returns what stops it. */
-  readonly watchReady: (watcher: () => void) => () => void
+  /** Calls `watcher` whenever a partition is taken or given up (`taken` changes); returns what stops it. */
+  readonly watchTaken: (watcher: () => void) => () => void
   /** How each partition this replica took was caught up. */
   readonly catchUps: () => ReadonlyArray<CatchUp>
   /** Snapshots every partition that answers now. */
@@ -230,9 +230,9 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
     const metrics = yield* Metrics
     const readiness = yield* Readiness
     const states = new Map<number, PartitionState>()
-    const answeringWatchers = new Set<() => void>()
-    const answeringChanged = () => {
-      for (const watcher of answeringWatchers) watcher()
+    const takenWatchers = new Set<() => void>()
+    const takenChanged = () => {
+      for (const watcher of takenWatchers) watcher()
     }
     const startedAt = Date.now()
     let caughtUpEvents = 0
@@ -300,7 +300,6 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         state.completeTo = Math.max(state.completeTo, streamAtStart)
         state.ready = true
         hooks.ready?.(state.partition, [...state.views.keys()], (agentId) => state.views.get(agentId))
-        answeringChanged()
       })
 
     // The snapshots' lines not used yet, decoded behind the partitions that answer: one fiber for them
@@ -328,7 +327,6 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       if (state.rebuilding || states.get(state.partition) !== state) return
       state.rebuilding = true
       state.ready = false
-      answeringChanged()
       const partition = state.partition
       runFork(
         Effect.gen(function* () {
@@ -371,7 +369,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         snapshotBytes: 0,
       }
       states.set(partition, state)
-      answeringChanged()
+      takenChanged()
       state.fiber = runFork(
         catchUp(state, prefetch, fromLog).pipe(
           Effect.catchCause((cause) =>
@@ -392,7 +390,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       Effect.gen(function* () {
         state.ready = false
         if (states.get(state.partition) === state) states.delete(state.partition)
-        answeringChanged()
+        takenChanged()
         hooks.lost?.(state.partition, [...state.views.keys()])
         if (state.fiber !== null) yield* Fiber.interrupt(state.fiber)
         yield* Scope.close(state.scope, Exit.void)
@@ -680,9 +678,9 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       placement: deploymentPlacement(settings.partitions),
       ready,
       taken: () => [...states.keys()],
-      watchReady: (watcher) => {
-        answeringWatchers.add(watcher)
-        return () => answeringWatchers.delete(watcher)
+      watchTaken: (watcher) => {
+        takenWatchers.add(watcher)
+        return () => takenWatchers.delete(watcher)
       },
       catchUps: () => catchUps,
       snapshotAll,
