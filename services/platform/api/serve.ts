@@ -10,9 +10,15 @@
  */
 
 import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node"
-import { Effect, Exit, FiberSet, Schema, SchemaIssue, type Scope } from "effect"
+import { Clock, Effect, Exit, FiberSet, Schema, SchemaIssue, type Scope } from "effect"
 import { type OperationName, operations, type RequestOf, type ResponseOf } from "../../../contracts/api.ts"
-import { type ApiError, type FieldIssue, InvalidState, ValidationError } from "../../../contracts/errors.ts"
+import {
+  type ApiError,
+  type FieldIssue,
+  InvalidState,
+  Unavailable,
+  ValidationError,
+} from "../../../contracts/errors.ts"
 import { isSubjectToken } from "../../../contracts/ids.ts"
 import type { Placement } from "../../../contracts/partition-pins.ts"
 import {
@@ -103,20 +109,44 @@ export type Handler<O extends OperationName, R> = (
 
 /**
  * A replica that answers only for the agents whose partition it owns. With the server routing requests
- * (contracts/routing.ts) it subscribes to the routes of the partitions it answers for, and to nothing else;
+ * (contracts/routing.ts) it subscribes to the routes of the partitions it has taken, and to nothing else;
  * without, it receives every request of the operation in a queue group of its own (`wm-<service>.<replica>`)
- * and leaves the others' unanswered. A request that meets no owner (a partition moving) times out or finds
- * no responder, and the client retries it with the same id.
+ * and leaves those of partitions it has not taken to their replica. A request of a partition it has taken
+ * but does not answer for at this moment (still catching up, or its lease renewing after a lapse) is held
+ * until it does, for OWNER_WAIT_MS at most, then refused with `Unavailable`, which the SDKs retry with the
+ * same request id. A request no replica has taken (a partition moving) finds no responder and is retried.
  */
 export interface PartitionOwner {
   readonly queue: string
   readonly owns: (agentId: string) => boolean
+  /** This replica has taken the agent's partition: it answers for it, or will once caught up or renewed. */
+  readonly takes: (agentId: string) => boolean
   readonly placement: Placement
   /** The partitions it has taken; it answers for those it has caught up on while it holds their lease. */
   readonly taken: () => ReadonlyArray<number>
   /** Calls `listener` whenever that set may have changed; returns what stops it. */
   readonly watchTaken: (listener: () => void) => () => void
 }
+
+/**
+ * How long a request waits for its partition to answer at the replica that has taken it: under the SDKs'
+ * 5-second wait for a reply, so the caller hears the refusal instead of timing out.
+ */
+export const OWNER_WAIT_MS = 4_000
+const OWNER_POLL_MS = 20
+
+/** Waits until the replica answers for the agent's partition; `Unavailable` once OWNER_WAIT_MS have passed. */
+const ownerAnswering = Effect.fn("serve.ownerAnswering")(function* (owner: PartitionOwner, agentId: string) {
+  if (owner.owns(agentId)) return
+  const deadline = (yield* Clock.currentTimeMillis) + OWNER_WAIT_MS
+  while (!owner.owns(agentId)) {
+    if (!owner.takes(agentId) || (yield* Clock.currentTimeMillis) >= deadline)
+      return yield* new Unavailable({
+        reason: `agent '${agentId}': its partition is ${owner.takes(agentId) ? "still catching up or renewing its lease" : "moving to another replica"} here; retry the same request`,
+      })
+    yield* Effect.sleep(OWNER_POLL_MS)
+  }
+})
 
 export const serveOperation = <O extends OperationName, R>(
   name: O,
@@ -130,8 +160,20 @@ export const serveOperation = <O extends OperationName, R>(
     const measured = measureRequest(yield* Metrics, operation.servedBy, name)
 
     const handle = (msg: Msg, agentId: string) => {
+      // Set once the handler runs for an owner: a refusal after that may come from its partition moving away.
+      let handled = false
       const work = isSubjectToken(agentId)
-        ? Effect.flatMap(decodeRequest(name, msg.data), (request) => handler(agentId, request))
+        ? Effect.flatMap(decodeRequest(name, msg.data), (request) =>
+            owner === undefined
+              ? handler(agentId, request)
+              : Effect.andThen(
+                  ownerAnswering(owner, agentId),
+                  Effect.suspend(() => {
+                    handled = true
+                    return handler(agentId, request)
+                  }),
+                ),
+          )
         : Effect.fail(ValidationError.one("agentId", "must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'"))
       return measured(work).pipe(
         withServerSpan(`wm.${operation.subject}`, msg.headers, {
@@ -153,9 +195,24 @@ export const serveOperation = <O extends OperationName, R>(
         }),
         Effect.tap((reply) =>
           Effect.sync(() => {
-            // The partition moved while the request ran: the new owner answers the retry, from its caught-up view.
-            if (owner !== undefined && !owner.owns(agentId)) return
-            msg.respond(replyBytes(reply, nc.info?.max_payload))
+            // A refusal while the partition moved away may come from views already dropped: the retry goes to
+            // the new owner, which answers from its caught-up view. An answer computed before it moved stands.
+            const moved = handled && !reply.ok && !owner?.owns(agentId)
+            msg.respond(
+              replyBytes(
+                moved
+                  ? {
+                      ok: false,
+                      error: encodeError(
+                        new Unavailable({
+                          reason: `agent '${agentId}': its partition moved while the request ran; retry the same request`,
+                        }),
+                      ),
+                    }
+                  : reply,
+                nc.info?.max_payload,
+              ),
+            )
           }),
         ),
       )
@@ -187,7 +244,7 @@ export const serveOperation = <O extends OperationName, R>(
           )
         }
         const agentId = agentIdOfApiSubject(msg.subject)
-        if (owner.owns(agentId)) runFork(handle(msg, agentId))
+        if (owner.takes(agentId)) runFork(handle(msg, agentId))
       },
     })
     const routes = subscribeRoutes(nc, operation.subject, owner, (msg, agentId) => runFork(handle(msg, agentId)))
@@ -215,14 +272,17 @@ const subscribeRoutes = (
     if (error !== null) return
     const routed = parseRouteSubject(msg.subject)
     if (routed === undefined) return
-    if (owner.owns(routed.agentId)) return serve(msg, routed.agentId)
-    if (!("slot" in routed.target)) return
+    if (owner.takes(routed.agentId)) return serve(msg, routed.agentId)
     const home = placedPartition(placement, routed.agentId)
-    if (home === partitionOfSlot(placement, routed.target.slot)) return
-    nc.publish(forwardedSubject(placement.partitions, home, routed.agentId, operation), msg.data, {
-      ...(msg.reply ? { reply: msg.reply } : {}),
-      ...(msg.headers ? { headers: msg.headers } : {}),
-    })
+    if ("slot" in routed.target && home !== partitionOfSlot(placement, routed.target.slot)) {
+      nc.publish(forwardedSubject(placement.partitions, home, routed.agentId, operation), msg.data, {
+        ...(msg.reply ? { reply: msg.reply } : {}),
+        ...(msg.headers ? { headers: msg.headers } : {}),
+      })
+      return
+    }
+    // Its partition left this replica a moment ago: refused as moving, and retried at its new owner.
+    serve(msg, routed.agentId)
   }
   const held = new Map<number, Subscription[]>()
   const follow = () => {
