@@ -132,7 +132,7 @@ describe.runIf(missingFiles(modelDir(minilm, realDir)).length === 0 || process.e
       )
       const expected = await direct.embed(calls.flat())
       expect(answers.flat().map(bits)).toEqual(expected.map(bits))
-      expect(pool.stats()).toEqual({ threads: 2, busy: 0, queued: { query: 0, background: 0 } })
+      expect(pool.stats()).toEqual({ threads: 2, queryThreads: 1, busy: 0, queued: { query: 0, background: 0 } })
     }, 120_000)
 
     it("answers a query submitted behind a large background batch before the batch", async () => {
@@ -172,8 +172,42 @@ describe.runIf(missingFiles(modelDir(minilm, realDir)).length === 0 || process.e
       }
     }, 120_000)
 
-    it("embeds a text asked for again while it waits once, and a query for it moves it ahead of the background lane", async () => {
+    it("answers a query at once while the background work holds every worker of both lanes", async () => {
       const one = await startEmbedderPool(minilm, { threads: 1, batchSize: 1 })
+      try {
+        const answered: string[] = []
+        // Started at once on the worker of both lanes: a long text, the model's longest inference.
+        const background = one
+          .embed([`${longText(4000)} ${"word ".repeat(600)}`], { priority: "background" })
+          .then(() => answered.push("background"))
+        expect(one.stats()).toMatchObject({ busy: 1, queued: { background: 0 } })
+        const query = one.embed(["ok"]).then(() => answered.push("query"))
+        await Promise.all([background, query])
+        expect(answered).toEqual(["query", "background"])
+      } finally {
+        await one.close()
+      }
+    }, 120_000)
+
+    it("takes no query worker when asked for none: a query then waits for the running task", async () => {
+      const one = await startEmbedderPool(minilm, { threads: 1, queryThreads: 0, batchSize: 1 })
+      try {
+        const answered: string[] = []
+        const background = one
+          .embed([`${longText(4001)} ${"word ".repeat(600)}`], { priority: "background" })
+          .then(() => answered.push("background"))
+        const query = one.embed(["ok"]).then(() => answered.push("query"))
+        await Promise.all([background, query])
+        expect(answered).toEqual(["background", "query"])
+        expect(one.stats()).toEqual({ threads: 1, queryThreads: 0, busy: 0, queued: { query: 0, background: 0 } })
+      } finally {
+        await one.close()
+      }
+    }, 120_000)
+
+    it("embeds a text asked for again while it waits once, and a query for it moves it ahead of the background lane", async () => {
+      // One worker for both lanes, so the order it takes the lanes in shows.
+      const one = await startEmbedderPool(minilm, { threads: 1, queryThreads: 0, batchSize: 1 })
       try {
         const answered: string[] = []
         // the background lane as a step leaves it: many recorded entries waiting, each a task of its own
@@ -205,7 +239,7 @@ describe.runIf(missingFiles(modelDir(minilm, realDir)).length === 0 || process.e
         // each caller has its own copy: changing one answer changes no other
         vectors[0]!.fill(0)
         expect(bits(againVectors[1]!)).toEqual(bits(expected[11]!))
-        expect(one.stats()).toEqual({ threads: 1, busy: 0, queued: { query: 0, background: 0 } })
+        expect(one.stats()).toEqual({ threads: 1, queryThreads: 0, busy: 0, queued: { query: 0, background: 0 } })
       } finally {
         await one.close()
       }
@@ -247,7 +281,7 @@ describe.runIf(missingFiles(modelDir(minilm, realDir)).length === 0 || process.e
       await closing.close()
       expect(await pending).toBeInstanceOf(EmbedderClosed)
       expect(await closing.embed(["too late"]).catch((e: unknown) => e)).toBeInstanceOf(EmbedderClosed)
-      expect(closing.stats()).toEqual({ threads: 0, busy: 0, queued: { query: 0, background: 0 } })
+      expect(closing.stats()).toEqual({ threads: 0, queryThreads: 0, busy: 0, queued: { query: 0, background: 0 } })
       expect(ports()).toBe(before)
     }, 60_000)
 

@@ -10,7 +10,8 @@
  * into short tasks and the workers share it. Two lanes wait for a worker:
  * `query` (a request waiting for its answer) is always served before `background`
  * (demotions), so a query queued behind a large background batch waits for one task
- * at most, not for the batch. A text already waiting or being embedded is not embedded
+ * at most, not for the batch; and `queryThreads` workers (one by default) take only
+ * queries, so a query does not wait for a background task at all while one of them is free. A text already waiting or being embedded is not embedded
  * again: the later call waits for the same vector, and a query asking for a text the
  * background lane holds moves its task to the query lane (a step's query asks for the
  * entries recorded a moment before). Each lane holds at most `maxQueued` texts; a call that
@@ -56,8 +57,10 @@ export const defaultEmbedderThreads = (cores = availableParallelism()): number =
 
 export interface EmbedderPoolOptions {
   readonly modelsDir?: string
-  /** Worker threads, each with its own copy of the model (default: defaultEmbedderThreads()). */
+  /** Worker threads of both lanes, each with its own copy of the model (default: defaultEmbedderThreads()). */
   readonly threads?: number
+  /** Worker threads beside them that take queries only (default 1). */
+  readonly queryThreads?: number
   /** Texts each lane may hold waiting for a worker (default 4096). */
   readonly maxQueued?: number
   /** Most texts per inference call inside a worker (default 32). */
@@ -65,7 +68,10 @@ export interface EmbedderPoolOptions {
 }
 
 export interface EmbedderPoolStats {
+  /** Workers of both lanes. */
   readonly threads: number
+  /** Workers that take queries only. */
+  readonly queryThreads: number
   /** Workers computing a task now. */
   readonly busy: number
   /** Texts waiting for a worker, by lane. */
@@ -139,6 +145,8 @@ const waitedFor = (task: Task): boolean => task.to.some((recipients) => recipien
 
 interface Slot {
   readonly worker: Worker
+  /** The lanes it takes tasks from, in order. */
+  lanes: ReadonlyArray<EmbedPriority>
   ready: boolean
   task: Task | null
   /** The last uncaught error of the worker, said when it exits. */
@@ -174,6 +182,7 @@ class Fifo<A> {
 }
 
 const LANES: ReadonlyArray<EmbedPriority> = ["query", "background"]
+const QUERY_ONLY: ReadonlyArray<EmbedPriority> = ["query"]
 
 /**
  * Starts `threads` workers and resolves once every one has loaded the model.
@@ -190,6 +199,13 @@ export const startEmbedderPool = async (
   const threads = options.threads ?? defaultEmbedderThreads()
   if (!Number.isInteger(threads) || threads < 1)
     throw new ModelLoadFailed({ model: model.id, dir, reason: `threads must be a positive integer, not ${threads}` })
+  const queryThreads = options.queryThreads ?? 1
+  if (!Number.isInteger(queryThreads) || queryThreads < 0)
+    throw new ModelLoadFailed({
+      model: model.id,
+      dir,
+      reason: `queryThreads must be a non-negative integer, not ${queryThreads}`,
+    })
   const maxQueued = options.maxQueued ?? DEFAULT_MAX_QUEUED
   const batchSize = options.batchSize ?? 32
   const data: EmbedderWorkerData = { model: model.id, modelsDir, batchSize }
@@ -238,8 +254,8 @@ export const startEmbedderPool = async (
     })
   }
 
-  const next = (): Task | undefined => {
-    for (const lane of LANES)
+  const next = (from: ReadonlyArray<EmbedPriority>): Task | undefined => {
+    for (const lane of from)
       for (let task = lanes[lane].shift(); task !== undefined; task = lanes[lane].shift()) {
         // moved to the query lane after it was queued here: it is counted and taken there
         if (task.lane !== lane || task.started) continue
@@ -253,8 +269,8 @@ export const startEmbedderPool = async (
   const pump = () => {
     for (const slot of slots) {
       if (!slot.ready || slot.task !== null) continue
-      const task = next()
-      if (task === undefined) return
+      const task = next(slot.lanes)
+      if (task === undefined) continue
       slot.task = task
       task.started = true
       // a busy worker keeps the process alive until it answers; an idle one does not
@@ -281,10 +297,10 @@ export const startEmbedderPool = async (
       : new ModelLoadFailed({ model: model.id, dir: failure.dir, reason: failure.reason })
 
   /** Starts a worker; resolves once it has loaded the model, rejects with why it could not. */
-  const spawn = (): Promise<void> =>
+  const spawn = (from: ReadonlyArray<EmbedPriority>): Promise<void> =>
     new Promise<void>((resolve, reject) => {
       const worker = new Worker(WORKER, { workerData: data })
-      const slot: Slot = { worker, ready: false, task: null, lastError: null }
+      const slot: Slot = { worker, lanes: from, ready: false, task: null, lastError: null }
       slots.add(slot)
       worker.on("message", (message: EmbedderWorkerMessage) => {
         switch (message.type) {
@@ -324,8 +340,14 @@ export const startEmbedderPool = async (
         if (closing !== null || !slot.ready) return
         if (task !== null) fail(task, new EmbedderWorkerFailed({ model: model.id, reason }))
         // replaced; when no worker is left and none can start, what waits fails
-        spawn().catch((error: unknown) => {
-          if (slots.size > 0 || closing !== null) return
+        spawn(from).catch((error: unknown) => {
+          if (closing !== null) return
+          if (slots.size > 0) {
+            // The workers left take both lanes, so the background lane is never without one.
+            if (![...slots].some((s) => s.lanes.length > 1)) for (const s of slots) s.lanes = LANES
+            pump()
+            return
+          }
           broken = error instanceof Error ? error.message : String(error)
           for (const lane of LANES) {
             for (const waiting of lanes[lane].drain())
@@ -411,7 +433,10 @@ export const startEmbedderPool = async (
   }
 
   try {
-    await Promise.all(Array.from({ length: threads }, spawn))
+    await Promise.all([
+      ...Array.from({ length: threads }, () => spawn(LANES)),
+      ...Array.from({ length: queryThreads }, () => spawn(QUERY_ONLY)),
+    ])
   } catch (error) {
     await close()
     throw error
@@ -422,7 +447,8 @@ export const startEmbedderPool = async (
     dims: model.dims,
     embed: rememberingRecent(encode),
     stats: () => ({
-      threads: slots.size,
+      threads: [...slots].filter((slot) => slot.lanes.length > 1).length,
+      queryThreads: [...slots].filter((slot) => slot.lanes.length === 1).length,
       busy: [...slots].filter((slot) => slot.task !== null).length,
       queued: { ...queued },
     }),
