@@ -207,24 +207,34 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
           const known = () => entries.map((e) => vectors.get(`${agentId}/${e.id}`) ?? null)
           const missing = entries.filter((e) => !vectors.has(`${agentId}/${e.id}`))
           if (missing.length === 0) return Effect.succeed(known())
-          // A query pays for the newest entries without a vector, in one call (a sentence model pays
+          // A query asks for the newest entries without a vector, in one call (a sentence model pays
           // its per-call cost once); after a burst or a restart the rest are embedded in the
-          // background and rank by their words until then.
+          // background. Until its vector is made an entry ranks by its words.
           const now = [...missing].sort((a, b) => b.ordinal - a.ordinal).slice(0, QUERY_EMBED_LIMIT)
           if (missing.length > now.length)
             embedLater(
               agentId,
               missing.filter((e) => !now.includes(e)),
             )
-          return Effect.tryPromise(() => embeddings.offline.embed(now.map((e) => vectorText(texts, agentId, e)))).pipe(
-            Effect.map((embedded) => {
-              now.forEach((e, i) => {
-                vectors.set(`${agentId}/${e.id}`, embedded[i]!)
-              })
-              return known()
-            }),
-            Effect.orElseSucceed(known),
-          )
+          for (const e of now) embedding.add(`${agentId}/${e.id}`)
+          void embeddings.offline
+            .embed(now.map((e) => vectorText(texts, agentId, e)))
+            .then(
+              (embedded) => {
+                now.forEach((e, i) => {
+                  // Not for an entry demoted or forgotten meanwhile.
+                  if (embedding.has(`${agentId}/${e.id}`)) vectors.set(`${agentId}/${e.id}`, embedded[i]!)
+                })
+              },
+              () => undefined,
+            )
+            .finally(() => {
+              for (const e of now) embedding.delete(`${agentId}/${e.id}`)
+            })
+          // An embedder in this thread has answered by the next turn of the event loop. A sentence model in a
+          // worker is not waited for: the entries rank by their words in this query and by their vectors in
+          // the next, so a step never waits behind the inference of what it recorded a moment before.
+          return Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve))).pipe(Effect.map(known))
         },
       }
       const recalledSteps = makeOpenStepMemo<{ cues: number; seq: number }>()
@@ -273,7 +283,16 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
               const entry = HashMap.get(after.entries, event.entryId)
               if (Option.isSome(entry)) embedRecorded(event.agentId, entry.value)
             }
-            runFork(react(before, after, event).pipe(Effect.catchCause((c) => Effect.logError("[retrieval]", c))))
+            runFork(
+              react(before, after, event).pipe(
+                Effect.catchCause((c) =>
+                  // Given up meanwhile (a shutdown releases every partition): its views are gone, not wrong.
+                  partitioned?.owns(event.agentId)
+                    ? Effect.logError("[retrieval]", c)
+                    : Effect.logDebug("[retrieval]", c),
+                ),
+              ),
+            )
           }
         },
         // A partition taken from a snapshot or the log has working entries without vectors: made now, in the
