@@ -10,7 +10,8 @@
  * `session.run`, and whether `run` holds the event loop (a 1 ms interval timer
  * counts how often the loop turned during a series of runs).
  *
- * Then, per mode, a background burst of long texts is embedded as the fade worker
+ * Then, per mode (in the calling thread; each pool size without and with the worker it keeps
+ * for queries), a background burst of long texts is embedded as the fade worker
  * embeds demotions (32 calls in flight, one text each, background priority) while
  * short queries arrive every `--query-every` ms, as a step's focus does (query
  * priority, each text new). Measured: the event loop's delay
@@ -218,12 +219,15 @@ console.log(`in the calling thread: ${burst} long texts in the background, a que
 runs["in-thread"] = await scenario(await loadOnnxEmbedder(model), 0)
 console.log(JSON.stringify(runs["in-thread"]))
 for (const threads of poolSizes) {
-  const pool = await startEmbedderPool(model, { threads })
-  const name = `pool (${threads} thread${threads === 1 ? "" : "s"})`
-  console.log(`${name}: the same...`)
-  runs[name] = await scenario(pool, threads)
-  console.log(JSON.stringify(runs[name]))
-  await pool.close()
+  // Without, then with, the worker kept for queries (the default).
+  for (const queryThreads of [0, 1]) {
+    const pool = await startEmbedderPool(model, { threads, queryThreads })
+    const name = `pool (${threads} thread${threads === 1 ? "" : "s"}${queryThreads > 0 ? " + 1 for queries" : ""})`
+    console.log(`${name}: the same...`)
+    runs[name] = await scenario(pool, threads + queryThreads)
+    console.log(JSON.stringify(runs[name]))
+    await pool.close()
+  }
 }
 
 const result = {
