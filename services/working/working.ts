@@ -43,19 +43,27 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
 
       /**
        * Before the first build of a focused step, asks the retrieval service to
-       * rehydrate the step's cues, and waits until they are in the view. Without
-       * a retrieval service the build simply has no cues.
+       * rehydrate the step's cues, and waits until they are in the view. When
+       * retrieval does not answer (not running, restarting, overloaded) the build
+       * is served without cues, a warning says so, and the step's next build asks
+       * again.
        */
-      const recalled = makeOpenStepMemo<true>()
+      const recalled = makeOpenStepMemo<"asked" | "failed">()
       const recallCues = (view: AgentView): Effect.Effect<void> => {
         const step = view.step
-        if (step === null || currentFocus(view) === null || recalled.get(view.config.id, step.stepId))
-          return Effect.void
-        recalled.set(view.config.id, step.stepId, true)
+        if (step === null || currentFocus(view) === null) return Effect.void
+        if (recalled.get(view.config.id, step.stepId) === "asked") return Effect.void
+        recalled.set(view.config.id, step.stepId, "asked")
         // Retrieval answers once it has seen what this view has: the step it recalls for, at least.
         return callOperation(nc, view.config.id, "recall", { stepId: step.stepId, afterSeq: view.lastSeq }).pipe(
           Effect.flatMap((recalled) => views.projection.waitFor(recalled.seq, undefined, view.config.id)),
-          Effect.ignore,
+          Effect.catch((error) => {
+            if (recalled.get(view.config.id, step.stepId) === "asked")
+              recalled.set(view.config.id, step.stepId, "failed")
+            return Effect.logWarning(
+              `agent '${view.config.id}', step '${step.stepId}': built without its cues, the recall failed (${error.message}); the next build asks again`,
+            )
+          }),
         )
       }
 
