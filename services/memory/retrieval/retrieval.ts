@@ -17,14 +17,13 @@
 
 import { Context, Effect, FiberSet, HashMap, Layer, Option } from "effect"
 import type { RequestOf, ResponseOf } from "../../../contracts/api.ts"
-import type { WorkingEntry } from "../../../contracts/entry.ts"
 import { AgentNotFound, InvalidState, NotCaughtUp, Unavailable } from "../../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
 import { focusText } from "../../../contracts/focus.ts"
 import { allPartitions, partitionOf } from "../../../contracts/partitions.ts"
 import { settings as configured } from "../../../contracts/settings.ts"
 import { ALL_THREAD_PARTS, threadPartSubject } from "../../../contracts/subjects.ts"
-import { type AgentView, currentFocus, fullestForm, fullestText } from "../../../domain/agent-view.ts"
+import { type AgentView, currentFocus, fullestForm } from "../../../domain/agent-view.ts"
 import {
   decideCueDrops,
   decideExplicitRehydration,
@@ -65,14 +64,7 @@ import { LexicalIndex } from "./lexical-index.ts"
 import { hitText, type RankedHit, type RankingSources, rankBothTiers } from "./rank.ts"
 import { decodeThreadPartReply, decodeThreadPartRequest, PEER_WAIT_MS } from "./thread-parts.ts"
 import { WorkingTexts } from "./working-texts.ts"
-
-/** The most working entries one query embeds; the rest of a backlog is embedded in the background. */
-const QUERY_EMBED_LIMIT = 16
-/** Agents whose working vectors are offered to the background lane per turn of the event loop after a takeover. */
-const WARM_AGENTS_PER_TURN = 32
-/** What a working entry's vector is made from: the text it was recorded with, else (a cue promoted) its fullest form. */
-const vectorText = (texts: WorkingTexts, agentId: string, entry: WorkingEntry): string =>
-  texts.get(agentId, entry.id) ?? entry.content ?? fullestText(entry)
+import { WorkingVectors } from "./working-vectors.ts"
 
 /** The metadata a recalled entry carries back, from whatever holds it (a working entry, a record, the substrate). */
 const recalledMeta = (m: {
@@ -147,95 +139,13 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       const lexical = new LexicalIndex()
       const episodes = new EpisodeIndex()
       const texts = new WorkingTexts()
-      // A working entry's vector, made once from the text it was recorded with (kept in `texts`), so
-      // fading never makes it again and a restart makes the same one.
-      const vectors = new Map<string, Float32Array>()
-      const embedding = new Set<string>()
-      /**
-       * Embeds entries in the background lane: those recorded since the last turn of the event loop
-       * (so a step finds its entries' vectors made), and those a query had no room for.
-       */
-      const embedLater = (agentId: string, entries: ReadonlyArray<WorkingEntry>) => {
-        const todo = entries.filter((e) => !embedding.has(`${agentId}/${e.id}`) && !vectors.has(`${agentId}/${e.id}`))
-        if (todo.length === 0) return
-        for (const e of todo) embedding.add(`${agentId}/${e.id}`)
-        embeddings.offline
-          .embed(
-            todo.map((e) => vectorText(texts, agentId, e)),
-            { priority: "background" },
-          )
-          .then(
-            (embedded) => {
-              todo.forEach((e, i) => {
-                // Not for an entry demoted or forgotten meanwhile.
-                if (embedding.has(`${agentId}/${e.id}`)) vectors.set(`${agentId}/${e.id}`, embedded[i]!)
-              })
-            },
-            // Refused (the lane is full): the next query that misses them offers them again.
-            () => undefined,
-          )
-          .finally(() => {
-            for (const e of todo) embedding.delete(`${agentId}/${e.id}`)
-          })
-      }
-      /** Agents of partitions just taken whose working vectors are still to be made, a few per turn of the loop. */
-      const toWarm: Array<[string, (agentId: string) => AgentView | undefined]> = []
-      const warmVectors = () => {
-        for (const [agentId, viewOf] of toWarm.splice(0, WARM_AGENTS_PER_TURN)) {
-          const view = viewOf(agentId)
-          if (view !== undefined) embedLater(agentId, [...HashMap.values(view.entries)])
-        }
-        if (toWarm.length > 0) setImmediate(warmVectors)
-      }
-      const recordedSince = new Map<string, WorkingEntry[]>()
-      const embedRecorded = (agentId: string, entry: WorkingEntry) => {
-        const waiting = recordedSince.get(agentId)
-        if (waiting !== undefined) return void waiting.push(entry)
-        recordedSince.set(agentId, [entry])
-        if (recordedSince.size === 1)
-          setImmediate(() => {
-            for (const [agent, recorded] of recordedSince) embedLater(agent, recorded)
-            recordedSince.clear()
-          })
-      }
+      const workingVectors = new WorkingVectors(embeddings.offline, texts)
       const sources: RankingSources = {
         store,
         embeddings,
         lexical,
         episodes,
-        workingVectors: (agentId, entries) => {
-          const known = () => entries.map((e) => vectors.get(`${agentId}/${e.id}`) ?? null)
-          const missing = entries.filter((e) => !vectors.has(`${agentId}/${e.id}`))
-          if (missing.length === 0) return Effect.succeed(known())
-          // A query asks for the newest entries without a vector, in one call (a sentence model pays
-          // its per-call cost once); after a burst or a restart the rest are embedded in the
-          // background. Until its vector is made an entry ranks by its words.
-          const now = [...missing].sort((a, b) => b.ordinal - a.ordinal).slice(0, QUERY_EMBED_LIMIT)
-          if (missing.length > now.length)
-            embedLater(
-              agentId,
-              missing.filter((e) => !now.includes(e)),
-            )
-          for (const e of now) embedding.add(`${agentId}/${e.id}`)
-          void embeddings.offline
-            .embed(now.map((e) => vectorText(texts, agentId, e)))
-            .then(
-              (embedded) => {
-                now.forEach((e, i) => {
-                  // Not for an entry demoted or forgotten meanwhile.
-                  if (embedding.has(`${agentId}/${e.id}`)) vectors.set(`${agentId}/${e.id}`, embedded[i]!)
-                })
-              },
-              () => undefined,
-            )
-            .finally(() => {
-              for (const e of now) embedding.delete(`${agentId}/${e.id}`)
-            })
-          // An embedder in this thread has answered by the next turn of the event loop. A sentence model in a
-          // worker is not waited for: the entries rank by their words in this query and by their vectors in
-          // the next, so a step never waits behind the inference of what it recorded a moment before.
-          return Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve))).pipe(Effect.map(known))
-        },
+        workingVectors: (agentId, entries) => Effect.promise(() => workingVectors.forQuery(agentId, entries)),
       }
       const recalledSteps = makeOpenStepMemo<{ cues: number; seq: number }>()
       /** Set once the partitioned views exist: reactions run only for agents whose partition answers. */
@@ -244,17 +154,13 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       let live = false
 
       const dropAgents = (agents: ReadonlyArray<string>) => {
-        const gone = new Set(agents)
         for (const agentId of agents) {
           lexical.dropAgent(agentId)
           episodes.dropAgent(agentId)
           texts.dropAgent(agentId)
           recalledSteps.forget(agentId)
-          recordedSince.delete(agentId)
         }
-        for (let i = toWarm.length - 1; i >= 0; i--) if (gone.has(toWarm[i]![0])) toWarm.splice(i, 1)
-        for (const key of vectors.keys()) if (gone.has(key.slice(0, key.indexOf("/")))) vectors.delete(key)
-        for (const key of embedding) if (gone.has(key.slice(0, key.indexOf("/")))) embedding.delete(key)
+        workingVectors.dropAgents(agents)
       }
 
       /** Indexes both tiers' texts as the log goes; the partition's long-term projection runs beside it. */
@@ -275,13 +181,12 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             return
           }
           if (event._tag === "EntryDemoted" || event._tag === "EntryForgotten") {
-            vectors.delete(`${event.agentId}/${event.entryId}`)
-            embedding.delete(`${event.agentId}/${event.entryId}`)
+            workingVectors.left(event.agentId, event.entryId)
           }
           if (live && partitioned?.owns(event.agentId)) {
             if (event._tag === "EntryRecorded") {
               const entry = HashMap.get(after.entries, event.entryId)
-              if (Option.isSome(entry)) embedRecorded(event.agentId, entry.value)
+              if (Option.isSome(entry)) workingVectors.recorded(event.agentId, entry.value)
             }
             runFork(
               react(before, after, event).pipe(
@@ -298,9 +203,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         // A partition taken from a snapshot or the log has working entries without vectors: made now, in the
         // background lane, so the first queries after a restart rank them as before it.
         ready: (_partition, agents, viewOf) => {
-          const pumping = toWarm.length > 0
-          for (const agentId of agents) toWarm.push([agentId, viewOf])
-          if (!pumping && toWarm.length > 0) setImmediate(warmVectors)
+          workingVectors.warm(agents, viewOf)
         },
         lost: (partition, agents) => {
           dropAgents(agents)
@@ -784,7 +687,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       return {
         view: (agentId) => views.get(agentId),
         views,
-        embeddingInBackground: () => embedding.size + toWarm.length,
+        embeddingInBackground: () => workingVectors.inBackground(),
       }
     }),
   )
