@@ -17,13 +17,12 @@
 
 import { Context, Effect, FiberSet, HashMap, Layer, Option } from "effect"
 import type { RequestOf, ResponseOf } from "../../../contracts/api.ts"
-import { AgentNotFound, InvalidState, NotCaughtUp, Unavailable } from "../../../contracts/errors.ts"
+import { AgentNotFound, InvalidState, NotCaughtUp } from "../../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
 import { focusText } from "../../../contracts/focus.ts"
 import { allPartitions, partitionOf } from "../../../contracts/partitions.ts"
 import { settings as configured } from "../../../contracts/settings.ts"
-import { ALL_THREAD_PARTS, threadPartSubject } from "../../../contracts/subjects.ts"
-import { type AgentView, currentFocus, fullestForm } from "../../../domain/agent-view.ts"
+import { type AgentView, currentFocus } from "../../../domain/agent-view.ts"
 import {
   decideCueDrops,
   decideExplicitRehydration,
@@ -38,13 +37,12 @@ import { isLongTerm } from "../../../domain/entry-standing.ts"
 import { DEFAULT_RELEVANCE } from "../../../domain/relevance.ts"
 import { terms } from "../../../domain/terms.ts"
 import { AgentSharing } from "../../platform/access/sharing.ts"
-import { encodeError, serveOperation } from "../../platform/api/serve.ts"
+import { serveOperation } from "../../platform/api/serve.ts"
 import { EmbeddingProvider } from "../../platform/embedding/embedding-provider.ts"
 import { makeCommandHandler } from "../../platform/log/command-handler.ts"
 import { readEntryFacts } from "../../platform/log/entry-facts.ts"
 import { EventLog } from "../../platform/log/event-log.ts"
 import { READ_WAIT } from "../../platform/log/projection.ts"
-import { Nats } from "../../platform/nats/connection.ts"
 import { Metrics } from "../../platform/observability/metrics.ts"
 import { partitionOwner } from "../../platform/partitions/partition-owner.ts"
 import {
@@ -53,8 +51,6 @@ import {
   projectPartitionedViews,
 } from "../../platform/partitions/partitioned-views.ts"
 import { SubstrateReader } from "../../platform/substrate-reader.ts"
-import { withServerSpan } from "../../platform/tracing/server-span.ts"
-import { requestTraceHeaders } from "../../platform/tracing/trace-context.ts"
 import { makeOpenStepMemo } from "../../platform/views/open-step-memo.ts"
 import { LongTerm } from "../longterm/longterm.ts"
 import { LongTermStore } from "../longterm/store.ts"
@@ -62,7 +58,7 @@ import { EpisodeIndex } from "./episodes.ts"
 import { indexEvent, memoryIndexState } from "./index-state.ts"
 import { LexicalIndex } from "./lexical-index.ts"
 import { hitText, type RankedHit, type RankingSources, rankBothTiers } from "./rank.ts"
-import { decodeThreadPartReply, decodeThreadPartRequest, PEER_WAIT_MS } from "./thread-parts.ts"
+import { makeThreads } from "./threads.ts"
 import { WorkingTexts } from "./working-texts.ts"
 import { WorkingVectors } from "./working-vectors.ts"
 
@@ -133,7 +129,6 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       const log = yield* EventLog
       const metrics = yield* Metrics
       const sharing = yield* AgentSharing
-      const { nc } = yield* Nats
       const runFork = yield* FiberSet.makeRuntime<never>()
 
       const lexical = new LexicalIndex()
@@ -520,111 +515,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         } satisfies ResponseOf<"query">
       })
 
-      type ThreadEntry = ResponseOf<"thread">["entries"][number]
-      /** The thread's entries of these agents, all of one partition this replica answers for. */
-      const threadPart = (agents: ReadonlyArray<string>, correlationId: string) =>
-        Effect.gen(function* () {
-          const of = new Set(agents)
-          const entries: ThreadEntry[] = []
-          for (const agentId of agents) {
-            const view = views.get(agentId)
-            if (view === undefined) continue
-            for (const e of HashMap.values(view.entries)) {
-              if (e.correlationId !== correlationId) continue
-              entries.push({
-                agentId,
-                entryId: e.id,
-                tier: "working",
-                timestamp: e.timestamp,
-                origin: e.origin,
-                ...fullestForm(e),
-              })
-            }
-          }
-          for (const r of yield* store.list({ correlationId }).pipe(Effect.orDie)) {
-            if (!of.has(r.agentId)) continue
-            if (entries.some((e) => e.agentId === r.agentId && e.entryId === r.entryId)) continue
-            entries.push({
-              agentId: r.agentId,
-              entryId: r.entryId,
-              tier: "long-term",
-              timestamp: r.timestamp,
-              origin: r.origin,
-              form: r.summaryForm,
-              text: r.summary,
-            })
-          }
-          return entries
-        })
-
-      /** The part of a thread another replica holds: asked of whichever replica answers for the partition. */
-      const threadPartOfPeer = (partition: number, agents: ReadonlyArray<string>, request: RequestOf<"thread">) =>
-        Effect.flatMap(requestTraceHeaders, (headers) =>
-          Effect.tryPromise({
-            try: () =>
-              nc.request(
-                threadPartSubject(partition),
-                JSON.stringify({ agents, correlationId: request.correlationId, afterSeq: request.afterSeq }),
-                { timeout: PEER_WAIT_MS, ...(headers !== undefined ? { headers } : {}) },
-              ),
-            catch: () =>
-              new Unavailable({ reason: `no memory replica answers for partition ${partition} now (it is moving)` }),
-          }),
-        ).pipe(Effect.flatMap((reply) => decodeThreadPartReply(reply.data)))
-
-      // A thread spans the caller and the agents that share a tenant with it (AgentSharing), never anyone else;
-      // each partition's part comes from the replica that answers for it.
-      const thread = Effect.fn("Retrieval.thread")(function* (agentId: string, request: RequestOf<"thread">) {
-        const byPartition = new Map<number, string[]>()
-        for (const id of sharing.visibleTo(agentId)) {
-          const p = partitionOf(id)
-          byPartition.set(p, [...(byPartition.get(p) ?? []), id])
-        }
-        const parts = yield* Effect.forEach(
-          [...byPartition],
-          ([partition, agents]) =>
-            views.owns(agents[0]!)
-              ? Effect.andThen(
-                  request.afterSeq === undefined ? Effect.void : caughtUpTo(request.afterSeq, agents[0]!),
-                  threadPart(agents, request.correlationId),
-                )
-              : threadPartOfPeer(partition, agents, request),
-          { concurrency: "unbounded" },
-        )
-        const entries = parts.flat()
-        return { entries: entries.sort((a, b) => a.timestamp - b.timestamp || (a.entryId < b.entryId ? -1 : 1)) }
-      })
-
-      // The part of a thread another replica asks of this one: answered only for a partition this replica owns.
-      const servePeerThreadParts = Effect.gen(function* () {
-        const subscription = nc.subscribe(ALL_THREAD_PARTS, {
-          callback: (error, msg) => {
-            if (error !== null) return
-            const partition = Number(msg.subject.slice(msg.subject.lastIndexOf(".") + 1))
-            const asked = decodeThreadPartRequest(msg.data)
-            if (asked === null || asked.agents.some((id) => partitionOf(id) !== partition)) return
-            if (!asked.agents.every((id) => views.owns(id))) return
-            runFork(
-              Effect.andThen(
-                asked.afterSeq === undefined ? Effect.void : caughtUpTo(asked.afterSeq, asked.agents[0]!),
-                threadPart(asked.agents, asked.correlationId),
-              ).pipe(
-                Effect.match({
-                  onSuccess: (entries) => ({ ok: true, entries }),
-                  onFailure: (error) => ({ ok: false, error: encodeError(error) }),
-                }),
-                Effect.tap((reply) =>
-                  Effect.sync(() => {
-                    if (asked.agents.every((id) => views.owns(id))) msg.respond(JSON.stringify(reply))
-                  }),
-                ),
-                withServerSpan("wm.peer.memory.thread", msg.headers, { "wm.partition": partition }),
-              ),
-            )
-          },
-        })
-        yield* Effect.addFinalizer(() => Effect.promise(() => subscription.drain().catch(() => undefined)))
-      })
+      const threads = makeThreads({ view: views.get, owns: views.owns, caughtUpTo, store, sharing })
 
       const recall = Effect.fn("Retrieval.recall")(function* (agentId: string, request: RequestOf<"recall">) {
         const view = yield* viewAfter(agentId, request.afterSeq)
@@ -678,9 +569,9 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       )
 
       const owner = partitionOwner("retrieval", views)
-      yield* servePeerThreadParts
+      yield* threads.servePeerParts
       yield* serveOperation("query", query, owner)
-      yield* serveOperation("thread", thread, owner)
+      yield* serveOperation("thread", threads.thread, owner)
       yield* serveOperation("recall", recall, owner)
       yield* serveOperation("warmUp", warmUp, owner)
 
