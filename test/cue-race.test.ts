@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
 import { steppingClock } from "./support/clock.ts"
 import { eventually } from "./support/eventually.ts"
-import { FILLER_TURNS } from "./support/fillers.ts"
+import { recordThenDemote } from "./support/fillers.ts"
 import { appendEvents, readLog } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -21,8 +21,6 @@ beforeAll(async () => {
 })
 afterAll(async () => system?.stop())
 
-const fillers = FILLER_TURNS
-
 const logged = async <T extends EventOf<"EntryDemoted">["_tag"] | "CueDropped">(tag: T) =>
   (await readLog(system.server.url)).map((s) => s.event).filter((e) => e._tag === tag && e.agentId === AGENT) as Array<
     Extract<EventOf<"EntryDemoted"> | EventOf<"CueDropped">, { _tag: T }>
@@ -35,17 +33,11 @@ describe("cue drops and the next step", () => {
     const agent = system.client.agent(AGENT)
     await agent.register({ role: "custom", budget: 200 })
     const clock = steppingClock(T0, MINUTE)
-    const { entryId: garden } = await agent.record({
-      origin: "USER",
-      content: "Our vegetable garden finally produced its first ripe courgettes.",
-      timestamp: clock.next(),
-    })
-    for (let i = 0; i < 30; i++)
-      await agent.record({ origin: "USER", content: fillers[i % fillers.length]!, timestamp: clock.next() })
-    await eventually(
-      "the garden entry to demote",
-      async () => (await logged("EntryDemoted")).some((e) => e.entryId === garden),
-      20_000,
+    const garden = await recordThenDemote(
+      agent,
+      system.server.url,
+      "Our vegetable garden finally produced its first ripe courgettes.",
+      clock,
     )
     agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
 

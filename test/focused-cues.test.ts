@@ -6,8 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../contracts/events.ts"
 import { steppingClock } from "./support/clock.ts"
-import { eventually } from "./support/eventually.ts"
-import { FILLER_TURNS } from "./support/fillers.ts"
+import { recordThenDemote } from "./support/fillers.ts"
 import { readLog } from "./support/log.ts"
 import { startTestSystem, type TestSystem } from "./support/system.ts"
 
@@ -20,8 +19,6 @@ beforeAll(async () => {
   system = await startTestSystem()
 })
 afterAll(async () => system?.stop())
-
-const fillers = FILLER_TURNS
 
 /** The answer sits in the last sentence, which the turn's own key points leave out. */
 const TURN =
@@ -38,14 +35,7 @@ describe("recalled key points", () => {
     const agent = system.client.agent(AGENT)
     await agent.register({ role: "custom", budget: 200 })
     const clock = steppingClock(T0, MINUTE)
-    const { entryId } = await agent.record({ origin: "USER", content: TURN, timestamp: clock.next() })
-    for (let i = 0; i < 30; i++)
-      await agent.record({ origin: "USER", content: fillers[i % fillers.length]!, timestamp: clock.next() })
-    await eventually(
-      "the turn to demote",
-      async () => (await events()).some((s) => s.event._tag === "EntryDemoted" && s.event.entryId === entryId),
-      20_000,
-    )
+    const entryId = await recordThenDemote(agent, system.server.url, TURN, clock)
     agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
 
     const { stepId } = await agent.beginStep({ focus: { query: "Where does John do taekwondo?" } })

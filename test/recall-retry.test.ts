@@ -9,8 +9,7 @@ import { afterAll, beforeAll, expect, it } from "vitest"
 import { memoryService, substrateService } from "../services/system.ts"
 import { steppingClock } from "./support/clock.ts"
 import { eventually } from "./support/eventually.ts"
-import { FILLER_TURNS } from "./support/fillers.ts"
-import { readLog } from "./support/log.ts"
+import { recordThenDemote } from "./support/fillers.ts"
 import { settingsFor, startTestSystem, type TestSystem } from "./support/system.ts"
 
 const MINUTE = 60_000
@@ -31,17 +30,7 @@ it("a build served without cues because retrieval did not answer is followed by 
   const agent = system.client.agent(AGENT)
   await agent.register({ role: "custom", budget: 200 })
   const clock = steppingClock(T0, MINUTE)
-  const { entryId } = await agent.record({ origin: "USER", content: TURN, timestamp: clock.next() })
-  for (let i = 0; i < 30; i++)
-    await agent.record({ origin: "USER", content: FILLER_TURNS[i % FILLER_TURNS.length]!, timestamp: clock.next() })
-  await eventually(
-    "the turn to demote",
-    async () =>
-      (await readLog(system.server.url)).some(
-        (s) => s.event._tag === "EntryDemoted" && s.event.agentId === AGENT && s.event.entryId === entryId,
-      ),
-    30_000,
-  )
+  const entryId = await recordThenDemote(agent, system.server.url, TURN, clock)
 
   const { stepId } = await agent.beginStep({ focus: { query: "Where is the spare key to the boathouse?" } })
   const without = await agent.buildContext({ stepId })
