@@ -47,18 +47,17 @@ import {
 import type { EntryFacts } from "../../domain/entry-standing.ts"
 import { replyOfEvent } from "../../domain/requests.ts"
 import { preloadEncoding } from "../../domain/tokens.ts"
-import { callOperation } from "../platform/api/call.ts"
 import { decodeRequestValue, encodeError, serveOperation, validationErrorOf } from "../platform/api/serve.ts"
 import { makeCommandHandler, type Outcome } from "../platform/log/command-handler.ts"
 import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
-import { Nats } from "../platform/nats/connection.ts"
 import { openLeaseBucket } from "../platform/partitions/leases.ts"
 import { partitionOwner } from "../platform/partitions/partition-owner.ts"
 import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
 import { progressReader } from "../platform/partitions/progress.ts"
 import { PartitionSettings } from "../platform/partitions/settings.ts"
 import { makeBackPressure } from "./back-pressure.ts"
+import { makeQuoteResolver } from "./quotes.ts"
 import { GatewaySettings } from "./settings.ts"
 
 export interface GatewayShape {
@@ -105,7 +104,6 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
     Gateway,
     Effect.gen(function* () {
       const log = yield* EventLog
-      const { nc } = yield* Nats
       const settings = yield* GatewaySettings
       // New entries wait while background work on their partition is far behind (back-pressure.ts).
       const backPressure = makeBackPressure(
@@ -444,40 +442,13 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         ),
       )
 
-      /**
-       * A quote refers to the entries whose text contains it: working entries and
-       * cues first, else long-term entries, found through retrieval and checked
-       * against their raw text in the substrate.
-       */
-      const normalise = (text: string) => text.toLowerCase().replace(/\s+/g, " ").trim()
-      /** A call whose refusal (or silence) means the quote is not found there. */
-      const ask = <O extends OperationName>(agentId: string, operation: O, request: RequestOf<O>) =>
-        callOperation(nc, agentId, operation, request).pipe(Effect.orElseSucceed(() => null))
-      const resolveQuotes = (agentId: string, quotes: ReadonlyArray<string>) =>
-        Effect.forEach(quotes, (quote) =>
-          Effect.gen(function* () {
-            const needle = normalise(quote)
-            const view = views.get(agentId)
-            if (view === undefined) return []
-            const inWorking = [...HashMap.values(view.entries), ...HashMap.values(view.cues)]
-              .filter((e) =>
-                [e.content, e.keyPoints, e.summary].some((t) => t !== null && normalise(t).includes(needle)),
-              )
-              .map((e) => e.id)
-            if (inWorking.length > 0) return inWorking
-            // Retrieval answers once it has seen what this view has (the demotion that put the entry there).
-            const found = yield* ask(agentId, "query", { query: quote, limit: 5, afterSeq: view.lastSeq })
-            const candidates = (found?.results ?? []).filter((r) => r.tier === "long-term").map((r) => r.entryId)
-            const raws = yield* Effect.forEach(candidates, (entryId) => ask(agentId, "getRaw", { entryId }))
-            return raws.filter((r) => r !== null && normalise(r.content).includes(needle)).map((r) => r!.entryId)
-          }),
-        ).pipe(Effect.map((ids) => ids.flat()))
+      const resolveQuotes = yield* makeQuoteResolver
 
       const referenceEntries = Effect.fn("Gateway.referenceEntries")(function* (
         agentId: string,
         request: RequestOf<"referenceEntries">,
       ) {
-        const quoted = request.quotes ? yield* resolveQuotes(agentId, request.quotes) : []
+        const quoted = request.quotes ? yield* resolveQuotes(views.get(agentId), request.quotes) : []
         const unresolved = (request.quotes ?? []).length > 0 && quoted.length === 0
         if (unresolved && (request.entryIds ?? []).length === 0) {
           return yield* Effect.fail(ValidationError.one("quotes", "no entry of this agent contains the quoted text"))

@@ -1,0 +1,40 @@
+/**
+ * Which entries a reference's quotes name: those whose text contains the quote (case and whitespace
+ * aside). Working entries and cues first, from the gateway's view; else long-term entries, found through
+ * retrieval's query and checked against their raw text in the substrate.
+ */
+import { Effect, HashMap } from "effect"
+import type { OperationName, RequestOf } from "../../contracts/api.ts"
+import type { AgentView } from "../../domain/agent-view.ts"
+import { callOperation } from "../platform/api/call.ts"
+import { Nats } from "../platform/nats/connection.ts"
+
+const normalise = (text: string) => text.toLowerCase().replace(/\s+/g, " ").trim()
+
+export const makeQuoteResolver = Effect.gen(function* () {
+  const { nc } = yield* Nats
+  /** A call whose refusal (or silence) means the quote is not found there. */
+  const ask = <O extends OperationName>(agentId: string, operation: O, request: RequestOf<O>) =>
+    callOperation(nc, agentId, operation, request).pipe(Effect.orElseSucceed(() => null))
+
+  const resolveOne = (view: AgentView, quote: string) =>
+    Effect.gen(function* () {
+      const agentId = view.config.id
+      const needle = normalise(quote)
+      const inWorking = [...HashMap.values(view.entries), ...HashMap.values(view.cues)]
+        .filter((e) => [e.content, e.keyPoints, e.summary].some((t) => t !== null && normalise(t).includes(needle)))
+        .map((e) => e.id)
+      if (inWorking.length > 0) return inWorking
+      // Retrieval answers once it has seen what this view has (the demotion that put the entry there).
+      const found = yield* ask(agentId, "query", { query: quote, limit: 5, afterSeq: view.lastSeq })
+      const candidates = (found?.results ?? []).filter((r) => r.tier === "long-term").map((r) => r.entryId)
+      const raws = yield* Effect.forEach(candidates, (entryId) => ask(agentId, "getRaw", { entryId }))
+      return raws.filter((r) => r !== null && normalise(r.content).includes(needle)).map((r) => r!.entryId)
+    })
+
+  /** The ids of the entries the quotes name, on the agent's view as it stands (none without one). */
+  return (view: AgentView | undefined, quotes: ReadonlyArray<string>) =>
+    view === undefined
+      ? Effect.succeed([] as string[])
+      : Effect.forEach(quotes, (quote) => resolveOne(view, quote)).pipe(Effect.map((ids) => ids.flat()))
+})
