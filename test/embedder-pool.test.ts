@@ -10,7 +10,7 @@
  * order calls are answered in, never on timings.
  */
 import { execFile } from "node:child_process"
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
@@ -18,6 +18,7 @@ import { ConfigProvider, Effect, Exit, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { Embedder } from "../services/platform/embedding/embedder.ts"
 import {
+  BACKGROUND_NICE,
   defaultEmbedderThreads,
   EmbedderClosed,
   EmbedderOverloaded,
@@ -188,6 +189,28 @@ describe.runIf(missingFiles(modelDir(minilm, realDir)).length === 0 || process.e
         await one.close()
       }
     }, 120_000)
+
+    it.runIf(process.platform === "linux")(
+      "runs its workers of background work niced, below the threads serving requests",
+      async () => {
+        const niced = () =>
+          readdirSync("/proc/self/task").filter((tid) => {
+            const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8")
+            // the fields after the command name (which may hold spaces); the nice value is the 17th of them
+            return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]) === BACKGROUND_NICE
+          }).length
+        const before = niced()
+        const one = await startEmbedderPool(minilm, { threads: 1, queryThreads: 1 })
+        try {
+          await one.embed(["ok"], { priority: "background" })
+          expect(niced()).toBeGreaterThan(before)
+        } finally {
+          await one.close()
+        }
+        expect(niced()).toBe(before)
+      },
+      120_000,
+    )
 
     it("takes no query worker when asked for none: a query then waits for the running task", async () => {
       const one = await startEmbedderPool(minilm, { threads: 1, queryThreads: 0, batchSize: 1 })

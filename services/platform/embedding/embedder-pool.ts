@@ -11,7 +11,9 @@
  * `query` (a request waiting for its answer) is always served before `background`
  * (demotions), so a query queued behind a large background batch waits for one task
  * at most, not for the batch; and `queryThreads` workers (one by default) take only
- * queries, so a query does not wait for a background task at all while one of them is free. A text already waiting or being embedded is not embedded
+ * queries, so a query does not wait for a background task at all while one of them is free.
+ * The workers that take background work run niced (BACKGROUND_NICE, on Linux), so on a
+ * busy machine their inference yields the cores to the threads serving requests. A text already waiting or being embedded is not embedded
  * again: the later call waits for the same vector, and a query asking for a text the
  * background lane holds moves its task to the query lane (a step's query asks for the
  * entries recorded a moment before). Each lane holds at most `maxQueued` texts; a call that
@@ -45,6 +47,8 @@ import {
   type SentenceModel,
 } from "./sentence-models.ts"
 
+/** The nice value of workers that take background work: the cores go to the threads serving requests first. */
+export const BACKGROUND_NICE = 10
 /** About the most characters a task carries (a task has one text at least). */
 const TASK_CHARS = 2_000
 export const DEFAULT_MAX_QUEUED = 4_096
@@ -208,7 +212,7 @@ export const startEmbedderPool = async (
     })
   const maxQueued = options.maxQueued ?? DEFAULT_MAX_QUEUED
   const batchSize = options.batchSize ?? 32
-  const data: EmbedderWorkerData = { model: model.id, modelsDir, batchSize }
+  const data: EmbedderWorkerData = { model: model.id, modelsDir, batchSize, nice: 0 }
 
   const lanes: Record<EmbedPriority, Fifo<Task>> = { query: new Fifo(), background: new Fifo() }
   /**
@@ -299,7 +303,8 @@ export const startEmbedderPool = async (
   /** Starts a worker; resolves once it has loaded the model, rejects with why it could not. */
   const spawn = (from: ReadonlyArray<EmbedPriority>): Promise<void> =>
     new Promise<void>((resolve, reject) => {
-      const worker = new Worker(WORKER, { workerData: data })
+      // Workers that take background work run below the event loop serving requests; the query workers do not.
+      const worker = new Worker(WORKER, { workerData: { ...data, nice: from.length > 1 ? BACKGROUND_NICE : 0 } })
       const slot: Slot = { worker, lanes: from, ready: false, task: null, lastError: null }
       slots.add(slot)
       worker.on("message", (message: EmbedderWorkerMessage) => {

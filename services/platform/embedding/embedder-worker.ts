@@ -4,6 +4,7 @@
  * a time, in its own thread, so the model's synchronous inference blocks no
  * event loop but this one.
  */
+import { setPriority } from "node:os"
 import { parentPort, workerData } from "node:worker_threads"
 import { loadSentenceEncoder, type SentenceEncoder } from "./onnx-embedder.ts"
 import { ModelFilesMissing, ModelLoadFailed, sentenceModel } from "./sentence-models.ts"
@@ -12,6 +13,8 @@ export interface EmbedderWorkerData {
   readonly model: string
   readonly modelsDir: string
   readonly batchSize: number
+  /** The thread's nice value (0: as the process): a worker of background work yields the cores to requests. */
+  readonly nice: number
 }
 
 /** What the pool sends: texts to encode. */
@@ -39,6 +42,14 @@ export type EmbedderWorkerMessage =
 
 const port = parentPort
 const data = workerData as EmbedderWorkerData
+// On Linux a nice value is the calling thread's own: this worker's, and its inference's (one intra-op thread).
+if (data.nice > 0) {
+  try {
+    setPriority(data.nice)
+  } catch {
+    // Not permitted here: the worker runs at the process's priority.
+  }
+}
 
 const loadFailure = (error: unknown): LoadFailure =>
   error instanceof ModelFilesMissing
