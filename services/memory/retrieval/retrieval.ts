@@ -187,7 +187,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
               react(before, after, event).pipe(
                 Effect.catchCause((c) =>
                   // Given up meanwhile (a shutdown releases every partition): its views are gone, not wrong.
-                  partitioned?.owns(event.agentId)
+                  partitioned?.takes(event.agentId)
                     ? Effect.logError("[retrieval]", c)
                     : Effect.logDebug("[retrieval]", c),
                 ),

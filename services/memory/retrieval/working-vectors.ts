@@ -15,7 +15,7 @@ import type { Embedder } from "../../platform/embedding/embedder.ts"
 import type { WorkingTexts } from "./working-texts.ts"
 
 /** The most working entries one query asks to embed; the rest of a backlog goes to the background lane. */
-export const QUERY_EMBED_LIMIT = 16
+const QUERY_EMBED_LIMIT = 16
 /** Agents of partitions just taken whose vectors are offered to the background lane per turn of the event loop. */
 const WARM_AGENTS_PER_TURN = 32
 
@@ -41,9 +41,13 @@ export class WorkingVectors {
     return this.#texts.get(agentId, entry.id) ?? entry.content ?? fullestText(entry)
   }
 
-  /** Embeds `entries` in `lane`, keeping each vector unless its entry left meanwhile. */
+  /**
+   * Embeds `entries` in `lane`, keeping each vector unless its entry left meanwhile. An entry another call
+   * is embedding already keeps that call's mark (the pool embeds its text once, for both).
+   */
   #embed(agentId: string, entries: ReadonlyArray<WorkingEntry>, lane: "query" | "background"): void {
-    for (const e of entries) this.#embedding.add(keyOf(agentId, e.id))
+    const marked = entries.map((e) => keyOf(agentId, e.id)).filter((key) => !this.#embedding.has(key))
+    for (const key of marked) this.#embedding.add(key)
     void this.#embedder
       .embed(
         entries.map((e) => this.#textOf(agentId, e)),
@@ -60,7 +64,7 @@ export class WorkingVectors {
         () => undefined,
       )
       .finally(() => {
-        for (const e of entries) this.#embedding.delete(keyOf(agentId, e.id))
+        for (const key of marked) this.#embedding.delete(key)
       })
   }
 

@@ -13,8 +13,9 @@
  * at most, not for the batch; and `queryThreads` workers (one by default) take only
  * queries, so a query does not wait for a background task at all while one of them is free.
  * The workers that take background work run niced (BACKGROUND_NICE, on Linux), so on a
- * busy machine their inference yields the cores to the threads serving requests. A text already waiting or being embedded is not embedded
- * again: the later call waits for the same vector, and a query asking for a text the
+ * busy machine their inference yields the cores to the threads serving requests.
+ *
+ * A text already waiting or being embedded is not embedded again: the later call waits for the same vector, and a query asking for a text the
  * background lane holds moves its task to the query lane (a step's query asks for the
  * entries recorded a moment before). Each lane holds at most `maxQueued` texts; a call that
  * would pass the bound is refused with EmbedderOverloaded (unless its lane is empty:

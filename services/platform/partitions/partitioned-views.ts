@@ -71,6 +71,8 @@ export interface PartitionedViews extends AgentViews {
   readonly projection: PartitionedProjection
   /** This replica holds the agent's partition and has caught up on it: it may answer for the agent. */
   readonly owns: (agentId: string) => boolean
+  /** This replica has taken the agent's partition and not given it up: it answers for it, or will. */
+  readonly takes: (agentId: string) => boolean
   readonly leases: PartitionLeases
   /** Which partitions each agent hashes over. */
   readonly placement: Placement
@@ -674,6 +676,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       },
       projection,
       owns: (agentId: string) => answering(partitionOf(agentId, settings.partitions)) !== undefined,
+      takes: (agentId: string) => states.has(partitionOf(agentId, settings.partitions)),
       leases,
       placement: deploymentPlacement(settings.partitions),
       ready,
