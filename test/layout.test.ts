@@ -67,6 +67,14 @@ const natsImports = (files: ReadonlyArray<SourceFile>) =>
       : [],
   )
 
+/**
+ * Services and the domain take the time from Effect's Clock (`Clock.currentTimeMillis`, or the Clock taken
+ * when a service is built), so they run under a TestClock: the files that use `Date.now`, called or passed
+ * on, which reads the wall clock behind it. Timing real work (performance.now()) is not reading the time.
+ */
+const wallClockReads = (files: ReadonlyArray<{ readonly file: string; readonly text: string }>) =>
+  files.filter(({ text }) => /\bDate\.now\b/.test(text)).map(({ file }) => file)
+
 describe("the layout", () => {
   it("keeps contracts, domain and platform below the services", () => {
     expect(violations(tree(["contracts", "domain", "services/platform"]))).toEqual([])
@@ -90,6 +98,24 @@ describe("the layout", () => {
         { file: "services/system.ts", imports: ["effect"] },
       ]),
     ).toEqual(["services/dashboard/dashboard.ts → @nats-io/jetstream"])
+  })
+
+  it("lets services and the domain read the time only from Effect's Clock, never from Date.now()", () => {
+    const files = [...sourceFiles("services"), ...sourceFiles("domain")].map((file) => ({
+      file,
+      text: readFileSync(join(root, file), "utf8"),
+    }))
+    expect(wallClockReads(files)).toEqual([])
+  })
+
+  it("names every file that reads the wall clock", () => {
+    expect(
+      wallClockReads([
+        { file: "services/gateway/gateway.ts", text: "const at = Date.now()" },
+        { file: "services/working/working.ts", text: "const at = yield* Clock.currentTimeMillis" },
+        { file: "domain/fade-plan.ts", text: "const now = Date.now" },
+      ]),
+    ).toEqual(["services/gateway/gateway.ts", "domain/fade-plan.ts"])
   })
 
   it("names every arrow that breaks the rule", () => {

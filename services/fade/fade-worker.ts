@@ -16,7 +16,7 @@
  * Summaries and embeddings are computed once, here, and travel in the
  * event; replaying the log applies them and calls nothing.
  */
-import { Context, Effect, HashMap, Layer, Option, Queue, Semaphore } from "effect"
+import { Clock, Context, Effect, HashMap, Layer, Option, Queue, Semaphore } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { partitionOf } from "../../contracts/partitions.ts"
 import { settings } from "../../contracts/settings.ts"
@@ -234,7 +234,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
         const stamp = {
           eventId: `${view.config.id}:fade:${entry.id}:${move.from}-${move.to}:${move.expectSeq}`,
           agentId: view.config.id,
-          at: Date.now(),
+          at: yield* Clock.currentTimeMillis,
           causationId: `seq:${move.expectSeq}`,
           correlationId: entry.correlationId,
         }

@@ -16,7 +16,7 @@
  * (no replica running it, or one that stopped reporting for a lease TTL) holds nothing back: nothing
  * works on that partition for now, and the log keeps every write for the next owner.
  */
-import { Effect, Option } from "effect"
+import { type Clock, Effect, Option } from "effect"
 import { Overloaded } from "../../contracts/errors.ts"
 import { partitionOf } from "../../contracts/partitions.ts"
 import { BACKGROUND_PROJECTIONS, type PartitionProgress, type ProgressReader } from "../platform/partitions/progress.ts"
@@ -43,7 +43,7 @@ export interface BackPressure {
   readonly check: (agentId: string) => Effect.Effect<Overloaded | null>
 }
 
-export const makeBackPressure = (limit: number, readProgress: ProgressReader): BackPressure => {
+export const makeBackPressure = (limit: number, readProgress: ProgressReader, clock: Clock.Clock): BackPressure => {
   const reads = new Map<number, { readonly at: number; readonly reports: Promise<Map<string, PartitionProgress>> }>()
   /** Per projection and partition, its latest lag read and the one before it: how fast it drains. */
   const lags = new Map<string, { previous: Lag | null; latest: Lag }>()
@@ -64,13 +64,13 @@ export const makeBackPressure = (limit: number, readProgress: ProgressReader): B
         if (progress !== null) reports.set(service, progress)
       }),
     )
-    const now = Date.now()
+    const now = clock.currentTimeMillisUnsafe()
     for (const [service, progress] of reports) noted(service, partition, progress.lag, now)
     return reports
   }
 
   const reportsOf = (partition: number) => {
-    const now = Date.now()
+    const now = clock.currentTimeMillisUnsafe()
     const cached = reads.get(partition)
     if (cached !== undefined && now - cached.at < FRESH_MS) return cached.reports
     const reports = read(partition)
@@ -81,7 +81,11 @@ export const makeBackPressure = (limit: number, readProgress: ProgressReader): B
   /** When the lag should be back to half the limit, at the pace it went down between the last two reports read. */
   const retryAfterMs = (service: string, partition: number, lag: number) => {
     const known = lags.get(`${service}.${partition}`)
-    if (known === undefined || known.previous === null || Date.now() - known.latest.at > STILL_AFTER_MS)
+    if (
+      known === undefined ||
+      known.previous === null ||
+      clock.currentTimeMillisUnsafe() - known.latest.at > STILL_AFTER_MS
+    )
       return STILL_RETRY_MS
     const perMs = (known.previous.lag - known.latest.lag) / Math.max(1, known.latest.at - known.previous.at)
     if (perMs <= 0) return STILL_RETRY_MS

@@ -14,7 +14,7 @@
  */
 
 import { nuid } from "@nats-io/nuid"
-import { Context, Effect, HashMap, Layer, Result } from "effect"
+import { Clock, Context, Effect, HashMap, Layer, Result } from "effect"
 import type { AgentConfig } from "../../contracts/agent.ts"
 import type { OperationName, RequestOf, ResponseOf } from "../../contracts/api.ts"
 import { decodeEvent } from "../../contracts/decode.ts"
@@ -105,10 +105,12 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
     Effect.gen(function* () {
       const log = yield* EventLog
       const settings = yield* GatewaySettings
+      const clock = yield* Clock.Clock
       // New entries wait while background work on their partition is far behind (back-pressure.ts).
       const backPressure = makeBackPressure(
         settings.maxProjectionLag,
         progressReader(yield* openLeaseBucket((yield* PartitionSettings).leaseTtlMs)),
+        clock,
       )
       // Only the partitions this replica holds a lease on (services/platform/partitions).
       const views = yield* projectPartitionedViews("gateway")
@@ -131,7 +133,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         return {
           eventId: `${agentId}:${operation}:${requestId}`,
           agentId,
-          at: Date.now(),
+          at: clock.currentTimeMillisUnsafe(),
           causationId: requestId,
           correlationId,
         }

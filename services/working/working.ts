@@ -7,7 +7,7 @@
  */
 
 import { nuid } from "@nats-io/nuid"
-import { Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
 import { AgentNotFound, type ApiError } from "../../contracts/errors.ts"
 import { agentStepSubject } from "../../contracts/subjects.ts"
@@ -90,7 +90,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
         const stamp: Stamp = {
           eventId: `${agentId}:buildContext:${requestId}`,
           agentId,
-          at: Date.now(),
+          at: yield* Clock.currentTimeMillis,
           causationId: requestId,
           correlationId: null,
         }
@@ -124,8 +124,8 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
         const afterSeq = request.afterSeq ?? 0
         const known = () => views.get(agentId)?.lastSeq ?? 0
         yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, undefined, agentId))
-        const deadline = Date.now() + (request.waitMs ?? 0)
-        while (known() <= afterSeq && Date.now() < deadline) yield* Effect.sleep("25 millis")
+        const deadline = (yield* Clock.currentTimeMillis) + (request.waitMs ?? 0)
+        while (known() <= afterSeq && (yield* Clock.currentTimeMillis) < deadline) yield* Effect.sleep("25 millis")
         const maxPayload = nc.info?.max_payload ?? 1024 * 1024
         return yield* readAgentEvents(js, agentId, {
           afterSeq,

@@ -44,7 +44,7 @@ import {
   QdrantClientTimeoutError,
   type Schemas,
 } from "@qdrant/js-client-rest"
-import { Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { Clock, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { LongTermPayload, type RecordFilter } from "../../../contracts/longterm.ts"
 import { type Hit, type LongTermRecord, LongTermStore, LongTermStoreError, type LongTermStoreShape } from "./store.ts"
 
@@ -345,7 +345,7 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
 
   /** The collections of this prefix and the model each holds. */
   const collections: Effect.Effect<ReadonlyArray<Collection>, Failure> = Effect.gen(function* () {
-    const now = Date.now()
+    const now = yield* Clock.currentTimeMillis
     if (catalog === null || now - catalog.at >= ttl) {
       const listed = yield* call("list collections", () => client.getCollections())
       const found: Collection[] = []
@@ -511,8 +511,8 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
     models: (agentId) =>
       Effect.gen(function* () {
         const cached = modelsCache.get(agentId)
-        if (cached !== undefined && Date.now() - cached.at < ttl) return cached.models
-        const at = Date.now()
+        const at = yield* Clock.currentTimeMillis
+        if (cached !== undefined && at - cached.at < ttl) return cached.models
         const present = yield* Effect.forEach(
           yield* collections,
           ({ name, model }) =>

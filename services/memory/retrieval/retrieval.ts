@@ -15,7 +15,7 @@
  * are events; the long-term record is never changed by a cue.
  */
 
-import { Context, Effect, FiberSet, HashMap, Layer, Option } from "effect"
+import { Clock, Context, Effect, FiberSet, HashMap, Layer, Option } from "effect"
 import type { RequestOf, ResponseOf } from "../../../contracts/api.ts"
 import { AgentNotFound, InvalidState, NotCaughtUp } from "../../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
@@ -129,6 +129,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       const log = yield* EventLog
       const metrics = yield* Metrics
       const sharing = yield* AgentSharing
+      const clock = yield* Clock.Clock
       const runFork = yield* FiberSet.makeRuntime<never>()
 
       const lexical = new LexicalIndex()
@@ -315,7 +316,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
                 recalled,
               })),
             },
-            { at: Date.now() },
+            { at: yield* Clock.currentTimeMillis },
           ),
         )
         const first = yield* appendWhile(view.config.id, ranked!, stepOpen(step.stepId)).pipe(Effect.orDie)
@@ -343,7 +344,9 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
         recalled: Recalled,
         key: string,
       ) =>
-        decided(decidePromotion(view, { stepId, entryId, trigger, recalled, key }, { at: Date.now() })).pipe(
+        decided(
+          decidePromotion(view, { stepId, entryId, trigger, recalled, key }, { at: clock.currentTimeMillisUnsafe() }),
+        ).pipe(
           Effect.flatMap((event) => appendWhile(view.config.id, event, notHeldInFull(entryId))),
           Effect.orDie,
         )
@@ -386,7 +389,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
                     text: raw.content,
                     tokens: raw.tokens,
                   }
-                  const stamp = { at: Date.now(), causationId: event.eventId }
+                  const stamp = { at: yield* Clock.currentTimeMillis, causationId: event.eventId }
                   const rehydrated = yield* commands
                     .handle({
                       agentId: after.config.id,
@@ -416,7 +419,9 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             )
           case "StepEnded": {
             if (before === undefined) return Effect.void
-            return decided(decideCueDrops(before, event.stepId, { at: Date.now(), causationId: event.eventId })).pipe(
+            return decided(
+              decideCueDrops(before, event.stepId, { at: clock.currentTimeMillisUnsafe(), causationId: event.eventId }),
+            ).pipe(
               // A cue promoted meanwhile is native now: nothing to drop.
               Effect.flatMap((drops) =>
                 Effect.forEach(drops, (drop) => appendWhile(before.config.id, drop, notHeldInFull(drop.entryId)), {
@@ -543,7 +548,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
             .filter((r) => !HashMap.has(view.entries, r.entryId))
             .sort((a, b) => b.demotedAt - a.demotedAt || b.timestamp - a.timestamp)
             .slice(0, count)
-          const key = `warmup-${request.requestId ?? Date.now().toString(36)}`
+          const key = `warmup-${request.requestId ?? (yield* Clock.currentTimeMillis).toString(36)}`
           let seq = 0
           for (const r of records) {
             const recalled: Recalled =

@@ -22,6 +22,7 @@
  * Unknown words contribute nothing. The sum is L2-normalised; a text with no known
  * word gets a deterministic hashed unit vector, so every text has a valid vector.
  */
+import { randomUUID } from "node:crypto"
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join, resolve } from "node:path"
@@ -228,7 +229,8 @@ export const loadWordVectors = (
   const { dims, words, rows } = parsePackageJson(pkg.json)
   const bytes = encodeCache(dims, words, rows, format)
   mkdirSync(cacheDir, { recursive: true })
-  const tmp = `${cacheFile}.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`
+  // Unique to this write, so concurrent writers never share a temporary file.
+  const tmp = `${cacheFile}.${process.pid}.${randomUUID()}.tmp`
   try {
     writeFileSync(tmp, bytes)
     renameSync(tmp, cacheFile)

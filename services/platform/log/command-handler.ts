@@ -20,7 +20,7 @@
  * Modelled on the decide/evolve command handlers of event-sourcing libraries
  * (emmett's handleCommand), with the agent's view as the state.
  */
-import { type Duration, Effect, Semaphore } from "effect"
+import { Clock, type Duration, Effect, Semaphore } from "effect"
 import {
   AgentNotFound,
   type ApiError,
@@ -239,7 +239,7 @@ export const makeCommandHandler = (views: ViewSource) =>
           eventId: request.eventId ?? "",
           subject: request.subject ?? agentEvents(request.agentId),
           afterSeq: first.lastSeq,
-          at: Date.now(),
+          at: yield* Clock.currentTimeMillis,
         }
         const settle = (seq: number, reply: A) =>
           ledger.settle(key, {
@@ -279,7 +279,7 @@ export const makeCommandHandler = (views: ViewSource) =>
             yield* settle(found.seq, reply)
             return reply
           }
-          if (Date.now() - lost.at < TAKE_OVER_AFTER_MS) {
+          if ((yield* Clock.currentTimeMillis) - lost.at < TAKE_OVER_AFTER_MS) {
             return yield* Effect.fail(
               new Unavailable({
                 reason: `request '${request.requestId}' is still being processed; retry with the same requestId`,

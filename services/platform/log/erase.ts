@@ -363,9 +363,11 @@ export const completeErasure = async (
   options: { readonly waitMs: number },
 ): Promise<ErasureReport> => {
   let erasedEvents = await eraseFromLog(nc, tombstone, tombstoneSeq)
-  const deadline = Date.now() + options.waitMs
+  // The wait is of real time, paced by real timers, and this also runs outside any Effect (`wm forget`):
+  // measured on the monotonic timer.
+  const deadline = performance.now() + options.waitMs
   let confirmation = await confirmations(nc, tombstone, tombstoneSeq)
-  while (confirmation.pending.length > 0 && Date.now() < deadline) {
+  while (confirmation.pending.length > 0 && performance.now() < deadline) {
     await sleep(200)
     confirmation = await confirmations(nc, tombstone, tombstoneSeq)
   }

@@ -17,7 +17,7 @@
  * (`wm.apply.<name>`) that is a child of the span that appended it.
  */
 import type { JetStreamClient } from "@nats-io/jetstream"
-import { Deferred, type Duration, Effect } from "effect"
+import { Clock, Deferred, type Duration, Effect } from "effect"
 import { decodeEvent, type FutureEventVersion } from "../../../contracts/decode.ts"
 import type { NotCaughtUp } from "../../../contracts/errors.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
@@ -98,7 +98,8 @@ export const runProjection = (options: ProjectionOptions) =>
     const { js } = yield* Nats
     // Records arrive in callbacks: what they log goes through this service's logger.
     const runSync = Effect.runSyncWith(yield* Effect.context<never>())
-    const startedAt = Date.now()
+    const clock = yield* Clock.Clock
+    const startedAt = clock.currentTimeMillisUnsafe()
     const target = options.target ?? (yield* log.lastSeq)
     const warm = yield* Deferred.make<WarmUp>()
     let halt: Halt | null = null
@@ -106,7 +107,8 @@ export const runProjection = (options: ProjectionOptions) =>
     let passedOver = 0
     const applied = makeSequenceGate(Math.max(0, (options.fromSeq ?? 1) - 1))
 
-    const markWarm = () => Deferred.doneUnsafe(warm, Effect.succeed({ events: target, millis: Date.now() - startedAt }))
+    const markWarm = () =>
+      Deferred.doneUnsafe(warm, Effect.succeed({ events: target, millis: clock.currentTimeMillisUnsafe() - startedAt }))
     if (applied.current() >= target) markWarm()
 
     const deadLetter = (record: LogRecord, reason: string) => {

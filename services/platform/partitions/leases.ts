@@ -31,7 +31,7 @@
  */
 import type { KV, KvEntry } from "@nats-io/kv"
 import { Kvm } from "@nats-io/kv"
-import { Deferred, Effect, Schedule, type Scope } from "effect"
+import { Clock, Deferred, Effect, Schedule, type Scope } from "effect"
 import { heartbeatKey, LEASE_BUCKET, leaseKey, progressKey } from "../../../contracts/buckets.ts"
 import { allPartitions, fnv1a32 } from "../../../contracts/partitions.ts"
 import { Nats } from "../nats/connection.ts"
@@ -139,6 +139,7 @@ export const holdPartitionLeases = (
     let unowned: ReadonlyArray<number> = []
     const metrics = yield* Metrics
     const label = { service: serviceLabel(service) }
+    const clock = yield* Clock.Clock
 
     /** The revision of this replica's last progress report per partition held. */
     const reported = new Map<number, number>()
@@ -187,7 +188,7 @@ export const holdPartitionLeases = (
 
     function holds(partition: number): boolean {
       const lease = held.get(partition)
-      return lease !== undefined && Date.now() < lease.validUntil
+      return lease !== undefined && clock.currentTimeMillisUnsafe() < lease.validUntil
     }
 
     const isOurs = (entry: KvEntry | null): boolean =>
@@ -210,14 +211,14 @@ export const holdPartitionLeases = (
      */
     const renew = async (partition: number, lease: Held) => {
       const key = leaseKey(service, partition)
-      const sent = Date.now()
+      const sent = clock.currentTimeMillisUnsafe()
       try {
         hold(partition, await kv.update(key, value, lease.revision), sent)
         return
       } catch {}
       const entry = await kv.get(key).catch(() => undefined)
       if (entry === undefined) return
-      const again = Date.now()
+      const again = clock.currentTimeMillisUnsafe()
       if (entry !== null && isOurs(entry)) {
         const revision = await kv.update(key, value, entry.revision).catch(() => null)
         if (revision !== null) hold(partition, revision, again)
@@ -231,7 +232,7 @@ export const holdPartitionLeases = (
     const take = async (partition: number): Promise<boolean> => {
       const key = leaseKey(service, partition)
       const current = await kv.get(key)
-      const sent = Date.now()
+      const sent = clock.currentTimeMillisUnsafe()
       try {
         // An entry of this replica's own that it no longer counts as held (a release whose delete was lost).
         if (current !== null && isOurs(current)) hold(partition, await kv.update(key, value, current.revision), sent)

@@ -25,7 +25,7 @@
  * record at or past seq, or by the partition's last stored sequence (asked of
  * the stream leader) being one it has applied.
  */
-import { Cause, Deferred, Effect, Exit, Fiber, FiberSet, Scope } from "effect"
+import { Cause, Clock, Deferred, Effect, Exit, Fiber, FiberSet, Scope } from "effect"
 import { NotCaughtUp } from "../../../contracts/errors.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import type { Placement } from "../../../contracts/partition-pins.ts"
@@ -231,12 +231,13 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
     const runFork = yield* FiberSet.makeRuntime<EventLog | Nats>()
     const metrics = yield* Metrics
     const readiness = yield* Readiness
+    const clock = yield* Clock.Clock
     const states = new Map<number, PartitionState>()
     const takenWatchers = new Set<() => void>()
     const takenChanged = () => {
       for (const watcher of takenWatchers) watcher()
     }
-    const startedAt = Date.now()
+    const startedAt = clock.currentTimeMillisUnsafe()
     let caughtUpEvents = 0
     const catchUps: CatchUp[] = []
     /** Why a partition taken at start could not catch up (e.g. an event newer than this code reads). */
@@ -249,17 +250,17 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
     /** `prefetch`: the snapshot being read while settling; `fromLog`: no snapshot (one of its lines did not decode). */
     const catchUp = (state: PartitionState, prefetch: Prefetch | undefined, fromLog: boolean) =>
       Effect.gen(function* () {
-        const began = Date.now()
+        const began = yield* Clock.currentTimeMillis
         if (hooks.opened !== undefined) yield* hooks.opened(state.partition, state.scope)
         const prefetched = prefetch === undefined || fromLog ? undefined : yield* Deferred.await(prefetch)
         const snapshot = fromLog ? null : yield* snapshots.load(state.partition, prefetched)
-        const snapshotMillis = Date.now() - began
+        const snapshotMillis = (yield* Clock.currentTimeMillis) - began
         if (snapshot !== null) {
           state.views.addLines(snapshot.lines)
           for (const [id, view] of snapshot.views) state.views.set(id, view)
           if (hooks.state !== undefined) for (const [id, kept] of snapshot.states) hooks.state.restore(id, kept)
           state.snapshotSeq = snapshot.manifest.seq
-          state.snapshotAt = Date.now()
+          state.snapshotAt = yield* Clock.currentTimeMillis
           state.snapshotWrittenAt = snapshot.manifest.at
           state.snapshotBytes = snapshot.manifest.bytes
         }
@@ -297,7 +298,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
           partition: state.partition,
           snapshotSeq: snapshot?.manifest.seq ?? 0,
           snapshotMillis,
-          millis: Date.now() - began,
+          millis: (yield* Clock.currentTimeMillis) - began,
         })
         state.completeTo = Math.max(state.completeTo, streamAtStart)
         state.ready = true
@@ -305,16 +306,18 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       })
 
     // The snapshots' lines not used yet, decoded behind the partitions that answer: one fiber for them
-    // all, a few milliseconds at a time, so requests and events are taken in between.
+    // all, a few milliseconds at a time, so requests and events are taken in between. A slice bounds the
+    // processor time actually spent, so it is measured on the monotonic timer, not on the Clock (a clock
+    // that stands still, as a test's may, would never end one).
     yield* Effect.forkScoped(
       Effect.forever(
         Effect.gen(function* () {
-          const until = Date.now() + DECODE_SLICE_MS
+          const until = performance.now() + DECODE_SLICE_MS
           let decoding = false
           for (const state of states.values()) {
             if (!state.ready || state.rebuilding) continue
-            while (state.views.decodeSome(DECODE_BATCH) > 0 && Date.now() < until) decoding = true
-            if (Date.now() >= until) break
+            while (state.views.decodeSome(DECODE_BATCH) > 0 && performance.now() < until) decoding = true
+            if (performance.now() >= until) break
           }
           yield* Effect.sleep(decoding ? 0 : 50)
         }),
@@ -362,7 +365,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
         completeTo: 0,
         fiber: null,
         snapshotSeq: 0,
-        snapshotAt: Date.now(),
+        snapshotAt: clock.currentTimeMillisUnsafe(),
         forgotten: false,
         tainted: false,
         rebuilding: false,
@@ -474,7 +477,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
               if (manifest === null) return
               metrics.snapshotDuration.observe({ service }, (performance.now() - began) / 1000)
               state.snapshotSeq = Math.max(state.snapshotSeq, seq)
-              state.snapshotAt = Date.now()
+              state.snapshotAt = clock.currentTimeMillisUnsafe()
               state.snapshotWrittenAt = manifest.at
               state.snapshotBytes = manifest.bytes
             }),
@@ -501,7 +504,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       Effect.forever(
         Effect.gen(function* () {
           yield* Effect.sleep("100 millis")
-          const now = Date.now()
+          const now = yield* Clock.currentTimeMillis
           yield* Effect.forEach(
             [...states.values()].filter((s) => due(s, now)),
             snapshot,
@@ -553,7 +556,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
       Effect.forever(
         Effect.gen(function* () {
           yield* Effect.sleep(REPORT_PERIOD_MS)
-          const now = Date.now()
+          const now = yield* Clock.currentTimeMillis
           const reports: Promise<void>[] = []
           for (const partition of [...reportedAt.keys()])
             if (answering(partition) === undefined) reportedAt.delete(partition)
@@ -599,7 +602,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
     const ready = () => allPartitions(settings.partitions).filter((p) => answering(p) !== undefined)
 
     yield* metrics.collect(() => {
-      const now = Date.now()
+      const now = clock.currentTimeMillisUnsafe()
       for (const state of states.values()) {
         const labels = { service, partition: String(state.partition) }
         metrics.projectionLag.set(labels, state.projection?.behind() ?? 0)
@@ -653,7 +656,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
           if (catchUpFailure !== null) return yield* Effect.die(catchUpFailure)
           yield* Effect.sleep("20 millis")
         }
-        return { events: caughtUpEvents, millis: Date.now() - startedAt } satisfies WarmUp
+        return { events: caughtUpEvents, millis: (yield* Clock.currentTimeMillis) - startedAt } satisfies WarmUp
       }),
       behind: () => ready().reduce((sum, p) => sum + (states.get(p)?.projection?.behind() ?? 0), 0),
       halted: (agentId?: string): Halt | null => {

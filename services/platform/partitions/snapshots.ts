@@ -35,7 +35,7 @@ import { JetStreamApiError } from "@nats-io/jetstream"
 import type { KV } from "@nats-io/kv"
 import { Kvm } from "@nats-io/kv"
 import { nuid } from "@nats-io/nuid"
-import { Effect, Schedule } from "effect"
+import { Clock, Effect, Schedule } from "effect"
 import { SNAPSHOT_BUCKET, snapshotChunkKey, snapshotManifestKey } from "../../../contracts/buckets.ts"
 import { isSubjectToken } from "../../../contracts/ids.ts"
 import { EVENTS_STREAM } from "../../../contracts/subjects.ts"
@@ -303,86 +303,88 @@ export const makeSnapshotStore = (
     )
 
   const save = (partition: number, seq: number, taken: ReadonlyArray<readonly [string, SnapshotAgent]>) =>
-    Effect.tryPromise({
-      try: async (): Promise<Manifest | null> => {
-        await swept(partition)
-        const id = nuid.next()
-        // The body is cut into chunks as its lines are made: one view's JSON at a time in memory.
-        const hash = createHash("sha256")
-        let chunks = 0
-        let bytes = 0
-        let parts: Uint8Array[] = []
-        let partsBytes = 0
-        const joined = () => {
-          const out = new Uint8Array(partsBytes)
-          let at = 0
-          for (const part of parts) {
-            out.set(part, at)
-            at += part.length
+    Clock.clockWith((clock) =>
+      Effect.tryPromise({
+        try: async (): Promise<Manifest | null> => {
+          await swept(partition)
+          const id = nuid.next()
+          // The body is cut into chunks as its lines are made: one view's JSON at a time in memory.
+          const hash = createHash("sha256")
+          let chunks = 0
+          let bytes = 0
+          let parts: Uint8Array[] = []
+          let partsBytes = 0
+          const joined = () => {
+            const out = new Uint8Array(partsBytes)
+            let at = 0
+            for (const part of parts) {
+              out.set(part, at)
+              at += part.length
+            }
+            return out
           }
-          return out
-        }
-        const putChunk = async (chunk: Uint8Array) => {
-          hash.update(chunk)
-          bytes += chunk.length
-          await kv.put(snapshotChunkKey(service, partition, id, chunks), chunk)
-          chunks++
-        }
-        const write = async (line: string | Uint8Array) => {
-          const encoded = typeof line === "string" ? textEncoder.encode(line) : line
-          parts.push(encoded, NEWLINE_BYTES)
-          partsBytes += encoded.length + 1
-          while (partsBytes >= chunkBytes) {
-            const all = joined()
-            await putChunk(all.subarray(0, chunkBytes))
-            const rest = all.slice(chunkBytes)
-            parts = rest.length > 0 ? [rest] : []
-            partsBytes = rest.length
+          const putChunk = async (chunk: Uint8Array) => {
+            hash.update(chunk)
+            bytes += chunk.length
+            await kv.put(snapshotChunkKey(service, partition, id, chunks), chunk)
+            chunks++
           }
-        }
-        await write(JSON.stringify({ format: SNAPSHOT_FORMAT, seq, agents: taken.length }))
-        for (const [agentId, agent] of taken)
-          if ("line" in agent) await write(agent.line)
-          else
-            await write(
-              JSON.stringify(
-                state === undefined
-                  ? [agentId, encodeView(agent.view)]
-                  : [agentId, encodeView(agent.view), agent.state ?? null],
-              ),
-            )
-        if (partsBytes > 0) await putChunk(joined())
-        const manifest: Manifest = {
-          format: SNAPSHOT_FORMAT,
-          partitions,
-          stream: streamCreated,
-          seq,
-          id,
-          chunks,
-          bytes,
-          sha256: hash.digest("hex"),
-          agents: taken.length,
-          at: Date.now(),
-          ...(state === undefined ? {} : { state: state.format }),
-        }
-        const previous = await manifestOf(partition)
-        try {
-          if (previous.revision === 0)
-            await kv.create(snapshotManifestKey(service, partition), JSON.stringify(manifest))
-          else await kv.update(snapshotManifestKey(service, partition), JSON.stringify(manifest), previous.revision)
-        } catch (error) {
-          // Another writer got there first: keep its snapshot, drop ours.
-          for (let i = 0; i < chunks; i++) await eraseKey(snapshotChunkKey(service, partition, id, i))
-          if (error instanceof JetStreamApiError) return null
-          throw error
-        }
-        if (previous.manifest !== null)
-          for (let i = 0; i < previous.manifest.chunks; i++)
-            await eraseKey(snapshotChunkKey(service, partition, previous.manifest.id, i)).catch(() => undefined)
-        return manifest
-      },
-      catch: (error) => new Error(`snapshot of partition ${partition} not written: ${String(error)}`),
-    })
+          const write = async (line: string | Uint8Array) => {
+            const encoded = typeof line === "string" ? textEncoder.encode(line) : line
+            parts.push(encoded, NEWLINE_BYTES)
+            partsBytes += encoded.length + 1
+            while (partsBytes >= chunkBytes) {
+              const all = joined()
+              await putChunk(all.subarray(0, chunkBytes))
+              const rest = all.slice(chunkBytes)
+              parts = rest.length > 0 ? [rest] : []
+              partsBytes = rest.length
+            }
+          }
+          await write(JSON.stringify({ format: SNAPSHOT_FORMAT, seq, agents: taken.length }))
+          for (const [agentId, agent] of taken)
+            if ("line" in agent) await write(agent.line)
+            else
+              await write(
+                JSON.stringify(
+                  state === undefined
+                    ? [agentId, encodeView(agent.view)]
+                    : [agentId, encodeView(agent.view), agent.state ?? null],
+                ),
+              )
+          if (partsBytes > 0) await putChunk(joined())
+          const manifest: Manifest = {
+            format: SNAPSHOT_FORMAT,
+            partitions,
+            stream: streamCreated,
+            seq,
+            id,
+            chunks,
+            bytes,
+            sha256: hash.digest("hex"),
+            agents: taken.length,
+            at: clock.currentTimeMillisUnsafe(),
+            ...(state === undefined ? {} : { state: state.format }),
+          }
+          const previous = await manifestOf(partition)
+          try {
+            if (previous.revision === 0)
+              await kv.create(snapshotManifestKey(service, partition), JSON.stringify(manifest))
+            else await kv.update(snapshotManifestKey(service, partition), JSON.stringify(manifest), previous.revision)
+          } catch (error) {
+            // Another writer got there first: keep its snapshot, drop ours.
+            for (let i = 0; i < chunks; i++) await eraseKey(snapshotChunkKey(service, partition, id, i))
+            if (error instanceof JetStreamApiError) return null
+            throw error
+          }
+          if (previous.manifest !== null)
+            for (let i = 0; i < previous.manifest.chunks; i++)
+              await eraseKey(snapshotChunkKey(service, partition, previous.manifest.id, i)).catch(() => undefined)
+          return manifest
+        },
+        catch: (error) => new Error(`snapshot of partition ${partition} not written: ${String(error)}`),
+      }),
+    )
 
   const drop = (partition: number) =>
     Effect.tryPromise({
