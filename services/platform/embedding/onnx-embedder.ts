@@ -7,7 +7,7 @@
  * Loads only local files (see sentence-models.ts for where they come from).
  * Texts are tokenised, grouped into batches of equal token length (so no
  * padding enters any computation and a text's vector does not depend on what it
- * was batched with) and run on one intra-op thread by default (so the sums are
+ * was batched with; an int8 model runs each text alone) and run on one intra-op thread by default (so the sums are
  * always taken in the same order): the same text gives bit-identical vectors.
  *
  * `loadSentenceEncoder` is the model alone; `loadOnnxEmbedder` adds the memory
@@ -82,7 +82,9 @@ export const loadSentenceEncoder = async (
     throw fail(error instanceof Error ? error.message : String(error))
   }
   const sepId = tokenizer.token_to_id("[SEP]")
-  const batchSize = options.batchSize ?? 32
+  // An int8 graph quantises each layer's input over the whole batch (one scale per tensor), so a text's
+  // vector would depend on the texts run beside it: each text runs alone.
+  const batchSize = model.weights === "int8" ? 1 : (options.batchSize ?? 32)
 
   const tokenise = (text: string): number[] => {
     const ids = tokenizer.encode(text).ids
