@@ -75,6 +75,55 @@ const natsImports = (files: ReadonlyArray<SourceFile>) =>
 const wallClockReads = (files: ReadonlyArray<{ readonly file: string; readonly text: string }>) =>
   files.filter(({ text }) => /\bDate\.now\b/.test(text)).map(({ file }) => file)
 
+/**
+ * A service module builds each service one way: `static readonly make` constructs it (an Effect, or a function
+ * of its options returning one) and `layer` is made from it (`Layer.effect(Service, Service.make)`), declared
+ * after it, as static initializers run in order. The check is textual: each `Context.Service` class of a file
+ * that defines a `layer`, from its declaration to the closing brace at the start of a line.
+ *
+ * Settings held beside their service are values, not services built from others: their `make` is a Layer of
+ * the defaults with the given overrides (`fromEnv`, the same read from Config), so there is nothing for a
+ * `layer` to construct. They are the only exceptions, and only while they define no `layer`.
+ */
+const VALUE_HOLDERS: ReadonlySet<string> = new Set(["FadeWorkerSettings", "DashboardSettings", "RetrievalSettings"])
+
+/** Each `Context.Service` class in `text`: its name and its body, up to its closing brace (or the next class). */
+const serviceClasses = (text: string) => {
+  const starts = [...text.matchAll(/class (\w+) extends Context\.Service\b/g)]
+  return starts.map((m, i) => {
+    const next = starts[i + 1]?.index ?? text.length
+    const close = text.indexOf("\n}", m.index)
+    return { name: m[1]!, body: text.slice(m.index, close < 0 ? next : Math.min(close, next)) }
+  })
+}
+
+/** Where `static readonly <member>` is declared in a class body, and its initializer up to the next static member. */
+const staticMember = (body: string, member: string) => {
+  const at = body.search(new RegExp(`\\bstatic readonly ${member}\\b`))
+  if (at < 0) return undefined
+  const rest = body.slice(at + `static readonly ${member}`.length)
+  const next = rest.search(/\bstatic readonly \w+/)
+  return { at, initializer: next < 0 ? rest : rest.slice(0, next) }
+}
+
+/** The services of files defining a `layer` that are not built as `make`, then `layer` from it. */
+const notBuiltFromMake = (files: ReadonlyArray<{ readonly file: string; readonly text: string }>) =>
+  files
+    .filter(({ text }) => /\bstatic readonly layer\b/.test(text))
+    .flatMap(({ file, text }) =>
+      serviceClasses(text).flatMap(({ name, body }): string[] => {
+        const make = staticMember(body, "make")
+        const layer = staticMember(body, "layer")
+        if (layer === undefined && VALUE_HOLDERS.has(name)) return []
+        if (make === undefined) return [`${file}: ${name} has no make`]
+        if (layer === undefined) return [`${file}: ${name} has no layer`]
+        if (!layer.initializer.includes(`${name}.make`) && !layer.initializer.includes("this.make"))
+          return [`${file}: ${name}.layer is not built from ${name}.make`]
+        if (make.at > layer.at) return [`${file}: ${name}.make is declared after ${name}.layer`]
+        return []
+      }),
+    )
+
 describe("the layout", () => {
   it("keeps contracts, domain and platform below the services", () => {
     expect(violations(tree(["contracts", "domain", "services/platform"]))).toEqual([])
@@ -116,6 +165,64 @@ describe("the layout", () => {
         { file: "domain/fade-plan.ts", text: "const now = Date.now" },
       ]),
     ).toEqual(["services/gateway/gateway.ts", "domain/fade-plan.ts"])
+  })
+
+  it("builds every service's layer from its make", () => {
+    const files = sourceFiles("services").map((file) => ({ file, text: readFileSync(join(root, file), "utf8") }))
+    expect(notBuiltFromMake(files)).toEqual([])
+  })
+
+  it("excuses only value holders that exist and define no layer", () => {
+    const classes = sourceFiles("services").flatMap((file) => serviceClasses(readFileSync(join(root, file), "utf8")))
+    for (const name of VALUE_HOLDERS) {
+      const held = classes.find((c) => c.name === name)
+      expect(held, name).toBeDefined()
+      expect(staticMember(held!.body, "layer"), name).toBeUndefined()
+    }
+  })
+
+  it("names every service that is not built from its make", () => {
+    const service = (name: string, members: string) =>
+      `export class ${name} extends Context.Service<${name}, Shape>()("wm/${name}") {\n${members}\n}\n`
+    expect(
+      notBuiltFromMake([
+        {
+          file: "services/good/good.ts",
+          text:
+            service("FadeWorkerSettings", "  static readonly make = (s = {}) => Layer.succeed(FadeWorkerSettings, s)") +
+            service(
+              "Good",
+              "  static readonly make = Effect.gen(function* () {\n    return {}\n  })\n" +
+                "  static readonly layer = Layer.effect(Good, Good.make)",
+            ) +
+            service(
+              "Optioned",
+              "  static readonly make = (options: Options) => Effect.succeed({})\n" +
+                "  static readonly layer = (options: Options) => Layer.effect(Optioned, Optioned.make(options))",
+            ),
+        },
+        {
+          file: "services/bad/bad.ts",
+          text:
+            service("Inline", "  static readonly layer = Layer.effect(Inline, Effect.gen(function* () {}))") +
+            service(
+              "Elsewhere",
+              "  static readonly make = Effect.succeed({})\n  static readonly layer = Layer.effect(Elsewhere, build)",
+            ) +
+            service(
+              "Late",
+              "  static readonly layer = Layer.effect(Late, Late.make)\n  static readonly make = Effect.succeed({})",
+            ) +
+            service("BadSettings", "  static readonly make = (s = {}) => Layer.succeed(BadSettings, s)"),
+        },
+        { file: "services/store.ts", text: service("Store", "") },
+      ]),
+    ).toEqual([
+      "services/bad/bad.ts: Inline has no make",
+      "services/bad/bad.ts: Elsewhere.layer is not built from Elsewhere.make",
+      "services/bad/bad.ts: Late.make is declared after Late.layer",
+      "services/bad/bad.ts: BadSettings has no layer",
+    ])
   })
 
   it("names every arrow that breaks the rule", () => {

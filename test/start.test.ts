@@ -186,7 +186,9 @@ describe("npm start reads the configuration every service reads", () => {
     child.stdout!.on("data", (c: Buffer) => (out += c.toString()))
     child.stderr!.on("data", (c: Buffer) => (out += c.toString()))
     expect(await new Promise((resolve) => child.once("exit", resolve))).toBe(1)
-    expect(out).toContain(`The sentence model 'minilm-int8' (WM_EMBEDDER) is not set up in ${join(modelsDir, "minilm-int8")}`)
+    expect(out).toContain(
+      `The sentence model 'minilm-int8' (WM_EMBEDDER) is not set up in ${join(modelsDir, "minilm-int8")}`,
+    )
     expect(out).toContain("run `npm run models:fetch` once")
     expect(out).toContain("WM_EMBEDDER=offline")
     // It refused before starting anything: no server on the port it was given.

@@ -63,87 +63,86 @@ export interface DashboardShape {
 }
 
 export class Dashboard extends Context.Service<Dashboard, DashboardShape>()("wm/Dashboard") {
-  static readonly layer = Layer.effect(
-    Dashboard,
-    Effect.gen(function* () {
-      const { js } = yield* Nats
-      const nats = yield* NatsSettings
-      const settings = yield* DashboardSettings
-      const model = new DashboardModel({ ...DEFAULT_FADE_CONFIG, tau: settings.tau })
-      const listeners = new Set<(agentId: string, item: TimelineItem) => void>()
+  static readonly make = Effect.gen(function* () {
+    const { js } = yield* Nats
+    const nats = yield* NatsSettings
+    const settings = yield* DashboardSettings
+    const model = new DashboardModel({ ...DEFAULT_FADE_CONFIG, tau: settings.tau })
+    const listeners = new Set<(agentId: string, item: TimelineItem) => void>()
 
-      yield* Effect.acquireRelease(
-        Effect.promise(async () => {
-          let stopped = false
-          let close: () => Promise<void> = async () => undefined
-          // The stream may not exist yet (the dashboard started before any service): wait for it.
-          const follow = async () => {
-            while (!stopped) {
-              try {
-                const subscription = await followEvents(js, {
-                  fromSeq: model.lastSeq + 1,
-                  onRecord: (record) => {
-                    const decoded = decodeEvent(record.data)
-                    if (!decoded.ok) return
-                    const item = model.add({ seq: record.seq, subject: record.subject, event: decoded.event })
-                    for (const listener of listeners) listener(decoded.event.agentId, item)
-                  },
-                })
-                close = subscription.stop
-                return
-              } catch {
-                await new Promise((r) => setTimeout(r, 500))
-              }
+    yield* Effect.acquireRelease(
+      Effect.promise(async () => {
+        let stopped = false
+        let close: () => Promise<void> = async () => undefined
+        // The stream may not exist yet (the dashboard started before any service): wait for it.
+        const follow = async () => {
+          while (!stopped) {
+            try {
+              const subscription = await followEvents(js, {
+                fromSeq: model.lastSeq + 1,
+                onRecord: (record) => {
+                  const decoded = decodeEvent(record.data)
+                  if (!decoded.ok) return
+                  const item = model.add({ seq: record.seq, subject: record.subject, event: decoded.event })
+                  for (const listener of listeners) listener(decoded.event.agentId, item)
+                },
+              })
+              close = subscription.stop
+              return
+            } catch {
+              await new Promise((r) => setTimeout(r, 500))
             }
           }
-          void follow()
-          return {
-            stop: async () => {
-              stopped = true
-              await close()
-            },
-          }
-        }),
-        (following) => Effect.promise(() => following.stop()),
-      )
+        }
+        void follow()
+        return {
+          stop: async () => {
+            stopped = true
+            await close()
+          },
+        }
+      }),
+      (following) => Effect.promise(() => following.stop()),
+    )
 
-      const credentials =
-        nats.user !== undefined && nats.pass !== undefined ? { user: nats.user, pass: nats.pass } : undefined
-      const server = yield* Effect.acquireRelease(
-        Effect.tryPromise({
-          try: () =>
-            new Promise<ReturnType<typeof createDashboardServer>>((resolve, reject) => {
-              const server = createDashboardServer(
-                { model, assetsDir: settings.assetsDir, credentials },
-                {
-                  subscribe: (listener) => {
-                    listeners.add(listener)
-                    return () => void listeners.delete(listener)
-                  },
+    const credentials =
+      nats.user !== undefined && nats.pass !== undefined ? { user: nats.user, pass: nats.pass } : undefined
+    const server = yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () =>
+          new Promise<ReturnType<typeof createDashboardServer>>((resolve, reject) => {
+            const server = createDashboardServer(
+              { model, assetsDir: settings.assetsDir, credentials },
+              {
+                subscribe: (listener) => {
+                  listeners.add(listener)
+                  return () => void listeners.delete(listener)
                 },
-              )
-              server.once("error", reject)
-              server.listen(settings.port, settings.host, () => resolve(server))
-            }),
-          catch: (error) =>
-            new Error(
-              `the dashboard cannot listen on ${settings.host}:${settings.port} (WM_DASHBOARD_PORT): ${String(error)}`,
-            ),
-        }),
-        (server) =>
-          Effect.promise(
-            () =>
-              new Promise<void>((resolve) => {
-                server.closeAllConnections()
-                server.close(() => resolve())
-              }),
+              },
+            )
+            server.once("error", reject)
+            server.listen(settings.port, settings.host, () => resolve(server))
+          }),
+        catch: (error) =>
+          new Error(
+            `the dashboard cannot listen on ${settings.host}:${settings.port} (WM_DASHBOARD_PORT): ${String(error)}`,
           ),
-      )
-      const { port } = server.address() as AddressInfo
-      const host = settings.host.includes(":") ? `[${settings.host}]` : settings.host
-      return { url: `http://${host}:${port}/`, model, authenticated: credentials !== undefined }
-    }),
-  )
+      }),
+      (server) =>
+        Effect.promise(
+          () =>
+            new Promise<void>((resolve) => {
+              server.closeAllConnections()
+              server.close(() => resolve())
+            }),
+        ),
+    )
+    const { port } = server.address() as AddressInfo
+    const host = settings.host.includes(":") ? `[${settings.host}]` : settings.host
+    return { url: `http://${host}:${port}/`, model, authenticated: credentials !== undefined } satisfies DashboardShape
+  })
+
+  static readonly layer = Layer.effect(Dashboard, Dashboard.make)
 }
 
 /** The dashboard on its own connection, with the NATS settings given and its own (WM_DASHBOARD_*) by default. */

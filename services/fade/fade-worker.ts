@@ -102,237 +102,234 @@ const isTrigger = (event: MemoryEvent): boolean => {
 }
 
 export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("wm/FadeWorker") {
-  static readonly layer = Layer.effect(
-    FadeWorker,
-    Effect.gen(function* () {
-      const settings = yield* FadeWorkerSettings
-      const log = yield* EventLog
-      const metrics = yield* Metrics
-      const summarizer = yield* Summarizer
-      const embeddings = yield* EmbeddingProvider
-      const config = settings.fade
-      const texts = new KeptTexts()
-      /** An entry promoted back from long-term: its earlier life is what its subject's last demotion carried. */
-      const historyOf = (agentId: string, entryId: string) =>
-        Effect.gen(function* () {
-          const kept = texts.history(agentId, entryId)
-          if (kept?.earlierLife !== true) return kept
-          const demotion = yield* readLastDemotion(log, agentId, entryId)
-          const earlier = demotion?.entry ?? null
-          if (earlier === null) return kept
-          return { keyPoints: kept.keyPoints ?? earlier.keyPoints, earlierCitations: earlier.citationCount }
-        })
-      const forgetAgent = (agentId: string) => {
-        texts.forgetAgent(agentId)
-        locks.delete(agentId)
+  static readonly make = Effect.gen(function* () {
+    const settings = yield* FadeWorkerSettings
+    const log = yield* EventLog
+    const metrics = yield* Metrics
+    const summarizer = yield* Summarizer
+    const embeddings = yield* EmbeddingProvider
+    const config = settings.fade
+    const texts = new KeptTexts()
+    /** An entry promoted back from long-term: its earlier life is what its subject's last demotion carried. */
+    const historyOf = Effect.fnUntraced(function* (agentId: string, entryId: string) {
+      const kept = texts.history(agentId, entryId)
+      if (kept?.earlierLife !== true) return kept
+      const demotion = yield* readLastDemotion(log, agentId, entryId)
+      const earlier = demotion?.entry ?? null
+      if (earlier === null) return kept
+      return { keyPoints: kept.keyPoints ?? earlier.keyPoints, earlierCitations: earlier.citationCount }
+    })
+    const forgetAgent = (agentId: string) => {
+      texts.forgetAgent(agentId)
+      locks.delete(agentId)
+      pendingSince.delete(agentId)
+      lastTrigger.delete(agentId)
+    }
+
+    // Work behind the log, for the progress report: per agent, its first trigger that no evaluation has
+    // covered yet (its sequence, and how many records of the partition had been applied before it), and
+    // its latest trigger's sequence; per partition, how many records have been applied.
+    const pendingSince = new Map<string, { readonly seq: number; readonly records: number }>()
+    const lastTrigger = new Map<string, number>()
+    const recordsApplied = new Map<number, number>()
+    const countRecord = (partition: number) => {
+      recordsApplied.set(partition, (recordsApplied.get(partition) ?? 0) + 1)
+    }
+    /** An evaluation that started on a view at `covers`, `records` into its partition, ended: the triggers up to there are dealt with. */
+    const covered = (agentId: string, covers: number, records: number) => {
+      const first = pendingSince.get(agentId)
+      if (first === undefined || first.seq > covers) return
+      // A trigger came in meanwhile: counted from just after what was covered.
+      if ((lastTrigger.get(agentId) ?? 0) > covers) pendingSince.set(agentId, { seq: covers + 1, records })
+      else {
         pendingSince.delete(agentId)
         lastTrigger.delete(agentId)
       }
+    }
+    /** Fade's work on a partition is done up to just before its oldest trigger still waiting, and behind from there. */
+    const behind = (partition: number) => {
+      let oldest: { readonly seq: number; readonly records: number } | null = null
+      for (const [agentId, first] of pendingSince)
+        if (partitionOf(agentId) === partition && (oldest === null || first.seq < oldest.seq)) oldest = first
+      if (oldest === null) return null
+      return { seq: oldest.seq - 1, records: (recordsApplied.get(partition) ?? 0) - oldest.records }
+    }
 
-      // Work behind the log, for the progress report: per agent, its first trigger that no evaluation has
-      // covered yet (its sequence, and how many records of the partition had been applied before it), and
-      // its latest trigger's sequence; per partition, how many records have been applied.
-      const pendingSince = new Map<string, { readonly seq: number; readonly records: number }>()
-      const lastTrigger = new Map<string, number>()
-      const recordsApplied = new Map<number, number>()
-      const countRecord = (partition: number) => {
-        recordsApplied.set(partition, (recordsApplied.get(partition) ?? 0) + 1)
-      }
-      /** An evaluation that started on a view at `covers`, `records` into its partition, ended: the triggers up to there are dealt with. */
-      const covered = (agentId: string, covers: number, records: number) => {
-        const first = pendingSince.get(agentId)
-        if (first === undefined || first.seq > covers) return
-        // A trigger came in meanwhile: counted from just after what was covered.
-        if ((lastTrigger.get(agentId) ?? 0) > covers) pendingSince.set(agentId, { seq: covers + 1, records })
-        else {
-          pendingSince.delete(agentId)
-          lastTrigger.delete(agentId)
-        }
-      }
-      /** Fade's work on a partition is done up to just before its oldest trigger still waiting, and behind from there. */
-      const behind = (partition: number) => {
-        let oldest: { readonly seq: number; readonly records: number } | null = null
-        for (const [agentId, first] of pendingSince)
-          if (partitionOf(agentId) === partition && (oldest === null || first.seq < oldest.seq)) oldest = first
-        if (oldest === null) return null
-        return { seq: oldest.seq - 1, records: (recordsApplied.get(partition) ?? 0) - oldest.records }
-      }
+    // Agents to evaluate, each queued once until its evaluation starts.
+    const dirty = new Set<string>()
+    const toEvaluate = yield* Queue.unbounded<string>()
+    const stats = { applied: 0, conflicts: 0, evaluations: 0 }
+    // One evaluation per agent at a time in this worker: a second would only redo the first's work.
+    const locks = new Map<string, Semaphore.Semaphore>()
 
-      // Agents to evaluate, each queued once until its evaluation starts.
-      const dirty = new Set<string>()
-      const toEvaluate = yield* Queue.unbounded<string>()
-      const stats = { applied: 0, conflicts: 0, evaluations: 0 }
-      // One evaluation per agent at a time in this worker: a second would only redo the first's work.
-      const locks = new Map<string, Semaphore.Semaphore>()
-
-      // Only the partitions this worker holds a lease on; their snapshots carry the kept texts beside the views.
-      const views = yield* projectPartitionedViews("fade", {
-        state: texts.kept(),
-        applied: (event, before, after, record) => {
-          countRecord(partitionOf(event.agentId))
-          texts.apply(event, before, after)
-          if (after === undefined) {
-            if (event._tag === "AgentForgotten") {
-              locks.delete(event.agentId)
-              pendingSince.delete(event.agentId)
-              lastTrigger.delete(event.agentId)
-            }
-            return
+    // Only the partitions this worker holds a lease on; their snapshots carry the kept texts beside the views.
+    const views = yield* projectPartitionedViews("fade", {
+      state: texts.kept(),
+      applied: (event, before, after, record) => {
+        countRecord(partitionOf(event.agentId))
+        texts.apply(event, before, after)
+        if (after === undefined) {
+          if (event._tag === "AgentForgotten") {
+            locks.delete(event.agentId)
+            pendingSince.delete(event.agentId)
+            lastTrigger.delete(event.agentId)
           }
-          if (isTrigger(event)) markDirty(event.agentId, record.seq)
-        },
-        deadLettered: (partition) => countRecord(partition),
-        behind,
-        ready: (_partition, agents) => {
-          for (const agentId of agents) markDirty(agentId)
-        },
-        lost: (partition, agents) => {
-          for (const agentId of agents) forgetAgent(agentId)
-          recordsApplied.delete(partition)
-        },
-      })
-      /** Queues the agent's evaluation; `triggeredAt`: the sequence of the event that calls for it. */
-      const markDirty = (agentId: string, triggeredAt?: number) => {
-        if (!views.owns(agentId)) return
-        if (triggeredAt !== undefined) {
-          // The trigger's record is applied already: the records before it are the count less one.
-          const records = (recordsApplied.get(partitionOf(agentId)) ?? 1) - 1
-          if (!pendingSince.has(agentId)) pendingSince.set(agentId, { seq: triggeredAt, records })
-          lastTrigger.set(agentId, triggeredAt)
+          return
         }
-        if (dirty.has(agentId)) return
-        dirty.add(agentId)
-        Queue.offerUnsafe(toEvaluate, agentId)
+        if (isTrigger(event)) markDirty(event.agentId, record.seq)
+      },
+      deadLettered: (partition) => countRecord(partition),
+      behind,
+      ready: (_partition, agents) => {
+        for (const agentId of agents) markDirty(agentId)
+      },
+      lost: (partition, agents) => {
+        for (const agentId of agents) forgetAgent(agentId)
+        recordsApplied.delete(partition)
+      },
+    })
+    /** Queues the agent's evaluation; `triggeredAt`: the sequence of the event that calls for it. */
+    const markDirty = (agentId: string, triggeredAt?: number) => {
+      if (!views.owns(agentId)) return
+      if (triggeredAt !== undefined) {
+        // The trigger's record is applied already: the records before it are the count less one.
+        const records = (recordsApplied.get(partitionOf(agentId)) ?? 1) - 1
+        if (!pendingSince.has(agentId)) pendingSince.set(agentId, { seq: triggeredAt, records })
+        lastTrigger.set(agentId, triggeredAt)
       }
-      const warmUp = yield* views.projection.warmedUp
+      if (dirty.has(agentId)) return
+      dirty.add(agentId)
+      Queue.offerUnsafe(toEvaluate, agentId)
+    }
+    const warmUp = yield* views.projection.warmedUp
 
-      const execute = Effect.fn("FadeWorker.execute")(function* (view: AgentView, move: FadeMove) {
-        const entry = Option.getOrUndefined(HashMap.get(view.entries, move.entryId))
-        if (entry === undefined) return null
-        const source = texts.rawText(view.config.id, entry.id) ?? fullestText(entry)
-        const made: MadeRepresentation =
-          move.to === 1
-            ? { to: 1, keyPoints: extractKeyPoints(source, config.keyPointsShare, view.config.encoding) }
-            : move.to === 2
-              ? yield* Effect.map(
-                  summarizer.summarize(source, { share: config.summaryShare, encoding: view.config.encoding }),
-                  (s) => ({
-                    to: 2 as const,
-                    summary: s.text,
-                    producer: s.producer,
-                  }),
-                )
-              : yield* Effect.map(embeddings.embed(source), (e) => ({
-                  to: 3 as const,
-                  embedding: {
-                    model: e.model,
-                    dims: e.vector.length,
-                    vector: encodeVector(e.vector),
-                    producer: e.producer,
-                  },
-                }))
-        const stamp = {
-          eventId: `${view.config.id}:fade:${entry.id}:${move.from}-${move.to}:${move.expectSeq}`,
-          agentId: view.config.id,
-          at: yield* Clock.currentTimeMillis,
-          causationId: `seq:${move.expectSeq}`,
-          correlationId: entry.correlationId,
-        }
-        const history = move.to === 3 ? yield* historyOf(view.config.id, entry.id) : undefined
-        const decision = decideFadeMove(view, move, made, stamp, history)
-        if (!decision.ok) return null
-        return yield* log.append(decision.event, { expectLastSubjectSeq: move.expectSeq }).pipe(
-          Effect.map((appended) => {
-            if (!appended.duplicate) metrics.fadeDecisions.inc({ rung: String(move.to) })
-            return appended.seq
+    const execute = Effect.fn("FadeWorker.execute")(function* (view: AgentView, move: FadeMove) {
+      const entry = Option.getOrUndefined(HashMap.get(view.entries, move.entryId))
+      if (entry === undefined) return null
+      const source = texts.rawText(view.config.id, entry.id) ?? fullestText(entry)
+      const made: MadeRepresentation =
+        move.to === 1
+          ? { to: 1, keyPoints: extractKeyPoints(source, config.keyPointsShare, view.config.encoding) }
+          : move.to === 2
+            ? yield* Effect.map(
+                summarizer.summarize(source, { share: config.summaryShare, encoding: view.config.encoding }),
+                (s) => ({
+                  to: 2 as const,
+                  summary: s.text,
+                  producer: s.producer,
+                }),
+              )
+            : yield* Effect.map(embeddings.embed(source), (e) => ({
+                to: 3 as const,
+                embedding: {
+                  model: e.model,
+                  dims: e.vector.length,
+                  vector: encodeVector(e.vector),
+                  producer: e.producer,
+                },
+              }))
+      const stamp = {
+        eventId: `${view.config.id}:fade:${entry.id}:${move.from}-${move.to}:${move.expectSeq}`,
+        agentId: view.config.id,
+        at: yield* Clock.currentTimeMillis,
+        causationId: `seq:${move.expectSeq}`,
+        correlationId: entry.correlationId,
+      }
+      const history = move.to === 3 ? yield* historyOf(view.config.id, entry.id) : undefined
+      const decision = decideFadeMove(view, move, made, stamp, history)
+      if (!decision.ok) return null
+      return yield* log.append(decision.event, { expectLastSubjectSeq: move.expectSeq }).pipe(
+        Effect.map((appended) => {
+          if (!appended.duplicate) metrics.fadeDecisions.inc({ rung: String(move.to) })
+          return appended.seq
+        }),
+        Effect.catchTag("SequenceConflict", () =>
+          Effect.sync(() => {
+            stats.conflicts++
+            return null
           }),
-          Effect.catchTag("SequenceConflict", () =>
-            Effect.sync(() => {
-              stats.conflicts++
-              return null
+        ),
+      )
+    })
+
+    const lockOf = (agentId: string) => {
+      let lock = locks.get(agentId)
+      if (lock === undefined) {
+        lock = Semaphore.makeUnsafe(1)
+        locks.set(agentId, lock)
+      }
+      return lock
+    }
+
+    const runPasses = Effect.fnUntraced(function* (agentId: string) {
+      stats.evaluations++
+      let applied = 0
+      let conflicts = 0
+      let passes = 0
+      for (; passes < settings.maxPasses; passes++) {
+        const view = views.get(agentId)
+        if (view === undefined) break
+        const moves = planFade(view, config)
+        if (moves.length === 0) break
+        const seqs = yield* Effect.forEach(moves, (move) => execute(view, move), { concurrency: 8 })
+        const done = seqs.filter((s): s is number => s !== null)
+        applied += done.length
+        conflicts += seqs.length - done.length
+        // Plan again only on a view that includes these decisions (and whatever beat them).
+        const target = done.length > 0 ? Math.max(...done) : yield* log.lastSeq
+        yield* views.projection.waitFor(target, "30 seconds", agentId).pipe(Effect.ignore)
+      }
+      stats.applied += applied
+      return { passes, applied, conflicts } satisfies FadeRun
+    })
+
+    const evaluate: (agentId: string) => Effect.Effect<FadeRun> = Effect.fn("FadeWorker.evaluate")(
+      function* (agentId: string) {
+        // The first pass plans on the view as applied now: every trigger up to here is dealt with.
+        const covers = views.projection.appliedSeq(agentId)
+        const records = recordsApplied.get(partitionOf(agentId)) ?? 0
+        return yield* runPasses(agentId).pipe(Effect.ensuring(Effect.sync(() => covered(agentId, covers, records))))
+      },
+      (evaluation, agentId) =>
+        evaluation.pipe(
+          lockOf(agentId).withPermits(1),
+          Effect.catchCause((cause) =>
+            Effect.as(Effect.logError(`[${settings.name}] evaluating ${agentId} failed`, cause), {
+              passes: 0,
+              applied: 0,
+              conflicts: 0,
             }),
           ),
-        )
-      })
+        ),
+    )
 
-      const lockOf = (agentId: string) => {
-        let lock = locks.get(agentId)
-        if (lock === undefined) {
-          lock = Semaphore.makeUnsafe(1)
-          locks.set(agentId, lock)
-        }
-        return lock
+    // The evaluation loop: drains the dirty set, one evaluation per agent at a time.
+    const loop = Effect.gen(function* () {
+      while (true) {
+        const agents = yield* Queue.takeAll(toEvaluate)
+        for (const agentId of agents) dirty.delete(agentId)
+        yield* Effect.forEach(agents, evaluate, { concurrency: 4, discard: true })
       }
-
-      const runPasses = (agentId: string) =>
-        Effect.gen(function* () {
-          stats.evaluations++
-          let applied = 0
-          let conflicts = 0
-          let passes = 0
-          for (; passes < settings.maxPasses; passes++) {
-            const view = views.get(agentId)
-            if (view === undefined) break
-            const moves = planFade(view, config)
-            if (moves.length === 0) break
-            const seqs = yield* Effect.forEach(moves, (move) => execute(view, move), { concurrency: 8 })
-            const done = seqs.filter((s): s is number => s !== null)
-            applied += done.length
-            conflicts += seqs.length - done.length
-            // Plan again only on a view that includes these decisions (and whatever beat them).
-            const target = done.length > 0 ? Math.max(...done) : yield* log.lastSeq
-            yield* views.projection.waitFor(target, "30 seconds", agentId).pipe(Effect.ignore)
-          }
-          stats.applied += applied
-          return { passes, applied, conflicts } satisfies FadeRun
-        })
-
-      const evaluate: (agentId: string) => Effect.Effect<FadeRun> = Effect.fn("FadeWorker.evaluate")(
-        function* (agentId: string) {
-          // The first pass plans on the view as applied now: every trigger up to here is dealt with.
-          const covers = views.projection.appliedSeq(agentId)
-          const records = recordsApplied.get(partitionOf(agentId)) ?? 0
-          return yield* runPasses(agentId).pipe(Effect.ensuring(Effect.sync(() => covered(agentId, covers, records))))
-        },
-        (evaluation, agentId) =>
-          evaluation.pipe(
-            lockOf(agentId).withPermits(1),
-            Effect.catchCause((cause) =>
-              Effect.as(Effect.logError(`[${settings.name}] evaluating ${agentId} failed`, cause), {
-                passes: 0,
-                applied: 0,
-                conflicts: 0,
-              }),
-            ),
-          ),
-      )
-
-      // The evaluation loop: drains the dirty set, one evaluation per agent at a time.
-      const loop = Effect.gen(function* () {
+    })
+    yield* Effect.forkScoped(loop)
+    yield* Effect.forkScoped(
+      Effect.gen(function* () {
         while (true) {
-          const agents = yield* Queue.takeAll(toEvaluate)
-          for (const agentId of agents) dirty.delete(agentId)
-          yield* Effect.forEach(agents, evaluate, { concurrency: 4, discard: true })
+          yield* Effect.sleep(settings.intervalMs)
+          for (const agentId of views.all().keys()) markDirty(agentId)
         }
-      })
-      yield* Effect.forkScoped(loop)
-      yield* Effect.forkScoped(
-        Effect.gen(function* () {
-          while (true) {
-            yield* Effect.sleep(settings.intervalMs)
-            for (const agentId of views.all().keys()) markDirty(agentId)
-          }
-        }),
-      )
+      }),
+    )
 
-      return {
-        evaluate,
-        view: (agentId) => views.get(agentId),
-        views,
-        warmUp,
-        stats: () => ({ ...stats }),
-        trackedHistories: () => texts.trackedHistories(),
-      }
-    }),
-  )
+    return {
+      evaluate,
+      view: (agentId) => views.get(agentId),
+      views,
+      warmUp,
+      stats: () => ({ ...stats }),
+      trackedHistories: () => texts.trackedHistories(),
+    } satisfies FadeWorkerShape
+  })
+
+  static readonly layer = Layer.effect(FadeWorker, FadeWorker.make)
 }

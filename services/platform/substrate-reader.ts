@@ -66,15 +66,15 @@ export const readRecorded = async (
 export const readSubstrate = (jsm: JetStreamManager, agentId: string, entryId: string) =>
   Effect.promise(() => readRecorded(jsm, agentId, entryId))
 
-export class SubstrateReader extends Context.Service<
-  SubstrateReader,
-  { readonly get: (agentId: string, entryId: string) => Effect.Effect<SubstrateRecord | null> }
->()("wm/SubstrateReader") {
-  static readonly layer = Layer.effect(
-    SubstrateReader,
-    Effect.gen(function* () {
-      const { jsm } = yield* Nats
-      return { get: (agentId: string, entryId: string) => readSubstrate(jsm, agentId, entryId) }
-    }),
-  )
+export interface SubstrateReaderShape {
+  readonly get: (agentId: string, entryId: string) => Effect.Effect<SubstrateRecord | null>
+}
+
+export class SubstrateReader extends Context.Service<SubstrateReader, SubstrateReaderShape>()("wm/SubstrateReader") {
+  static readonly make = Effect.gen(function* () {
+    const { jsm } = yield* Nats
+    return { get: (agentId, entryId) => readSubstrate(jsm, agentId, entryId) } satisfies SubstrateReaderShape
+  })
+
+  static readonly layer = Layer.effect(SubstrateReader, SubstrateReader.make)
 }

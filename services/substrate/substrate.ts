@@ -27,39 +27,38 @@ export interface SubstrateShape {
 }
 
 export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/Substrate") {
-  static readonly layer = Layer.effect(
-    Substrate,
-    Effect.gen(function* () {
-      const { jsm } = yield* Nats
-      const log = yield* EventLog
+  static readonly make = Effect.gen(function* () {
+    const { jsm } = yield* Nats
+    const log = yield* EventLog
 
-      // An entry not found after a position the log has not reached is "not yet", not "unknown". The log
-      // holds every acknowledged write, so `afterSeq` is reached once the stream's end is at or past it.
-      const notFound = (
-        entryId: string,
-        afterSeq: number | undefined,
-      ): Effect.Effect<never, NotCaughtUp | UnknownEntries | Unavailable> =>
-        afterSeq === undefined
-          ? Effect.fail(new UnknownEntries({ entryIds: [entryId] }))
-          : Effect.flatMap(log.lastSeq, (appliedSeq) =>
-              Effect.fail(
-                appliedSeq < afterSeq
-                  ? new NotCaughtUp({ afterSeq, appliedSeq })
-                  : new UnknownEntries({ entryIds: [entryId] }),
-              ),
-            )
+    // An entry not found after a position the log has not reached is "not yet", not "unknown". The log
+    // holds every acknowledged write, so `afterSeq` is reached once the stream's end is at or past it.
+    const notFound = (
+      entryId: string,
+      afterSeq: number | undefined,
+    ): Effect.Effect<never, NotCaughtUp | UnknownEntries | Unavailable> =>
+      afterSeq === undefined
+        ? Effect.fail(new UnknownEntries({ entryIds: [entryId] }))
+        : Effect.flatMap(log.lastSeq, (appliedSeq) =>
+            Effect.fail(
+              appliedSeq < afterSeq
+                ? new NotCaughtUp({ afterSeq, appliedSeq })
+                : new UnknownEntries({ entryIds: [entryId] }),
+            ),
+          )
 
-      const getRaw = Effect.fn("Substrate.getRaw")((agentId: string, request: RequestOf<"getRaw">) =>
-        readSubstrate(jsm, agentId, request.entryId).pipe(
-          Effect.flatMap((record) =>
-            record !== null ? Effect.succeed(record) : notFound(request.entryId, request.afterSeq),
-          ),
+    const getRaw = Effect.fn("Substrate.getRaw")((agentId: string, request: RequestOf<"getRaw">) =>
+      readSubstrate(jsm, agentId, request.entryId).pipe(
+        Effect.flatMap((record) =>
+          record !== null ? Effect.succeed(record) : notFound(request.entryId, request.afterSeq),
         ),
-      )
+      ),
+    )
 
-      yield* serveOperation("getRaw", getRaw)
+    yield* serveOperation("getRaw", getRaw)
 
-      return { get: (agentId, entryId) => readSubstrate(jsm, agentId, entryId) }
-    }),
-  )
+    return { get: (agentId, entryId) => readSubstrate(jsm, agentId, entryId) } satisfies SubstrateShape
+  })
+
+  static readonly layer = Layer.effect(Substrate, Substrate.make)
 }

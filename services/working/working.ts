@@ -31,118 +31,118 @@ export interface WorkingShape {
 }
 
 export class Working extends Context.Service<Working, WorkingShape>()("wm/Working") {
-  static readonly layer = Layer.effect(
-    Working,
-    Effect.gen(function* () {
-      const log = yield* EventLog
-      const { nc, js } = yield* Nats
-      // Only the partitions this replica holds a lease on (services/platform/partitions).
-      const views = yield* projectPartitionedViews("working")
-      const owner = partitionOwner("working", views)
-      const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
+  static readonly make = Effect.gen(function* () {
+    const log = yield* EventLog
+    const { nc, js } = yield* Nats
+    // Only the partitions this replica holds a lease on (services/platform/partitions).
+    const views = yield* projectPartitionedViews("working")
+    const owner = partitionOwner("working", views)
+    const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
 
-      /**
-       * Before the first build of a focused step, asks the retrieval service to
-       * rehydrate the step's cues, and waits until they are in the view. When
-       * retrieval does not answer (not running, restarting, overloaded) the build
-       * is served without cues, a warning says so, and the step's next build asks
-       * again.
-       */
-      const recalled = makeOpenStepMemo<"asked" | "failed">()
-      const recallCues = (view: AgentView): Effect.Effect<void> => {
-        const step = view.step
-        if (step === null || currentFocus(view) === null) return Effect.void
-        if (recalled.get(view.config.id, step.stepId) === "asked") return Effect.void
-        recalled.set(view.config.id, step.stepId, "asked")
-        // Retrieval answers once it has seen what this view has: the step it recalls for, at least.
-        return callOperation(nc, view.config.id, "recall", { stepId: step.stepId, afterSeq: view.lastSeq }).pipe(
-          Effect.flatMap((recalled) => views.projection.waitFor(recalled.seq, undefined, view.config.id)),
-          Effect.catch((error) => {
-            if (recalled.get(view.config.id, step.stepId) === "asked")
-              recalled.set(view.config.id, step.stepId, "failed")
-            return Effect.logWarning(
-              `agent '${view.config.id}', step '${step.stepId}': built without its cues, the recall failed (${error.message}); the next build asks again`,
-            )
-          }),
-        )
-      }
-
-      /** The agent's view once the writes the caller has seen are applied. */
-      const viewAfter = (agentId: string, afterSeq: number | undefined): Effect.Effect<AgentView, ApiError> =>
-        Effect.gen(function* () {
-          if (afterSeq !== undefined) yield* views.projection.waitFor(afterSeq, undefined, agentId)
-          let view = views.get(agentId)
-          if (view === undefined) {
-            yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, "5 seconds", agentId))
-            view = views.get(agentId)
-          }
-          if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
-          return view
-        })
-
-      const buildContext = Effect.fn("Working.buildContext")(function* (
-        agentId: string,
-        request: RequestOf<"buildContext">,
-      ) {
-        const view = yield* viewAfter(agentId, request.afterSeq)
-        if (view.step !== null && currentFocus(view) !== null) yield* recallCues(view)
-        const requestId = request.requestId ?? nuid.next()
-        const stamp: Stamp = {
-          eventId: `${agentId}:buildContext:${requestId}`,
-          agentId,
-          at: yield* Clock.currentTimeMillis,
-          causationId: requestId,
-          correlationId: null,
-        }
-        return yield* commands.handle({
-          agentId,
-          operation: "buildContext",
-          requestId: request.requestId,
-          request,
-          eventId: stamp.eventId,
-          subject: agentStepSubject(agentId),
-          decide: (current) => decideRead(current, request, stamp),
-          eventOf: (decided) => decided.event,
-          reply: ({ decided, seq }): ResponseOf<"buildContext"> => ({ ...decided.built, seq }),
-          stored: storedContext,
-          replay: (stored, current) => replayedContext(current, stored as StoredContext),
-          fromEvent: (event, seq, current) =>
-            replayedContext(current, replyOfEvent(current, event, seq) as StoredContext),
-        })
-      })
-
-      const getView = Effect.fn("Working.getView")((agentId: string, request: RequestOf<"getView">) =>
-        Effect.map(
-          viewAfter(agentId, request.afterSeq),
-          (view): ResponseOf<"getView"> => viewResponseOf(view, views.projection.appliedSeq(agentId)),
-        ),
+    /**
+     * Before the first build of a focused step, asks the retrieval service to
+     * rehydrate the step's cues, and waits until they are in the view. When
+     * retrieval does not answer (not running, restarting, overloaded) the build
+     * is served without cues, a warning says so, and the step's next build asks
+     * again.
+     */
+    const recalled = makeOpenStepMemo<"asked" | "failed">()
+    const recallCues = (view: AgentView): Effect.Effect<void> => {
+      const step = view.step
+      if (step === null || currentFocus(view) === null) return Effect.void
+      if (recalled.get(view.config.id, step.stepId) === "asked") return Effect.void
+      recalled.set(view.config.id, step.stepId, "asked")
+      // Retrieval answers once it has seen what this view has: the step it recalls for, at least.
+      return callOperation(nc, view.config.id, "recall", { stepId: step.stepId, afterSeq: view.lastSeq }).pipe(
+        Effect.flatMap((recalled) => views.projection.waitFor(recalled.seq, undefined, view.config.id)),
+        Effect.catch((error) => {
+          if (recalled.get(view.config.id, step.stepId) === "asked") recalled.set(view.config.id, step.stepId, "failed")
+          return Effect.logWarning(
+            `agent '${view.config.id}', step '${step.stepId}': built without its cues, the recall failed (${error.message}); the next build asks again`,
+          )
+        }),
       )
+    }
 
-      // An agent's own events for its local mirror: every event stored before the request (read your writes), in
-      // stream order; with waitMs, a request finding nothing new waits for the agent's next event (a long poll).
-      const readEvents = Effect.fn("Working.readEvents")(function* (agentId: string, request: RequestOf<"readEvents">) {
-        const afterSeq = request.afterSeq ?? 0
-        const known = () => views.get(agentId)?.lastSeq ?? 0
-        yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, undefined, agentId))
-        const deadline = (yield* Clock.currentTimeMillis) + (request.waitMs ?? 0)
-        while (known() <= afterSeq && (yield* Clock.currentTimeMillis) < deadline) yield* Effect.sleep("25 millis")
-        const maxPayload = nc.info?.max_payload ?? 1024 * 1024
-        return yield* readAgentEvents(js, agentId, {
-          afterSeq,
-          untilSeq: known(),
-          max: request.max ?? 256,
-          // Room for the reply's envelope around the events.
-          maxBytes: Math.max(64 * 1024, maxPayload - 128 * 1024),
-        })
+    /** The agent's view once the writes the caller has seen are applied. */
+    const viewAfter = Effect.fnUntraced(function* (
+      agentId: string,
+      afterSeq: number | undefined,
+    ): Effect.fn.Return<AgentView, ApiError> {
+      if (afterSeq !== undefined) yield* views.projection.waitFor(afterSeq, undefined, agentId)
+      let view = views.get(agentId)
+      if (view === undefined) {
+        yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, "5 seconds", agentId))
+        view = views.get(agentId)
+      }
+      if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
+      return view
+    })
+
+    const buildContext = Effect.fn("Working.buildContext")(function* (
+      agentId: string,
+      request: RequestOf<"buildContext">,
+    ) {
+      const view = yield* viewAfter(agentId, request.afterSeq)
+      if (view.step !== null && currentFocus(view) !== null) yield* recallCues(view)
+      const requestId = request.requestId ?? nuid.next()
+      const stamp: Stamp = {
+        eventId: `${agentId}:buildContext:${requestId}`,
+        agentId,
+        at: yield* Clock.currentTimeMillis,
+        causationId: requestId,
+        correlationId: null,
+      }
+      return yield* commands.handle({
+        agentId,
+        operation: "buildContext",
+        requestId: request.requestId,
+        request,
+        eventId: stamp.eventId,
+        subject: agentStepSubject(agentId),
+        decide: (current) => decideRead(current, request, stamp),
+        eventOf: (decided) => decided.event,
+        reply: ({ decided, seq }): ResponseOf<"buildContext"> => ({ ...decided.built, seq }),
+        stored: storedContext,
+        replay: (stored, current) => replayedContext(current, stored as StoredContext),
+        fromEvent: (event, seq, current) =>
+          replayedContext(current, replyOfEvent(current, event, seq) as StoredContext),
       })
+    })
 
-      yield* serveOperation("buildContext", buildContext, owner)
-      yield* serveOperation("getView", getView, owner)
-      yield* serveOperation("readEvents", readEvents, owner)
+    const getView = Effect.fn("Working.getView")((agentId: string, request: RequestOf<"getView">) =>
+      Effect.map(
+        viewAfter(agentId, request.afterSeq),
+        (view): ResponseOf<"getView"> => viewResponseOf(view, views.projection.appliedSeq(agentId)),
+      ),
+    )
 
-      // Serving starts before warm-up ends: each partition answers once it has caught up (`views.owns`).
-      const warmUp = yield* views.projection.warmedUp
-      return { views, warmUp }
-    }),
-  )
+    // An agent's own events for its local mirror: every event stored before the request (read your writes), in
+    // stream order; with waitMs, a request finding nothing new waits for the agent's next event (a long poll).
+    const readEvents = Effect.fn("Working.readEvents")(function* (agentId: string, request: RequestOf<"readEvents">) {
+      const afterSeq = request.afterSeq ?? 0
+      const known = () => views.get(agentId)?.lastSeq ?? 0
+      yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, undefined, agentId))
+      const deadline = (yield* Clock.currentTimeMillis) + (request.waitMs ?? 0)
+      while (known() <= afterSeq && (yield* Clock.currentTimeMillis) < deadline) yield* Effect.sleep("25 millis")
+      const maxPayload = nc.info?.max_payload ?? 1024 * 1024
+      return yield* readAgentEvents(js, agentId, {
+        afterSeq,
+        untilSeq: known(),
+        max: request.max ?? 256,
+        // Room for the reply's envelope around the events.
+        maxBytes: Math.max(64 * 1024, maxPayload - 128 * 1024),
+      })
+    })
+
+    yield* serveOperation("buildContext", buildContext, owner)
+    yield* serveOperation("getView", getView, owner)
+    yield* serveOperation("readEvents", readEvents, owner)
+
+    // Serving starts before warm-up ends: each partition answers once it has caught up (`views.owns`).
+    const warmUp = yield* views.projection.warmedUp
+    return { views, warmUp } satisfies WorkingShape
+  })
+
+  static readonly layer = Layer.effect(Working, Working.make)
 }

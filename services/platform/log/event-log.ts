@@ -189,93 +189,92 @@ export const followEvents = async (js: JetStreamClient, options: FollowOptions):
 }
 
 export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/EventLog") {
-  static readonly layer = Layer.effect(
-    EventLog,
-    Effect.gen(function* () {
-      const { nc, js, jsm } = yield* Nats
-      const settings = yield* NatsSettings
-      const byteLimitProblem = streamByteLimitProblem(settings.streamMaxBytes, nc.info?.version)
-      if (byteLimitProblem !== null) return yield* Effect.die(new Error(byteLimitProblem))
-      yield* ensureTopology(jsm, settings).pipe(Effect.orDie)
+  static readonly make = Effect.gen(function* () {
+    const { nc, js, jsm } = yield* Nats
+    const settings = yield* NatsSettings
+    const byteLimitProblem = streamByteLimitProblem(settings.streamMaxBytes, nc.info?.version)
+    if (byteLimitProblem !== null) return yield* Effect.die(new Error(byteLimitProblem))
+    yield* ensureTopology(jsm, settings).pipe(Effect.orDie)
 
-      const publish = (
-        event: MemoryEvent,
-        options: AppendOptions | undefined,
-        traceparent: string | undefined,
-      ): Effect.Effect<Appended, Unavailable | SequenceConflict | StorageFull> => {
-        const subject = eventSubject(event)
-        const payload = textEncoder.encode(JSON.stringify(event))
-        return Effect.tryPromise({
-          try: () =>
-            js.publish(subject, payload, {
-              msgID: event.eventId,
-              timeout: 5_000,
-              ...(traceparent !== undefined ? { headers: headersOf(traceparent) } : {}),
-              ...(options?.expectLastSubjectSeq !== undefined
-                ? { expect: { lastSubjectSequence: options.expectLastSubjectSeq } }
-                : {}),
-            }),
-          catch: (error) => {
-            if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence) {
-              return new SequenceConflict({
-                subject,
-                expected: options?.expectLastSubjectSeq ?? -1,
-                actual: actualLastSequence(error.message),
-                reason: error.message,
-              })
-            }
-            // Reported with status 503 like an election, but no retry frees space: refuse at once.
-            const limit = storageLimitOf(error)
-            if (limit !== null) return new StorageFull({ limit })
-            return new PublishFailed(error instanceof Error ? error.message : String(error), isTransient(error))
-          },
-        }).pipe(
-          Effect.retry({
-            // Back off from 50 ms to at most 1 s between attempts, for up to 30 s.
-            schedule: Schedule.min([Schedule.exponential("50 millis", 1.5), Schedule.spaced("1 second")]).pipe(
-              Schedule.upTo({ duration: appendRetryDeadline }),
-            ),
-            while: (error: PublishFailed | SequenceConflict | StorageFull) =>
-              error instanceof PublishFailed && error.transient,
+    const publish = (
+      event: MemoryEvent,
+      options: AppendOptions | undefined,
+      traceparent: string | undefined,
+    ): Effect.Effect<Appended, Unavailable | SequenceConflict | StorageFull> => {
+      const subject = eventSubject(event)
+      const payload = textEncoder.encode(JSON.stringify(event))
+      return Effect.tryPromise({
+        try: () =>
+          js.publish(subject, payload, {
+            msgID: event.eventId,
+            timeout: 5_000,
+            ...(traceparent !== undefined ? { headers: headersOf(traceparent) } : {}),
+            ...(options?.expectLastSubjectSeq !== undefined
+              ? { expect: { lastSubjectSequence: options.expectLastSubjectSeq } }
+              : {}),
           }),
-          Effect.mapError((error) =>
-            error instanceof PublishFailed ? new Unavailable({ reason: error.reason }) : error,
+        catch: (error) => {
+          if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence) {
+            return new SequenceConflict({
+              subject,
+              expected: options?.expectLastSubjectSeq ?? -1,
+              actual: actualLastSequence(error.message),
+              reason: error.message,
+            })
+          }
+          // Reported with status 503 like an election, but no retry frees space: refuse at once.
+          const limit = storageLimitOf(error)
+          if (limit !== null) return new StorageFull({ limit })
+          return new PublishFailed(error instanceof Error ? error.message : String(error), isTransient(error))
+        },
+      }).pipe(
+        Effect.retry({
+          // Back off from 50 ms to at most 1 s between attempts, for up to 30 s.
+          schedule: Schedule.min([Schedule.exponential("50 millis", 1.5), Schedule.spaced("1 second")]).pipe(
+            Schedule.upTo({ duration: appendRetryDeadline }),
           ),
-          Effect.map((ack): Appended => ({ seq: ack.seq, duplicate: ack.duplicate })),
-        )
-      }
+          while: (error: PublishFailed | SequenceConflict | StorageFull) =>
+            error instanceof PublishFailed && error.transient,
+        }),
+        Effect.mapError((error) =>
+          error instanceof PublishFailed ? new Unavailable({ reason: error.reason }) : error,
+        ),
+        Effect.map((ack): Appended => ({ seq: ack.seq, duplicate: ack.duplicate })),
+      )
+    }
 
-      const append = (event: MemoryEvent, options?: AppendOptions) =>
-        Effect.flatMap(eventTraceparent, (traceparent) => publish(event, options, traceparent))
+    const append = (event: MemoryEvent, options?: AppendOptions) =>
+      Effect.flatMap(eventTraceparent, (traceparent) => publish(event, options, traceparent))
 
-      const follow = (options: FollowOptions) =>
-        Effect.tryPromise({
-          try: () => followEvents(js, options),
-          catch: (error) => new Unavailable({ reason: `cannot read the event log: ${String(error)}` }),
-        }).pipe(
-          // Creating a consumer right after a failover can time out: try again.
-          Effect.retry(Schedule.spaced("500 millis").pipe(Schedule.upTo({ duration: "60 seconds" }))),
-        )
+    const follow = (options: FollowOptions) =>
+      Effect.tryPromise({
+        try: () => followEvents(js, options),
+        catch: (error) => new Unavailable({ reason: `cannot read the event log: ${String(error)}` }),
+      }).pipe(
+        // Creating a consumer right after a failover can time out: try again.
+        Effect.retry(Schedule.spaced("500 millis").pipe(Schedule.upTo({ duration: "60 seconds" }))),
+      )
 
-      const lastSeq = Effect.tryPromise({
-        try: async () => (await jsm.streams.info(EVENTS_STREAM)).state.last_seq,
-        catch: (error) => new Unavailable({ reason: String(error) }),
-      }).pipe(Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))))
+    const lastSeq = Effect.tryPromise({
+      try: async () => (await jsm.streams.info(EVENTS_STREAM)).state.last_seq,
+      catch: (error) => new Unavailable({ reason: String(error) }),
+    }).pipe(Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))))
 
-      const getOnSubject = (subject: string, query: MsgRequest) =>
-        Effect.tryPromise({
-          try: async () => {
-            const stored = await jsm.streams.getMessage(EVENTS_STREAM, query)
-            return stored === null ? null : { seq: stored.seq, data: stored.data }
-          },
-          catch: (error) => new Unavailable({ reason: `cannot read '${subject}': ${String(error)}` }),
-        }).pipe(Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "10 seconds" }))))
-      const lastOnSubject = (subject: string) => getOnSubject(subject, { last_by_subj: subject })
-      // The server's message get takes `next_by_subj` with `seq` (nats-server 2.9+); the client's type omits it.
-      const nextOnSubject = (subject: string, fromSeq: number) =>
-        getOnSubject(subject, { seq: fromSeq, next_by_subj: subject } as unknown as MsgRequest)
+    const getOnSubject = (subject: string, query: MsgRequest) =>
+      Effect.tryPromise({
+        try: async () => {
+          const stored = await jsm.streams.getMessage(EVENTS_STREAM, query)
+          return stored === null ? null : { seq: stored.seq, data: stored.data }
+        },
+        catch: (error) => new Unavailable({ reason: `cannot read '${subject}': ${String(error)}` }),
+      }).pipe(Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "10 seconds" }))))
+    const lastOnSubject = (subject: string) => getOnSubject(subject, { last_by_subj: subject })
+    // The server's message get takes `next_by_subj` with `seq` (nats-server 2.9+); the client's type omits it.
+    const nextOnSubject = (subject: string, fromSeq: number) =>
+      getOnSubject(subject, { seq: fromSeq, next_by_subj: subject } as unknown as MsgRequest)
 
-      return { append, follow, lastSeq, lastOnSubject, nextOnSubject }
-    }),
-  )
+    return { append, follow, lastSeq, lastOnSubject, nextOnSubject } satisfies EventLogShape
+  })
+
+  static readonly layer = Layer.effect(EventLog, EventLog.make)
 }

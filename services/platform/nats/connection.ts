@@ -17,58 +17,56 @@ export interface NatsShape {
 }
 
 export class Nats extends Context.Service<Nats, NatsShape>()("wm/Nats") {
-  static readonly layer = Layer.effect(
-    Nats,
-    Effect.gen(function* () {
-      const settings = yield* NatsSettings
-      const nc = yield* Effect.acquireRelease(
-        Effect.tryPromise({
-          try: () =>
-            connect({
-              servers: [...settings.servers],
-              name: settings.name,
-              ...(settings.user !== undefined ? { user: settings.user } : {}),
-              ...(settings.pass !== undefined ? { pass: settings.pass } : {}),
-              maxReconnectAttempts: -1,
-              reconnectTimeWait: 250,
-              waitOnFirstConnect: true,
-              // Stack traces captured for every request cost the gateway about 15% of its CPU.
-              noAsyncTraces: true,
-              timeout: 10_000,
-            }),
-          catch: (cause) =>
-            new Error(`cannot connect to NATS at ${settings.servers.join(", ")}: ${String(cause)}`, { cause }),
-        }).pipe(Effect.orDie),
-        (nc) => Effect.promise(() => nc.drain().catch(() => nc.close())),
-      )
-      yield* watchConnection(nc, settings.name)
-      // No API check here: a cluster still electing its JetStream leader would fail the start; the
-      // topology step that follows retries until JetStream answers.
-      const jsm = yield* Effect.promise(() => jetstreamManager(nc, { timeout: 10_000, checkAPI: false }))
-      const js = jetstream(nc, { timeout: 10_000 })
-      return { nc, js, jsm }
-    }),
-  )
+  static readonly make = Effect.gen(function* () {
+    const settings = yield* NatsSettings
+    const nc = yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () =>
+          connect({
+            servers: [...settings.servers],
+            name: settings.name,
+            ...(settings.user !== undefined ? { user: settings.user } : {}),
+            ...(settings.pass !== undefined ? { pass: settings.pass } : {}),
+            maxReconnectAttempts: -1,
+            reconnectTimeWait: 250,
+            waitOnFirstConnect: true,
+            // Stack traces captured for every request cost the gateway about 15% of its CPU.
+            noAsyncTraces: true,
+            timeout: 10_000,
+          }),
+        catch: (cause) =>
+          new Error(`cannot connect to NATS at ${settings.servers.join(", ")}: ${String(cause)}`, { cause }),
+      }).pipe(Effect.orDie),
+      (nc) => Effect.promise(() => nc.drain().catch(() => nc.close())),
+    )
+    yield* watchConnection(nc, settings.name)
+    // No API check here: a cluster still electing its JetStream leader would fail the start; the
+    // topology step that follows retries until JetStream answers.
+    const jsm = yield* Effect.promise(() => jetstreamManager(nc, { timeout: 10_000, checkAPI: false }))
+    const js = jetstream(nc, { timeout: 10_000 })
+    return { nc, js, jsm } satisfies NatsShape
+  })
+
+  static readonly layer = Layer.effect(Nats, Nats.make)
 }
 
 /**
  * Follows the connection's status events: `wm_nats_connected` is 1 while it is up, and the process is not
  * ready while it is down. `name` is the connection's (`wm-<service>`).
  */
-const watchConnection = (nc: NatsConnection, name: string) =>
-  Effect.gen(function* () {
-    const service = serviceLabel(name)
-    let connected = !nc.isClosed()
-    yield* Effect.forkScoped(
-      Effect.promise(async () => {
-        for await (const status of nc.status()) {
-          if (status.type === "disconnect" || status.type === "close") connected = false
-          else if (status.type === "reconnect") connected = true
-        }
-      }),
-    )
-    const metrics = yield* Metrics
-    yield* metrics.collect(() => metrics.natsConnected.set({ service }, connected ? 1 : 0))
-    const readiness = yield* Readiness
-    yield* readiness.register(() => (connected ? [] : [`${service}: not connected to NATS`]))
-  })
+const watchConnection = Effect.fnUntraced(function* (nc: NatsConnection, name: string) {
+  const service = serviceLabel(name)
+  let connected = !nc.isClosed()
+  yield* Effect.forkScoped(
+    Effect.promise(async () => {
+      for await (const status of nc.status()) {
+        if (status.type === "disconnect" || status.type === "close") connected = false
+        else if (status.type === "reconnect") connected = true
+      }
+    }),
+  )
+  const metrics = yield* Metrics
+  yield* metrics.collect(() => metrics.natsConnected.set({ service }, connected ? 1 : 0))
+  const readiness = yield* Readiness
+  yield* readiness.register(() => (connected ? [] : [`${service}: not connected to NATS`]))
+})
