@@ -13,46 +13,28 @@
  * conversations of the committed tuning split (quality/splits.json). With --out, the summary
  * goes to <file.json> and the diagnostics to <file>.details.json.
  */
-import { parseArgs } from "node:util"
 import { DatasetFormatError } from "./quality/dataset.ts"
 import { runLocomoBenchmark } from "./quality/locomo.ts"
-import { DEFAULT_BUDGETS, parseBudgets, parseNames, splitMembers } from "./quality/options.ts"
+import { DEFAULT_BUDGETS, parseQualityArgs } from "./quality/options.ts"
 import { streamProgress } from "./quality/report.ts"
 
 const usage =
   "usage: npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>] [--conversations conv-26,conv-30 | --split dev|held-out] [--embedder offline|minilm]"
 
 const main = async () => {
-  const { values } = parseArgs({
-    options: {
-      data: { type: "string" },
-      budgets: { type: "string", default: DEFAULT_BUDGETS.join(",") },
-      out: { type: "string" },
-      conversations: { type: "string" },
-      split: { type: "string" },
-      embedder: { type: "string" },
-      help: { type: "boolean", short: "h", default: false },
-    },
+  const args = parseQualityArgs({
+    usage,
+    dataset: "locomo",
+    budgets: DEFAULT_BUDGETS,
+    members: "conversations",
+    options: {},
   })
-  if (values.help) {
-    console.log(usage)
-    return
-  }
-  if (values.data === undefined) throw new Error(`--data is required\n${usage}`)
-  if (values.embedder !== undefined) process.env.WM_EMBEDDER = values.embedder
-  if (values.split !== undefined && values.conversations !== undefined)
-    throw new Error(`--split and --conversations: give one\n${usage}`)
-  const conversations =
-    values.conversations !== undefined
-      ? parseNames("--conversations", values.conversations)
-      : values.split !== undefined
-        ? splitMembers("locomo", values.split)
-        : undefined
+  if (args === null) return
   await runLocomoBenchmark({
-    data: values.data,
-    budgets: parseBudgets(values.budgets),
-    ...(values.out !== undefined ? { out: values.out } : {}),
-    ...(conversations !== undefined ? { conversations } : {}),
+    data: args.data,
+    budgets: args.budgets,
+    ...(args.out !== undefined ? { out: args.out } : {}),
+    ...(args.members !== undefined ? { conversations: args.members } : {}),
     progress: streamProgress(process.stderr),
   })
 }

@@ -16,48 +16,30 @@
  * diagnostics to <file>.details.json. --split takes the questions of the
  * committed tuning split (quality/splits.json).
  */
-import { parseArgs } from "node:util"
 import { DatasetFormatError } from "./quality/dataset.ts"
 import { runLongMemEvalBenchmark } from "./quality/longmemeval.ts"
-import { LONGMEMEVAL_BUDGETS, parseBudgets, parseNames, splitMembers } from "./quality/options.ts"
+import { LONGMEMEVAL_BUDGETS, parseNames, parseQualityArgs } from "./quality/options.ts"
 import { streamProgress } from "./quality/report.ts"
 
 const usage =
   "usage: npm run bench:longmemeval -- --data <file.json[.gz]> [--budgets 1024,2048,4096,8192] [--questions <id,…>] [--types <type,…>] [--out <file.json>] [--split dev|held-out] [--embedder offline|minilm]"
 
 const main = async () => {
-  const { values } = parseArgs({
-    options: {
-      data: { type: "string" },
-      budgets: { type: "string", default: LONGMEMEVAL_BUDGETS.join(",") },
-      questions: { type: "string" },
-      types: { type: "string" },
-      out: { type: "string" },
-      split: { type: "string" },
-      embedder: { type: "string" },
-      help: { type: "boolean", short: "h", default: false },
-    },
+  const args = parseQualityArgs({
+    usage,
+    dataset: "longmemeval",
+    budgets: LONGMEMEVAL_BUDGETS,
+    members: "questions",
+    options: { types: { type: "string" } },
   })
-  if (values.help) {
-    console.log(usage)
-    return
-  }
-  if (values.data === undefined) throw new Error(`--data is required\n${usage}`)
-  if (values.embedder !== undefined) process.env.WM_EMBEDDER = values.embedder
-  if (values.split !== undefined && values.questions !== undefined)
-    throw new Error(`--split and --questions: give one\n${usage}`)
-  const questions =
-    values.questions !== undefined
-      ? parseNames("--questions", values.questions)
-      : values.split !== undefined
-        ? splitMembers("longmemeval", values.split)
-        : undefined
+  if (args === null) return
+  const { types } = args.values
   await runLongMemEvalBenchmark({
-    data: values.data,
-    budgets: parseBudgets(values.budgets),
-    ...(values.out !== undefined ? { out: values.out } : {}),
-    ...(questions !== undefined ? { questions } : {}),
-    ...(values.types !== undefined ? { types: parseNames("--types", values.types) } : {}),
+    data: args.data,
+    budgets: args.budgets,
+    ...(args.out !== undefined ? { out: args.out } : {}),
+    ...(args.members !== undefined ? { questions: args.members } : {}),
+    ...(types !== undefined ? { types: parseNames("--types", types) } : {}),
     progress: streamProgress(process.stderr),
   })
 }

@@ -1,5 +1,6 @@
 /** Command-line values of the memory-quality benchmarks, parsed and checked. */
 import { readFileSync } from "node:fs"
+import { type ParseArgsOptionsConfig, parseArgs } from "node:util"
 
 /** LoCoMo's budgets; LongMemEval's histories are longer and its turns larger (LONGMEMEVAL_BUDGETS). */
 export const DEFAULT_BUDGETS: ReadonlyArray<number> = [512, 1024, 2048, 4096]
@@ -49,4 +50,75 @@ export const splitMembers = (dataset: "longmemeval" | "locomo", name: string): s
   >
   const split = splits[dataset]!
   return name === "dev" ? split.dev : split.heldOut
+}
+
+/** An entry point's part of the command line: the options only it takes, beside the shared ones. */
+export interface QualityCommand<O extends ParseArgsOptionsConfig> {
+  readonly usage: string
+  /** Whose split `--split` names. */
+  readonly dataset: "longmemeval" | "locomo"
+  /** `--budgets` when not given. */
+  readonly budgets: ReadonlyArray<number>
+  /** The option naming the members to run, instead of a split: `conversations` (LoCoMo), `questions` (LongMemEval). */
+  readonly members: "conversations" | "questions"
+  readonly options: O
+}
+
+/** The shared options, checked, and the values of the entry point's own. */
+export interface QualityArgs<O extends ParseArgsOptionsConfig> {
+  readonly data: string
+  readonly budgets: number[]
+  readonly out?: string
+  /** Those named by the members option or the split; undefined: all. */
+  readonly members?: string[]
+  readonly values: ReturnType<typeof parseArgs<{ options: O }>>["values"]
+}
+
+/**
+ * The command line: --data, --budgets, --out, --split, --embedder, --help and the members option, with the
+ * entry point's own. Null once --help has printed the usage. --embedder sets WM_EMBEDDER for the run.
+ */
+export const parseQualityArgs = <const O extends ParseArgsOptionsConfig>(
+  command: QualityCommand<O>,
+): QualityArgs<O> | null => {
+  const { usage, members: flag } = command
+  const parsed = parseArgs({
+    options: {
+      data: { type: "string" },
+      budgets: { type: "string", default: command.budgets.join(",") },
+      out: { type: "string" },
+      [flag]: { type: "string" },
+      split: { type: "string" },
+      embedder: { type: "string" },
+      help: { type: "boolean", short: "h", default: false },
+      ...command.options,
+    },
+  }).values
+  const values = parsed as Record<string, unknown>
+  const text = (name: string) => values[name] as string | undefined
+  if (values.help === true) {
+    console.log(usage)
+    return null
+  }
+  const data = text("data")
+  if (data === undefined) throw new Error(`--data is required\n${usage}`)
+  const embedder = text("embedder")
+  if (embedder !== undefined) process.env.WM_EMBEDDER = embedder
+  const named = text(flag)
+  const split = text("split")
+  if (split !== undefined && named !== undefined) throw new Error(`--split and --${flag}: give one\n${usage}`)
+  const members =
+    named !== undefined
+      ? parseNames(`--${flag}`, named)
+      : split !== undefined
+        ? splitMembers(command.dataset, split)
+        : undefined
+  const out = text("out")
+  return {
+    data,
+    budgets: parseBudgets(text("budgets")!),
+    ...(out !== undefined ? { out } : {}),
+    ...(members !== undefined ? { members } : {}),
+    values: parsed as QualityArgs<O>["values"],
+  }
 }

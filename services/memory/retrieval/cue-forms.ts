@@ -1,0 +1,88 @@
+/**
+ * What a recalled entry carries back, and in which form: the metadata of whatever holds it (a working
+ * entry, a long-term record, the substrate), with one representation. A recall's hits take the raw text
+ * while the cues' room lasts, else key points, else the summary; a cue being promoted keeps the fullest
+ * it holds.
+ */
+import { Effect } from "effect"
+import type { WorkingEntry } from "../../../contracts/entry.ts"
+import type { AgentView } from "../../../domain/agent-view.ts"
+import type { Recalled } from "../../../domain/cue-decide.ts"
+import { planCueForms, rawCue } from "../../../domain/cue-plan.ts"
+import type { SubstrateReaderShape } from "../../platform/substrate-reader.ts"
+import { hitText, type RankedHit } from "./rank.ts"
+
+/** The metadata a recalled entry carries back, from whatever holds it (a working entry, a record, the substrate). */
+export const recalledMeta = (m: {
+  readonly timestamp: number
+  readonly origin: Recalled["origin"]
+  readonly tags: ReadonlyArray<string>
+  readonly moodSnapshot: Recalled["moodSnapshot"]
+  readonly emotionalWeight: number
+}) => ({
+  timestamp: m.timestamp,
+  origin: m.origin,
+  tags: [...m.tags],
+  moodSnapshot: m.moodSnapshot,
+  emotionalWeight: m.emotionalWeight,
+})
+
+/** What a cue of the view brings back, as it was rehydrated. */
+export const recalledOfCue = (cue: WorkingEntry): Recalled => {
+  const base = recalledMeta(cue)
+  if (cue.content !== null) {
+    const kp =
+      cue.keyPoints !== null && cue.tokens.keyPoints !== undefined
+        ? { keyPoints: { text: cue.keyPoints, tokens: cue.tokens.keyPoints } }
+        : {}
+    return { ...base, form: "raw", text: cue.content, tokens: cue.tokens.raw, ...kp }
+  }
+  if (cue.keyPoints !== null)
+    return { ...base, form: "keyPoints", text: cue.keyPoints, tokens: cue.tokens.keyPoints ?? 0 }
+  return { ...base, form: "summary", text: cue.summary ?? "", tokens: cue.tokens.summary ?? 0 }
+}
+
+/**
+ * Chooses each hit's representation while `room` lasts: the raw text
+ * (from the substrate) while it fits, else key points, else the summary.
+ * Sizes are known without reading anything; raw texts are then fetched
+ * together.
+ */
+export const planCues = (
+  substrate: SubstrateReaderShape,
+  view: AgentView,
+  hits: ReadonlyArray<RankedHit>,
+  room: number,
+  focus: ReadonlySet<string>,
+) => {
+  const planned = planCueForms(hits, room, (hit) => ({
+    rawTokens: hit.working?.tokens.raw ?? hit.record?.rawTokens ?? Infinity,
+    keyPoints:
+      hit.working?.keyPoints != null && hit.working.tokens.keyPoints !== undefined
+        ? { text: hit.working.keyPoints, tokens: hit.working.tokens.keyPoints }
+        : hit.record?.keyPoints != null && hit.record.keyPointsTokens !== null
+          ? { text: hit.record.keyPoints, tokens: hit.record.keyPointsTokens }
+          : undefined,
+    summaryTokens: hit.working?.tokens.summary ?? hit.record?.summaryTokens ?? Infinity,
+  }))
+  return Effect.forEach(
+    planned,
+    ({ hit, form, keyPoints }) =>
+      Effect.gen(function* () {
+        const meta = hit.working ?? hit.record!
+        const base = recalledMeta(meta)
+        if (form === "raw") {
+          const raw = yield* substrate.get(view.config.id, hit.entryId)
+          if (raw !== null) return { hit, recalled: rawCue(meta, raw, keyPoints, focus, view.config.encoding) }
+        }
+        if (keyPoints && form !== "summary")
+          return { hit, recalled: { ...base, form: "keyPoints", ...keyPoints } as Recalled }
+        const summary = hitText(hit)
+        const tokens = hit.working?.tokens.summary ?? hit.record?.summaryTokens ?? 0
+        return summary.text.length > 0
+          ? { hit, recalled: { ...base, form: summary.form, text: summary.text, tokens } as Recalled }
+          : null
+      }),
+    { concurrency: 16 },
+  ).pipe(Effect.map((xs) => xs.filter((x) => x !== null)))
+}

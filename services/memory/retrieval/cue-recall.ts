@@ -1,0 +1,122 @@
+/**
+ * Recall for a focused step: the hits of both tiers for the step's focus that working does not hold in
+ * full and whose similarity clears the threshold come back as cues, best first, in the forms the cues'
+ * share of the budget allows; the recall (StepRecalled) and each cue (CueRehydrated) are events. The
+ * first build of a step asks for it (`recall`, answered once per step); a task transition during an open
+ * step recalls again.
+ */
+import { Clock, Effect, HashMap } from "effect"
+import type { RequestOf } from "../../../contracts/api.ts"
+import { InvalidState } from "../../../contracts/errors.ts"
+import type { EventOf } from "../../../contracts/events.ts"
+import { focusText } from "../../../contracts/focus.ts"
+import { type AgentView, currentFocus } from "../../../domain/agent-view.ts"
+import { type CueTrigger, decideRecall } from "../../../domain/cue-decide.ts"
+import { terms } from "../../../domain/terms.ts"
+import type { SubstrateReaderShape } from "../../platform/substrate-reader.ts"
+import type { OpenStepMemo } from "../../platform/views/open-step-memo.ts"
+import type { CaughtUpReads } from "./caught-up.ts"
+import { planCues } from "./cue-forms.ts"
+import { type CueWrites, decided, notHeldInFull, stepOpen } from "./cue-writes.ts"
+import { type RankingSources, rankBothTiers } from "./rank.ts"
+import type { RetrievalSettingsShape } from "./settings.ts"
+
+/** What a recall recorded: how many cues, and the sequence of its last event. */
+export interface RecalledCues {
+  readonly cues: number
+  readonly seq: number
+}
+
+export interface CueRecallDependencies {
+  readonly settings: RetrievalSettingsShape
+  readonly sources: RankingSources
+  readonly substrate: SubstrateReaderShape
+  readonly writes: CueWrites
+  /** The recall each agent's open step already had. */
+  readonly recalledSteps: OpenStepMemo<RecalledCues>
+  readonly viewAfter: CaughtUpReads["viewAfter"]
+}
+
+export const makeCueRecall = ({
+  settings,
+  sources,
+  substrate,
+  writes,
+  recalledSteps,
+  viewAfter,
+}: CueRecallDependencies) => {
+  /** Recalls for the open step's focus and records each cue as an event. */
+  const recallCues = Effect.fn("Retrieval.recallCues")(function* (view: AgentView, trigger: CueTrigger) {
+    const step = view.step!
+    const query = focusText(currentFocus(view))
+    const hits = yield* rankBothTiers(view, query, { limit: settings.recallDepth }, sources)
+    // Cues bring back what working does not hold in full: long-term records and summarised entries.
+    const eligible = hits.filter(
+      (hit) =>
+        !(hit.tier === "working" && hit.working!.rung < 2) &&
+        !HashMap.has(view.cues, hit.entryId) &&
+        (hit.dense >= settings.cueThreshold || hit.lexical >= settings.cueThreshold),
+    )
+    const cues = yield* planCues(
+      substrate,
+      view,
+      eligible,
+      Math.floor(view.budgetInForce * settings.cueBudgetShare),
+      new Set(terms(query)),
+    )
+    const [ranked, ...rehydrated] = yield* decided(
+      decideRecall(
+        view,
+        step.stepId,
+        {
+          trigger,
+          similarities: hits
+            .filter((h) => h.tier === "working")
+            .map((h) => ({ entryId: h.entryId, similarity: h.similarity })),
+          cues: cues.map(({ hit, recalled }) => ({
+            entryId: hit.entryId,
+            relevance: hit.similarity,
+            correlationId: (hit.working ?? hit.record!).correlationId,
+            recalled,
+          })),
+        },
+        { at: yield* Clock.currentTimeMillis },
+      ),
+    )
+    const first = yield* writes.appendWhile(view.config.id, ranked!, stepOpen(step.stepId)).pipe(Effect.orDie)
+    const seqs = yield* Effect.forEach(
+      rehydrated as ReadonlyArray<EventOf<"CueRehydrated">>,
+      (event) =>
+        writes
+          .appendWhile(
+            view.config.id,
+            event,
+            (current) =>
+              stepOpen(step.stepId)(current) &&
+              notHeldInFull(event.entryId)(current) &&
+              !HashMap.has(current.cues, event.entryId),
+          )
+          .pipe(Effect.map((a) => a.seq)),
+      { concurrency: 64 },
+    ).pipe(Effect.orDie)
+    return { cues: rehydrated.length, seq: Math.max(first.seq, ...seqs) }
+  })
+
+  const recall = Effect.fn("Retrieval.recall")(function* (agentId: string, request: RequestOf<"recall">) {
+    const view = yield* viewAfter(agentId, request.afterSeq)
+    if (view.step?.stepId !== request.stepId) {
+      return yield* Effect.fail(
+        new InvalidState({ field: "stepId", reason: `step '${request.stepId}' is not the open step` }),
+      )
+    }
+    const done = recalledSteps.get(agentId, request.stepId)
+    if (done) return done
+    const result = yield* recallCues(view, "similarity").pipe(Effect.orDie)
+    recalledSteps.set(agentId, request.stepId, result)
+    return result
+  })
+
+  return { recallCues, recall }
+}
+
+export type CueRecall = ReturnType<typeof makeCueRecall>
