@@ -4,7 +4,7 @@
  * BM25 fills of the same turns at the same token counts.
  *
  *   npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>]
- *                           [--conversations conv-26,conv-30 | --split dev|held-out] [--embedder offline|minilm]
+ *                           [--conversations conv-26,conv-30 | --split dev|held-out] [--embedder minilm-int8|minilm|offline]
  *
  * Every LoCoMo-format `*.json` file of <dir> is used, or with --conversations
  * only those named (file names without `.json`). Questions of categories 1–4
@@ -19,7 +19,7 @@ import { DEFAULT_BUDGETS, parseQualityArgs } from "./quality/options.ts"
 import { streamProgress } from "./quality/report.ts"
 
 const usage =
-  "usage: npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>] [--conversations conv-26,conv-30 | --split dev|held-out] [--embedder offline|minilm]"
+  "usage: npm run bench:locomo -- --data <dir> [--budgets 512,1024,2048,4096] [--out <file.json>] [--conversations conv-26,conv-30 | --split dev|held-out] [--embedder minilm-int8|minilm|offline]"
 
 const main = async () => {
   const args = parseQualityArgs({

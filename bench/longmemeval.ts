@@ -8,7 +8,7 @@
  *
  *   npm run bench:longmemeval -- --data <file.json[.gz]> [--budgets 1024,2048,4096,8192]
  *                                [--questions <id,…>] [--types <type,…>] [--out <file.json>]
- *                                [--split dev|held-out] [--embedder offline|minilm]
+ *                                [--split dev|held-out] [--embedder minilm-int8|minilm|offline]
  *
  * The file is in LongMemEval's official format (S, M or oracle), plain or
  * gzipped. Abstention questions (`_abs`) are counted and skipped. With --out,
@@ -22,7 +22,7 @@ import { LONGMEMEVAL_BUDGETS, parseNames, parseQualityArgs } from "./quality/opt
 import { streamProgress } from "./quality/report.ts"
 
 const usage =
-  "usage: npm run bench:longmemeval -- --data <file.json[.gz]> [--budgets 1024,2048,4096,8192] [--questions <id,…>] [--types <type,…>] [--out <file.json>] [--split dev|held-out] [--embedder offline|minilm]"
+  "usage: npm run bench:longmemeval -- --data <file.json[.gz]> [--budgets 1024,2048,4096,8192] [--questions <id,…>] [--types <type,…>] [--out <file.json>] [--split dev|held-out] [--embedder minilm-int8|minilm|offline]"
 
 const main = async () => {
   const args = parseQualityArgs({

@@ -12,7 +12,7 @@
  *
  *   node bench/quality/replay.ts --locomo <dir> [--conversations conv-26,conv-30] [--budgets 1024,2048]
  *   node bench/quality/replay.ts --longmemeval <file> [--questions <ids>] [--types <types>] [--budgets …]
- *   … [--split dev|held-out] [--embedder offline|minilm]
+ *   … [--split dev|held-out] [--embedder minilm-int8|minilm|offline]   (default: WM_EMBEDDER's default)
  *
  * Prints evidence recall / answer-in-context per budget beside BM25, where
  * the evidence was lost, and the share of the evidence among the N best hits.
@@ -165,14 +165,14 @@ const main = async () => {
       questions: { type: "string" },
       types: { type: "string" },
       dump: { type: "string" },
-      embedder: { type: "string", default: "offline" },
+      embedder: { type: "string", default: settings.WM_EMBEDDER.default },
     },
   })
   const budgets = parseBudgets(values.budgets)
   const conversations = load(values)
   const embedder = await cachedEmbedder(
     await Effect.runPromise(
-      loadLocalEmbedder(values.embedder ?? "offline", {
+      loadLocalEmbedder(values.embedder ?? settings.WM_EMBEDDER.default, {
         ...(process.env.WM_MODELS_DIR ? { modelsDir: process.env.WM_MODELS_DIR } : {}),
       }),
     ),
