@@ -7,7 +7,7 @@ import { defineConfig } from "vitest/config"
 export default defineConfig({
   test: {
     // The suites test behaviour on the offline embedder (no model files to set up, light on two cores);
-    // the sentence model's own tests (test/sentence-embedder.test.ts) select it by name.
+    // the sentence model's own tests (test/embedders/sentence-embedder.test.ts) select it by name.
     // No metrics port unless a test asks for one (on a free port): the processes of parallel files would meet on 9464.
     env: { WM_EMBEDDER: process.env.WM_EMBEDDER ?? "offline", WM_METRICS_PORT: process.env.WM_METRICS_PORT ?? "0" },
     include: ["test/faults/**/*.test.ts"],

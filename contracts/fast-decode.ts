@@ -4,7 +4,7 @@
  * against the same rules as their Schema. It answers only when every field
  * is present, of its type and within its bounds and there is no other key;
  * anything else (another type, a mood, an odd field) returns undefined, and
- * the caller decodes with the full Schema. test/fast-decode.test.ts proves
+ * the caller decodes with the full Schema. test/platform/fast-decode.test.ts proves
  * that whatever it returns deep-equals the Schema decoder's result.
  */
 import { MAX_BUDGET } from "./agent.ts"

@@ -4,7 +4,7 @@
  * and the Effect Config that reads it. Services read them in their layers
  * (`Layer.unwrap` over these Configs), so a ConfigProvider set in a test or
  * an entry point reaches every one; the configuration table in docs/configuration.md is
- * checked against this list (test/settings.test.ts).
+ * checked against this list (test/conformance/settings.test.ts).
  */
 import { Config, ConfigProvider, Effect, Option, Schema } from "effect"
 import { DEFAULT_BATCH_ENTRIES, MAX_BATCH_ENTRIES } from "./api.ts"

@@ -13,7 +13,7 @@
  * message get answered by the stream's leader, which holds every
  * acknowledged write: a replica still catching up never answers "unknown"
  * for an entry that is recorded. Both shapes work on nats-server 2.9.10 and
- * 2.12.3 (test/substrate-stream.test.ts runs on both).
+ * 2.12.3 (test/memory/substrate-stream.test.ts runs on both).
  */
 import type { JetStreamManager, MsgRequest, StoredMsg } from "@nats-io/jetstream"
 import { Context, Effect, Layer } from "effect"

@@ -6,7 +6,7 @@
  * files until the block is compacted. An erasing delete
  * (`STREAM.MSG.DELETE` with `no_erase: false`) overwrites the message in
  * place — checked on nats-server 2.9.10 and 2.12.3 by
- * test/forget-erasure.test.ts, which searches every store file. So every
+ * test/forget/forget-erasure.test.ts, which searches every store file. So every
  * message that carries forgotten content is found (subjects and sequences
  * only, from a headers-only consumer: the content is never read back) and
  * erased one by one.

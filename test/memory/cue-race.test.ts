@@ -1,0 +1,67 @@
+/**
+ * A step's cue drops are appended by retrieval after the step ended, while
+ * the agent may already be in its next step with a fresh cue for the same
+ * entry. Against a real nats-server with every service running.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { EventOf } from "../../contracts/events.ts"
+import { steppingClock } from "../support/clock.ts"
+import { eventually } from "../support/eventually.ts"
+import { recordThenDemote } from "../support/fillers.ts"
+import { appendEvents, readLog } from "../support/log.ts"
+import { startTestSystem, type TestSystem } from "../support/system.ts"
+
+const MINUTE = 60_000
+const T0 = Date.UTC(2024, 5, 3, 8)
+const AGENT = "cue-racer"
+
+let system: TestSystem
+beforeAll(async () => {
+  system = await startTestSystem()
+})
+afterAll(async () => system?.stop())
+
+const logged = async <T extends EventOf<"EntryDemoted">["_tag"] | "CueDropped">(tag: T) =>
+  (await readLog(system.server.url)).map((s) => s.event).filter((e) => e._tag === tag && e.agentId === AGENT) as Array<
+    Extract<EventOf<"EntryDemoted"> | EventOf<"CueDropped">, { _tag: T }>
+  >
+
+describe("cue drops and the next step", () => {
+  it("a drop of the previous step that lands after the next step's recall leaves the next step's cue", {
+    timeout: 60_000,
+  }, async () => {
+    const agent = system.client.agent(AGENT)
+    await agent.register({ role: "custom", budget: 200 })
+    const clock = steppingClock(T0, MINUTE)
+    const garden = await recordThenDemote(
+      agent,
+      system.server.url,
+      "Our vegetable garden finally produced its first ripe courgettes.",
+      clock,
+    )
+    agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
+
+    const focus = { query: "how is the vegetable garden doing?" }
+    const first = await agent.beginStep({ focus })
+    expect((await agent.buildContext({ stepId: first.stepId })).items.find((i) => i.entryId === garden)?.cue).toBe(true)
+    await agent.endStep(first.stepId)
+    await eventually(
+      "the first step's drop",
+      async () => (await logged("CueDropped")).some((e) => e.stepId === first.stepId && e.entryId === garden),
+      20_000,
+    )
+
+    const second = await agent.beginStep({ focus })
+    expect((await agent.buildContext({ stepId: second.stepId })).items.find((i) => i.entryId === garden)?.cue).toBe(
+      true,
+    )
+    // The first step's drop, delivered late (as when retrieval reacts to the step's end after the next step recalled).
+    const late = (await logged("CueDropped")).find((e) => e.stepId === first.stepId && e.entryId === garden)!
+    agent.lastSeq = await appendEvents(system.server.url, [{ ...late, eventId: `${late.eventId}:late` }])
+
+    const built = await agent.buildContext({ stepId: second.stepId })
+    expect(built.items.find((i) => i.entryId === garden)).toMatchObject({ cue: true })
+    expect(built.text).toContain("first ripe courgettes")
+    await agent.endStep(second.stepId)
+  })
+})

@@ -1,0 +1,59 @@
+/**
+ * A recalled entry that is not served whole is served by the sentences that
+ * bear on the step's focus. Against a real nats-server with every service
+ * running.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { EventOf } from "../../contracts/events.ts"
+import { steppingClock } from "../support/clock.ts"
+import { recordThenDemote } from "../support/fillers.ts"
+import { readLog } from "../support/log.ts"
+import { startTestSystem, type TestSystem } from "../support/system.ts"
+
+const MINUTE = 60_000
+const T0 = Date.UTC(2024, 5, 3, 8)
+const AGENT = "focused-cues"
+
+let system: TestSystem
+beforeAll(async () => {
+  system = await startTestSystem()
+})
+afterAll(async () => system?.stop())
+
+/** The answer sits in the last sentence, which the turn's own key points leave out. */
+const TURN =
+  "John: Yep, let's keep making great memories with our loved ones and cherishing the time we have together. " +
+  "Family is what keeps me going when work gets heavy and the days are long. " +
+  "I'm off to do some taekwondo at the gym on Elm Street tonight!"
+
+const events = async () => (await readLog(system.server.url)).filter((s) => s.event.agentId === AGENT)
+
+describe("recalled key points", () => {
+  it("a long recalled turn shown as key points keeps the sentence the focus asks about", {
+    timeout: 60_000,
+  }, async () => {
+    const agent = system.client.agent(AGENT)
+    await agent.register({ role: "custom", budget: 200 })
+    const clock = steppingClock(T0, MINUTE)
+    const entryId = await recordThenDemote(agent, system.server.url, TURN, clock)
+    agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
+
+    const { stepId } = await agent.beginStep({ focus: { query: "Where does John do taekwondo?" } })
+    const whole = await agent.buildContext({ stepId })
+    expect(whole.items.find((i) => i.entryId === entryId)).toMatchObject({ cue: true })
+    expect(whole.text).toContain("taekwondo at the gym on Elm Street")
+    const cue = (await events())
+      .map((s) => s.event)
+      .find((e): e is EventOf<"CueRehydrated"> => e._tag === "CueRehydrated" && e.entryId === entryId)!
+    // The cue carries the raw text, and the extract for the focus beside it.
+    expect(cue.recalled).toMatchObject({ form: "raw", text: TURN })
+    expect(cue.recalled.keyPoints?.text).toContain("taekwondo at the gym on Elm Street")
+
+    // Too little room for the whole turn: its key points for the focus are served.
+    const tight = await agent.buildContext({ stepId, limit: cue.recalled.keyPoints!.tokens + 12 })
+    expect(tight.items.find((i) => i.entryId === entryId)).toMatchObject({ cue: true, form: "keyPoints" })
+    expect(tight.text).toContain("taekwondo at the gym on Elm Street")
+    expect(tight.text).not.toContain("cherishing the time")
+    await agent.endStep(stepId)
+  })
+})
