@@ -1,0 +1,137 @@
+/**
+ * The position of the partitioned views, and waits on it, per partition: a partition's projection only
+ * sees its own records, so "applied up to seq" is proven either by a record at or past seq, or by the
+ * partition's last stored sequence (asked of the stream leader) being one it has applied. A tracker
+ * proves the same of idle partitions, so they do not hold the replica's position back.
+ */
+import { Clock, Effect } from "effect"
+import { NotCaughtUp } from "../../../contracts/errors.ts"
+import { partitionOf } from "../../../contracts/partitions.ts"
+import type { EventLogShape } from "../log/event-log.ts"
+import type { Halt, Projection, WarmUp } from "../log/projection.ts"
+import type { PartitionLeases } from "./leases.ts"
+import { appliedOf, type PartitionState, type PartitionStates } from "./partition-state.ts"
+
+/** A projection whose waits and position can be asked for one agent's partition. */
+export interface PartitionedProjection extends Projection {
+  /** Without an agent: the least over every partition this replica holds, 0 for one that does not answer now. */
+  readonly appliedSeq: (agentId?: string) => number
+  /** With an agent: where the agent's partition stopped (an event newer than this code reads), if it did. */
+  readonly halted: (agentId?: string) => Halt | null
+  /** Without an agent: every partition this replica owns has applied `seq`. */
+  readonly waitFor: (
+    seq: number,
+    timeout?: Parameters<Projection["waitFor"]>[1],
+    agentId?: string,
+  ) => Effect.Effect<void, NotCaughtUp>
+}
+
+interface PositionDeps {
+  readonly states: PartitionStates
+  readonly log: EventLogShape
+  readonly lastSeqOf: (partition: number) => Effect.Effect<number, unknown>
+}
+
+/**
+ * Forks, in the current scope, the position tracker: a partition that has applied its last record is
+ * complete up to the stream's end as read before that record was asked for. One stream read, and one
+ * read per lagging partition, every 250 ms.
+ */
+export const trackPositions = ({ states, log, lastSeqOf }: PositionDeps) =>
+  Effect.forkScoped(
+    Effect.forever(
+      Effect.gen(function* () {
+        yield* Effect.sleep("250 millis")
+        const streamLast = yield* log.lastSeq.pipe(Effect.orElseSucceed(() => 0))
+        for (const state of states.values()) {
+          const projection = state.projection
+          if (!state.ready || projection === null || projection.halted() !== null) continue
+          if (appliedOf(state) >= streamLast) continue
+          const last = yield* lastSeqOf(state.partition).pipe(Effect.orElseSucceed(() => Number.MAX_SAFE_INTEGER))
+          if (projection.appliedSeq() >= last) state.completeTo = Math.max(state.completeTo, streamLast)
+        }
+      }),
+    ),
+  )
+
+export const makePartitionedProjection = (
+  deps: PositionDeps & {
+    readonly partitions: number
+    readonly leases: PartitionLeases
+    readonly answering: (partition: number) => PartitionState | undefined
+    readonly ready: () => ReadonlyArray<number>
+    /** When the service started, the log's position its partitions caught up with, and why one could not. */
+    readonly startedAt: number
+    readonly caughtUpEvents: () => number
+    readonly catchUpFailure: () => unknown
+  },
+): PartitionedProjection => {
+  const { states, log, lastSeqOf, partitions, leases, answering, ready } = deps
+
+  const waitInPartition = (partition: number, seq: number, timeout: Parameters<Projection["waitFor"]>[1]) =>
+    Effect.gen(function* () {
+      const state = answering(partition)
+      if (state === undefined || state.projection === null)
+        return yield* Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: 0 }))
+      if (appliedOf(state) >= seq) return
+      const projection = state.projection
+      if (projection.halted() !== null)
+        return yield* Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: appliedOf(state) }))
+      // The partition's last sequence proves something about `seq` only once the stream has reached it,
+      // and only when read after that was seen.
+      const streamLast = yield* log.lastSeq.pipe(Effect.orElseSucceed(() => 0))
+      if (streamLast < seq) return yield* projection.waitFor(seq, timeout)
+      const last = yield* lastSeqOf(partition).pipe(Effect.orElseSucceed(() => seq))
+      const target = Math.min(seq, last)
+      if (projection.appliedSeq() < target) yield* projection.waitFor(target, timeout)
+      // Everything of the partition up to `last` is applied, and `last` was read after `seq` was stored.
+      if (last <= projection.appliedSeq()) state.completeTo = Math.max(state.completeTo, seq)
+    })
+
+  return {
+    appliedSeq: (agentId?: string) => {
+      if (agentId !== undefined) {
+        const state = answering(partitionOf(agentId, partitions))
+        return state === undefined ? 0 : appliedOf(state)
+      }
+      // Every partition this replica holds counts, and one that does not answer now (catching up, its
+      // lease suspended) has applied nothing it may answer from.
+      const held = leases.held()
+      if (held.length === 0) return 0
+      return Math.min(
+        ...held.map((p) => {
+          const state = answering(p)
+          return state === undefined ? 0 : appliedOf(state)
+        }),
+      )
+    },
+    waitFor: (seq, timeout, agentId) =>
+      agentId !== undefined
+        ? waitInPartition(partitionOf(agentId, partitions), seq, timeout)
+        : Effect.forEach(ready(), (p) => waitInPartition(p, seq, timeout), {
+            concurrency: "unbounded",
+            discard: true,
+          }),
+    warmedUp: Effect.gen(function* () {
+      yield* leases.firstRound
+      while ([...states.values()].some((s) => !s.ready)) {
+        // Met during warm-up, the service does not start.
+        if (deps.catchUpFailure() !== null) return yield* Effect.die(deps.catchUpFailure())
+        yield* Effect.sleep("20 millis")
+      }
+      return {
+        events: deps.caughtUpEvents(),
+        millis: (yield* Clock.currentTimeMillis) - deps.startedAt,
+      } satisfies WarmUp
+    }),
+    behind: () => ready().reduce((sum, p) => sum + (states.get(p)?.projection?.behind() ?? 0), 0),
+    halted: (agentId?: string): Halt | null => {
+      if (agentId !== undefined) return states.get(partitionOf(agentId, partitions))?.projection?.halted() ?? null
+      for (const s of states.values()) {
+        const halt = s.projection?.halted() ?? null
+        if (halt !== null) return halt
+      }
+      return null
+    },
+  }
+}
