@@ -67,6 +67,9 @@ export interface BurstFigures {
   readonly storedTwice: number
 }
 
+/** Typed answers that mean "nothing was stored, send the same request again", as the SDKs treat them. */
+const RETRYABLE: ReadonlySet<string> = new Set(["Unavailable", "NotCaughtUp"])
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
 /** Runs `work` over `items` with at most `limit` in flight. */
@@ -162,10 +165,13 @@ export const runBurst = async (
               if (error instanceof Overloaded) {
                 answered("overloaded")
                 await sleep(Math.min(10_000, error.retryAfterMs))
-              } else if (typeof (error as { _tag?: unknown })._tag === "string") {
+              } else if (RETRYABLE.has((error as { _tag?: unknown })._tag as string)) {
                 // another typed, retryable answer (Unavailable while a partition moves)
                 answered("refused")
                 await sleep(200)
+              } else if (typeof (error as { _tag?: unknown })._tag === "string") {
+                // a refusal the same request would meet again (a bad entry): the benchmark is wrong, not slow
+                throw error
               } else {
                 // nothing within the wait: sent again (the same request id) until it is stored
                 answer ??= "unanswered"
