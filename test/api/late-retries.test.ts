@@ -20,6 +20,7 @@ import {
   requestBody,
   type SettledRequest,
 } from "../../domain/requests.ts"
+import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { appendEvents, lastSeq, readLog } from "../support/log.ts"
 import { startTestSystem, type TestSystem } from "../support/system.ts"
 
@@ -195,5 +196,42 @@ describe("a retry of an attempt that died before answering", () => {
     await new Promise((r) => setTimeout(r, DEDUPE_WINDOW_MS + 500))
     await expect(system.client.call(agentId, "beginStep", request)).resolves.toEqual(reply)
     expect((await started(agentId)).map((r) => r.seq)).toEqual([reply.seq])
+  })
+})
+
+describe("a copy sent while the first attempt is still being answered", () => {
+  it("gets the first attempt's answer, not 'still being processed', and a different body is refused", async () => {
+    const agentId = "copy-in-flight"
+    await system.client.call(agentId, "registerAgent", { role: "main" })
+    for (let i = 0; i < 4; i++)
+      await system.client.call(agentId, "recordEntry", { origin: "USER", content: `Fact ${i} about the harbour.` })
+    // No retries of its own: whatever a copy is answered is what this client sees.
+    const once = await WorkingMemoryClient.connect({ servers: system.server.url, timeoutMs: 10_000, attempts: 1 })
+    try {
+      // Builds of one agent take turns on its step subject: the last one is in flight while its copies arrive.
+      const ahead = Array.from({ length: 12 }, (_, i) =>
+        once.call(agentId, "buildContext", { requestId: `ahead-${i}` }),
+      )
+      const target = { requestId: "impatient" }
+      const copies = await Promise.allSettled([
+        once.call(agentId, "buildContext", target),
+        once.call(agentId, "buildContext", target),
+        once.call(agentId, "buildContext", { ...target, limit: 500 }),
+      ])
+      await Promise.all(ahead)
+      const [first, copy, other] = copies
+      expect(first).toMatchObject({ status: "fulfilled" })
+      expect(copy).toMatchObject({ status: "fulfilled" })
+      if (first.status !== "fulfilled" || copy.status !== "fulfilled") return
+      expect(copy.value.seq).toBe(first.value.seq)
+      expect(copy.value.items).toEqual(first.value.items)
+      expect(other).toMatchObject({ status: "rejected", reason: { _tag: "IdempotencyConflict", field: "requestId" } })
+      const reads = (await readLog(system.server.url, agentStepSubject(agentId))).filter(
+        (r) => r.event._tag === "EntriesRead",
+      )
+      expect(reads).toHaveLength(13)
+    } finally {
+      await once.close()
+    }
   })
 })

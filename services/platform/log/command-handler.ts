@@ -3,7 +3,8 @@
  *
  *   1. a request with a request id is first looked up in the request ledger:
  *      a retry of any age is answered as the first attempt was, and writes
- *      nothing;
+ *      nothing; a copy arriving while the first is still being answered in
+ *      this process waits for that answer;
  *   2. the decider runs on the service's view of the agent, and on what the
  *      log says of the entries the view does not hold natively (long-term,
  *      cues, forgotten: the view does not carry them), read at decision time;
@@ -20,7 +21,7 @@
  * Modelled on the decide/evolve command handlers of event-sourcing libraries
  * (emmett's handleCommand), with the agent's view as the state.
  */
-import { Clock, type Duration, Effect, Semaphore } from "effect"
+import { Clock, Deferred, type Duration, Effect, Semaphore } from "effect"
 import {
   AgentNotFound,
   type ApiError,
@@ -219,6 +220,14 @@ export const makeCommandHandler = (views: ViewSource) =>
         )
       })
 
+    /** Requests being answered in this process, by ledger key. */
+    const inFlight = new Map<string, { readonly body: string; readonly reply: Deferred.Deferred<unknown, ApiError> }>()
+    const conflictOf = (request: { readonly requestId: string; readonly operation: string }) =>
+      new IdempotencyConflict({
+        field: "requestId",
+        reason: `'${request.requestId}' was already used for a different ${request.operation} request`,
+      })
+
     /**
      * Runs a request once per request id: a retry of any age is answered
      * from the ledger (or, when the first attempt died after storing its
@@ -232,6 +241,34 @@ export const makeCommandHandler = (views: ViewSource) =>
         const first = yield* viewOf(request.agentId)
         const key = ledgerKey(request.agentId, first.registeredSeq, request.operation, request.requestId)
         const body = requestBody(request.request ?? {})
+        // A copy sent while the first is still being answered here waits for that answer (an impatient
+        // client, a client retry after a timeout): the ledger alone would only say "still being processed".
+        const running = inFlight.get(key)
+        if (running !== undefined) {
+          if (running.body !== body) return yield* Effect.fail(conflictOf(request))
+          return markDuplicate(yield* Deferred.await(running.reply)) as A
+        }
+        const answer = Deferred.makeUnsafe<unknown, ApiError>()
+        inFlight.set(key, { body, reply: answer })
+        return yield* firstAnswer(request, run, first, key, body).pipe(
+          Effect.onExit((exit) =>
+            Effect.sync(() => {
+              inFlight.delete(key)
+              Deferred.doneUnsafe(answer, exit)
+            }),
+          ),
+        )
+      })
+
+    /** The ledger's part of `once`: reserve the request, or answer it as its first attempt was. */
+    const firstAnswer = <A>(
+      request: LedgerRequest<A>,
+      run: Effect.Effect<{ readonly reply: A; readonly recorded: boolean; readonly seq: number }, ApiError>,
+      first: AgentView,
+      key: string,
+      body: string,
+    ): Effect.Effect<A, ApiError> =>
+      Effect.gen(function* () {
         const pending: PendingRequest = {
           state: "pending",
           operation: request.operation,
@@ -251,14 +288,7 @@ export const makeCommandHandler = (views: ViewSource) =>
           })
         const reservation = yield* ledger.reserve(key, pending)
         if (reservation._tag !== "Reserved") {
-          if (reservation.record.body !== body) {
-            return yield* Effect.fail(
-              new IdempotencyConflict({
-                field: "requestId",
-                reason: `'${request.requestId}' was already used for a different ${request.operation} request`,
-              }),
-            )
-          }
+          if (reservation.record.body !== body) return yield* Effect.fail(conflictOf(request))
           if (reservation._tag === "Settled") {
             const stored = reservation.record.reply
             return request.replay
@@ -314,14 +344,7 @@ export const makeCommandHandler = (views: ViewSource) =>
       Effect.gen(function* () {
         const record = yield* ledger.settled(ledgerKey(agentId, registeredSeq, operation, requestId))
         if (record === null) return null
-        if (record.body !== requestBody(request)) {
-          return yield* Effect.fail(
-            new IdempotencyConflict({
-              field: "requestId",
-              reason: `'${requestId}' was already used for a different ${operation} request`,
-            }),
-          )
-        }
+        if (record.body !== requestBody(request)) return yield* Effect.fail(conflictOf({ requestId, operation }))
         return { reply: record.reply }
       })
     const answer = (
