@@ -81,6 +81,8 @@ interface Held {
  * partitions' snapshots of 1,000 agents at 1M events took about 0.45 s, BENCHMARKS.md).
  */
 const PREPARE_BEFORE_TAKING_MS = 500
+/** How soon a failed first round is tried again. */
+const FIRST_ROUND_RETRY_MS = 200
 
 /** How many partitions each of `live` replicas should hold. */
 export const fairShare = (partitions: number, live: number): number => Math.ceil(partitions / Math.max(1, live))
@@ -290,10 +292,23 @@ export const holdPartitionLeases = (
         if (callbacks.settling !== undefined) yield* Effect.forkScoped(callbacks.settling(expected))
         yield* Effect.sleep(lead)
       }
+      // A first round that fails (the server busy, a timeout) is tried again at once, not a period later:
+      // until one passes the replica holds nothing and serves nothing. Start-up goes on after a lease's
+      // lifetime of failures, with readiness saying why.
+      const startedAt = yield* Clock.currentTimeMillis
+      let first = true
       while (!stopped) {
-        yield* Effect.tryPromise({ try: round, catch: (cause) => cause }).pipe(
-          Effect.catch((cause) => Effect.logWarning(`[${service}] lease round failed: ${String(cause)}`)),
+        const passed = yield* Effect.tryPromise({ try: round, catch: (cause) => cause }).pipe(
+          Effect.as(true),
+          Effect.catch((cause) =>
+            Effect.as(Effect.logWarning(`[${service}] lease round failed: ${String(cause)}`), false),
+          ),
         )
+        if (first && !passed && (yield* Clock.currentTimeMillis) - startedAt < leaseTtlMs) {
+          yield* Effect.sleep(Math.min(period, FIRST_ROUND_RETRY_MS))
+          continue
+        }
+        first = false
         yield* Deferred.succeed(firstRound, undefined)
         settled = true
         yield* Effect.sleep(period)
