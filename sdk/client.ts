@@ -46,7 +46,17 @@ export interface ConnectOptions {
    * error is thrown.
    */
   readonly overloadedAttempts?: number
+  /**
+   * How long, in milliseconds, a call keeps asking while no service is subscribed at all (default 8000):
+   * a partition moving between replicas, or services restarting, has no responder for up to a lease's
+   * lifetime (WM_LEASE_TTL_MS, 6 s). These retries, every 250 ms, are not attempts; after the patience,
+   * a call without responders uses its attempts as any unanswered one.
+   */
+  readonly noResponderPatienceMs?: number
 }
+
+/** How often a call without responders asks again while its patience lasts. */
+const NO_RESPONDER_RETRY_MS = 250
 
 /** The longest wait an `Overloaded` refusal is taken at its word for. */
 const MAX_OVERLOADED_WAIT_MS = 10_000
@@ -67,6 +77,7 @@ export class WorkingMemoryClient {
   readonly #timeoutMs: number
   readonly #attempts: number
   readonly #overloadedAttempts: number
+  readonly #noResponderPatienceMs: number
   readonly #refusals: RoutedRefusals
 
   private constructor(nc: NatsConnection, options: ConnectOptions) {
@@ -75,6 +86,7 @@ export class WorkingMemoryClient {
     this.#timeoutMs = options.timeoutMs ?? 5_000
     this.#attempts = options.attempts ?? 4
     this.#overloadedAttempts = options.overloadedAttempts ?? 10
+    this.#noResponderPatienceMs = options.noResponderPatienceMs ?? 8_000
   }
 
   static async connect(options: ConnectOptions = {}): Promise<WorkingMemoryClient> {
@@ -119,6 +131,7 @@ export class WorkingMemoryClient {
     const headers = traceHeaders()
     let lastError: unknown
     let overloaded = 0
+    let firstNoResponder: number | undefined
     for (let attempt = 1; attempt <= this.#attempts; attempt++) {
       try {
         const reply = await this.#refusals.guard(subject, () =>
@@ -136,11 +149,11 @@ export class WorkingMemoryClient {
         // A connection closed or draining sends nothing, now or on a retry: the API's Unavailable, at once.
         if (error instanceof errors.ClosedConnectionError || error instanceof errors.DrainingConnectionError)
           throw new Unavailable({ reason: `the connection to NATS is closed (${error.message}); nothing was stored` })
-        const retryable =
-          error instanceof errors.TimeoutError ||
+        const noResponders =
           error instanceof errors.NoRespondersError ||
           // No service listening (restarting) arrives as a RequestError caused by NoRespondersError.
           (error instanceof errors.RequestError && error.isNoResponders())
+        const retryable = error instanceof errors.TimeoutError || noResponders
         // Only "nothing was stored, try again" is retried; every other refusal (StorageFull included:
         // a full store stays full) is thrown as its typed error at once.
         // Unavailable: nothing was stored. NotCaughtUp: the view had not yet applied the caller's own
@@ -157,6 +170,14 @@ export class WorkingMemoryClient {
         }
         if (!retryable && !unavailable) throw error
         lastError = error
+        if (noResponders) {
+          firstNoResponder ??= Date.now()
+          if (Date.now() - firstNoResponder < this.#noResponderPatienceMs) {
+            attempt--
+            await new Promise((r) => setTimeout(r, NO_RESPONDER_RETRY_MS))
+            continue
+          }
+        }
         await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)))
       }
     }

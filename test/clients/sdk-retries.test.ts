@@ -99,3 +99,23 @@ it("answers a call on a closed connection with Unavailable at once, without aski
     await responder.close()
   }
 })
+
+it("keeps asking while no service is subscribed (a partition moving, services restarting), for its patience", async () => {
+  const client = await WorkingMemoryClient.connect({ servers: server.url, timeoutMs: 2_000 })
+  let responder: Awaited<ReturnType<typeof answering>> | undefined
+  try {
+    const asked = client.agent("moving").view()
+    // Nobody answers for 3 s — longer than the attempts' own backoff — then the new owner subscribes.
+    await new Promise((r) => setTimeout(r, 3_000))
+    responder = await answering(apiSubject("moving", "view.get"), [{ ok: true, value: { marker: "new owner" } }])
+    expect(((await asked) as unknown as { marker: string }).marker).toBe("new owner")
+
+    // With no patience, the attempts alone decide, and nobody answering ends in NoResponse.
+    const impatient = await WorkingMemoryClient.connect({ servers: server.url, noResponderPatienceMs: 0 })
+    await expect(impatient.agent("nobody").view()).rejects.toMatchObject({ name: "NoResponse" })
+    await impatient.close()
+  } finally {
+    await client.close()
+    await responder?.close()
+  }
+})

@@ -3,9 +3,14 @@ through a relay on a second nats-server that can lose replies or answer by itsel
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import cast
 
+import nats
 import pytest
+from nats.aio.msg import Msg
 
 from conftest import System
 from relay import Action, Relay, Seen, open_relay
@@ -106,13 +111,33 @@ async def test_no_answer_at_all_ends_in_no_response_after_every_attempt(relayed:
 
 
 async def test_no_responders_are_retried_then_end_in_no_response(relay_server: str, agent_id: str) -> None:
-    client = await WorkingMemoryClient.connect(relay_server, attempts=2)
+    client = await WorkingMemoryClient.connect(relay_server, attempts=2, no_responder_patience=0.5)
     try:
         with pytest.raises(NoResponse) as failed:
             await client.agent(agent_id).view()
         assert failed.value.attempts == 2
     finally:
         await client.close()
+
+
+async def test_no_responders_are_asked_again_while_the_patience_lasts(relay_server: str, agent_id: str) -> None:
+    # A partition moving between replicas has no responder for a moment longer than the attempts' backoff.
+    client = await WorkingMemoryClient.connect(relay_server)
+    responder = await nats.connect(relay_server)
+    try:
+        asked = asyncio.ensure_future(client.agent(agent_id).view())
+        await asyncio.sleep(3.0)
+
+        async def answer(msg: Msg) -> None:
+            await msg.respond(json.dumps({"ok": True, "value": {"marker": "new owner"}}).encode())
+
+        await responder.subscribe(f"wm.api.{agent_id}.view.get", cb=answer)
+        await responder.flush()
+        view = cast(dict[str, object], await asked)
+        assert view["marker"] == "new owner"
+    finally:
+        await client.close()
+        await responder.close()
 
 
 def overloaded(retry_after_ms: int) -> dict[str, object]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, cast
@@ -66,6 +67,11 @@ DEFAULT_TIMEOUT = 5.0
 DEFAULT_ATTEMPTS = 4
 #: Attempts per call while the service answers ``Overloaded``, each after the wait it asks for.
 DEFAULT_OVERLOADED_ATTEMPTS = 10
+#: How long, in seconds, a call keeps asking while no service is subscribed at all: a partition moving between
+#: replicas, or services restarting, has no responder for up to a lease's lifetime (WM_LEASE_TTL_MS, 6 s). These
+#: retries, every 0.25 s, are not attempts; after the patience, no responders use the attempts as no answer does.
+DEFAULT_NO_RESPONDER_PATIENCE = 8.0
+_NO_RESPONDER_RETRY = 0.25
 #: The longest wait, in seconds, an ``Overloaded`` refusal is taken at its word for.
 MAX_OVERLOADED_WAIT = 10.0
 #: Largest entry content accepted, in UTF-8 bytes.
@@ -149,11 +155,13 @@ class WorkingMemoryClient:
         timeout: float = DEFAULT_TIMEOUT,
         attempts: int = DEFAULT_ATTEMPTS,
         overloaded_attempts: int = DEFAULT_OVERLOADED_ATTEMPTS,
+        no_responder_patience: float = DEFAULT_NO_RESPONDER_PATIENCE,
     ) -> None:
         self.nc = nc
         self.timeout = timeout
         self.attempts = attempts
         self.overloaded_attempts = overloaded_attempts
+        self.no_responder_patience = no_responder_patience
         #: The event loop the connection runs on (the one running when the client was made), where every call of
         #: this client must run; the framework adapters (``working_memory.integrations``) hand their calls to it.
         self.loop: asyncio.AbstractEventLoop | None
@@ -174,6 +182,7 @@ class WorkingMemoryClient:
         timeout: float = DEFAULT_TIMEOUT,
         attempts: int = DEFAULT_ATTEMPTS,
         overloaded_attempts: int = DEFAULT_OVERLOADED_ATTEMPTS,
+        no_responder_patience: float = DEFAULT_NO_RESPONDER_PATIENCE,
     ) -> WorkingMemoryClient:
         """Connects to ``servers`` (a comma-separated string or a list; default ``NATS_URL``, else
         ``nats://127.0.0.1:4222``) with ``user``/``password`` (default ``NATS_USER``/``NATS_PASS``).
@@ -181,7 +190,8 @@ class WorkingMemoryClient:
         ``inbox_prefix`` is the prefix of this connection's reply subjects (default ``_INBOX``); under the
         broker permissions of ``infra/auth.ts`` an agent may receive replies only on ``_INBOX_<agentId>``.
         ``timeout`` is per attempt, in seconds; ``attempts`` per call when the service does not answer;
-        ``overloaded_attempts`` per call while it answers ``Overloaded`` (each after its ``retryAfterMs``).
+        ``overloaded_attempts`` per call while it answers ``Overloaded`` (each after its ``retryAfterMs``);
+        ``no_responder_patience``, in seconds, how long a call asks again while no service is subscribed.
         Raises :class:`NotConnected` when no server answers.
         """
         if servers is None:
@@ -220,7 +230,13 @@ class WorkingMemoryClient:
             cause = errors[-1] if errors else error
             raise NotConnected(f"no NATS server answers at {','.join(server_list)}: {cause!r}") from cause
         nc.options["max_reconnect_attempts"] = -1
-        return cls(nc, timeout=timeout, attempts=attempts, overloaded_attempts=overloaded_attempts)
+        return cls(
+            nc,
+            timeout=timeout,
+            attempts=attempts,
+            overloaded_attempts=overloaded_attempts,
+            no_responder_patience=no_responder_patience,
+        )
 
     def agent(self, agent_id: str) -> AgentClient:
         return AgentClient(self, agent_id)
@@ -254,6 +270,7 @@ class WorkingMemoryClient:
         last_error: BaseException | None = None
         attempt = 0
         overloaded = 0
+        first_no_responder: float | None = None
         while attempt < self.attempts:
             try:
                 reply = await self.nc.request(
@@ -276,7 +293,15 @@ class WorkingMemoryClient:
                 if not isinstance(error, (Unavailable, NotCaughtUp)):
                     raise error
                 last_error = error
-            except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
+            except nats.errors.NoRespondersError as error:
+                last_error = error
+                now = time.monotonic()
+                if first_no_responder is None:
+                    first_no_responder = now
+                if now - first_no_responder < self.no_responder_patience:
+                    await asyncio.sleep(_NO_RESPONDER_RETRY)
+                    continue
+            except nats.errors.TimeoutError as error:
                 last_error = error
             except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError) as error:
                 # Closed while the request waited: no attempt can be answered any more.
