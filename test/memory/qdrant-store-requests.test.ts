@@ -24,6 +24,7 @@ import {
   qdrantStoreFromEnv,
 } from "../../services/memory/longterm/qdrant-config.ts"
 import {
+  clientAddress,
   collectionName,
   makeQdrantStore,
   pointId,
@@ -51,7 +52,10 @@ interface Rule {
   remaining: number
 }
 
-const ok = (result: unknown): Reply => ({ status: 200, body: { result, status: "ok", time: 0.0001 } })
+const ok = (result: unknown, body?: object): Reply => ({
+  status: 200,
+  body: body ?? { result, status: "ok", time: 0.0001 },
+})
 const fail = (status: number, message: string): Reply => ({
   status,
   body: { status: { error: message }, time: 0.0001 },
@@ -116,8 +120,17 @@ class FakeQdrant {
     this.requests.length = 0
   }
 
+  /** Where the fake is served under a path (a Qdrant behind a proxy). */
+  prefix = ""
+  /** What `GET /` says. */
+  version = "1.16.3"
+
   private route(r: Seen): Reply {
-    const [root, name, sub, action] = r.path.split("/").filter(Boolean)
+    if (!r.path.startsWith(`${this.prefix}/`)) return fail(404, "outside the prefix")
+    const path = r.path.slice(this.prefix.length)
+    if (path === "/" && r.method === "GET")
+      return ok(undefined, { title: "qdrant - vector search engine", version: this.version })
+    const [root, name, sub, action] = path.split("/").filter(Boolean)
     if (root !== "collections") return fail(404, "unknown route")
     if (name === undefined)
       return r.method === "GET"
@@ -134,7 +147,12 @@ class FakeQdrant {
           points_count: 0,
           config: { params: { vectors: { size: collection.size, distance: "Cosine" } } },
           payload_schema: Object.fromEntries(
-            [...collection.indexes].map((f) => [f, { data_type: "keyword", points: 0 }]),
+            [...collection.indexes].map((f) => [
+              f,
+              f === "agentId"
+                ? { data_type: "keyword", params: { type: "keyword", is_tenant: true }, points: 0 }
+                : { data_type: f === "timestamp" ? "integer" : "keyword", points: 0 },
+            ]),
           ),
         })
       }
@@ -161,6 +179,8 @@ class FakeQdrant {
 // ---------------------------------------------------------------------------
 // Fixtures
 
+/** A page's offset is the id of the point it starts at. */
+const SECOND_PAGE = pointId("a", "first")
 const M8 = "test/model-8d"
 const M3 = "test/model-3d"
 const C8 = collectionName("wm_longterm_", M8)
@@ -249,15 +269,22 @@ describe("Qdrant store: writes", () => {
       "GET /collections",
     ])
     const [create] = fake.to("PUT", `/collections/${C8}`)
-    expect(create!.body).toEqual({ vectors: { size: 8, distance: "Cosine" }, hnsw_config: { m: 0, payload_m: 16 } })
+    expect(create!.body).toEqual({
+      vectors: { size: 8, distance: "Cosine" },
+      hnsw_config: { m: 0, payload_m: 16 },
+      // laid out for erasure: vacuum early and small, a small write-ahead log
+      optimizers_config: { deleted_threshold: 0.05, vacuum_min_vector_number: 100 },
+      wal_config: { wal_capacity_mb: 1, wal_segments_ahead: 0, wal_retain_closed: 1 },
+    })
 
     const indexes = fake.to("PUT", `/collections/${C8}/index`)
+    // HNSW links for the tenant only: the other fields filter inside an agent's graph
     expect(indexes.map((r) => r.body)).toEqual([
       { field_name: "agentId", field_schema: { type: "keyword", is_tenant: true } },
-      { field_name: "origin", field_schema: { type: "keyword" } },
-      { field_name: "tags", field_schema: { type: "keyword" } },
-      { field_name: "correlationId", field_schema: { type: "keyword" } },
-      { field_name: "timestamp", field_schema: { type: "integer", lookup: false, range: true } },
+      { field_name: "origin", field_schema: { type: "keyword", enable_hnsw: false } },
+      { field_name: "tags", field_schema: { type: "keyword", enable_hnsw: false } },
+      { field_name: "correlationId", field_schema: { type: "keyword", enable_hnsw: false } },
+      { field_name: "timestamp", field_schema: { type: "integer", lookup: false, range: true, enable_hnsw: false } },
     ])
     for (const r of indexes) expect(r.query.get("wait")).toBe("true")
 
@@ -355,6 +382,78 @@ describe("Qdrant store: writes", () => {
       { points: [pointId("a", "e1")] },
     ])
     expect(fake.to("POST", `/collections/${C3}/points/delete`)).toEqual([])
+  })
+})
+
+describe("Qdrant store: a collection changed from outside", () => {
+  it("creates again a collection dropped since this process ensured it, instead of failing every later write", async () => {
+    const s = store()
+    await run(s.upsert([rec("a", "e1")]))
+    fake.collections.delete(C8)
+    fake.clear()
+    await run(s.upsert([rec("a", "e2")]))
+    expect(fake.to("PUT", `/collections/${C8}`)).toHaveLength(1)
+    expect(fake.to("PUT", `/collections/${C8}/index`)).toHaveLength(5)
+    // the first upsert found the collection missing, the second went into the new one
+    expect(fake.to("PUT", `/collections/${C8}/points`)).toHaveLength(2)
+    expect(fake.collections.has(C8)).toBe(true)
+  })
+
+  it("refuses to write into an existing collection that is not cosine or whose agent index is not the tenant, naming why, without refusing the records", async () => {
+    fake.collections.set(C8, { size: 8, indexes: new Set() })
+    fake.on(
+      (r) => r.method === "GET" && r.path === `/collections/${C8}`,
+      () =>
+        ok({
+          config: { params: { vectors: { size: 8, distance: "Dot" } } },
+          payload_schema: {},
+        }),
+    )
+    const dot = await failure(store().upsert([rec("a", "e1")]))
+    expect(dot.reason).toContain("Dot distance, not Cosine")
+    // not `refused`: the records are fine, the collection is not; the writer waits instead of dead-lettering them
+    expect(dot.refused).toBeUndefined()
+
+    fake.collections.set(C3, { size: 3, indexes: new Set() })
+    fake.on(
+      (r) => r.method === "GET" && r.path === `/collections/${C3}`,
+      () =>
+        ok({
+          config: { params: { vectors: { size: 3, distance: "Cosine" } } },
+          payload_schema: { agentId: { data_type: "keyword", params: { type: "keyword" }, points: 0 } },
+        }),
+    )
+    const plain = await failure(store().upsert([rec("a", "e1", { model: M3 })]))
+    expect(plain.reason).toContain("agentId index is not a keyword index with is_tenant: true")
+    expect(plain.refused).toBeUndefined()
+    expect(fake.requests.filter((r) => r.path.endsWith("/points") && r.method === "PUT")).toEqual([])
+  })
+
+  it("erases from a collection another replica created a moment ago, which the cached list does not have yet", async () => {
+    const s = store()
+    await run(s.upsert([rec("a", "e1")]))
+    await run(s.list({ agentId: "a" })) // the list of collections is now cached
+    fake.collections.set(C3, { size: 3, indexes: new Set() }) // created by another replica
+    fake.on(isSample, () => ok({ points: [{ id: 1, payload: { model: M3 } }], next_page_offset: null }))
+    fake.clear()
+    await run(s.remove("a", ["e1"]))
+    expect(fake.to("POST", `/collections/${C3}/points/delete`).map((r) => r.body)).toEqual([
+      { points: [pointId("a", "e1")] },
+    ])
+    expect(fake.to("POST", `/collections/${C8}/points/delete`)).toHaveLength(1)
+  })
+
+  it("erases an agent by a filter on the agent in every collection, with no list of its points first", async () => {
+    const s = store()
+    await run(s.upsert([rec("a", "e1"), rec("a", "e2", { model: M3 })]))
+    fake.clear()
+    await run(s.removeAgent!("a"))
+    for (const name of [C8, C3]) {
+      const [del] = fake.to("POST", `/collections/${name}/points/delete`)
+      expect(del!.query.get("wait")).toBe("true")
+      expect(del!.body).toEqual({ filter: { must: [{ key: "agentId", match: { value: "a" } }] } })
+    }
+    expect(fake.requests.filter((r) => r.path.endsWith("/scroll") && !isSample(r))).toEqual([])
   })
 })
 
@@ -468,11 +567,11 @@ describe("Qdrant store: reads", () => {
       () =>
         ok({
           points: [point(payload("b", "m-b", { timestamp: 2_000 })), point(payload("a", "m-a", { timestamp: 2_000 }))],
-          next_page_offset: "next-page",
+          next_page_offset: SECOND_PAGE,
         }),
     )
     fake.on(
-      (r) => isScroll(C8)(r) && field(r.body, "offset") === "next-page",
+      (r) => isScroll(C8)(r) && field(r.body, "offset") === SECOND_PAGE,
       () => ok({ points: [point(payload("a", "first", { timestamp: 1_000 }))], next_page_offset: null }),
     )
     fake.on(isScroll(C3), () =>
@@ -495,7 +594,7 @@ describe("Qdrant store: reads", () => {
         limit: 256,
         with_payload: true,
         with_vector: false,
-        offset: "next-page",
+        offset: SECOND_PAGE,
       },
     ])
     // the nested prefix's collection was sampled, found to be another's, and not read
@@ -632,6 +731,50 @@ describe("Qdrant store: failures and retries", () => {
     expect(fake.to("PUT", `/collections/${C8}/points`)).toHaveLength(1)
   })
 
+  it("retries a write Qdrant did not confirm applied (its wait ran out: status not 'completed')", async () => {
+    fake.collections.set(C8, { size: 8, indexes: new Set(["agentId", "origin", "tags", "correlationId", "timestamp"]) })
+    fake.on(
+      (r) => r.method === "PUT" && r.path === `/collections/${C8}/points`,
+      () => ok({ operation_id: 7, status: "acknowledged" }),
+      1,
+    )
+    const s = store()
+    await run(s.upsert([rec("a", "e1")]))
+    expect(fake.to("PUT", `/collections/${C8}/points`)).toHaveLength(2)
+    fake.on(
+      (r) => r.path === `/collections/${C8}/points/delete`,
+      () => ok({ operation_id: 8, status: "acknowledged" }),
+      1,
+    )
+    await run(s.remove("a", ["e1"]))
+    expect(fake.to("POST", `/collections/${C8}/points/delete`)).toHaveLength(2)
+  })
+
+  it("retries a strict-mode refusal that can lift (a limit reached), instead of refusing the record for good", async () => {
+    fake.collections.set(C8, { size: 8, indexes: new Set(["agentId", "origin", "tags", "correlationId", "timestamp"]) })
+    fake.on(
+      (r) => r.method === "PUT" && r.path === `/collections/${C8}/points`,
+      () =>
+        fail(
+          400,
+          "Bad request: Max points count limit of 1000 reached!. Help: Remove some points or increase the limit",
+        ),
+      1,
+    )
+    await run(store().upsert([rec("a", "e1")]))
+    expect(fake.to("PUT", `/collections/${C8}/points`)).toHaveLength(2)
+
+    // One that never lifts by itself is the records' refusal, reported at once.
+    fake.on(
+      (r) => r.method === "PUT" && r.path === `/collections/${C8}/points`,
+      () => fail(400, 'Bad request: Limit exceeded 300 > 100 for "upsert limit". Help: Reduce the number of points'),
+      1,
+    )
+    const error = await failure(store().upsert([rec("a", "e2")]))
+    expect(error.refused).toBe(true)
+    expect(error.reason).toContain("upsert limit")
+  })
+
   it("gives up after the configured retries", async () => {
     fake.collections.set(C8, { size: 8, indexes: new Set() })
     fake.on(
@@ -662,6 +805,25 @@ describe("Qdrant store: configuration", () => {
     await run(s.list({ agentId: "a" }))
     expect(fake.requests.length).toBeGreaterThan(8)
     for (const r of fake.requests) expect(r.headers["api-key"]).toBe("secret-key")
+  })
+
+  it("reads QDRANT_URL as a URL: the scheme's port when it names none, and its path as the prefix of every request", async () => {
+    expect(clientAddress("https://qdrant.example.com")).toEqual({ host: "qdrant.example.com", port: 443, https: true })
+    expect(clientAddress("http://qdrant")).toEqual({ host: "qdrant", port: 80, https: false })
+    expect(clientAddress("http://qdrant:6333")).toEqual({ host: "qdrant", port: 6333, https: false })
+    expect(clientAddress("https://proxy.example.com/qdrant/")).toEqual({
+      host: "proxy.example.com",
+      port: 443,
+      https: true,
+      prefix: "/qdrant",
+    })
+    expect(() => clientAddress("ftp://qdrant")).toThrow(/http:\/\/ or https:\/\//)
+    fake.prefix = "/behind/proxy"
+    const s = makeQdrantStore({ url: `${fake.url}/behind/proxy`, retryBase: "1 millis", retries: 0 })
+    await run(s.upsert([rec("a", "e1")]))
+    expect(await run(s.list({ agentId: "a" }))).toEqual([])
+    expect(fake.requests.length).toBeGreaterThan(5)
+    for (const r of fake.requests) expect(r.path.startsWith("/behind/proxy/")).toBe(true)
   })
 
   it("selects the embedded store without QDRANT_URL (durable under WM_LONGTERM_DIR), and the durable Qdrant store with it", async () => {

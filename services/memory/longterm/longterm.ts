@@ -153,12 +153,14 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
 
       /** Every record of one agent, removed. */
       const removeAgentRecords = (agentId: string) =>
-        Effect.flatMap(store.list({ agentId }), (records) =>
-          store.remove(
-            agentId,
-            records.map((r) => r.entryId),
-          ),
-        )
+        store.removeAgent !== undefined
+          ? store.removeAgent(agentId)
+          : Effect.flatMap(store.list({ agentId }), (records) =>
+              store.remove(
+                agentId,
+                records.map((r) => r.entryId),
+              ),
+            )
 
       /** The agents that have records in the partition (the store is asked; rarely needed). */
       const agentsIn = (partition: number) =>

@@ -105,21 +105,56 @@ export const POINT_NAMESPACE = uuidV5(URL_NAMESPACE, "urn:working-memory:longter
 /** The point id of an agent's entry: the same pair always gives the same id. */
 export const pointId = (agentId: string, entryId: string): string => uuidV5(POINT_NAMESPACE, `${agentId}/${entryId}`)
 
+/**
+ * Where the client sends requests, read from the URL as a URL means it: its port, or the scheme's
+ * (443, 80) when it names none — not Qdrant's 6333 — and its path as the prefix of every request (a
+ * Qdrant behind a proxy at `https://host/qdrant`). The client's own `url` option would do neither.
+ */
+export const clientAddress = (
+  url: string,
+): { readonly host: string; readonly port: number; readonly https: boolean; readonly prefix?: string } => {
+  const parsed = new URL(url)
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:")
+    throw new Error(`QDRANT_URL ${JSON.stringify(url)}: expected an http:// or https:// URL`)
+  const https = parsed.protocol === "https:"
+  const prefix = parsed.pathname.replace(/\/+$/, "")
+  return {
+    host: parsed.hostname,
+    port: parsed.port !== "" ? Number(parsed.port) : https ? 443 : 80,
+    https,
+    ...(prefix !== "" ? { prefix } : {}),
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Request bodies
 
 /** The payload indexes every collection carries; the tenant index first, before any data. */
+/**
+ * The payload indexes every collection carries; the tenant index first, before any data. Only the tenant
+ * gets HNSW links (`payload_m`); the others are filters within an agent's graph, and `enable_hnsw: false`
+ * keeps Qdrant (1.17+; earlier servers ignore the key) from building a graph per value of each.
+ */
 export const PAYLOAD_INDEXES: ReadonlyArray<Schemas["CreateFieldIndex"] & { readonly field_name: string }> = [
   { field_name: "agentId", field_schema: { type: "keyword", is_tenant: true } },
-  { field_name: "origin", field_schema: { type: "keyword" } },
-  { field_name: "tags", field_schema: { type: "keyword" } },
-  { field_name: "correlationId", field_schema: { type: "keyword" } },
-  { field_name: "timestamp", field_schema: { type: "integer", lookup: false, range: true } },
+  { field_name: "origin", field_schema: { type: "keyword", enable_hnsw: false } },
+  { field_name: "tags", field_schema: { type: "keyword", enable_hnsw: false } },
+  { field_name: "correlationId", field_schema: { type: "keyword", enable_hnsw: false } },
+  { field_name: "timestamp", field_schema: { type: "integer", lookup: false, range: true, enable_hnsw: false } },
 ]
 
-const collectionBody = (dims: number): Schemas["CreateCollection"] => ({
+/**
+ * A new collection, laid out for erasure as far as Qdrant allows (SECURITY.md, "Qdrant"): a deleted
+ * point's payload and vector stay in its segment until the vacuum optimizer rewrites the segment, so
+ * vacuum runs at the smallest segment size Qdrant accepts (100 points) and at 5% deleted instead of 20%;
+ * and the write-ahead log, which keeps every upsert until a whole segment of it is truncated, is cut into
+ * 1 MB segments instead of 32 MB, one closed segment kept.
+ */
+export const collectionBody = (dims: number): Schemas["CreateCollection"] => ({
   vectors: { size: dims, distance: "Cosine" },
   hnsw_config: { m: 0, payload_m: 16 },
+  optimizers_config: { deleted_threshold: 0.05, vacuum_min_vector_number: 100 },
+  wal_config: { wal_capacity_mb: 1, wal_segments_ahead: 0, wal_retain_closed: 1 },
 })
 
 /**
@@ -196,18 +231,28 @@ const isNetworkError = (cause: unknown): boolean => {
   return false
 }
 
+/** Qdrant's strict-mode refusals that can lift with time (Qdrant 1.19, collection verification). */
+const LIFTING_LIMITS = /limit of .* reached|Resident memory usage/i
+
+/** A write sent with wait=true that Qdrant answered without "completed" (its wait ran out): not known applied. */
+class WriteNotConfirmed extends Error {}
+
 const failure = (what: string, cause: unknown): Failure => {
+  if (cause instanceof WriteNotConfirmed) return { what, status: null, message: cause.message, transient: true }
   const status = field(cause, "status")
   if (typeof status === "number") {
     // Qdrant's error body: { status: { error: "..." }, time }
     const detail = field(field(field(cause, "data"), "status"), "error")
     const message = typeof detail === "string" ? detail : cause instanceof Error ? cause.message : String(cause)
-    const refused = status === 400 || status === 422
+    // A strict-mode limit reached (points, storage, memory) lifts as points are deleted or memory frees:
+    // the write waits and is sent again, instead of its records being refused for good.
+    const limited = status === 400 && LIFTING_LIMITS.test(message)
+    const refused = (status === 400 || status === 422) && !limited
     return {
       what,
       status,
       message,
-      transient: status === 408 || status === 429 || status >= 500,
+      transient: limited || status === 408 || status === 429 || status >= 500,
       ...(refused ? { refused: true as const } : {}),
     }
   }
@@ -232,6 +277,31 @@ const toStoreError = (f: Failure) =>
     reason: `qdrant: ${f.what} failed${f.status !== null ? ` (HTTP ${f.status})` : ""}: ${f.message}`,
     ...(f.refused ? { refused: true } : {}),
   })
+
+/**
+ * A collection this adapter did not lay out as it needs: not cosine, or the agent not its tenant. Every
+ * record would be refused alike, so it is not a refusal of the records (which would dead-letter them all)
+ * but a failure the writer waits out while it is logged, until the collection is fixed or the prefix changed.
+ */
+const misconfigured = (name: string, reason: string): Failure => ({
+  what: `check of collection ${name}`,
+  status: null,
+  message: `${reason}; recreate it or set another WM_QDRANT_COLLECTION_PREFIX`,
+  transient: false,
+})
+
+/** What is wrong with an existing collection's layout, or null. */
+export const collectionMisfit = (info: Schemas["CollectionInfo"]): string | null => {
+  const vectors = info.config.params.vectors
+  const distance = vectors !== undefined && "distance" in vectors ? vectors.distance : undefined
+  if (distance !== "Cosine") return `its vectors use ${String(distance)} distance, not Cosine`
+  const tenant = info.payload_schema.agentId
+  if (tenant === undefined) return null
+  const params = tenant.params
+  const isTenant =
+    tenant.data_type === "keyword" && params !== null && params !== undefined && field(params, "is_tenant") === true
+  return isTenant ? null : `its agentId index is not a keyword index with is_tenant: true`
+}
 
 const isMissingCollection = (f: Failure) => f.status === 404 && /collection/i.test(f.message)
 const isAlreadyExists = (f: Failure) => f.status === 409 || (f.status === 400 && /already exists/i.test(f.message))
@@ -265,7 +335,7 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
   const batchSize = Math.max(1, config.batchSize ?? 256)
   const ttl = config.cacheTtlMs ?? 5_000
   const client = new QdrantClient({
-    url: config.url,
+    ...clientAddress(config.url),
     ...(config.apiKey !== undefined && config.apiKey !== "" ? { apiKey: config.apiKey } : {}),
     timeout: config.timeoutMs ?? 30_000,
     checkCompatibility: false,
@@ -284,6 +354,13 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
     Effect.tryPromise({ try: () => run(), catch: (cause) => failure(what, cause) }).pipe(
       Effect.retry({ schedule: retry, times: retries, while: (f) => f.transient }),
     )
+  /** A write, confirmed applied: with wait=true Qdrant says "completed"; anything else is sent again (writes are idempotent). */
+  const write = (what: string, run: () => Promise<Schemas["UpdateResult"]>): Effect.Effect<void, Failure> =>
+    call(what, async () => {
+      const result = await run()
+      if (result.status !== "completed")
+        throw new WriteNotConfirmed(`Qdrant answered "${result.status}", not "completed": not known to be applied`)
+    })
   /** A missing collection reads as `fallback` (nothing was ever written with that model). */
   const orIfMissing =
     <B>(fallback: B) =>
@@ -330,11 +407,13 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
           return yield* Effect.fail(
             permanent(`upsert into ${name}`, `collection has vectors of size ${size}, model ${model} has ${dims}`),
           )
+        const misfit = collectionMisfit(info)
+        if (misfit !== null) return yield* Effect.fail(misconfigured(name, misfit))
         indexed = new Set(Object.keys(info.payload_schema))
       }
       for (const index of PAYLOAD_INDEXES) {
         if (indexed.has(index.field_name)) continue
-        yield* call(`index ${index.field_name} of ${name}`, () =>
+        yield* write(`index ${index.field_name} of ${name}`, () =>
           client.createPayloadIndex(name, { ...index, wait: true }),
         ).pipe(orIfExists)
       }
@@ -343,34 +422,46 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
       return name
     })
 
-  /** The collections of this prefix and the model each holds. */
-  const collections: Effect.Effect<ReadonlyArray<Collection>, Failure> = Effect.gen(function* () {
-    const now = yield* Clock.currentTimeMillis
-    if (catalog === null || now - catalog.at >= ttl) {
-      const listed = yield* call("list collections", () => client.getCollections())
-      const found: Collection[] = []
-      for (const { name } of listed.collections) {
-        if (!name.startsWith(prefix)) continue
-        let model = modelOf.get(name)
-        if (model === undefined) {
-          const sample = yield* call(`sample ${name}`, () =>
-            client.scroll(name, { limit: 1, with_payload: ["model"], with_vector: false }),
-          ).pipe(orIfMissing(null))
-          const m = field(sample?.points[0]?.payload, "model")
-          // Another prefix may start with this one: a collection is ours only if its name is its model's.
-          if (typeof m === "string" && nameOf(m) === name) {
-            model = m
-            modelOf.set(name, m)
+  /** After a collection was found dropped: known again only once created or listed anew. */
+  const dropped = (name: string) => {
+    ensured.delete(name)
+    modelOf.delete(name)
+    catalog = null
+  }
+
+  /**
+   * The collections of this prefix and the model each holds; listed at most every `ttl` ms for reads,
+   * and anew (`fresh`) for an erasure, which must reach a collection another replica created a moment ago.
+   */
+  const listCollections = (fresh: boolean): Effect.Effect<ReadonlyArray<Collection>, Failure> =>
+    Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      if (fresh || catalog === null || now - catalog.at >= ttl) {
+        const listed = yield* call("list collections", () => client.getCollections())
+        const found: Collection[] = []
+        for (const { name } of listed.collections) {
+          if (!name.startsWith(prefix)) continue
+          let model = modelOf.get(name)
+          if (model === undefined) {
+            const sample = yield* call(`sample ${name}`, () =>
+              client.scroll(name, { limit: 1, with_payload: ["model"], with_vector: false }),
+            ).pipe(orIfMissing(null))
+            const m = field(sample?.points[0]?.payload, "model")
+            // Another prefix may start with this one: a collection is ours only if its name is its model's.
+            if (typeof m === "string" && nameOf(m) === name) {
+              model = m
+              modelOf.set(name, m)
+            }
           }
+          if (model !== undefined) found.push({ name, model })
         }
-        if (model !== undefined) found.push({ name, model })
+        catalog = { at: now, collections: found }
       }
-      catalog = { at: now, collections: found }
-    }
-    const out = [...catalog.collections]
-    for (const [name, { model }] of ensured) if (!out.some((c) => c.name === name)) out.push({ name, model })
-    return out
-  })
+      const out = [...catalog.collections]
+      for (const [name, { model }] of ensured) if (!out.some((c) => c.name === name)) out.push({ name, model })
+      return out
+    })
+  const collections = listCollections(false)
 
   const scrollAll = (name: string, must: Array<Schemas["Condition"]>) =>
     Effect.gen(function* () {
@@ -422,16 +513,29 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
         points.push({ id, vector: Array.from(r.vector), payload: { ...r.payload, tags: [...r.payload.tags] } })
       }
       for (const [model, points] of byModel) {
-        const name = yield* ensure(model, dimsOf.get(model)!)
-        for (const batch of chunks(points, batchSize))
-          yield* call(`upsert into ${name}`, () => client.upsert(name, { wait: true, points: [...batch] }))
+        const upsertAll = Effect.gen(function* () {
+          const name = yield* ensure(model, dimsOf.get(model)!)
+          for (const batch of chunks(points, batchSize))
+            yield* write(`upsert into ${name}`, () => client.upsert(name, { wait: true, points: [...batch] }))
+        })
+        // A collection dropped from outside since it was ensured is created again, once.
+        yield* upsertAll.pipe(
+          Effect.catch((f) =>
+            isMissingCollection(f)
+              ? Effect.andThen(
+                  Effect.sync(() => dropped(nameOf(model))),
+                  upsertAll,
+                )
+              : Effect.fail(f),
+          ),
+        )
       }
       // An entry re-embedded with another model leaves no copy under the previous one.
       for (const other of yield* collections) {
         const stale = [...latest].filter(([, r]) => nameOf(r.payload.model) !== other.name).map(([id]) => id)
         if (stale.length === 0) continue
         for (const ids of chunks(stale, batchSize))
-          yield* call(`delete from ${other.name}`, () =>
+          yield* write(`delete from ${other.name}`, () =>
             client.delete(other.name, { wait: true, points: [...ids] }),
           ).pipe(orIfMissing(null))
       }
@@ -452,13 +556,23 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
         ? Effect.void
         : Effect.gen(function* () {
             const ids = entryIds.map((entryId) => pointId(agentId, entryId))
-            for (const { name } of yield* collections)
+            for (const { name } of yield* listCollections(true))
               for (const batch of chunks(ids, batchSize))
-                yield* call(`delete from ${name}`, () => client.delete(name, { wait: true, points: [...batch] })).pipe(
+                yield* write(`delete from ${name}`, () => client.delete(name, { wait: true, points: [...batch] })).pipe(
                   orIfMissing(null),
                 )
             forget([agentId])
           }).pipe(Effect.mapError(toStoreError)),
+
+    // By filter, in every collection listed anew: whatever the agent has, whichever model wrote it.
+    removeAgent: (agentId) =>
+      Effect.gen(function* () {
+        for (const { name } of yield* listCollections(true))
+          yield* write(`delete ${agentId}'s points from ${name}`, () =>
+            client.delete(name, { wait: true, filter: { must: [{ key: "agentId", match: { value: agentId } }] } }),
+          ).pipe(orIfMissing(null))
+        forget([agentId])
+      }).pipe(Effect.mapError(toStoreError)),
 
     searchDense: (agentId, model, vector, limit, filter) => {
       const must = filterConditions(agentId, filter)

@@ -62,6 +62,8 @@ export interface LongTermStoreShape {
   /** Idempotent: a record with the same agent and entry replaces the previous one. */
   readonly upsert: (records: ReadonlyArray<LongTermRecord>) => Effect.Effect<void, LongTermStoreError>
   readonly remove: (agentId: string, entryIds: ReadonlyArray<string>) => Effect.Effect<void, LongTermStoreError>
+  /** Removes every record of the agent, of every model, without listing them first; absent: those listed are removed. */
+  readonly removeAgent?: (agentId: string) => Effect.Effect<void, LongTermStoreError>
   /** Cosine similarity against records of one embedding model. */
   readonly searchDense: (
     agentId: string,
