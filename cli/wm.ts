@@ -349,7 +349,9 @@ const forgetCommand = async (args: string[]): Promise<number> => {
               : []),
             `  confirmed by: ${result.confirmed.join(", ") || "(no durable projection)"}`,
             result.complete
-              ? "  complete: no stream or store holds the content"
+              ? result.retained.length === 0
+                ? "  complete: no stream or store holds the content"
+                : `  erased from every stream and through every store's API; still on disk below a store's API:\n${result.retained.map((line) => `    ${line}`).join("\n")}`
               : `  not complete yet: waiting for ${result.pending.join(", ") || "the log"}; the eraser beside the substrate finishes it (or run this again)`,
             "",
           ].join("\n"),

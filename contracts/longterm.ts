@@ -58,3 +58,16 @@ export const matchesFilter = (
     (f.correlationId === undefined || r.correlationId === f.correlationId) &&
     (f.from === undefined || r.timestamp >= f.from) &&
     (f.to === undefined || r.timestamp < f.to))
+
+/**
+ * What a long-term store still keeps below its API once a forget has deleted its records, by the prefix
+ * of its projection's name (`longterm-<store name>`); a store not named here keeps nothing (the embedded
+ * stores overwrite the bytes). SECURITY.md says why.
+ */
+export const RETAINED_AFTER_DELETE: ReadonlyArray<{ readonly projectionPrefix: string; readonly keeps: string }> = [
+  {
+    projectionPrefix: "longterm-qdrant-",
+    keeps:
+      "Qdrant deletes softly: the deleted points' payloads and vectors stay in its segment files until the vacuum optimizer rewrites their segment, and in its write-ahead log until about 1–2 MB of later writes",
+  },
+]

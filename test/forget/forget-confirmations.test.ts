@@ -12,7 +12,7 @@ import { CHECKPOINT_BUCKET, checkpointKey, SNAPSHOT_BUCKET } from "../../contrac
 import type { EventOf } from "../../contracts/events.ts"
 import { partitionOf } from "../../contracts/partitions.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
-import { confirmations } from "../../services/platform/log/erase.ts"
+import { confirmations, retainedBelowApi } from "../../services/platform/log/erase.ts"
 
 let server: NatsServerProcess
 let nc: NatsConnection
@@ -59,4 +59,16 @@ it("asks only the tombstone's partition of a projection checkpointed per partiti
   const after = await confirmations(nc, tombstone, TOMBSTONE_SEQ)
   expect(after.pending).toEqual([])
   expect(after.confirmed.sort()).toEqual([`longterm-qdrant-test.p${mine}`, "some-whole-log-projection"])
+})
+
+it("names what a Qdrant store still keeps below its API once it confirmed the forget, and nothing for the other stores", () => {
+  const retained = retainedBelowApi([
+    `longterm-qdrant-1a2b3c4d.p3`,
+    `longterm-qdrant-1a2b3c4d.p4`,
+    "longterm-durable",
+    "some-whole-log-projection",
+  ])
+  expect(retained).toHaveLength(1)
+  expect(retained[0]).toMatch(/^longterm-qdrant-1a2b3c4d: Qdrant deletes softly: .*segment.*write-ahead log/)
+  expect(retainedBelowApi(["longterm-durable", "longterm-embedded"])).toEqual([])
 })

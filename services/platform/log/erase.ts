@@ -33,6 +33,7 @@ import {
   SNAPSHOT_BUCKET,
   substrateKey,
 } from "../../../contracts/buckets.ts"
+import { RETAINED_AFTER_DELETE } from "../../../contracts/longterm.ts"
 import {
   DEAD_LETTER_STREAM,
   EVENTS_STREAM,
@@ -332,6 +333,15 @@ export const confirmations = async (
   return result
 }
 
+/** What the stores behind these projections still keep below their APIs after the forget, one line each. */
+export const retainedBelowApi = (projections: ReadonlyArray<string>): string[] => {
+  const lines = new Set<string>()
+  for (const name of projections)
+    for (const { projectionPrefix, keeps } of RETAINED_AFTER_DELETE)
+      if (name.startsWith(projectionPrefix)) lines.add(`${name.replace(/\.p\d+$/, "")}: ${keeps}`)
+  return [...lines]
+}
+
 export interface ErasureReport {
   readonly tombstoneSeq: number
   /** Log records this run erased (zero when an earlier run erased them). */
@@ -343,6 +353,8 @@ export interface ErasureReport {
   readonly pending: ReadonlyArray<string>
   /** Every projection confirmed, and neither the log, the dead letters nor a legacy substrate bucket hold anything the tombstone covers. */
   readonly complete: boolean
+  /** What a store still keeps below its API (Qdrant's soft deletes), one line per store; empty when nothing. */
+  readonly retained: ReadonlyArray<string>
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -378,5 +390,6 @@ export const completeErasure = async (
     confirmation.pending.length === 0 &&
     (await remainingInLog(nc, tombstone, tombstoneSeq)) === 0 &&
     (await legacySubstrateRecords(nc, tombstone)).length === 0
-  return { tombstoneSeq, erasedEvents, erasedDeadLetters, erasedSubstrateRecords, ...confirmation, complete }
+  const retained = retainedBelowApi([...confirmation.confirmed, ...confirmation.pending])
+  return { tombstoneSeq, erasedEvents, erasedDeadLetters, erasedSubstrateRecords, ...confirmation, complete, retained }
 }
