@@ -27,6 +27,7 @@ export const EVENT_VERSIONS = {
   StepRecalled: 1,
   CuePromoted: 1,
   CueDropped: 1,
+  CuesDropped: 1,
   EntryForgotten: 1,
   AgentForgotten: 1,
 } as const
@@ -203,10 +204,21 @@ export const CuePromoted = Schema.TaggedStruct("CuePromoted", {
   recalled: RecalledEntry,
 })
 
+/** One cue dropped at its step's end; written by earlier versions (now: CuesDropped, one per step). */
 export const CueDropped = Schema.TaggedStruct("CueDropped", {
   ...envelope,
   stepId: StepId,
   entryId: EntryId,
+})
+
+/**
+ * The cues of a step the agent did not reference, dropped once the step ended: one event on the step's
+ * subject for all of them (ids only, no content), instead of one on each entry's subject.
+ */
+export const CuesDropped = Schema.TaggedStruct("CuesDropped", {
+  ...envelope,
+  stepId: StepId,
+  entryIds: Schema.Array(EntryId).check(Schema.isMinLength(1)),
 })
 
 /**
@@ -237,6 +249,7 @@ export const MemoryEvent = Schema.Union([
   StepRecalled,
   CuePromoted,
   CueDropped,
+  CuesDropped,
   EntryForgotten,
   AgentForgotten,
 ])

@@ -392,6 +392,13 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
         cues: HashMap.remove(view.cues, event.entryId),
         cueRelevance: HashMap.remove(view.cueRelevance, event.entryId),
       }
+    case "CuesDropped":
+      if (view.step?.stepId !== event.stepId) return view
+      return {
+        ...view,
+        cues: HashMap.removeMany(view.cues, event.entryIds),
+        cueRelevance: HashMap.removeMany(view.cueRelevance, event.entryIds),
+      }
     case "EntryForgotten": {
       const native = Option.getOrUndefined(HashMap.get(view.entries, event.entryId))
       return {

@@ -2,14 +2,14 @@
  * Deciders of the cue lifecycle: what retrieval records when it recalls for
  * a step (StepRecalled and one CueRehydrated per cue), when the agent uses a
  * cue (CuePromoted), when it names a long-term entry outright (CueRehydrated
- * by explicit reference) and when a step ends (CueDropped for every cue it
- * did not use). Pure: the service ranks, reads the substrate and chooses
+ * by explicit reference) and when a step ends (one CuesDropped for the cues
+ * it did not use). Pure: the service ranks, reads the substrate and chooses
  * each cue's representation, then stamps and appends what these return.
  *
  * Event ids are derived from the step and the entry, so a decision retried
  * (a redelivered event reacted to twice) is stored once.
  */
-import { HashMap, HashSet } from "effect"
+import { HashMap, HashSet, Option } from "effect"
 import { InvalidState } from "../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../contracts/events.ts"
 import { type AgentView, evolve } from "./agent-view.ts"
@@ -173,24 +173,35 @@ export const decidePromotion = (
   })
 
 /**
- * At the end of a step (`before`: the view just before StepEnded), every cue
- * of that step the agent did not reference is dropped. Each drop names the
- * step, and applies to that step only.
+ * At the end of a step (`before`: the view just before StepEnded), the cues
+ * of that step the agent did not reference are dropped, in one event that
+ * names the step and applies to that step only (null: none to drop).
  */
 export const decideCueDrops = (
   before: AgentView,
   stepId: string,
   stamp: CueStamp,
-): Decision<ReadonlyArray<EventOf<"CueDropped">>> => {
+): Decision<EventOf<"CuesDropped"> | null> => {
   const step = before.step
-  if (step === null || step.stepId !== stepId) return accept([])
+  if (step === null || step.stepId !== stepId) return accept(null)
   const dropped = [...HashMap.keys(before.cues)].filter((id) => !HashSet.has(step.referenced, id)).sort()
-  return accept(
-    dropped.map((entryId) => ({
-      _tag: "CueDropped" as const,
-      ...stampOf(before, `${before.config.id}:drop:${stepId}:${entryId}`, stamp, stepId, null),
-      stepId,
-      entryId,
-    })),
-  )
+  if (dropped.length === 0) return accept(null)
+  return accept({
+    _tag: "CuesDropped",
+    ...stampOf(before, `${before.config.id}:drop:${stepId}`, stamp, stepId, null),
+    stepId,
+    entryIds: dropped,
+  })
+}
+
+/**
+ * The drops still due on `view`, as they are recorded: a cue promoted since
+ * the step ended is a native entry now, not a cue to drop (null: none left).
+ */
+export const dropsStillDue = (drops: EventOf<"CuesDropped">, view: AgentView): EventOf<"CuesDropped"> | null => {
+  const due = drops.entryIds.filter((id) => {
+    const native = Option.getOrUndefined(HashMap.get(view.entries, id))
+    return native === undefined || native.rung >= 2
+  })
+  return due.length === 0 ? null : { ...drops, entryIds: due }
 }

@@ -2,7 +2,8 @@
  * One entry's whole history, from the log: its own subject
  * (`wm.evt.<p>.<agent>.entry.<entry>`: recorded, rung changes, demotion, cues,
  * promotion) and the step events that mention it (`wm.evt.<p>.<agent>.step`:
- * the reads that served it, the references to it), merged in stream order.
+ * the reads that served it, the references to it, the step's cue drops),
+ * merged in stream order.
  */
 import type { NatsConnection } from "@nats-io/transport-node"
 import type { MemoryEvent } from "../../contracts/events.ts"
@@ -33,6 +34,7 @@ export const mentions = (event: MemoryEvent, entryId: string): boolean => {
     case "EntriesRead":
       return event.served.some((s) => s.entryId === entryId)
     case "EntriesReferenced":
+    case "CuesDropped":
       return event.entryIds.includes(entryId)
     default:
       return false
@@ -173,6 +175,7 @@ export const describe = (
         )}`,
       }
     case "CueDropped":
+    case "CuesDropped":
       return { kind: "cue dropped", text: `not referenced in step ${event.stepId}; the long-term record is unchanged` }
     default:
       return { kind: event._tag, text: "" }

@@ -135,6 +135,8 @@ export const describeEvent = (event: MemoryEvent): string => {
       return `cue promoted (${event.trigger})`
     case "CueDropped":
       return "cue dropped"
+    case "CuesDropped":
+      return `${event.entryIds.length} cue${event.entryIds.length === 1 ? "" : "s"} dropped`
     case "EntryForgotten":
       return "entry forgotten"
     case "AgentForgotten":

@@ -6,6 +6,7 @@ import {
   decideExplicitRehydration,
   decidePromotion,
   decideRecall,
+  dropsStillDue,
   type Recalled,
 } from "../../domain/cue-decide.ts"
 import { NO_ENTRY_FACTS } from "../../domain/entry-standing.ts"
@@ -50,6 +51,18 @@ const dropped = (stepId: string, entryId: string, at: number): EventOf<"CueDropp
   entryId,
 })
 
+const droppedAll = (stepId: string, entryIds: string[], at: number): EventOf<"CuesDropped"> => ({
+  _tag: "CuesDropped",
+  v: 1,
+  eventId: `drop-${stepId}`,
+  agentId: AGENT,
+  at,
+  causationId: null,
+  correlationId: null,
+  stepId,
+  entryIds,
+})
+
 const longTermEntry = [
   recorded("e1", "The lease on the Utrecht office ends on 31 May 2026.", 1),
   demoted("e1", 2),
@@ -82,6 +95,34 @@ describe("cue drops apply to the step they name", () => {
     )
     expect(HashMap.has(view.cues, "e1")).toBe(false)
   })
+
+  it("a step's drops in one event remove the cues it names from that step only", () => {
+    const late = viewOf(
+      registered(),
+      ...longTermEntry,
+      recorded("e2", "KPN quotes 12 business days.", 3),
+      demoted("e2", 4),
+      stepStarted("s1", 5),
+      rehydrated("s1", "e1", 6),
+      stepEnded("s1", 7),
+      stepStarted("s2", 8),
+      rehydrated("s2", "e1", 9),
+      droppedAll("s1", ["e1", "e2"], 10),
+    )
+    expect(HashMap.has(late.cues, "e1")).toBe(true)
+    const open = viewOf(
+      registered(),
+      ...longTermEntry,
+      recorded("e2", "KPN quotes 12 business days.", 3),
+      demoted("e2", 4),
+      stepStarted("s1", 5),
+      rehydrated("s1", "e1", 6),
+      rehydrated("s1", "e2", 7),
+      droppedAll("s1", ["e1"], 8),
+    )
+    expect([...HashMap.keys(open.cues)]).toEqual(["e2"])
+    expect([...HashMap.keys(open.cueRelevance)]).toEqual(["e2"])
+  })
 })
 
 describe("cue deciders", () => {
@@ -97,7 +138,33 @@ describe("cue deciders", () => {
       referenced("s1", ["e2"], 8),
     )
       .when((view) => decideCueDrops(view!, "s1", { at: 9, causationId: "end-s1" }))
-      .then({ _tag: "CueDropped", stepId: "s1", entryId: "e1", eventId: `${AGENT}:drop:s1:e1`, causationId: "end-s1" })
+      .then({ _tag: "CuesDropped", stepId: "s1", entryIds: ["e1"], eventId: `${AGENT}:drop:s1`, causationId: "end-s1" })
+  })
+
+  it("drops every unreferenced cue of a step in one event, and none when every cue was referenced", () => {
+    const cues = [
+      registered(),
+      ...longTermEntry,
+      recorded("e2", "KPN quotes 12 business days.", 3),
+      demoted("e2", 4),
+      stepStarted("s1", 5),
+      rehydrated("s1", "e2", 6),
+      rehydrated("s1", "e1", 7),
+    ] as const
+    given(...cues)
+      .when((view) => decideCueDrops(view!, "s1", { at: 9 }))
+      .then({ _tag: "CuesDropped", stepId: "s1", entryIds: ["e1", "e2"] })
+    given(...cues, referenced("s1", ["e1", "e2"], 8))
+      .when((view) => decideCueDrops(view!, "s1", { at: 9 }))
+      .then()
+  })
+
+  it("leaves out of a step's drops a cue promoted since (a native entry now), and drops nothing when all were", () => {
+    const drops = droppedAll("s1", ["e1", "e2"], 9)
+    const before = viewOf(registered(), ...longTermEntry, recorded("e2", "KPN quotes 12 business days.", 3))
+    // e2 is native below rung 2 (held in full): not a cue to drop; e1 is in long-term.
+    expect(dropsStillDue(drops, before)?.entryIds).toEqual(["e1"])
+    expect(dropsStillDue(droppedAll("s1", ["e2"], 9), before)).toBeNull()
   })
 
   it("drops nothing for a step that is not the one open in the view", () => {

@@ -21,9 +21,9 @@ beforeAll(async () => {
 })
 afterAll(async () => system?.stop())
 
-const logged = async <T extends EventOf<"EntryDemoted">["_tag"] | "CueDropped">(tag: T) =>
+const logged = async <T extends EventOf<"EntryDemoted">["_tag"] | "CuesDropped">(tag: T) =>
   (await readLog(system.server.url)).map((s) => s.event).filter((e) => e._tag === tag && e.agentId === AGENT) as Array<
-    Extract<EventOf<"EntryDemoted"> | EventOf<"CueDropped">, { _tag: T }>
+    Extract<EventOf<"EntryDemoted"> | EventOf<"CuesDropped">, { _tag: T }>
   >
 
 describe("cue drops and the next step", () => {
@@ -47,7 +47,7 @@ describe("cue drops and the next step", () => {
     await agent.endStep(first.stepId)
     await eventually(
       "the first step's drop",
-      async () => (await logged("CueDropped")).some((e) => e.stepId === first.stepId && e.entryId === garden),
+      async () => (await logged("CuesDropped")).some((e) => e.stepId === first.stepId && e.entryIds.includes(garden)),
       20_000,
     )
 
@@ -56,7 +56,7 @@ describe("cue drops and the next step", () => {
       true,
     )
     // The first step's drop, delivered late (as when retrieval reacts to the step's end after the next step recalled).
-    const late = (await logged("CueDropped")).find((e) => e.stepId === first.stepId && e.entryId === garden)!
+    const late = (await logged("CuesDropped")).find((e) => e.stepId === first.stepId && e.entryIds.includes(garden))!
     agent.lastSeq = await appendEvents(system.server.url, [{ ...late, eventId: `${late.eventId}:late` }])
 
     const built = await agent.buildContext({ stepId: second.stepId })

@@ -77,14 +77,14 @@ const demoted = async (agentId: string) =>
     .filter((s) => s.event._tag === "EntryDemoted" && s.event.agentId === agentId)
     .map((s) => (s.event as EventOf<"EntryDemoted">).entryId)
 
-const eventsOf = async <T extends EventOf<"CueRehydrated">["_tag"] | "CuePromoted" | "CueDropped" | "StepRecalled">(
+const eventsOf = async <T extends EventOf<"CueRehydrated">["_tag"] | "CuePromoted" | "CuesDropped" | "StepRecalled">(
   agentId: string,
   tag: T,
 ) =>
   (await readLog(system.server.url))
     .map((s) => s.event)
     .filter((e) => e._tag === tag && e.agentId === agentId) as Array<
-    Extract<EventOf<"CueRehydrated"> | EventOf<"CuePromoted"> | EventOf<"CueDropped">, { _tag: T }>
+    Extract<EventOf<"CueRehydrated"> | EventOf<"CuePromoted"> | EventOf<"CuesDropped">, { _tag: T }>
   >
 
 const inWorking = async (agent: AgentClient, entryId: string) =>
@@ -157,7 +157,8 @@ describe("long-term memory and cues", () => {
     await agent.endStep(stepId)
     await expect
       .poll(
-        async () => (await eventsOf("recaller", "CueDropped")).some((e) => e.entryId === garden && e.stepId === stepId),
+        async () =>
+          (await eventsOf("recaller", "CuesDropped")).some((e) => e.entryIds.includes(garden) && e.stepId === stepId),
         { timeout: 5_000 },
       )
       .toBe(true)

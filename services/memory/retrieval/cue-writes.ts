@@ -4,9 +4,9 @@
  * entry in full), retaken after a lost race. Cues promoted and dropped are counted.
  */
 import { type Clock, Effect, HashMap, Option } from "effect"
-import type { MemoryEvent } from "../../../contracts/events.ts"
+import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
 import type { AgentView } from "../../../domain/agent-view.ts"
-import { type CueTrigger, decidePromotion, type Recalled } from "../../../domain/cue-decide.ts"
+import { type CueTrigger, decidePromotion, dropsStillDue, type Recalled } from "../../../domain/cue-decide.ts"
 import { accept, type Decision } from "../../../domain/decision.ts"
 import type { CommandHandler } from "../../platform/log/command-handler.ts"
 import type { MetricsShape } from "../../platform/observability/metrics.ts"
@@ -38,7 +38,6 @@ export const makeCueWrites = ({ commands, metrics, clock }: CueWritesDependencie
       decide: (view) => accept(holds(view) ? event : null),
       reply: (outcome) => {
         if (outcome.recorded && event._tag === "CuePromoted") metrics.cuesPromoted.inc()
-        if (outcome.recorded && event._tag === "CueDropped") metrics.cuesDropped.inc()
         return { seq: outcome.seq }
       },
     })
@@ -59,7 +58,19 @@ export const makeCueWrites = ({ commands, metrics, clock }: CueWritesDependencie
       Effect.orDie,
     )
 
-  return { appendWhile, promote }
+  /** Records a step's drops, less any cue promoted since (native now); retaken after a lost race. */
+  const drop = (agentId: string, drops: EventOf<"CuesDropped">) =>
+    commands.handle({
+      agentId,
+      operation: drops._tag,
+      decide: (view) => accept(dropsStillDue(drops, view)),
+      reply: (outcome) => {
+        if (outcome.recorded && !outcome.duplicate && outcome.decided !== null)
+          metrics.cuesDropped.inc(outcome.decided.entryIds.length)
+      },
+    })
+
+  return { appendWhile, promote, drop }
 }
 
 export type CueWrites = ReturnType<typeof makeCueWrites>

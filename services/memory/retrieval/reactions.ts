@@ -100,12 +100,7 @@ export const makeReactions = ({
         return decided(
           decideCueDrops(before, event.stepId, { at: clock.currentTimeMillisUnsafe(), causationId: event.eventId }),
         ).pipe(
-          // A cue promoted meanwhile is native now: nothing to drop.
-          Effect.flatMap((drops) =>
-            Effect.forEach(drops, (drop) => writes.appendWhile(before.config.id, drop, notHeldInFull(drop.entryId)), {
-              discard: true,
-            }),
-          ),
+          Effect.flatMap((drops) => (drops === null ? Effect.void : writes.drop(before.config.id, drops))),
           Effect.orDie,
         )
       }
