@@ -16,6 +16,8 @@ export default defineConfig({
     // the sentence model's own tests (test/embedders/sentence-embedder.test.ts) select it by name.
     // No metrics port unless a test asks for one (on a free port): the processes of parallel files would meet on 9464.
     env: { WM_EMBEDDER: process.env.WM_EMBEDDER ?? "offline", WM_METRICS_PORT: process.env.WM_METRICS_PORT ?? "0" },
+    // On Qdrant (QDRANT_URL set), a collection prefix per test file.
+    setupFiles: ["./test/support/qdrant-prefix.ts"],
     include: ["test/**/*.test.ts"],
     exclude: ["**/node_modules/**", "**/.git/**", "test/faults/**"],
     testTimeout: 60_000,

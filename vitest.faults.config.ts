@@ -10,6 +10,7 @@ export default defineConfig({
     // the sentence model's own tests (test/embedders/sentence-embedder.test.ts) select it by name.
     // No metrics port unless a test asks for one (on a free port): the processes of parallel files would meet on 9464.
     env: { WM_EMBEDDER: process.env.WM_EMBEDDER ?? "offline", WM_METRICS_PORT: process.env.WM_METRICS_PORT ?? "0" },
+    setupFiles: ["./test/support/qdrant-prefix.ts"],
     include: ["test/faults/**/*.test.ts"],
     testTimeout: 180_000,
     hookTimeout: 120_000,

@@ -16,6 +16,7 @@ import { join } from "node:path"
 import { promisify } from "node:util"
 import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
+import { Effect } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import {
   agentEvents,
@@ -27,6 +28,9 @@ import {
 } from "../../contracts/subjects.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
+import { qdrantConfigFromEnv } from "../../services/memory/longterm/qdrant-config.ts"
+import { makeQdrantStore } from "../../services/memory/longterm/qdrant-store.ts"
+import { LongTermStore, type LongTermStoreShape } from "../../services/memory/longterm/store.ts"
 import { systemLayer } from "../../services/system.ts"
 import { eventually } from "../support/eventually.ts"
 import { readLog } from "../support/log.ts"
@@ -127,9 +131,36 @@ const poison = async (subject: string, agentId: string, secret: string) =>
     )
   ).seq
 
-// The projections that read an agent's entries and steps, and so dead-letter a poison record on their subjects
-// (the long-term store is the durable embedded one, WM_LONGTERM_DIR being set).
-const DEAD_LETTERED_BY = ["fade", "gateway", "longterm-durable", "memory", "working"]
+// With QDRANT_URL set the long-term store is Qdrant, else the durable embedded one (WM_LONGTERM_DIR being set).
+// Read once the settings are in place: the first read of the environment is the one every later read sees.
+const qdrantConfig = () => qdrantConfigFromEnv()
+
+// The projections that read an agent's entries and steps, and so dead-letter a poison record on their subjects.
+const deadLetteredBy = () => {
+  const qdrant = qdrantConfig()
+  return [
+    "fade",
+    "gateway",
+    `longterm-${qdrant === null ? "durable" : makeQdrantStore(qdrant).name}`,
+    "memory",
+    "working",
+  ]
+}
+
+/** The long-term records of these entries the store still answers with. */
+const storedRecords = async (agentId: string, entryIds: ReadonlyArray<string>) => {
+  const store = await services!.runtime.runPromise(LongTermStore as unknown as Effect.Effect<LongTermStoreShape>)
+  return Effect.runPromise(store.get(agentId, entryIds))
+}
+
+/**
+ * What the report says a store still keeps below its API: nothing for the embedded stores (they overwrite),
+ * Qdrant's soft deletes with Qdrant (SECURITY.md).
+ */
+const expectRetainedAsTheStoreKeeps = (report: ForgetReport) =>
+  expect(report.retained).toEqual(
+    qdrantConfig() === null ? [] : [expect.stringMatching(/^longterm-qdrant-\w+: Qdrant deletes softly/)],
+  )
 
 /** The projections whose dead letters hold `needle`, one subject per letter; read by sequence, so it never waits on a letter erased meanwhile. */
 const deadLettersHolding = async (needle: string): Promise<string[]> => {
@@ -156,7 +187,7 @@ const expectEverywhere = async (agentId: string, entryId: string, secret: string
   // Every projection reading the poison's subject dead-letters it; a letter stored after the forget would be the guard's to erase.
   await eventually(
     "the poison to be dead-lettered by every projection",
-    async () => (await deadLettersHolding(secret)).join() === DEAD_LETTERED_BY.map(deadLetterSubject).join(),
+    async () => (await deadLettersHolding(secret)).join() === deadLetteredBy().map(deadLetterSubject).join(),
   )
   expect(filesHolding(secret).length).toBeGreaterThan(0)
 }
@@ -166,6 +197,7 @@ interface ForgetReport {
   readonly purged: number
   readonly complete: boolean
   readonly pending: ReadonlyArray<string>
+  readonly retained: ReadonlyArray<string>
 }
 
 it(
@@ -184,6 +216,8 @@ it(
     const report = JSON.parse(stdout) as ForgetReport
     expect(report.complete).toBe(true)
     expect(report.pending).toEqual([])
+    expectRetainedAsTheStoreKeeps(report)
+    expect(await storedRecords("confider", [entryId])).toEqual([])
 
     expect(filesHolding(SECRET)).toEqual([])
     expect(await deadLettersHolding(SECRET)).toEqual([])
@@ -230,6 +264,8 @@ it(
     const { stdout } = await wm("forget", "--agent", "leaver", "--json")
     const report = JSON.parse(stdout) as ForgetReport
     expect(report.complete).toBe(true)
+    expectRetainedAsTheStoreKeeps(report)
+    expect(await storedRecords("leaver", [entryId])).toEqual([])
     expect(filesHolding(SECRET)).toEqual([])
     expect(await deadLettersHolding(SECRET)).toEqual([])
     expect((await readLog(server.url, agentEvents("leaver"))).map((s) => s.event._tag)).toEqual(["AgentForgotten"])

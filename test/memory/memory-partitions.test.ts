@@ -67,10 +67,9 @@ const retrievalOf = (running: RunningServices) =>
   running.runtime.runPromise(Retrieval as unknown as Effect.Effect<RetrievalShape>)
 const longTermOf = (running: RunningServices) =>
   running.runtime.runPromise(LongTerm as unknown as Effect.Effect<LongTermShape>)
-const recordsOf = async (running: RunningServices) => {
-  const store = await running.runtime.runPromise(LongTermStore as unknown as Effect.Effect<LongTermStoreShape>)
-  return Effect.runPromise(store.list({}))
-}
+const storeOf = (running: RunningServices) =>
+  running.runtime.runPromise(LongTermStore as unknown as Effect.Effect<LongTermStoreShape>)
+const recordsOf = async (running: RunningServices) => Effect.runPromise((await storeOf(running)).list({}))
 
 /** Records one memorable entry (on the crew's thread), then enough filler that it demotes. */
 const withDemotedEntry = async (agent: AgentClient, text: string) => {
@@ -137,13 +136,21 @@ it("two memory replicas divide the partitions: each follows, holds and answers f
     const text = `${id} keeps the spare key of the boathouse under the blue flowerpot`
     facts[id] = { entryId: await withDemotedEntry(await agentClient(id), text), text }
   }
-  // Each replica's long-term projection runs for its partitions only, and its store holds only their agents.
+  // Each replica's long-term projection runs for its partitions only, and an embedded store holds only their
+  // agents; a shared store (Qdrant) holds every replica's, each written by the replica owning the partition.
   const firstLongTerm = [...(await longTermOf(services)).partitions().keys()].sort((a, b) => a - b)
   expect(firstLongTerm).toEqual([...first.views.ready()].sort((a, b) => a - b))
   const firstAgents = new Set((await recordsOf(services)).map((r) => r.agentId))
   const secondAgents = new Set((await recordsOf(second!)).map((r) => r.agentId))
-  expect(ofFirst.every((id) => firstAgents.has(id) && !secondAgents.has(id))).toBe(true)
-  expect(ofSecond.every((id) => secondAgents.has(id) && !firstAgents.has(id))).toBe(true)
+  if ((await storeOf(services)).shared === true) {
+    await eventually("every replica's records in the shared store", async () => {
+      const all = new Set((await recordsOf(services)).map((r) => r.agentId))
+      return [...ofFirst, ...ofSecond].every((id) => all.has(id))
+    })
+  } else {
+    expect(ofFirst.every((id) => firstAgents.has(id) && !secondAgents.has(id))).toBe(true)
+    expect(ofSecond.every((id) => secondAgents.has(id) && !firstAgents.has(id))).toBe(true)
+  }
   // Each agent's view is held by the replica that owns it, and no other.
   for (const id of ofFirst) expect([first.views.owns(id), other.views.owns(id)]).toEqual([true, false])
   for (const id of ofSecond) expect([first.views.owns(id), other.views.owns(id)]).toEqual([false, true])
