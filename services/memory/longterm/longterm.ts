@@ -22,80 +22,21 @@
  * v2) takes its facts from the entry's earlier events, which a rebuild
  * from the start of the log has seen.
  */
-import { Clock, Context, type Duration, Effect, Fiber, FiberSet, Layer, Option, Queue, Schedule, Scope } from "effect"
+import { Context, type Duration, Effect, Fiber, FiberSet, Layer, Queue, Scope } from "effect"
 import { CHECKPOINT_BUCKET, checkpointKey } from "../../../contracts/buckets.ts"
-import type { RepresentationKind } from "../../../contracts/entry.ts"
 import { NotCaughtUp } from "../../../contracts/errors.ts"
-import type { DemotedEntry, EventOf, MemoryEvent } from "../../../contracts/events.ts"
-import type { LongTermPayload } from "../../../contracts/longterm.ts"
 import { allPartitions, partitionOf } from "../../../contracts/partitions.ts"
 import { EVENTS_STREAM, partitionEvents } from "../../../contracts/subjects.ts"
-import { decodeVector } from "../../platform/embedding/embedder.ts"
 import type { EventLog } from "../../platform/log/event-log.ts"
-import { type Projection, publishDeadLetter, READ_WAIT, runProjection } from "../../platform/log/projection.ts"
+import { type Projection, READ_WAIT, runProjection } from "../../platform/log/projection.ts"
 import { makeSequenceGate } from "../../platform/log/sequence-gate.ts"
 import { openBucket } from "../../platform/nats/buckets.ts"
 import { Nats } from "../../platform/nats/connection.ts"
 import { Metrics } from "../../platform/observability/metrics.ts"
 import { awaitPartitionApplied, lastSeqOfPartition } from "../../platform/partitions/partition-position.ts"
-import {
-  type CheckpointedStore,
-  type LongTermRecord,
-  LongTermStore,
-  LongTermStoreError,
-  type StoreWrite,
-} from "./store.ts"
-
-interface EntryFacts {
-  agentId: string
-  entryId: string
-  origin: LongTermPayload["origin"]
-  tags: ReadonlyArray<string>
-  correlationId: string | null
-  moodSnapshot: LongTermPayload["moodSnapshot"]
-  emotionalWeight: number
-  timestamp: number
-  rawTokens: number
-  keyPoints: { text: string; tokens: number } | null
-  summary: { text: string; tokens: number } | null
-  citations: number
-}
-
-/** What a v1 demotion (upcast with `entry: null`) left, as far as the entry's earlier events told. */
-const demotedEntryOf = (f: EntryFacts | undefined): DemotedEntry | null =>
-  f === undefined
-    ? null
-    : {
-        timestamp: f.timestamp,
-        origin: f.origin,
-        correlationId: f.correlationId,
-        tags: f.tags,
-        moodSnapshot: f.moodSnapshot,
-        emotionalWeight: f.emotionalWeight,
-        rawTokens: f.rawTokens,
-        keyPoints: f.keyPoints,
-        summary: f.summary,
-        citationCount: f.citations,
-      }
-
-type Op = { readonly seq: number } & (
-  | { readonly upsert: LongTermRecord; readonly subject: string }
-  | { readonly remove: { readonly agentId: string; readonly entryId: string } }
-  | { readonly removeAgent: string }
-  | { readonly checkpointOnly: true }
-)
-
-/** How often, at most, an idle partition's checkpoint is moved to where its records are stored. */
-const CHECKPOINT_INTERVAL_MS = 1_000
-/** 20 ms, doubling, then every second, for as long as it takes. */
-const RETRY_UNTIL_STORED = Schedule.min([Schedule.exponential("20 millis"), Schedule.spaced("1 second")])
-
-const best = (f: DemotedEntry): { text: string; tokens: number; form: RepresentationKind } =>
-  f.summary
-    ? { ...f.summary, form: "summary" }
-    : f.keyPoints
-      ? { ...f.keyPoints, form: "keyPoints" }
-      : { text: "", tokens: 0, form: "summary" }
+import { makeLongTermFold, type Op } from "./longterm-fold.ts"
+import { startPartitionWriter } from "./partition-writer.ts"
+import { LongTermStore } from "./store.ts"
 
 /** The long-term writer's queue: records taken from the log and not yet in the store. */
 const LONGTERM_QUEUE = { service: "memory", queue: "longterm" }
@@ -138,7 +79,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
       const context = yield* Effect.context<EventLog | Nats>()
       // Projected events arrive in callbacks: what they log goes through this service's logger.
       const runSync = Effect.runSyncWith(context)
-      const { jsm, js } = yield* Nats
+      const { jsm } = yield* Nats
       const own = store.checkpointed
       // The log the checkpoints belong to: the event stream, by its creation time.
       const stream = own ? yield* Effect.promise(() => jsm.streams.info(EVENTS_STREAM)) : null
@@ -192,55 +133,19 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
           const pending = releasing.get(partition)
           if (pending !== undefined) yield* Fiber.join(pending)
           const checkpoint = yield* resumeFrom(partition)
-          const facts = new Map<string, EntryFacts>()
+          const fold = makeLongTermFold()
           // What the projection asks of the store, in log order, for the partition's single writer.
           const ops = yield* Queue.unbounded<Op>()
           const stored = makeSequenceGate(checkpoint)
 
-          const factsOf = (event: MemoryEvent): EntryFacts | undefined =>
-            "entryId" in event ? facts.get(`${event.agentId}/${event.entryId}`) : undefined
-
-          /**
-           * The record of a demotion: from the event itself (v2 carries what the entry left), else — a v1
-           * event, upcast without it — from the entry's earlier events, when this projection has seen them.
-           */
-          const payloadOf = (event: EventOf<"EntryDemoted">): LongTermPayload | null => {
-            const left: DemotedEntry | null = event.entry ?? demotedEntryOf(factsOf(event))
-            if (left === null) return null
-            const summary = best(left)
-            return {
-              agentId: event.agentId,
-              entryId: event.entryId,
-              demotedAt: event.score.now,
-              model: event.embedding.model,
-              origin: left.origin,
-              tags: [...left.tags],
-              correlationId: left.correlationId,
-              moodSnapshot: left.moodSnapshot,
-              emotionalWeight: left.emotionalWeight,
-              timestamp: left.timestamp,
-              summary: summary.text,
-              summaryForm: summary.form,
-              summaryTokens: summary.tokens,
-              keyPoints: left.keyPoints?.text ?? null,
-              keyPointsTokens: left.keyPoints?.tokens ?? null,
-              rawTokens: left.rawTokens,
-              citationCount: left.citationCount,
-            }
-          }
-
           // Records taken from the log and not yet in the store, and what the log still held after the last
           // one delivered: how far behind the store is (`backlog`).
           let enqueued = 0
-          let storedOps = 0
           let deliveryPending = 0
           const enqueue = (op: Op) => {
             enqueued++
             Queue.offerUnsafe(ops, op)
           }
-          yield* metrics
-            .collect(() => metrics.backgroundQueueDepth.inc(LONGTERM_QUEUE, enqueued - storedOps))
-            .pipe(Scope.provide(scope))
 
           const target = yield* lastSeqOfPartition(partition).pipe(Effect.orDie)
           const projectionName = `longterm-${store.name}`
@@ -251,195 +156,32 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
             target,
             apply: (event, record) => {
               deliveryPending = record.pending
-              switch (event._tag) {
-                case "EntryRecorded":
-                  facts.set(`${event.agentId}/${event.entryId}`, {
-                    agentId: event.agentId,
-                    entryId: event.entryId,
-                    origin: event.origin,
-                    tags: event.tags,
-                    correlationId: event.correlationId,
-                    moodSnapshot: event.moodSnapshot,
-                    emotionalWeight: event.emotionalWeight,
-                    timestamp: event.timestamp,
-                    rawTokens: event.tokens,
-                    keyPoints: null,
-                    summary: null,
-                    citations: 0,
-                  })
-                  break
-                case "RungChanged": {
-                  const f = factsOf(event)
-                  if (f) {
-                    if (event.to === 1) f.keyPoints = { text: event.text, tokens: event.tokens }
-                    else f.summary = { text: event.text, tokens: event.tokens }
-                  }
-                  break
-                }
-                case "EntriesReferenced":
-                  for (const id of event.entryIds) {
-                    const f = facts.get(`${event.agentId}/${id}`)
-                    if (f) f.citations++
-                  }
-                  break
-                case "EntryForgotten":
-                  facts.delete(`${event.agentId}/${event.entryId}`)
-                  enqueue({ seq: record.seq, remove: { agentId: event.agentId, entryId: event.entryId } })
-                  return
-                case "AgentForgotten":
-                  for (const key of facts.keys()) if (key.startsWith(`${event.agentId}/`)) facts.delete(key)
-                  enqueue({ seq: record.seq, removeAgent: event.agentId })
-                  return
-                case "EntryDemoted": {
-                  const payload = payloadOf(event)
-                  if (payload === null) {
-                    runSync(
-                      Effect.logError(
-                        `[longterm] ${event.agentId}/${event.entryId} at seq ${record.seq}: a v1 demotion of an entry recorded before this projection's checkpoint; rebuild the store from the log`,
-                      ),
-                    )
-                    break
-                  }
-                  // A demotion that carries the entry's facts (every one written since v2) ends the need for
-                  // them: a promoted cue's next demotion carries them again. Kept, they would grow with the
-                  // agent's whole history. A v1 log keeps them, as a re-demotion there reads them.
-                  if (event.entry !== null) facts.delete(`${event.agentId}/${event.entryId}`)
-                  enqueue({
-                    seq: record.seq,
-                    subject: record.subject,
-                    upsert: { payload, vector: decodeVector(event.embedding.vector) },
-                  })
-                  return
-                }
-              }
-              enqueue({ seq: record.seq, checkpointOnly: true })
+              const { op, problem } = fold.apply(event, record.seq, record.subject)
+              if (problem !== undefined) runSync(Effect.logError(`[longterm] ${problem}`))
+              enqueue(op)
             },
             // A record no one can read still moves the store's position past it: otherwise every wait for
             // a later sequence, the warm-up's included, would wait for it for ever.
             onDeadLetter: (letter) => enqueue({ seq: letter.seq, checkpointOnly: true }),
           }).pipe(Scope.provide(scope))
 
-          const failed = (what: string) => (error: unknown) =>
-            Effect.logError(`[longterm] partition ${partition}: ${what} failed`, error)
-          const writesOf = (batch: ReadonlyArray<Op>): StoreWrite[] => {
-            const writes: StoreWrite[] = []
-            const upserts = batch.flatMap((op) => ("upsert" in op ? [op.upsert] : []))
-            if (upserts.length > 0) writes.push({ upsert: upserts })
-            for (const op of batch) {
-              if ("remove" in op) writes.push({ remove: { agentId: op.remove.agentId, entryIds: [op.remove.entryId] } })
-              else if ("removeAgent" in op) writes.push({ removeAgent: op.removeAgent })
-            }
-            return writes
-          }
-          // A write is retried until it goes through, logged at each failure: moving on would move the
-          // checkpoint past records that were never stored. Meanwhile reads waiting for it wait.
-          const untilStored =
-            (what: string) =>
-            <E>(self: Effect.Effect<void, E>): Effect.Effect<void> =>
-              self.pipe(Effect.tapError(failed(what)), Effect.retry(RETRY_UNTIL_STORED), Effect.orDie)
-          // A store that keeps its own checkpoints takes each batch and the checkpoint in one transaction.
-          const commit = (own: CheckpointedStore, writes: ReadonlyArray<StoreWrite>, seq: number) =>
-            own.commit(writes, logId, partition, seq).pipe(untilStored(`commit through seq ${seq}`))
-          /**
-           * Upserts a run of records. When the store refuses a record as it is (`refused`: a vector of another
-           * size, a payload it rejects), retrying cannot help: the run is written a record at a time, and each
-           * refused one is dead-lettered, with the store's reason, and passed, so the partition goes on. A
-           * removal is never passed that way: it is retried until it is stored (a forget must erase).
-           */
-          const upsertOrDeadLetter = (
-            upserts: ReadonlyArray<Extract<Op, { upsert: LongTermRecord }>>,
-          ): Effect.Effect<void, LongTermStoreError> =>
-            store.upsert(upserts.map((op) => op.upsert)).pipe(
-              Effect.tap(() => Effect.sync(() => metrics.longtermWrites.inc({ outcome: "ok" }, upserts.length))),
-              Effect.catch((error) => {
-                metrics.longtermWrites.inc({ outcome: "error" })
-                if (error.refused !== true) return Effect.fail(error)
-                if (upserts.length > 1)
-                  return Effect.forEach(upserts, (op) => upsertOrDeadLetter([op]), { discard: true })
-                const [op] = upserts as [Extract<Op, { upsert: LongTermRecord }>]
-                const letter = {
-                  projection: projectionName,
-                  seq: op.seq,
-                  subject: op.subject,
-                  reason: `the store refused the record: ${error.reason}`,
-                  payload: JSON.stringify(op.upsert.payload),
-                }
-                return Effect.logError(
-                  `[longterm] partition ${partition}: ${op.upsert.payload.agentId}/${op.upsert.payload.entryId} at seq ${op.seq} dead-lettered (${letter.reason})`,
-                ).pipe(
-                  Effect.andThen(Effect.tryPromise(() => publishDeadLetter(js, letter))),
-                  Effect.mapError(
-                    (cause) => new LongTermStoreError({ reason: `dead letter ${op.seq} not stored: ${String(cause)}` }),
-                  ),
-                )
-              }),
-            )
-          // Otherwise: upserts and removals, then the checkpoint in the KV bucket (a durable store) when idle.
-          const write = Effect.fnUntraced(function* (batch: ReadonlyArray<Op>) {
-            const upserts = batch.flatMap((op) => ("upsert" in op ? [op] : []))
-            if (upserts.length > 0) yield* upsertOrDeadLetter(upserts).pipe(untilStored("upsert"))
-            const first = batch[0]!
-            if ("remove" in first) {
-              yield* store.remove(first.remove.agentId, [first.remove.entryId]).pipe(untilStored("remove"))
-            } else if ("removeAgent" in first) {
-              yield* removeAgentRecords(first.removeAgent).pipe(untilStored("remove of an agent"))
-            }
-          })
-
-          let checkpointBehind = false
-          let checkpointedAt = 0
-          const moveCheckpoint = Effect.gen(function* () {
-            const seq = stored.current()
-            if (own !== undefined) yield* commit(own, [], seq)
-            else if (checkpoints)
-              yield* Effect.promise(() => checkpoints.put(keyOf(partition), String(seq)).catch(() => 0))
-            checkpointBehind = false
-            checkpointedAt = yield* Clock.currentTimeMillis
-          })
-          // The single writer: batches consecutive upserts, keeps log order, then moves the checkpoint.
-          const writer = Effect.gen(function* () {
-            // Taken from the queue, not yet written.
-            const queue: Op[] = []
-            while (true) {
-              queue.push(...(yield* Queue.clear(ops)))
-              if (queue.length === 0) {
-                // Idle: the checkpoint catches up, at most once per interval (a commit syncs the disk, and an
-                // older checkpoint only means a restart replays a few more events).
-                if (checkpointBehind) {
-                  const wait = checkpointedAt + CHECKPOINT_INTERVAL_MS - (yield* Clock.currentTimeMillis)
-                  const more = wait > 0 ? yield* Queue.takeAll(ops).pipe(Effect.timeoutOption(wait)) : Option.none()
-                  if (Option.isSome(more)) queue.push(...more.value)
-                  else yield* moveCheckpoint
-                }
-                if (queue.length === 0) queue.push(...(yield* Queue.takeAll(ops)))
-              }
-              // A run of upserts goes in one batch; a removal waits for what came before it.
-              let n = 0
-              while (n < queue.length && n < 256 && !("remove" in queue[n]!) && !("removeAgent" in queue[n]!)) n++
-              const batch = queue.splice(0, Math.max(1, n))
-              const seq = batch[batch.length - 1]!.seq
-              const writes = writesOf(batch)
-              if (own !== undefined && writes.length > 0) {
-                yield* commit(own, writes, seq)
-                checkpointBehind = false
-              } else {
-                // Events that change no record (and every batch of a KV-checkpointed store) move the checkpoint when idle.
-                if (own === undefined) yield* write(batch)
-                checkpointBehind = true
-              }
-              stored.advanceTo(seq)
-              storedOps += batch.length
-            }
-          })
-          yield* Effect.forkIn(writer, scope)
-          // A partition released or stopped keeps the position it reached (the writer is idle by then or gone).
-          yield* Scope.addFinalizer(
-            scope,
-            Effect.suspend(() => (checkpointBehind ? moveCheckpoint : Effect.void)).pipe(
-              Effect.timeout("2 seconds"),
-              Effect.ignore,
-            ),
-          )
+          const writer = yield* startPartitionWriter({
+            partition,
+            projectionName,
+            store,
+            removeAgentRecords,
+            checkpoint:
+              own !== undefined
+                ? { own, logId }
+                : checkpoints !== null
+                  ? { kv: checkpoints, key: keyOf(partition) }
+                  : null,
+            ops,
+            stored,
+          }).pipe(Scope.provide(scope))
+          yield* metrics
+            .collect(() => metrics.backgroundQueueDepth.inc(LONGTERM_QUEUE, enqueued - writer.storedOps()))
+            .pipe(Scope.provide(scope))
           // The stored gate is never closed, so a wait without a timeout cannot fail.
           const storedTo = (seq: number) => stored.awaitSeq(seq).pipe(Effect.orDie)
 
@@ -447,7 +189,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
             partition,
             resumedFrom: checkpoint,
             storedSeq: stored.current,
-            backlog: () => enqueued - storedOps + deliveryPending,
+            backlog: () => enqueued - writer.storedOps() + deliveryPending,
             waitFor: (seq, timeout = READ_WAIT) =>
               stored.current() >= seq
                 ? Effect.void
@@ -458,7 +200,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
                   ),
             caughtUp: Effect.andThen(projection.warmedUp, () => storedTo(projection.appliedSeq())),
             projection,
-            trackedEntries: () => facts.size,
+            trackedEntries: fold.trackedEntries,
           }
           opened.set(partition, longTermPartition)
           yield* Scope.addFinalizer(
