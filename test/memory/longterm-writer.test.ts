@@ -6,10 +6,19 @@
 
 import { readFileSync } from "node:fs"
 import { jetstream, jetstreamManager } from "@nats-io/jetstream"
+import { Kvm } from "@nats-io/kv"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, expect, it, vi } from "vitest"
-import { DEAD_LETTER_STREAM, deadLetterSubject, EVENTS_STREAM, upgradeLegacySubject } from "../../contracts/subjects.ts"
+import { CHECKPOINT_BUCKET, checkpointKey } from "../../contracts/buckets.ts"
+import { partitionOf } from "../../contracts/partitions.ts"
+import {
+  DEAD_LETTER_STREAM,
+  deadLetterSubject,
+  EVENTS_STREAM,
+  entrySubject,
+  upgradeLegacySubject,
+} from "../../contracts/subjects.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { makeEmbeddedStore } from "../../services/memory/longterm/embedded-store.ts"
 import { LongTerm, type LongTermShape } from "../../services/memory/longterm/longterm.ts"
@@ -17,6 +26,7 @@ import { LongTermStore, LongTermStoreError, type LongTermStoreShape } from "../.
 import { foundation } from "../../services/system.ts"
 import { settingsFor } from "../faults/support/services.ts"
 import { readFixture, V1_EXPECTED, V1_LOG } from "../fixtures/v1-log.ts"
+import { eventually } from "../support/eventually.ts"
 
 let server: NatsServerProcess
 let nc: NatsConnection
@@ -104,6 +114,46 @@ it("a record the store refuses as it is is dead-lettered with the store's reason
     expect(body.reason).toBe("the store refused the record: vector of size 3, collection has 256")
     expect(body.subject).toContain(`.entry.${victim}`)
     expect(JSON.parse(body.payload)).toMatchObject({ entryId: victim })
+  } finally {
+    await runtime.dispose()
+    vi.restoreAllMocks()
+  }
+})
+
+it("a checkpoint the bucket did not take is written again once it can be, though no later event comes", async () => {
+  vi.spyOn(console, "error").mockImplementation(() => {})
+  // A shared store without checkpoints of its own (as Qdrant): the projection keeps them in the bucket.
+  const shared: LongTermStoreShape = { ...makeEmbeddedStore(), name: "bucket-checkpointed", shared: true }
+  const runtime = ManagedRuntime.make(
+    LongTerm.everyPartition({ durable: true }).pipe(
+      Layer.provide(
+        Layer.merge(Layer.succeed(LongTermStore, shared), foundation(settingsFor(server.url)("wm-memory"))),
+      ),
+    ) as Layer.Layer<LongTerm, unknown>,
+  )
+  const checkpointOf = async (partition: number) => {
+    const entry = await (await new Kvm(nc).open(CHECKPOINT_BUCKET)).get(
+      checkpointKey(`longterm-bucket-checkpointed.p${partition}`),
+    )
+    return entry === null ? 0 : Number(entry.string())
+  }
+  try {
+    const longTerm = await runtime.runPromise(LongTerm as unknown as Effect.Effect<LongTermShape>)
+    const js = jetstream(nc)
+    const agent = "checkpointed"
+    const first = (await js.publish(entrySubject(agent, "e1"), "not an event")).seq
+    await runtime.runPromise(longTerm.waitFor(first))
+    await eventually("the first checkpoint", async () => (await checkpointOf(partitionOf(agent))) >= first)
+
+    // The bucket is gone while the next record is stored: its checkpoint cannot be written.
+    const jsm = await jetstreamManager(nc)
+    await jsm.streams.delete(`KV_${CHECKPOINT_BUCKET}`)
+    const second = (await js.publish(entrySubject(agent, "e2"), "not an event either")).seq
+    await runtime.runPromise(longTerm.waitFor(second))
+    await new Promise((r) => setTimeout(r, 1_500))
+    await new Kvm(nc).create(CHECKPOINT_BUCKET)
+    // Nothing more is published: the writer, idle, writes the checkpoint again by itself.
+    await eventually("the checkpoint written again", async () => (await checkpointOf(partitionOf(agent))) >= second)
   } finally {
     await runtime.dispose()
     vi.restoreAllMocks()

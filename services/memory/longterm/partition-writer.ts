@@ -129,11 +129,18 @@ export const startPartitionWriter = ({
 
     let checkpointBehind = false
     let checkpointedAt = 0
+    // A checkpoint that could not be written stays behind, logged, and is tried again at the next interval:
+    // a forget waits for it, and an idle partition has no later write to carry it.
     const moveCheckpoint = Effect.gen(function* () {
       const seq = stored.current()
+      let moved = true
       if (own !== undefined) yield* commit(own, [], seq)
-      else if (checkpoints) yield* Effect.promise(() => checkpoints.kv.put(checkpoints.key, String(seq)).catch(() => 0))
-      checkpointBehind = false
+      else if (checkpoints)
+        moved = yield* Effect.tryPromise(() => checkpoints.kv.put(checkpoints.key, String(seq))).pipe(
+          Effect.as(true),
+          Effect.catch((error) => Effect.as(failed(`checkpoint at seq ${seq}`)(error), false)),
+        )
+      checkpointBehind = !moved
       checkpointedAt = yield* Clock.currentTimeMillis
     })
     // The single writer: batches consecutive upserts, keeps log order, then moves the checkpoint.
@@ -150,6 +157,8 @@ export const startPartitionWriter = ({
             const more = wait > 0 ? yield* Queue.takeAll(ops).pipe(Effect.timeoutOption(wait)) : Option.none()
             if (Option.isSome(more)) queue.push(...more.value)
             else yield* moveCheckpoint
+            // Not written: tried again after the interval, unless more comes first.
+            if (queue.length === 0 && checkpointBehind) continue
           }
           if (queue.length === 0) queue.push(...(yield* Queue.takeAll(ops)))
         }
