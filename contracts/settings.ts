@@ -8,6 +8,7 @@
  */
 import { Config, ConfigProvider, Effect, Option, Schema } from "effect"
 import { DEFAULT_BATCH_ENTRIES, MAX_BATCH_ENTRIES } from "./api.ts"
+import { DEFAULT_NATS_PING_INTERVAL_MS } from "./connection.ts"
 import { DEFAULT_PARTITIONS, partitionCountProblem } from "./partitions.ts"
 import { DEFAULT_NATS_URL } from "./subjects.ts"
 
@@ -151,6 +152,11 @@ export const settings = {
   NATS_INBOX_PREFIX: optionalText(
     "NATS_INBOX_PREFIX",
     "prefix of the operator CLI's reply subjects (`_INBOX` when unset), for a login allowed only its own",
+  ),
+  WM_NATS_PING_INTERVAL_MS: integer(
+    "WM_NATS_PING_INTERVAL_MS",
+    DEFAULT_NATS_PING_INTERVAL_MS,
+    "how often each service pings its NATS server; after two pings unanswered it reconnects to another server of `NATS_URL` (a server cut off by a network partition holds its connections open without a word)",
   ),
   WM_STREAM_REPLICAS: integer("WM_STREAM_REPLICAS", 1, "replicas of the streams (3 in a cluster)"),
   WM_DEDUPE_WINDOW_MS: integer(

@@ -19,6 +19,7 @@ import { connect, errors, type NatsConnection } from "@nats-io/transport-node"
 import { Schema } from "effect"
 import type { OperationName, RequestOf, ResponseOf } from "../contracts/api.ts"
 import { MAX_CONTENT_BYTES, operations } from "../contracts/api.ts"
+import { DEFAULT_NATS_PING_INTERVAL_MS, dialLeastRecent, MAX_PINGS_OUT } from "../contracts/connection.ts"
 import { ApiError, Overloaded, Unavailable, ValidationError } from "../contracts/errors.ts"
 import { apiSubject, DEFAULT_NATS_URL } from "../contracts/subjects.ts"
 import { RoutedRefusals } from "./routed-refusals.ts"
@@ -53,6 +54,11 @@ export interface ConnectOptions {
    * a call without responders uses its attempts as any unanswered one.
    */
   readonly noResponderPatienceMs?: number
+  /**
+   * How often the connection pings its server (default 5000); two pings unanswered and it reconnects to
+   * another server of the list. A server cut off by a network partition keeps the connection open.
+   */
+  readonly pingIntervalMs?: number
 }
 
 /** How often a call without responders asks again while its patience lasts. */
@@ -96,6 +102,9 @@ export class WorkingMemoryClient {
       name: options.name ?? "working-memory-sdk",
       maxReconnectAttempts: -1,
       reconnectTimeWait: 250,
+      pingInterval: options.pingIntervalMs ?? DEFAULT_NATS_PING_INTERVAL_MS,
+      maxPingOut: MAX_PINGS_OUT,
+      reconnectToServer: dialLeastRecent,
       ...(options.user !== undefined ? { user: options.user } : {}),
       ...(options.pass !== undefined ? { pass: options.pass } : {}),
       ...(options.inboxPrefix !== undefined ? { inboxPrefix: options.inboxPrefix } : {}),

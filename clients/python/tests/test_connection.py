@@ -79,3 +79,60 @@ async def test_a_call_on_a_closed_client_is_not_connected_at_once(system: System
     await client.close()
     with pytest.raises(NotConnected, match="closed"):
         await client.agent("py-closed").view()
+
+
+class StallingRelay:
+    """A TCP relay to a server whose open connections can be stalled (no FIN, no RST: bytes stop, both
+    ways), as a network partition does; connections made after the stall are relayed as usual."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.connections = 0
+        self.stalled: set[int] = set()
+        self.writers: list[asyncio.StreamWriter] = []
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self.relay, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"nats://127.0.0.1:{port}"
+
+    async def relay(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        number = self.connections
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        self.writers += [client_writer, upstream_writer]
+
+        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while chunk := await reader.read(65536):
+                if number not in self.stalled:
+                    writer.write(chunk)
+                    await writer.drain()
+
+        await asyncio.gather(pipe(client_reader, upstream_writer), pipe(upstream_reader, client_writer), return_exceptions=True)
+
+    def stall(self) -> None:
+        self.stalled.update(range(1, self.connections + 1))
+
+    async def close(self) -> None:
+        for writer in self.writers:
+            writer.close()
+        if self.server is not None:
+            self.server.close()
+
+
+async def test_a_call_after_its_connection_stalled_is_answered_over_a_new_connection(system: System, agent_id: str) -> None:
+    relay = StallingRelay(int(system.nats_url.rsplit(":", 1)[1]))
+    url = await relay.start()
+    client = await WorkingMemoryClient.connect(url, timeout=1.0, attempts=8, ping_interval=0.25)
+    try:
+        agent = client.agent(agent_id)
+        await agent.register(role="main")
+        await agent.record(origin="USER", content="before the stall")
+        relay.stall()
+        answer = await agent.record(origin="USER", content="after the stall")
+        assert answer["entryId"]
+        assert relay.connections >= 2
+    finally:
+        await asyncio.wait_for(client.close(), 10)
+        await relay.close()

@@ -6,6 +6,7 @@
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Context, Effect, Layer } from "effect"
+import { DEFAULT_NATS_PING_INTERVAL_MS, dialLeastRecent, MAX_PINGS_OUT } from "../../../contracts/connection.ts"
 import { Metrics, serviceLabel } from "../observability/metrics.ts"
 import { Readiness } from "../observability/readiness.ts"
 import { NatsSettings } from "./settings.ts"
@@ -29,6 +30,9 @@ export class Nats extends Context.Service<Nats, NatsShape>()("wm/Nats") {
             ...(settings.pass !== undefined ? { pass: settings.pass } : {}),
             maxReconnectAttempts: -1,
             reconnectTimeWait: 250,
+            pingInterval: settings.pingIntervalMs ?? DEFAULT_NATS_PING_INTERVAL_MS,
+            maxPingOut: MAX_PINGS_OUT,
+            reconnectToServer: dialLeastRecent,
             waitOnFirstConnect: true,
             // Stack traces captured for every request cost the gateway about 15% of its CPU.
             noAsyncTraces: true,

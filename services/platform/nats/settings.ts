@@ -8,6 +8,12 @@ export interface NatsSettingsShape {
   readonly name: string
   readonly user?: string | undefined
   readonly pass?: string | undefined
+  /**
+   * How often the connection pings its server; two pings unanswered and it reconnects to another one.
+   * A server cut off by a network partition keeps its TCP connections open, so only a ping notices.
+   * Default: DEFAULT_NATS_PING_INTERVAL_MS.
+   */
+  readonly pingIntervalMs?: number
   /** Replicas of the event stream: 1 locally, 3 in a cluster. */
   readonly replicas: number
   /** How long a retried publish with the same id is recognised as a duplicate. */
@@ -54,7 +60,7 @@ export const serverList = (url: string): string[] =>
     .filter((s) => s.length > 0)
 
 /**
- * NATS_URL (comma-separated), NATS_USER, NATS_PASS, WM_STREAM_REPLICAS, WM_DEDUPE_WINDOW_MS,
+ * NATS_URL (comma-separated), NATS_USER, NATS_PASS, WM_NATS_PING_INTERVAL_MS, WM_STREAM_REPLICAS, WM_DEDUPE_WINDOW_MS,
  * WM_STREAM_MAX_BYTES, WM_STREAM_MAX_MSGS, read with Effect Config.
  */
 export const natsSettingsFromConfig = (name: string) =>
@@ -62,6 +68,7 @@ export const natsSettingsFromConfig = (name: string) =>
     const url = yield* configured.NATS_URL.config
     const user = yield* configured.NATS_USER.config
     const pass = yield* configured.NATS_PASS.config
+    const pingIntervalMs = yield* configured.WM_NATS_PING_INTERVAL_MS.config
     const replicas = yield* configured.WM_STREAM_REPLICAS.config
     const dedupeWindowMs = yield* configured.WM_DEDUPE_WINDOW_MS.config
     const streamMaxBytes = yield* configured.WM_STREAM_MAX_BYTES.config
@@ -71,6 +78,7 @@ export const natsSettingsFromConfig = (name: string) =>
       name,
       user: Option.getOrUndefined(user),
       pass: Option.getOrUndefined(pass),
+      pingIntervalMs,
       replicas,
       dedupeWindowMs,
       streamMaxBytes,

@@ -71,6 +71,9 @@ DEFAULT_OVERLOADED_ATTEMPTS = 10
 #: replicas, or services restarting, has no responder for up to a lease's lifetime (WM_LEASE_TTL_MS, 6 s). These
 #: retries, every 0.25 s, are not attempts; after the patience, no responders use the attempts as no answer does.
 DEFAULT_NO_RESPONDER_PATIENCE = 8.0
+#: Seconds between pings; two unanswered and the connection moves to another server. A server cut off by a
+#: network partition keeps the connection open without a word, so only a ping notices.
+DEFAULT_PING_INTERVAL = 5.0
 _NO_RESPONDER_RETRY = 0.25
 #: The longest wait, in seconds, an ``Overloaded`` refusal is taken at its word for.
 MAX_OVERLOADED_WAIT = 10.0
@@ -183,6 +186,7 @@ class WorkingMemoryClient:
         attempts: int = DEFAULT_ATTEMPTS,
         overloaded_attempts: int = DEFAULT_OVERLOADED_ATTEMPTS,
         no_responder_patience: float = DEFAULT_NO_RESPONDER_PATIENCE,
+        ping_interval: float = DEFAULT_PING_INTERVAL,
     ) -> WorkingMemoryClient:
         """Connects to ``servers`` (a comma-separated string or a list; default ``NATS_URL``, else
         ``nats://127.0.0.1:4222``) with ``user``/``password`` (default ``NATS_USER``/``NATS_PASS``).
@@ -191,7 +195,9 @@ class WorkingMemoryClient:
         broker permissions of ``infra/auth.ts`` an agent may receive replies only on ``_INBOX_<agentId>``.
         ``timeout`` is per attempt, in seconds; ``attempts`` per call when the service does not answer;
         ``overloaded_attempts`` per call while it answers ``Overloaded`` (each after its ``retryAfterMs``);
-        ``no_responder_patience``, in seconds, how long a call asks again while no service is subscribed.
+        ``no_responder_patience``, in seconds, how long a call asks again while no service is subscribed;
+        ``ping_interval``, in seconds, how often the connection pings its server (two pings unanswered and it
+        reconnects, to another server of the list when there are several).
         Raises :class:`NotConnected` when no server answers.
         """
         if servers is None:
@@ -212,6 +218,8 @@ class WorkingMemoryClient:
             "servers": server_list,
             "name": name,
             "reconnect_time_wait": 0.25,
+            "ping_interval": ping_interval,
+            "max_outstanding_pings": 2,
             # Like the TypeScript client, the first connection fails once every server has been tried;
             # after that the connection reconnects for ever (set below).
             "max_reconnect_attempts": 1,

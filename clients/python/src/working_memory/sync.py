@@ -23,6 +23,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from .client import (
     DEFAULT_ATTEMPTS,
     DEFAULT_OVERLOADED_ATTEMPTS,
+    DEFAULT_PING_INTERVAL,
     DEFAULT_TIMEOUT,
     AgentClient,
     OperationName,
@@ -130,6 +131,7 @@ def connect(
     timeout: float = DEFAULT_TIMEOUT,
     attempts: int = DEFAULT_ATTEMPTS,
     overloaded_attempts: int = DEFAULT_OVERLOADED_ATTEMPTS,
+    ping_interval: float = DEFAULT_PING_INTERVAL,
 ) -> SyncWorkingMemoryClient:
     """Connects as :meth:`WorkingMemoryClient.connect` does (``NATS_URL`` by default), blocking."""
     loop = _LoopThread()
@@ -144,6 +146,7 @@ def connect(
                 timeout=timeout,
                 attempts=attempts,
                 overloaded_attempts=overloaded_attempts,
+                ping_interval=ping_interval,
             )
         )
     except BaseException:
