@@ -71,6 +71,10 @@ export interface NatsServerProcess {
 
 interface StartOptions {
   readonly port?: number
+  /** The address the server listens on (default: 127.0.0.1). */
+  readonly host?: string
+  /** A command the server is started under, e.g. `ip netns exec <namespace>` (default: none). */
+  readonly command?: ReadonlyArray<string>
   /** JetStream store directory; a fresh temporary one when omitted. */
   readonly storeDir?: string
   /** Remove the store directory on stop (default: true for temporary stores). */
@@ -131,7 +135,8 @@ export const startNatsServer = async (options: StartOptions = {}): Promise<NatsS
   mkdirSync(storeDir, { recursive: true })
   const removeStore = options.removeStoreOnStop ?? temporary
   const name = options.name ?? `nats-${port}`
-  const args = ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir, "-n", name]
+  const host = options.host ?? "127.0.0.1"
+  const args = ["-a", host, "-p", String(port), "-js", "-sd", storeDir, "-n", name]
   const routing = options.routing ?? deploymentPlacement()
   const config = [routing === false ? "" : routingConfig(routing), options.config ?? ""].join("\n")
   if (config.trim() !== "") {
@@ -143,7 +148,8 @@ export const startNatsServer = async (options: StartOptions = {}): Promise<NatsS
 
   let child: ChildProcess
   const launch = async () => {
-    child = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] })
+    const [program, ...programArgs] = [...(options.command ?? []), bin, ...args]
+    child = spawn(program!, programArgs, { stdio: ["ignore", "ignore", "pipe"] })
     if (options.verbose) child.stderr?.on("data", (c: Buffer) => process.stderr.write(c))
     await waitForReady(child, options.readyTimeoutMs ?? 15_000, name)
     // Keep draining stderr so the server never blocks on a full pipe.
@@ -153,7 +159,7 @@ export const startNatsServer = async (options: StartOptions = {}): Promise<NatsS
   const running = () => child.exitCode === null && child.signalCode === null
 
   return {
-    url: `nats://127.0.0.1:${port}`,
+    url: `nats://${host}:${port}`,
     port,
     storeDir,
     name,
@@ -208,7 +214,7 @@ export interface NatsCluster {
   readonly stop: () => Promise<void>
 }
 
-/** A JetStream cluster of `size` nodes on loopback, each with its own store. */
+/** A JetStream cluster of `size` nodes, each with its own store: on loopback unless placed elsewhere. */
 export const startNatsCluster = async (
   size = 3,
   clusterName = "wm",
@@ -217,6 +223,12 @@ export const startNatsCluster = async (
     readonly firstPort?: number
     /** Where the nodes keep their stores, kept on stop (default: a temporary directory, removed). */
     readonly dataDir?: string
+    /**
+     * Where each node runs: its own address (then its ports are 4222, 6222 for routes and 8222 for
+     * monitoring) and the command it is started under (a network namespace, for partition tests).
+     * Default: loopback, free ports, no monitoring.
+     */
+    readonly placement?: ReadonlyArray<{ readonly host: string; readonly command?: ReadonlyArray<string> }>
   } = {},
 ): Promise<NatsCluster> => {
   const root = options.dataDir ?? mkdtempSync(join(tmpdir(), "wm-cluster-"))
@@ -235,10 +247,16 @@ export const startNatsCluster = async (
     }
   }
   for (let i = 0; i < size; i++) {
+    if (options.placement !== undefined) {
+      clientPorts.push(4222)
+      routePorts.push(6222)
+      continue
+    }
     clientPorts.push(options.firstPort !== undefined ? options.firstPort + i : await distinctFreePort())
     routePorts.push(options.firstPort !== undefined ? options.firstPort + 2000 + i : await distinctFreePort())
   }
-  const routes = routePorts.map((p) => `nats-route://127.0.0.1:${p}`).join(", ")
+  const hostOf = (i: number) => options.placement?.[i]?.host ?? "127.0.0.1"
+  const routes = routePorts.map((p, i) => `nats-route://${hostOf(i)}:${p}`).join(", ")
   const nodes = await Promise.all(
     clientPorts.map((port, i) => {
       const name = `n${i + 1}`
@@ -246,13 +264,28 @@ export const startNatsCluster = async (
       const config = [
         // JetStream and its store come from -js -sd (startNatsServer): nats-server refuses store_dir given twice.
         `server_name: ${name}`,
+        // Routes (and clients) pinged every 5 s, not every 2 minutes (30 s for routes): a node cut off by a
+        // network partition keeps its route connections open, and until they are found stale the others
+        // still route requests to its subscriptions (its direct-get responders among them), which time out.
+        `ping_interval: "5s"`,
         `cluster {`,
         `  name: ${clusterName}`,
-        `  listen: 127.0.0.1:${routePorts[i]}`,
+        `  listen: ${hostOf(i)}:${routePorts[i]}`,
         `  routes: [ ${routes} ]`,
         `}`,
+        ...(options.placement !== undefined ? [`http: "${hostOf(i)}:8222"`] : []),
       ].join("\n")
-      return startNatsServer({ port, storeDir, config, name, removeStoreOnStop: false, readyTimeoutMs: 30_000 })
+      const command = options.placement?.[i]?.command
+      return startNatsServer({
+        port,
+        host: hostOf(i),
+        ...(command !== undefined ? { command } : {}),
+        storeDir,
+        config,
+        name,
+        removeStoreOnStop: false,
+        readyTimeoutMs: 30_000,
+      })
     }),
   )
   await untilJetStreamAnswers(nodes.map((n) => n.url))

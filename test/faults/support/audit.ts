@@ -30,15 +30,24 @@ const serverList = (servers: string | ReadonlyArray<string>) => (typeof servers 
  */
 const OBSERVER_TIMEOUT_MS = 20_000
 const observerManager = (nc: NatsConnection) => jetstreamManager(nc, { timeout: OBSERVER_TIMEOUT_MS, checkAPI: false })
-const streamState = async (jsm: JetStreamManager) => {
-  for (let attempt = 1; ; attempt++) {
+/**
+ * A cluster electing a leader (after a node's failure, or its return) answers "temporarily unavailable"
+ * or "not enabled" for a few seconds: the observer asks again for up to 60 s.
+ */
+const transient = (error: unknown) =>
+  error instanceof errors.TimeoutError || /timeout|temporarily unavailable|not enabled/i.test(String(error))
+const observed = async <A>(read: () => Promise<A>): Promise<A> => {
+  const deadline = Date.now() + 60_000
+  for (;;) {
     try {
-      return (await jsm.streams.info(EVENTS_STREAM)).state
+      return await read()
     } catch (error) {
-      if (attempt >= 3 || !(error instanceof errors.TimeoutError || /timeout/i.test(String(error)))) throw error
+      if (Date.now() > deadline || !transient(error)) throw error
+      await sleep(250)
     }
   }
 }
+const streamState = async (jsm: JetStreamManager) => observed(async () => (await jsm.streams.info(EVENTS_STREAM)).state)
 
 /** Every record of WM_EVENTS in order, decoded where it can be. */
 export const readRecords = async (servers: string | ReadonlyArray<string>): Promise<RawRecord[]> => {
@@ -48,10 +57,9 @@ export const readRecords = async (servers: string | ReadonlyArray<string>): Prom
     const last = (await streamState(jsm)).last_seq
     const out: RawRecord[] = []
     if (last === 0) return out
-    const consumer = await jetstream(nc).consumers.get(EVENTS_STREAM, {
-      filter_subjects: ALL_EVENTS,
-      deliver_policy: DeliverPolicy.All,
-    })
+    const consumer = await observed(() =>
+      jetstream(nc).consumers.get(EVENTS_STREAM, { filter_subjects: ALL_EVENTS, deliver_policy: DeliverPolicy.All }),
+    )
     const messages = await consumer.consume()
     for await (const m of messages) {
       const decoded = decodeEvent(m.data)
