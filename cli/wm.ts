@@ -29,6 +29,7 @@ import { writeFileSync } from "node:fs"
 import { type ParseArgsConfig, parseArgs } from "node:util"
 import type { NatsConnection } from "@nats-io/transport-node"
 import { Option } from "effect"
+import { SERVER_PING_CONFIG } from "../contracts/connection.ts"
 import { deploymentPlacement } from "../contracts/partitions.ts"
 import { routingConfig } from "../contracts/routing.ts"
 import { readSetting, settings } from "../contracts/settings.ts"
@@ -290,8 +291,9 @@ const authConfigCommand = async (args: string[]): Promise<number> => {
     ...(auth.admin ? { admin: auth.admin } : {}),
   }
   writeFileSync(values.credentials, `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 })
-  // The server's configuration: the routing of requests by partition, then the users.
-  const config = `${serverRouting()}\n${auth.config}`
+  // The server's configuration: pings that find a partitioned peer stale, the routing of requests by
+  // partition, then the users.
+  const config = `${SERVER_PING_CONFIG}\n${serverRouting()}\n${auth.config}`
   if (values.out !== undefined) writeFileSync(values.out, config, { mode: 0o600 })
   else out(config)
   if (values["compose-env"] !== undefined) {

@@ -20,3 +20,11 @@ export const dialLeastRecent: ReconnectToServerHandler = (pool) => {
   for (const server of pool) if (chosen !== undefined && server.lastConnect < chosen.lastConnect) chosen = server
   return chosen ?? null
 }
+
+/**
+ * The servers' side, in their configuration (`infra/cluster.ts`'s nodes, `wm auth-config`'s file): routes and
+ * clients pinged every 5 s instead of nats-server's 2 minutes (at most 30 s for routes). A node cut off by a
+ * partition keeps its route connections open, and until the others find them stale they route requests to
+ * its subscriptions (its direct-get responders among them), which time out.
+ */
+export const SERVER_PING_CONFIG = 'ping_interval: "5s"'

@@ -11,6 +11,7 @@ import { join } from "node:path"
 import { jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
 import { Option } from "effect"
+import { SERVER_PING_CONFIG } from "../contracts/connection.ts"
 import type { Placement } from "../contracts/partition-pins.ts"
 import { deploymentPlacement } from "../contracts/partitions.ts"
 import { routingConfig } from "../contracts/routing.ts"
@@ -264,10 +265,7 @@ export const startNatsCluster = async (
       const config = [
         // JetStream and its store come from -js -sd (startNatsServer): nats-server refuses store_dir given twice.
         `server_name: ${name}`,
-        // Routes (and clients) pinged every 5 s, not every 2 minutes (30 s for routes): a node cut off by a
-        // network partition keeps its route connections open, and until they are found stale the others
-        // still route requests to its subscriptions (its direct-get responders among them), which time out.
-        `ping_interval: "5s"`,
+        SERVER_PING_CONFIG,
         `cluster {`,
         `  name: ${clusterName}`,
         `  listen: ${hostOf(i)}:${routePorts[i]}`,
