@@ -47,8 +47,9 @@ const withoutNatsSettings = (env: NodeJS.ProcessEnv) =>
 const npmStart = (env: Record<string, string>, ...args: string[]): Started => {
   const child = spawn(NODE, ["cli/start.ts", "--no-demo", ...args], {
     cwd: REPO,
-    // The offline embedder unless a test names one: these tests are about configuration, not the model.
-    env: { ...withoutNatsSettings(process.env), WM_EMBEDDER: "offline", ...env },
+    // The offline embedder unless a test names one: these tests are about configuration, not the model. No
+    // metrics port unless a test names one: another process of the run may listen on the default 9464.
+    env: { ...withoutNatsSettings(process.env), WM_EMBEDDER: "offline", WM_METRICS_PORT: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   })
   let out = ""
@@ -209,7 +210,13 @@ describe("a service run alone reads the same configuration", () => {
     const nats = await server()
     const child = spawn(NODE, ["services/fade/main.ts"], {
       cwd: REPO,
-      env: { ...withoutNatsSettings(process.env), NATS_URL: nats.url, WM_FADE_INTERVAL_MS: "soon" },
+      // No metrics port: on 9464 another process of the run may already listen, and that refusal would come first.
+      env: {
+        ...withoutNatsSettings(process.env),
+        NATS_URL: nats.url,
+        WM_METRICS_PORT: "0",
+        WM_FADE_INTERVAL_MS: "soon",
+      },
       stdio: ["ignore", "pipe", "pipe"],
     })
     let out = ""
