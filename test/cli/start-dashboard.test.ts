@@ -31,7 +31,8 @@ const npmStart = (env: Record<string, string>) => {
   )
   const child: ChildProcess = spawn(NODE, ["cli/start.ts", "--no-demo"], {
     cwd: REPO,
-    env: { ...inherited, WM_EMBEDDER: "offline", ...env },
+    // No metrics port: another process of the run may listen on the default 9464.
+    env: { ...inherited, WM_EMBEDDER: "offline", WM_METRICS_PORT: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   })
   let out = ""
