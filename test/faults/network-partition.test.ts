@@ -1,7 +1,7 @@
 /**
  * A three-node JetStream cluster whose nodes each live in a network namespace of the test's own: the
- * stream leader — also the node the gateway is connected to — is cut off from the other nodes and from
- * every client mid-ingest, then joined again. Its connections stall rather than close, as in a real
+ * stream leader — also the node the gateway and the test's SDK client are connected to — is cut off from
+ * the other nodes and from every client mid-ingest, then joined again. Its connections stall rather than close, as in a real
  * partition. Writes go on through the majority (retries keep their request ids); after the heal nothing
  * acknowledged is lost, nothing is applied twice, the cut node catches up and serves the whole log from
  * its own store, and every service answers again, through the healed node too.
@@ -38,6 +38,8 @@ const IN_FLIGHT = 16
 const CUT_AFTER = 600
 /** Acknowledgements to see while the node is cut off, before the heal: the majority serves alone. */
 const ACKS_WHILE_CUT = 400
+/** The name of the test's SDK connection, as the nodes list it. */
+const WRITER = "np-writer"
 
 let network: NamespaceNetwork | undefined
 let cluster: NatsCluster
@@ -61,7 +63,7 @@ beforeAll(async () => {
   )
   working = await workingOf(services)
   gateway = await gatewayOf(services)
-  client = await WorkingMemoryClient.connect({ servers: cluster.servers, timeoutMs: 3_000 })
+  client = await WorkingMemoryClient.connect({ servers: cluster.servers, timeoutMs: 3_000, name: WRITER })
   for (const url of cluster.servers) {
     const nc = await connect({ servers: [url], maxReconnectAttempts: -1, reconnectTimeWait: 250 })
     observers.push({ nc, jsm: await jetstreamManager(nc, { timeout: 5_000, checkAPI: false }) })
@@ -130,6 +132,12 @@ it("the stream leader cut off mid-ingest and joined again: no acknowledged loss,
   const victim = cluster.nodes[target]!
   const majority = cluster.nodes.findIndex((_, i) => i !== target)
   await makeLeader(target)
+  // The writer's own connection on that node too (the client picks a server of the list at random).
+  for (let tries = 0; !(await connectionNames(target)).includes(WRITER); tries++) {
+    expect(tries, "the writer connected to the node to cut").toBeLessThan(30)
+    await client.close()
+    client = await WorkingMemoryClient.connect({ servers: cluster.servers, timeoutMs: 3_000, name: WRITER })
+  }
   const onVictim = await connectionNames(target)
 
   const stats = newStats()
@@ -283,7 +291,7 @@ it("the stream leader cut off mid-ingest and joined again: no acknowledged loss,
     sdkGaveUpThenRetriedSameId: stats.noResponse,
     retryableRefusals: stats.retryableRefusals,
     cutNode: victim.name,
-    connectionsOnCutNode: onVictim.filter((n) => n.startsWith("wm-") || n === "working-memory-sdk").sort(),
+    connectionsOnCutNode: onVictim.filter((n) => n.startsWith("wm-") || n === WRITER).sort(),
     cutAfterAcks: CUT_AFTER,
     newLeader,
     newLeaderReportedAfterMs: newLeaderAt - cutAt,
