@@ -16,19 +16,12 @@ import { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
 import type { WorkingShape } from "../../services/working/working.ts"
 import { eventually } from "../support/eventually.ts"
-import {
-  duplicateEvents,
-  entryRecordCounts,
-  readRecords,
-  rebuildViews,
-  sleep,
-  snapshotOf,
-  teardown,
-  waitQuiet,
-} from "./support/audit.ts"
+import { duplicateEvents, readRecords, sleep, teardown, waitQuiet } from "./support/audit.ts"
+import { expectEachAcknowledgedOnce, expectViewsEqualRebuild } from "./support/cluster-checks.ts"
 import { callUntilAnswered, contentFor, newStats, pool } from "./support/driver.ts"
 import { recordFigures } from "./support/figures.ts"
 import { gatewayLayer, gatewayOf, type InProcess, startInProcess, workingLayer, workingOf } from "./support/services.ts"
+import { makeStreamLeader, untilCurrentReplica } from "./support/stream-leadership.ts"
 
 const AGENTS = ["cl-0", "cl-1", "cl-2", "cl-3"]
 const RECORDS = 2_000
@@ -135,19 +128,7 @@ it("the stream leader killed mid-ingest: no acknowledged loss, no duplicates, an
     IN_FLIGHT,
     (i) => record(i)(),
   )
-  await eventually(
-    `${victim!.name} current in the stream's replica set`,
-    async () => {
-      const info = await jsm.streams.info(EVENTS_STREAM)
-      const peer = [
-        ...(info.cluster?.replicas ?? []),
-        ...(info.cluster?.leader === victim!.name ? [{ name: victim!.name, current: true, lag: 0 }] : []),
-      ].find((p) => p.name === victim!.name)
-      return peer?.current === true && (peer.lag ?? 0) === 0 ? info : undefined
-    },
-    90_000,
-    250,
-  )
+  await untilCurrentReplica(jsm, victim!.name)
   const caughtUpMs = Date.now() - restartAt
 
   const last = await waitQuiet(
@@ -159,18 +140,7 @@ it("the stream leader killed mid-ingest: no acknowledged loss, no duplicates, an
   expect(expectedState.last_seq).toBe(last)
 
   // Hand the stream's leadership to the restarted node, so that what it serves comes from its own store.
-  let stepdowns = 0
-  while ((await jsm.streams.info(EVENTS_STREAM)).cluster?.leader !== victim!.name) {
-    expect(stepdowns, "leadership reached the restarted node").toBeLessThan(12)
-    stepdowns++
-    await nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${EVENTS_STREAM}`, "", { timeout: 5_000 }).catch(() => undefined)
-    await eventually(
-      "a stream leader after the step-down",
-      async () => ((await jsm.streams.info(EVENTS_STREAM)).cluster?.leader ? true : undefined),
-      30_000,
-      200,
-    )
-  }
+  const stepdowns = await makeStreamLeader(nc, jsm, victim!.name)
   const ownState = (await jsm.streams.info(EVENTS_STREAM)).state
   expect(ownState.messages).toBe(expectedState.messages)
   expect(ownState.last_seq).toBe(expectedState.last_seq)
@@ -180,24 +150,8 @@ it("the stream leader killed mid-ingest: no acknowledged loss, no duplicates, an
   expect(log.length).toBe(expectedState.messages)
 
   // Nothing acknowledged lost, nothing stored twice.
-  const counts = entryRecordCounts(log)
-  expect(stats.failures).toEqual([])
-  expect(acked).toBe(RECORDS + AFTER_REJOIN)
-  expect(counts.size).toBe(RECORDS + AFTER_REJOIN)
-  expect([...counts.values()].every((n) => n === 1)).toBe(true)
-  expect(duplicateEvents(log)).toBe(0)
-  // Leases that lapsed during the elections are the replicas' again: they answer for every agent.
-  await eventually(
-    "the working and gateway replicas to answer for every agent",
-    async () => AGENTS.every((id) => working.views.owns(id) && gateway.views.owns(id)) || undefined,
-    60_000,
-    100,
-  )
-  const rebuilt = rebuildViews(log, last)
-  for (const id of AGENTS) {
-    expect(snapshotOf(working.views.get(id)), `working ${id}`).toEqual(snapshotOf(rebuilt.get(id)))
-    expect(snapshotOf(gateway.views.get(id)), `gateway ${id}`).toEqual(snapshotOf(rebuilt.get(id)))
-  }
+  const counts = expectEachAcknowledgedOnce(log, { stats, acknowledged: acked, sent: RECORDS + AFTER_REJOIN })
+  await expectViewsEqualRebuild(log, last, AGENTS, { working, gateway })
   // And the services still serve after all these elections.
   // One agent client for both calls: it carries the write's sequence into the read.
   const first = client.agent(AGENTS[0]!)

@@ -16,20 +16,13 @@ import { WorkingMemoryClient } from "../../sdk/client.ts"
 import type { GatewayShape } from "../../services/gateway/gateway.ts"
 import type { WorkingShape } from "../../services/working/working.ts"
 import { eventually } from "../support/eventually.ts"
-import {
-  duplicateEvents,
-  entryRecordCounts,
-  readRecords,
-  rebuildViews,
-  sleep,
-  snapshotOf,
-  teardown,
-  waitQuiet,
-} from "./support/audit.ts"
+import { duplicateEvents, readRecords, sleep, teardown, waitQuiet } from "./support/audit.ts"
+import { expectEachAcknowledgedOnce, expectViewsEqualRebuild } from "./support/cluster-checks.ts"
 import { callUntilAnswered, contentFor, newStats, pool } from "./support/driver.ts"
 import { recordFigures } from "./support/figures.ts"
 import { createNamespaceNetwork, type NamespaceNetwork, namespacesUnavailable } from "./support/netns.ts"
 import { gatewayLayer, gatewayOf, type InProcess, startInProcess, workingLayer, workingOf } from "./support/services.ts"
+import { makeStreamLeader, untilCurrentReplica } from "./support/stream-leadership.ts"
 
 const AGENTS = ["np-0", "np-1", "np-2", "np-3"]
 const RECORDS = 2_000
@@ -97,27 +90,9 @@ const connectionNames = async (node: number): Promise<string[]> => {
   return (body.connections ?? []).map((c) => c.name ?? "")
 }
 
-/** Moves the stream's leadership to `node` (asking for it by name where the server supports that). */
-const makeLeader = async (node: number): Promise<number> => {
-  const name = cluster.nodes[node]!.name
-  let stepdowns = 0
-  while ((await streamInfoVia(node)).cluster?.leader !== name) {
-    expect(stepdowns, `leadership reached ${name}`).toBeLessThan(12)
-    stepdowns++
-    await observers[node]!.nc.request(
-      `$JS.API.STREAM.LEADER.STEPDOWN.${EVENTS_STREAM}`,
-      JSON.stringify({ placement: { preferred: name } }),
-      { timeout: 5_000 },
-    ).catch(() => undefined)
-    await eventually(
-      "a stream leader after the step-down",
-      async () => ((await streamInfoVia(node)).cluster?.leader ? true : undefined),
-      30_000,
-      200,
-    )
-  }
-  return stepdowns
-}
+/** Moves the stream's leadership to `node`, asking through that node; returns the step-downs it took. */
+const makeLeader = (node: number): Promise<number> =>
+  makeStreamLeader(observers[node]!.nc, observers[node]!.jsm, cluster.nodes[node]!.name)
 
 it("the stream leader cut off mid-ingest and joined again: no acknowledged loss, nothing applied twice, every service serving", async () => {
   for (const id of AGENTS) await client.agent(id).register({ role: "custom", budget: 50_000 })
@@ -207,19 +182,7 @@ it("the stream leader cut off mid-ingest and joined again: no acknowledged loss,
     IN_FLIGHT,
     record,
   )
-  await eventually(
-    `${victim.name} current in the stream's replica set`,
-    async () => {
-      const info = await observers[majority]!.jsm.streams.info(EVENTS_STREAM)
-      const peer = [
-        ...(info.cluster?.replicas ?? []),
-        ...(info.cluster?.leader === victim.name ? [{ name: victim.name, current: true, lag: 0 }] : []),
-      ].find((p) => p.name === victim.name)
-      return peer?.current === true && (peer.lag ?? 0) === 0 ? info : undefined
-    },
-    90_000,
-    250,
-  )
+  await untilCurrentReplica(observers[majority]!.jsm, victim.name)
   const caughtUpMs = Date.now() - healAt
 
   const last = await waitQuiet(
@@ -239,24 +202,8 @@ it("the stream leader cut off mid-ingest and joined again: no acknowledged loss,
   const log = await readRecords(victim.url)
   expect(log.length).toBe(expectedState.messages)
 
-  const counts = entryRecordCounts(log)
-  expect(stats.failures).toEqual([])
-  expect(acked).toBe(RECORDS + AFTER_HEAL)
-  expect(counts.size).toBe(RECORDS + AFTER_HEAL)
-  expect([...counts.values()].every((n) => n === 1)).toBe(true)
-  expect(duplicateEvents(log)).toBe(0)
-
-  await eventually(
-    "the working and gateway replicas to answer for every agent",
-    async () => AGENTS.every((id) => working.views.owns(id) && gateway.views.owns(id)) || undefined,
-    60_000,
-    100,
-  )
-  const rebuilt = rebuildViews(log, last)
-  for (const id of AGENTS) {
-    expect(snapshotOf(working.views.get(id)), `working ${id}`).toEqual(snapshotOf(rebuilt.get(id)))
-    expect(snapshotOf(gateway.views.get(id)), `gateway ${id}`).toEqual(snapshotOf(rebuilt.get(id)))
-  }
+  const counts = expectEachAcknowledgedOnce(log, { stats, acknowledged: acked, sent: RECORDS + AFTER_HEAL })
+  await expectViewsEqualRebuild(log, last, AGENTS, { working, gateway })
   // Every service answers again, for a client of any node, the healed one included.
   for (const url of cluster.servers) {
     const one = await WorkingMemoryClient.connect({ servers: [url], timeoutMs: 5_000 })
