@@ -12,6 +12,7 @@
  *   npm run wm -- verify [--check <name>]... [--json]
  *   npm run wm -- forget --agent <id> [--entry <id>] [--wait <seconds>] [--json]
  *   npm run wm -- migrate [--json]
+ *   npm run wm -- rotate-keys [--json]
  *   npm run wm -- status [--json]
  *   npm run wm -- auth-config --agent <id>... [--tenant <name>=<a>,<b>]... --credentials <file> [--out <file> [--compose-env <file>]]
  *
@@ -36,9 +37,10 @@ import { readSetting, settings } from "../contracts/settings.ts"
 import { contextOfView } from "../domain/context-builder.ts"
 import { generatePassword, natsAuth, SERVICE_NAMES, type ServiceName, type TenantAccount } from "../infra/auth.ts"
 import { deploymentEnv } from "../infra/deployment-env.ts"
+import { rotateKeys } from "../services/platform/keys/rotate-keys.ts"
 import { ForgetRefused, type Forgotten, forget } from "./audit/forget.ts"
 import { collectHistory, formatHistory, HistoryError, historyJson } from "./audit/history.ts"
-import { openConnection } from "./audit/log.ts"
+import { contentKeysOf, openConnection } from "./audit/log.ts"
 import { migrateLog } from "./audit/migrate.ts"
 import { progress } from "./audit/progress.ts"
 import { type Cut, formatReplay, parseInstant, replayAgent, replayJson } from "./audit/replay.ts"
@@ -53,6 +55,10 @@ const USAGE = `wm — audit working memory from its event log
   wm forget --agent <id> [--entry <id>] [--wait <seconds>] [--json]
       record the tombstone, then erase the entry (or the agent) from the log, the dead
       letters and every store; waits up to --wait (30 s) for the projections to confirm
+  wm rotate-keys [--json]
+      give every agent a new content key wrapped by the first of WM_KEY_ENCRYPTION_KEYS, re-wrap its
+      entry keys under it and erase the old ones: a copy of the store taken before opens nothing once
+      the retired key-encryption keys are removed
   wm replay --agent <id> (--at <ISO time | epoch ms> | --seq <n>) [--limit <tokens>] [--order timestamp|priority]
             [--entries <n>|all] [--json]
       the agent's working view and built context as they were at that instant
@@ -379,6 +385,22 @@ const migrateCommand = async (args: string[]): Promise<number> => {
   })
 }
 
+const rotateKeysCommand = async (args: string[]): Promise<number> => {
+  const { values, positionals } = parse(args, {})
+  if (positionals.length > 0)
+    throw new UsageError(`rotate-keys takes no positional arguments (got ${positionals.join(" ")})`)
+  return withConnection(values, async (nc) => {
+    const keys = await contentKeysOf(nc)
+    const result = await rotateKeys(nc, keys.store)
+    out(
+      values.json
+        ? `${JSON.stringify({ kek: keys.store.keks.current.id, ...result })}\n`
+        : `rotated ${result.agents} agent key(s) under key-encryption key '${keys.store.keks.current.id}', re-wrapped ${result.entryKeys} entry key(s), erased ${result.erased} old revision(s)\n`,
+    )
+    return 0
+  })
+}
+
 const statusCommand = async (args: string[]): Promise<number> => {
   const { values, positionals } = parse(args, {})
   if (positionals.length > 0)
@@ -411,6 +433,7 @@ const commands: Record<string, (args: string[]) => Promise<number>> = {
   verify,
   forget: forgetCommand,
   migrate: migrateCommand,
+  "rotate-keys": rotateKeysCommand,
   status: statusCommand,
   "auth-config": authConfigCommand,
   "routing-config": routingConfigCommand,

@@ -37,3 +37,15 @@ export const snapshotManifestKey = (service: string, partition: number) => `${se
 /** One chunk of one snapshot (snapshot ids are never reused, so no chunk is overwritten). */
 export const snapshotChunkKey = (service: string, partition: number, snapshotId: string, chunk: number) =>
   `${service}.${partition}.${snapshotId}.${chunk}`
+/**
+ * The content keys (services/platform/keys/): each agent's key, wrapped by a key-encryption key, and each
+ * entry's key, wrapped by its agent's key. A forget destroys them; two revisions per key, so the mark that
+ * says "destroyed" is stored before the key it replaces is erased.
+ */
+export const KEY_BUCKET = "wm_keys"
+/** An agent's key in the key bucket. */
+export const agentKeyName = (agentId: string) => `agent.${agentId}`
+/** An entry's key in the key bucket. */
+export const entryKeyName = (agentId: string, entryId: string) => `entry.${agentId}.${entryId}`
+/** Every entry key of an agent. */
+export const agentEntryKeys = (agentId: string) => `entry.${agentId}.>`

@@ -16,6 +16,7 @@
 import { Exit, Schema, SchemaIssue } from "effect"
 import { EVENT_TAGS, EVENT_VERSIONS, MemoryEvent, type MemoryEventTag } from "./events.ts"
 import { decodeCommonShape } from "./fast-decode.ts"
+import { sealedKeyOf } from "./sealed.ts"
 import { type StoredJson, UPCASTERS } from "./upcasters.ts"
 
 /** A stored event of a schema version newer than this code understands. */
@@ -74,20 +75,35 @@ export const upcast = (
   return { ok: true, json }
 }
 
-export const decodeEvent = (data: Uint8Array): Decoded => {
+/**
+ * Opens the sealed content of a stored event (contracts/sealed.ts) with its key, or says why it cannot
+ * (the key is destroyed: the content is forgotten). Without one, an event with sealed content does not decode.
+ */
+export type Unseal = (
+  json: StoredJson,
+) => { readonly ok: true; readonly json: StoredJson } | { readonly ok: false; readonly reason: string }
+
+export const decodeEvent = (data: Uint8Array, unseal?: Unseal): Decoded => {
   let json: unknown
   try {
     json = JSON.parse(textDecoder.decode(data))
   } catch (error) {
     return { ok: false, reason: `not JSON: ${error instanceof Error ? error.message : String(error)}` }
   }
-  return decodeEventJson(json)
+  return decodeEventJson(json, unseal)
 }
 
 /** Decodes an event already parsed from JSON (e.g. as the working service's `view.events` sends it). */
-export const decodeEventJson = (json: unknown): Decoded => {
-  if (typeof json !== "object" || json === null || Array.isArray(json))
+export const decodeEventJson = (stored: unknown, unseal?: Unseal): Decoded => {
+  if (typeof stored !== "object" || stored === null || Array.isArray(stored))
     return { ok: false, reason: "not a JSON object" }
+  let json = stored as StoredJson
+  if (sealedKeyOf(json) !== null) {
+    if (unseal === undefined) return { ok: false, reason: "sealed content read without its keys" }
+    const opened = unseal(json)
+    if (!opened.ok) return opened
+    json = opened.json
+  }
   const tag = (json as StoredJson)._tag
   if (typeof tag !== "string" || !KNOWN_TAGS.has(tag))
     return { ok: false, reason: `_tag: unknown event type ${JSON.stringify(tag)}` }

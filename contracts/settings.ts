@@ -149,6 +149,12 @@ export const settings = {
   ),
   NATS_USER: optionalText("NATS_USER", "user name of the login"),
   NATS_PASS: optionalText("NATS_PASS", "password of the login", "secret"),
+  WM_KEY_ENCRYPTION_KEYS: optionalText(
+    "WM_KEY_ENCRYPTION_KEYS",
+    "the key-encryption keys that wrap the content keys, `<id>:<base64 of 32 bytes>` separated by commas, the first wrapping new keys (docs/operations.md: rotation)",
+    "secret",
+    "— (a development key: no protection for copies of the store)",
+  ),
   NATS_INBOX_PREFIX: optionalText(
     "NATS_INBOX_PREFIX",
     "prefix of the operator CLI's reply subjects (`_INBOX` when unset), for a login allowed only its own",

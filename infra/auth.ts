@@ -25,6 +25,7 @@ import { randomBytes } from "node:crypto"
 import { operations } from "../contracts/api.ts"
 import {
   CHECKPOINT_BUCKET,
+  KEY_BUCKET,
   LEASE_BUCKET,
   LEGACY_SUBSTRATE_BUCKET,
   REQUEST_BUCKET,
@@ -314,7 +315,8 @@ const base = (name: string): ServiceSpec => ({
   managesStreams: true,
   deadLetters: true,
   buckets: [],
-  readsBuckets: [],
+  // Every reader of the log opens its sealed content with the content keys.
+  readsBuckets: [KEY_BUCKET],
   requests: [],
 })
 
@@ -328,7 +330,8 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
         appends: [ALL_AGENT_CONFIG, ALL_STEPS, ALL_ENTRIES],
         // The request ledger (what each write with a request id was answered), its partition leases and
         // heartbeats, and the snapshots of the partitions it owns.
-        buckets: [REQUEST_BUCKET, LEASE_BUCKET, SNAPSHOT_BUCKET],
+        // The content keys: a recorded entry's key is made as it is appended.
+        buckets: [REQUEST_BUCKET, LEASE_BUCKET, SNAPSHOT_BUCKET, KEY_BUCKET],
         // A rewritten snapshot erases the one it replaces in place (a forget leaves no copy).
         erases: [kvStream(SNAPSHOT_BUCKET)],
         requests: [apiOf("query"), apiOf("getRaw")],
@@ -351,8 +354,9 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
         ...base(name),
         serves: [{ subject: ">", queue: UNKNOWN_OPERATIONS_QUEUE }],
         appends: [ALL_ENTRIES],
-        // Its partition leases and heartbeats, and the snapshots of the partitions it owns (views and raw texts).
-        buckets: [LEASE_BUCKET, SNAPSHOT_BUCKET],
+        // Its partition leases and heartbeats, the snapshots of the partitions it owns (views and raw texts), and
+        // the content keys (an entry recorded before content was sealed gets its key at its first rung change).
+        buckets: [LEASE_BUCKET, SNAPSHOT_BUCKET, KEY_BUCKET],
         // A rewritten snapshot erases the one it replaces in place (a forget leaves no copy).
         erases: [kvStream(SNAPSHOT_BUCKET)],
       }
@@ -367,9 +371,10 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       // manifests to see a forget confirmed.
       return {
         ...base(name),
-        buckets: [CHECKPOINT_BUCKET, LEASE_BUCKET],
+        // A forget destroys the content keys first: their marks, then their revisions erased in place.
+        buckets: [CHECKPOINT_BUCKET, LEASE_BUCKET, KEY_BUCKET],
         readsBuckets: [SNAPSHOT_BUCKET],
-        erases: [EVENTS_STREAM, DEAD_LETTER_STREAM, kvStream(LEGACY_SUBSTRATE_BUCKET)],
+        erases: [EVENTS_STREAM, DEAD_LETTER_STREAM, kvStream(LEGACY_SUBSTRATE_BUCKET), kvStream(KEY_BUCKET)],
       }
     case "retrieval":
       // Cue rehydrated / promoted / dropped on the entry's subject, the step's recall on the step's; recalled raw
@@ -379,7 +384,7 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       return {
         ...base(name),
         appends: [ALL_ENTRIES, ALL_STEPS],
-        buckets: [CHECKPOINT_BUCKET, REQUEST_BUCKET, LEASE_BUCKET, SNAPSHOT_BUCKET],
+        buckets: [CHECKPOINT_BUCKET, REQUEST_BUCKET, LEASE_BUCKET, SNAPSHOT_BUCKET, KEY_BUCKET],
         // A rewritten snapshot erases the one it replaces in place (a forget leaves no copy).
         erases: [kvStream(SNAPSHOT_BUCKET)],
         peers: [`${MEMORY_PEERS_ROOT}.>`],
@@ -394,7 +399,7 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
         serves: [],
         managesStreams: false,
         deadLetters: false,
-        readsBuckets: [SNAPSHOT_BUCKET, LEASE_BUCKET],
+        readsBuckets: [SNAPSHOT_BUCKET, LEASE_BUCKET, KEY_BUCKET],
         requests: [apiOf("getView"), apiOf("getRaw")],
       }
   }

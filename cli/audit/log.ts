@@ -10,6 +10,7 @@ import { decodeEvent } from "../../contracts/decode.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { settings } from "../../contracts/settings.ts"
 import { EVENTS_STREAM } from "../../contracts/subjects.ts"
+import { type ContentKeysShape, openContentKeys } from "../../services/platform/keys/content-keys.ts"
 import { natsSettingsFromConfig, serverList } from "../../services/platform/nats/settings.ts"
 import { noProgress, type Progress } from "./progress.ts"
 
@@ -64,6 +65,17 @@ export interface ScanResult {
   readonly streamLastSeq: number
 }
 
+const openedKeys = new WeakMap<NatsConnection, Promise<ContentKeysShape>>()
+/** The content keys read through this connection, opened once. */
+export const contentKeysOf = (nc: NatsConnection): Promise<ContentKeysShape> => {
+  let keys = openedKeys.get(nc)
+  if (keys === undefined) {
+    keys = openContentKeys(nc, Date.now)
+    openedKeys.set(nc, keys)
+  }
+  return keys
+}
+
 export const manager = (nc: NatsConnection): Promise<JetStreamManager> => jetstreamManager(nc)
 
 /**
@@ -91,11 +103,14 @@ export const scanLog = async (
   if ((await consumer.info(true)).num_pending === 0) return { records: 0, streamLastSeq }
 
   let records = 0
+  const keys = await contentKeysOf(nc)
   const messages = await consumer.consume()
   try {
     for await (const m of messages) {
       if (m.seq > end) break
-      const decoded = decodeEvent(m.data)
+      await keys.load(m.data)
+      // The audit shows what a forget made unreadable as "(forgotten)", beside the event's metadata.
+      const decoded = decodeEvent(m.data, keys.unsealOrRedact)
       onRecord({
         seq: m.seq,
         subject: m.subject,

@@ -41,7 +41,7 @@ import { callOperation, type NoAnswer } from "../../services/platform/api/call.t
 import type { KeptState } from "../../services/platform/partitions/partitioned-views.ts"
 import { makeSnapshotStore, type ReadSnapshot } from "../../services/platform/partitions/snapshots.ts"
 import { readRecorded } from "../../services/platform/substrate-reader.ts"
-import { scanLog, subjectsMatching } from "./log.ts"
+import { contentKeysOf, scanLog, subjectsMatching } from "./log.ts"
 import type { Progress } from "./progress.ts"
 
 export interface Difference {
@@ -276,10 +276,11 @@ export const substrateCheck: VerifyCheck = {
         })
     })
     const jsm = await jetstreamManager(nc)
+    const keys = await contentKeysOf(nc)
     const read = await mapLimited(
       [...expected.values()],
       32,
-      async (want) => [want, await readRecorded(jsm, want.agent, want.entry)] as const,
+      async (want) => [want, await readRecorded(jsm, keys, want.agent, want.entry)] as const,
     )
     for (const [want, record] of read) {
       const at = { agent: want.agent, entry: want.entry }

@@ -9,7 +9,8 @@ import { Context, Effect, Layer, Option } from "effect"
 import { decodeEvent } from "../../contracts/decode.ts"
 import { settings as declared } from "../../contracts/settings.ts"
 import { DEFAULT_FADE_CONFIG } from "../../domain/fade-score.ts"
-import { followEvents } from "../platform/log/event-log.ts"
+import { ContentKeys } from "../platform/keys/content-keys.ts"
+import { deliverWithKeys, followEvents } from "../platform/log/event-log.ts"
 import { Nats } from "../platform/nats/connection.ts"
 import { NatsSettings } from "../platform/nats/settings.ts"
 import { createDashboardServer } from "./http.ts"
@@ -65,6 +66,7 @@ export interface DashboardShape {
 export class Dashboard extends Context.Service<Dashboard, DashboardShape>()("wm/Dashboard") {
   static readonly make = Effect.gen(function* () {
     const { js } = yield* Nats
+    const keys = yield* ContentKeys
     const nats = yield* NatsSettings
     const settings = yield* DashboardSettings
     const model = new DashboardModel({ ...DEFAULT_FADE_CONFIG, tau: settings.tau })
@@ -80,12 +82,17 @@ export class Dashboard extends Context.Service<Dashboard, DashboardShape>()("wm/
             try {
               const subscription = await followEvents(js, {
                 fromSeq: model.lastSeq + 1,
-                onRecord: (record) => {
-                  const decoded = decodeEvent(record.data)
-                  if (!decoded.ok) return
-                  const item = model.add({ seq: record.seq, subject: record.subject, event: decoded.event })
-                  for (const listener of listeners) listener(decoded.event.agentId, item)
-                },
+                onRecord: deliverWithKeys(
+                  keys,
+                  (record) => {
+                    // What a forget made unreadable shows as forgotten, beside the event's metadata.
+                    const decoded = decodeEvent(record.data, keys.unsealOrRedact)
+                    if (!decoded.ok) return
+                    const item = model.add({ seq: record.seq, subject: record.subject, event: decoded.event })
+                    for (const listener of listeners) listener(decoded.event.agentId, item)
+                  },
+                  () => undefined,
+                ),
               })
               close = subscription.stop
               return
@@ -151,5 +158,10 @@ export const dashboardService = (
   dashboard: Layer.Layer<DashboardSettings> = DashboardSettings.fromEnv(),
 ) =>
   Dashboard.layer.pipe(
-    Layer.provide(Layer.mergeAll(dashboard, Layer.fresh(Nats.layer).pipe(Layer.provideMerge(settings)))),
+    Layer.provide(
+      Layer.mergeAll(
+        dashboard,
+        ContentKeys.layer.pipe(Layer.provideMerge(Layer.fresh(Nats.layer)), Layer.provideMerge(settings)),
+      ),
+    ),
   )

@@ -6,7 +6,6 @@
  */
 import { Effect } from "effect"
 import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
-import { decodeEvent } from "../../contracts/decode.ts"
 import { IdempotencyConflict, InvalidState } from "../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
 import { entrySubject } from "../../contracts/subjects.ts"
@@ -25,7 +24,7 @@ export const makeEntries = (log: EventLogShape, backPressure: BackPressure, { st
     log.nextOnSubject(entrySubject(agentId, entryId), 1).pipe(
       Effect.map((stored) => {
         if (stored === null) return null
-        const decoded = decodeEvent(stored.data)
+        const decoded = log.decode(stored.data)
         return decoded.ok ? { event: decoded.event, seq: stored.seq } : null
       }),
     )

@@ -6,7 +6,6 @@
 import { Effect } from "effect"
 import type { AgentConfig } from "../../contracts/agent.ts"
 import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
-import { decodeEvent } from "../../contracts/decode.ts"
 import { AgentNotFound } from "../../contracts/errors.ts"
 import { agentConfigSubject } from "../../contracts/subjects.ts"
 import { decideRegister } from "../../domain/decide.ts"
@@ -31,7 +30,7 @@ export const makeRegistration = (
     const registrationBase = log.lastOnSubject(agentConfigSubject(agentId)).pipe(
       Effect.map((last) => {
         if (last === null) return 0
-        const decoded = decodeEvent(last.data)
+        const decoded = log.decode(last.data)
         return decoded.ok && decoded.event._tag === "AgentForgotten" ? last.seq : 0
       }),
       Effect.orElseSucceed(() => 0),

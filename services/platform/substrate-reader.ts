@@ -20,6 +20,7 @@ import { Context, Effect, Layer } from "effect"
 import type { ResponseOf } from "../../contracts/api.ts"
 import { decodeEvent } from "../../contracts/decode.ts"
 import { EVENTS_STREAM, entrySubject } from "../../contracts/subjects.ts"
+import { type ContentKeyReader, ContentKeys } from "./keys/content-keys.ts"
 import { Nats } from "./nats/connection.ts"
 
 export type SubstrateRecord = ResponseOf<"getRaw">
@@ -29,8 +30,13 @@ const firstOnSubject = (agentId: string, entryId: string) =>
   ({ next_by_subj: entrySubject(agentId, entryId), seq: 0 }) as const
 
 /** The record an entry's first message makes, or null when that message is not the entry's EntryRecorded. */
-export const substrateRecordOf = (agentId: string, entryId: string, message: StoredMsg): SubstrateRecord | null => {
-  const decoded = decodeEvent(message.data)
+export const substrateRecordOf = (
+  agentId: string,
+  entryId: string,
+  message: StoredMsg,
+  keys: ContentKeyReader,
+): SubstrateRecord | null => {
+  const decoded = decodeEvent(message.data, keys.unseal)
   if (!decoded.ok) return null
   const event = decoded.event
   if (event._tag !== "EntryRecorded" || event.agentId !== agentId || event.entryId !== entryId) return null
@@ -52,6 +58,7 @@ export const substrateRecordOf = (agentId: string, entryId: string, message: Sto
 /** The entry's record from the log, or null: never recorded, or forgotten. */
 export const readRecorded = async (
   jsm: JetStreamManager,
+  keys: ContentKeyReader,
   agentId: string,
   entryId: string,
 ): Promise<SubstrateRecord | null> => {
@@ -60,11 +67,13 @@ export const readRecorded = async (
     (await jsm.direct.getMessage(EVENTS_STREAM, request)) ??
     // The message get takes `next_by_subj` on every server this runs on; the client's type names only seq and last_by_subj.
     (await jsm.streams.getMessage(EVENTS_STREAM, request as unknown as MsgRequest))
-  return message === null ? null : substrateRecordOf(agentId, entryId, message)
+  if (message === null) return null
+  await keys.load(message.data)
+  return substrateRecordOf(agentId, entryId, message, keys)
 }
 
-export const readSubstrate = (jsm: JetStreamManager, agentId: string, entryId: string) =>
-  Effect.promise(() => readRecorded(jsm, agentId, entryId))
+export const readSubstrate = (jsm: JetStreamManager, keys: ContentKeyReader, agentId: string, entryId: string) =>
+  Effect.promise(() => readRecorded(jsm, keys, agentId, entryId))
 
 export interface SubstrateReaderShape {
   readonly get: (agentId: string, entryId: string) => Effect.Effect<SubstrateRecord | null>
@@ -73,7 +82,8 @@ export interface SubstrateReaderShape {
 export class SubstrateReader extends Context.Service<SubstrateReader, SubstrateReaderShape>()("wm/SubstrateReader") {
   static readonly make = Effect.gen(function* () {
     const { jsm } = yield* Nats
-    return { get: (agentId, entryId) => readSubstrate(jsm, agentId, entryId) } satisfies SubstrateReaderShape
+    const keys = yield* ContentKeys
+    return { get: (agentId, entryId) => readSubstrate(jsm, keys, agentId, entryId) } satisfies SubstrateReaderShape
   })
 
   static readonly layer = Layer.effect(SubstrateReader, SubstrateReader.make)

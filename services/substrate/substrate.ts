@@ -18,6 +18,7 @@ import { Context, Effect, Layer } from "effect"
 import type { RequestOf } from "../../contracts/api.ts"
 import { NotCaughtUp, type Unavailable, UnknownEntries } from "../../contracts/errors.ts"
 import { serveOperation } from "../platform/api/serve.ts"
+import { ContentKeys } from "../platform/keys/content-keys.ts"
 import { EventLog } from "../platform/log/event-log.ts"
 import { Nats } from "../platform/nats/connection.ts"
 import { readSubstrate, type SubstrateRecord } from "../platform/substrate-reader.ts"
@@ -29,6 +30,7 @@ export interface SubstrateShape {
 export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/Substrate") {
   static readonly make = Effect.gen(function* () {
     const { jsm } = yield* Nats
+    const keys = yield* ContentKeys
     const log = yield* EventLog
 
     // An entry not found after a position the log has not reached is "not yet", not "unknown". The log
@@ -48,7 +50,7 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
           )
 
     const getRaw = Effect.fn("Substrate.getRaw")((agentId: string, request: RequestOf<"getRaw">) =>
-      readSubstrate(jsm, agentId, request.entryId).pipe(
+      readSubstrate(jsm, keys, agentId, request.entryId).pipe(
         Effect.flatMap((record) =>
           record !== null ? Effect.succeed(record) : notFound(request.entryId, request.afterSeq),
         ),
@@ -57,7 +59,7 @@ export class Substrate extends Context.Service<Substrate, SubstrateShape>()("wm/
 
     yield* serveOperation("getRaw", getRaw)
 
-    return { get: (agentId, entryId) => readSubstrate(jsm, agentId, entryId) } satisfies SubstrateShape
+    return { get: (agentId, entryId) => readSubstrate(jsm, keys, agentId, entryId) } satisfies SubstrateShape
   })
 
   static readonly layer = Layer.effect(Substrate, Substrate.make)

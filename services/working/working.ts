@@ -16,6 +16,7 @@ import { decideRead, type Stamp } from "../../domain/decide.ts"
 import { replayedContext, replyOfEvent, type StoredContext, storedContext } from "../../domain/requests.ts"
 import { callOperation } from "../platform/api/call.ts"
 import { serveOperation } from "../platform/api/serve.ts"
+import { ContentKeys } from "../platform/keys/content-keys.ts"
 import { readAgentEvents } from "../platform/log/agent-events.ts"
 import { makeCommandHandler } from "../platform/log/command-handler.ts"
 import { EventLog } from "../platform/log/event-log.ts"
@@ -34,6 +35,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
   static readonly make = Effect.gen(function* () {
     const log = yield* EventLog
     const { nc, js } = yield* Nats
+    const keys = yield* ContentKeys
     // Only the partitions this replica holds a lease on (services/platform/partitions).
     const views = yield* projectPartitionedViews("working")
     const owner = partitionOwner("working", views)
@@ -126,7 +128,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
       const deadline = (yield* Clock.currentTimeMillis) + (request.waitMs ?? 0)
       while (known() <= afterSeq && (yield* Clock.currentTimeMillis) < deadline) yield* Effect.sleep("25 millis")
       const maxPayload = nc.info?.max_payload ?? 1024 * 1024
-      return yield* readAgentEvents(js, agentId, {
+      return yield* readAgentEvents(js, keys, agentId, {
         afterSeq,
         untilSeq: known(),
         max: request.max ?? 256,

@@ -33,7 +33,7 @@ import { makeQdrantStore } from "../../services/memory/longterm/qdrant-store.ts"
 import { LongTermStore, type LongTermStoreShape } from "../../services/memory/longterm/store.ts"
 import { systemLayer } from "../../services/system.ts"
 import { eventually } from "../support/eventually.ts"
-import { readLog } from "../support/log.ts"
+import { readLog, sealedContentOf } from "../support/log.ts"
 import { filesHolding as filesHoldingIn } from "../support/store-files.ts"
 import { type RunningServices, settingsFor, startServices } from "../support/system.ts"
 
@@ -231,7 +231,8 @@ it(
     expect((await keeper.raw(kept.entryId)).content).toContain(KEEPER)
     const later = await keeper.record({ origin: "USER", content: "A word recorded after the forget." })
     expect((await keeper.raw(later.entryId)).content).toBe("A word recorded after the forget.")
-    expect(filesHolding(KEEPER).length).toBeGreaterThan(0)
+    // The kept entry is on disk, sealed: the search finds its sealed bytes.
+    expect(filesHolding(await sealedContentOf(server.url, "keeper", kept.entryId)).length).toBeGreaterThan(0)
   },
   LONG_TEST_MS,
 )

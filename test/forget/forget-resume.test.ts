@@ -20,7 +20,7 @@ import { type AgentView, evolve } from "../../domain/agent-view.ts"
 import { decideForget } from "../../domain/forget.ts"
 import { systemLayer } from "../../services/system.ts"
 import { eventually } from "../support/eventually.ts"
-import { appendEvents, publishRaw, readLog } from "../support/log.ts"
+import { appendEvents, publishRaw, readLog, sealedContentOf } from "../support/log.ts"
 import { filesHolding } from "../support/store-files.ts"
 import { settingsFor, startServices, startTestSystem, type TestSystem } from "../support/system.ts"
 
@@ -49,7 +49,9 @@ it("a forget the services could not confirm is finished by the eraser when they 
       ),
   )
   const store = [system.server.storeDir]
-  expect(filesHolding(store, SECRET).length).toBeGreaterThan(0)
+  // The log holds the content sealed: the search finds its sealed bytes, and never the text.
+  const sealed = await sealedContentOf(system.server.url, "interrupted", entryId)
+  expect(filesHolding(store, sealed).length).toBeGreaterThan(0)
 
   await system.services.stop()
   const first = await wm("forget", "--agent", "interrupted", "--entry", entryId, "--wait", "1", "--json").then(
@@ -74,6 +76,7 @@ it("a forget the services could not confirm is finished by the eraser when they 
 
   system.services = await startServices(systemLayer(settingsFor(system.server.url)))
   await eventually("the eraser to finish the forget", () => filesHolding(store, SECRET).length === 0)
+  expect(filesHolding(store, sealed)).toEqual([])
   agent.lastSeq = report.tombstoneSeq
   await expect(agent.raw(entryId)).rejects.toMatchObject({ _tag: "UnknownEntries" })
 
@@ -126,10 +129,12 @@ it("a tombstone stored with nothing erased yet (the command stopped right after 
   if (!decision.ok) throw new Error(decision.error.message)
   const tombstone = decision.event
   await appendEvents(system.server.url, [tombstone])
-  expect(filesHolding(store, SECOND).length).toBeGreaterThan(0)
+  const sealedSecond = await sealedContentOf(system.server.url, "stopped-short", entryId)
+  expect(filesHolding(store, sealedSecond).length).toBeGreaterThan(0)
 
   system.services = await startServices(systemLayer(settingsFor(system.server.url)))
-  await eventually("the eraser to finish the forget", () => filesHolding(store, SECOND).length === 0)
+  await eventually("the eraser to finish the forget", () => filesHolding(store, sealedSecond).length === 0)
+  expect(filesHolding(store, SECOND)).toEqual([])
   expect((await readLog(system.server.url, agentEvents("stopped-short"))).map((s) => s.event._tag)).toEqual([
     "AgentForgotten",
   ])

@@ -19,7 +19,8 @@ import { Kvm } from "@nats-io/kv"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { ConfigProvider, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { LEGACY_SUBSTRATE_BUCKET as SUBSTRATE_BUCKET } from "../../contracts/buckets.ts"
+import { entryKeyName, KEY_BUCKET, LEGACY_SUBSTRATE_BUCKET as SUBSTRATE_BUCKET } from "../../contracts/buckets.ts"
+import { decodeEvent } from "../../contracts/decode.ts"
 import { partitionCount } from "../../contracts/partitions.ts"
 import { slotOf, slotSubject } from "../../contracts/routing.ts"
 import {
@@ -35,6 +36,7 @@ import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { followOwnEvents, type OwnEvent, readOwnEvents } from "../../sdk/own-events.ts"
 import { FadeWorkerSettings } from "../../services/fade/fade-worker.ts"
 import { AgentSharing } from "../../services/platform/access/sharing.ts"
+import { openContentKeys } from "../../services/platform/keys/content-keys.ts"
 import { NatsSettings } from "../../services/platform/nats/settings.ts"
 import {
   defaultModels,
@@ -441,13 +443,27 @@ describe("another agent's memory, refused by the broker", () => {
         const jsm = await jetstreamManager(nc)
         const direct = await jsm.direct.getMessage(EVENTS_STREAM, first)
         expect(direct?.seq, service).toBe(bobEntry.seq)
-        expect(direct?.string(), service).toContain("Bob's private plan: resign on Friday.")
+        // Stored sealed; the service's user opens it with the content keys it may read.
+        expect(direct?.string(), service).not.toContain("Bob's private plan")
+        const keys = await openContentKeys(nc, Date.now)
+        await keys.load(direct?.data ?? new Uint8Array())
+        const opened = decodeEvent(direct?.data ?? new Uint8Array(), keys.unseal)
+        expect(opened.ok && opened.event._tag === "EntryRecorded" ? opened.event.content : opened, service).toBe(
+          "Bob's private plan: resign on Friday.",
+        )
         const leader = await jsm.streams.getMessage(EVENTS_STREAM, first as unknown as { seq: number })
         expect(leader?.seq, service).toBe(bobEntry.seq)
       } finally {
         await nc.close()
       }
     }
+  })
+
+  it("the content keys: services read them, agents cannot", async () => {
+    const keyGet = `$JS.API.DIRECT.GET.KV_${KEY_BUCKET}.$KV.${KEY_BUCKET}.${entryKeyName("bob", bobEntry.entryId)}`
+    const reply = await (await connect({ servers: server.url, ...auth.service("substrate") })).request(keyGet, "")
+    expect(reply.data.length).toBeGreaterThan(0)
+    expect((await refusal(alice.nc.request(keyGet, ""))).message).toContain("Permissions Violation for Publish to")
   })
 
   it("the retired substrate bucket of an upgraded deployment: the eraser's user erases from it but cannot create it; agents and the audit user cannot read it", async () => {

@@ -3,7 +3,8 @@ import { DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
 import { decodeEvent } from "../../contracts/decode.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
-import { ALL_EVENTS, EVENTS_STREAM } from "../../contracts/subjects.ts"
+import { ALL_EVENTS, EVENTS_STREAM, entrySubject } from "../../contracts/subjects.ts"
+import { openContentKeys } from "../../services/platform/keys/content-keys.ts"
 
 export interface StoredEvent {
   readonly seq: number
@@ -22,9 +23,11 @@ export const readLog = async (url: string, filter = ALL_EVENTS): Promise<StoredE
       filter_subjects: filter,
       deliver_policy: DeliverPolicy.All,
     })
+    const keys = await openContentKeys(nc, Date.now)
     const messages = await consumer.consume()
     for await (const m of messages) {
-      const decoded = decodeEvent(m.data)
+      await keys.load(m.data)
+      const decoded = decodeEvent(m.data, keys.unseal)
       if (decoded.ok) out.push({ seq: m.seq, subject: m.subject, event: decoded.event })
       if (m.seq >= last || m.info.pending === 0) break
     }
@@ -67,6 +70,22 @@ export const appendEvents = async (url: string, events: ReadonlyArray<MemoryEven
     for (const event of events)
       seq = (await js.publish(eventSubject(event), JSON.stringify(event), { msgID: event.eventId })).seq
     return seq
+  } finally {
+    await nc.close()
+  }
+}
+
+/** The sealed text of an entry's recorded content as the log stores it (what a search of the store's files finds). */
+export const sealedContentOf = async (url: string, agentId: string, entryId: string): Promise<string> => {
+  const nc = await connect({ servers: url })
+  try {
+    const stored = await (await jetstreamManager(nc)).streams.getMessage(EVENTS_STREAM, {
+      next_by_subj: entrySubject(agentId, entryId),
+      seq: 0,
+    } as unknown as { seq: number })
+    const content = (JSON.parse(new TextDecoder().decode(stored?.data)) as { content?: { $sealed?: string } }).content
+    if (typeof content?.$sealed !== "string") throw new Error(`entry ${entryId} is not stored sealed`)
+    return content.$sealed
   } finally {
     await nc.close()
   }

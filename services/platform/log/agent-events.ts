@@ -14,6 +14,7 @@ import { decodeEvent } from "../../../contracts/decode.ts"
 import { Unavailable } from "../../../contracts/errors.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import { agentEvents, EVENTS_STREAM } from "../../../contracts/subjects.ts"
+import type { ContentKeyReader } from "../keys/content-keys.ts"
 import { TRACEPARENT } from "../tracing/trace-context.ts"
 
 export interface AgentEventsRead {
@@ -44,6 +45,7 @@ const STALL_MS = 10_000
 
 export const readAgentEvents = (
   js: JetStreamClient,
+  keys: ContentKeyReader,
   agentId: string,
   options: AgentEventsOptions,
 ): Effect.Effect<AgentEventsRead, Unavailable> => {
@@ -73,13 +75,15 @@ export const readAgentEvents = (
             break
           }
           // Records no projection can decode are skipped here as they are dead-lettered there; the event goes out
-          // as stored (its encoded form), not as this service's decoding of it.
-          if (decodeEvent(m.data).ok) {
+          // as stored (its encoded form, its sealed content opened), not as this service's decoding of it.
+          await keys.load(m.data)
+          if (decodeEvent(m.data, keys.unseal).ok) {
             const traceparent = m.headers?.get(TRACEPARENT)
+            const opened = keys.unseal(JSON.parse(textDecoder.decode(m.data)))
             events.push({
               seq: m.seq,
               subject: m.subject,
-              event: JSON.parse(textDecoder.decode(m.data)) as MemoryEvent,
+              event: (opened.ok ? opened.json : {}) as unknown as MemoryEvent,
               ...(traceparent ? { traceparent } : {}),
             })
             bytes += m.data.length

@@ -4,7 +4,6 @@
  * decision time, in place of the views carrying every long-term id.
  */
 import { Effect } from "effect"
-import { decodeEvent } from "../../../contracts/decode.ts"
 import type { Unavailable } from "../../../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
 import { isSubjectToken } from "../../../contracts/ids.ts"
@@ -20,7 +19,7 @@ const lastDecodable = (log: EventLogShape, subject: string, untilSeq: number) =>
     while (from <= untilSeq) {
       const next = yield* log.nextOnSubject(subject, from)
       if (next === null || next.seq > untilSeq) break
-      const decoded = decodeEvent(next.data)
+      const decoded = log.decode(next.data)
       if (decoded.ok) found = { event: decoded.event, seq: next.seq }
       from = next.seq + 1
     }
@@ -43,7 +42,7 @@ export const readEntryFact = (
   return Effect.gen(function* () {
     const last = yield* log.lastOnSubject(subject)
     if (last === null) return ABSENT_ENTRY
-    const decoded = decodeEvent(last.data)
+    const decoded = log.decode(last.data)
     if (decoded.ok) return factAfter(decoded.event, last.seq, last.seq)
     const earlier = yield* lastDecodable(log, subject, last.seq - 1)
     return factAfter(earlier?.event ?? null, earlier?.seq ?? 0, last.seq)
@@ -77,7 +76,7 @@ export const readLastDemotion = (
     for (let from = 1; ; ) {
       const next = yield* log.nextOnSubject(subject, from)
       if (next === null) return found
-      const decoded = decodeEvent(next.data)
+      const decoded = log.decode(next.data)
       if (decoded.ok && decoded.event._tag === "EntryDemoted") found = decoded.event
       from = next.seq + 1
     }

@@ -47,63 +47,10 @@ import {
   type StoredRecord,
   type Tombstone,
 } from "../../../domain/forget.ts"
+import { destroyContentKeys, remainingKeys } from "../keys/destroy-keys.ts"
+import { eraseMessages, storedRecords } from "./stored-messages.ts"
 
-/**
- * An erasing delete of a message already gone — erased a moment ago by the
- * eraser or another `wm forget`: "no message found", "sequence … not found"
- * (JSSequenceNotFoundErrF), or the deletion failure that wraps the latter.
- */
-const SEQUENCE_NOT_FOUND = 10043
-const MESSAGE_DELETE_FAILED = 10057
-const ALREADY_GONE = new Set<number>([JetStreamApiCodes.NoMessageFound, SEQUENCE_NOT_FOUND, MESSAGE_DELETE_FAILED])
-/** Erasing deletes sent at once. */
-const PARALLEL = 32
-
-/** Subjects and sequences of the stored messages matching `filter`, in stream order; payloads are not fetched. */
-export const storedRecords = async (nc: NatsConnection, stream: string, filter: string): Promise<StoredRecord[]> => {
-  const consumer = await jetstream(nc).consumers.get(stream, {
-    filter_subjects: filter,
-    deliver_policy: DeliverPolicy.All,
-    headers_only: true,
-  })
-  const records: StoredRecord[] = []
-  // The creation reply counts what matches; an empty filter would otherwise wait forever.
-  if ((await consumer.info(true)).num_pending === 0) return records
-  const messages = await consumer.consume()
-  try {
-    for await (const m of messages) {
-      records.push({ seq: m.seq, subject: m.subject })
-      if (m.info.pending === 0) break
-    }
-  } finally {
-    await messages.close().catch(() => undefined)
-  }
-  return records
-}
-
-/** Erases each message (overwriting its bytes); one already gone counts as erased. Returns how many this call erased. */
-export const eraseMessages = async (
-  jsm: JetStreamManager,
-  stream: string,
-  seqs: ReadonlyArray<number>,
-): Promise<number> => {
-  let erased = 0
-  for (let i = 0; i < seqs.length; i += PARALLEL) {
-    const done = await Promise.all(
-      seqs.slice(i, i + PARALLEL).map((seq) =>
-        jsm.streams.deleteMessage(stream, seq, true).then(
-          () => 1,
-          (error: unknown) => {
-            if (error instanceof JetStreamApiError && ALREADY_GONE.has(error.code)) return 0
-            throw error
-          },
-        ),
-      ),
-    )
-    erased += done.reduce((a, b) => a + b, 0)
-  }
-  return erased
-}
+export { eraseMessages, storedRecords }
 
 /** Erases the tombstone's records from the event log; returns how many this call erased. */
 export const eraseFromLog = async (nc: NatsConnection, tombstone: Tombstone, tombstoneSeq: number): Promise<number> => {
@@ -344,6 +291,8 @@ export const retainedBelowApi = (projections: ReadonlyArray<string>): string[] =
 
 export interface ErasureReport {
   readonly tombstoneSeq: number
+  /** Stored key revisions this run erased: the forgotten content keys, destroyed first. */
+  readonly erasedKeys: number
   /** Log records this run erased (zero when an earlier run erased them). */
   readonly erasedEvents: number
   readonly erasedDeadLetters: number
@@ -351,7 +300,7 @@ export interface ErasureReport {
   readonly erasedSubstrateRecords: number
   readonly confirmed: ReadonlyArray<string>
   readonly pending: ReadonlyArray<string>
-  /** Every projection confirmed, and neither the log, the dead letters nor a legacy substrate bucket hold anything the tombstone covers. */
+  /** Every projection confirmed, the content keys destroyed, and neither the log, the dead letters nor a legacy substrate bucket hold anything the tombstone covers. */
   readonly complete: boolean
   /** What a store still keeps below its API (Qdrant's soft deletes), one line per store; empty when nothing. */
   readonly retained: ReadonlyArray<string>
@@ -360,7 +309,9 @@ export interface ErasureReport {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /**
- * Completes a forget whose tombstone is stored: erases the log, waits (up to
+ * Completes a forget whose tombstone is stored: destroys the forgotten
+ * content keys first (keys/destroy-keys.ts: every copy of the content,
+ * a backup's included, is unreadable from then on), erases the log, waits (up to
  * `waitMs`) for every durable projection to confirm, then erases the dead
  * letters and the legacy substrate bucket (if any), and checks the log
  * again — a projection that was still catching up may have dead-lettered a
@@ -374,6 +325,7 @@ export const completeErasure = async (
   tombstoneSeq: number,
   options: { readonly waitMs: number },
 ): Promise<ErasureReport> => {
+  const erasedKeys = await destroyContentKeys(nc, tombstone)
   let erasedEvents = await eraseFromLog(nc, tombstone, tombstoneSeq)
   // The wait is of real time, paced by real timers, and this also runs outside any Effect (`wm forget`):
   // measured on the monotonic timer.
@@ -388,8 +340,18 @@ export const completeErasure = async (
   const erasedSubstrateRecords = await eraseFromLegacySubstrate(nc, tombstone)
   const complete =
     confirmation.pending.length === 0 &&
+    (await remainingKeys(nc, tombstone)) === 0 &&
     (await remainingInLog(nc, tombstone, tombstoneSeq)) === 0 &&
     (await legacySubstrateRecords(nc, tombstone)).length === 0
   const retained = retainedBelowApi([...confirmation.confirmed, ...confirmation.pending])
-  return { tombstoneSeq, erasedEvents, erasedDeadLetters, erasedSubstrateRecords, ...confirmation, complete, retained }
+  return {
+    tombstoneSeq,
+    erasedKeys,
+    erasedEvents,
+    erasedDeadLetters,
+    erasedSubstrateRecords,
+    ...confirmation,
+    complete,
+    retained,
+  }
 }

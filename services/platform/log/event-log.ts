@@ -20,9 +20,11 @@ import {
 } from "@nats-io/jetstream"
 import { errors } from "@nats-io/transport-node"
 import { Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { type Decoded, decodeEvent } from "../../../contracts/decode.ts"
 import { StorageFull, Unavailable } from "../../../contracts/errors.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import { ALL_EVENTS, EVENTS_STREAM, eventSubject } from "../../../contracts/subjects.ts"
+import { ContentForgotten, ContentKeys, type ContentKeysShape } from "../keys/content-keys.ts"
 import { Nats } from "../nats/connection.ts"
 import { NatsSettings } from "../nats/settings.ts"
 import { ensureTopology } from "../nats/topology.ts"
@@ -88,6 +90,11 @@ export interface EventLogShape {
   readonly lastOnSubject: (subject: string) => Effect.Effect<StoredOnSubject | null, Unavailable>
   /** The first message on one subject at or after `fromSeq` (from the stream's leader), null when there is none. */
   readonly nextOnSubject: (subject: string, fromSeq: number) => Effect.Effect<StoredOnSubject | null, Unavailable>
+  /**
+   * Decodes a record this log delivered or returned, its sealed content opened (keys/content-keys.ts);
+   * content whose key is destroyed does not decode ("forgotten").
+   */
+  readonly decode: (data: Uint8Array) => Decoded
 }
 
 /** The last message on a subject, not yet decoded. */
@@ -188,21 +195,75 @@ export const followEvents = async (js: JetStreamClient, options: FollowOptions):
   return { stop: async () => void (await messages.close().catch(() => undefined)) }
 }
 
+/**
+ * Delivers records in stream order, each once the key its sealed content needs is loaded: a record that
+ * needs one holds back the records after it until the key store has answered (retried while it cannot).
+ */
+export const deliverWithKeys = (
+  keys: ContentKeysShape,
+  deliver: (record: LogRecord) => void,
+  onKeyStoreError: (error: unknown) => void,
+): ((record: LogRecord) => void) => {
+  const waiting: LogRecord[] = []
+  const drain = async () => {
+    while (waiting.length > 0) {
+      const next = waiting[0] as LogRecord
+      try {
+        await keys.load(next.data)
+      } catch (error) {
+        onKeyStoreError(error)
+        await new Promise((resolve) => setTimeout(resolve, 500))
+        continue
+      }
+      waiting.shift()
+      deliver(next)
+    }
+  }
+  return (record) => {
+    if (waiting.length === 0 && !keys.needsLoad(record.data)) return deliver(record)
+    waiting.push(record)
+    if (waiting.length === 1) void drain()
+  }
+}
+
 export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/EventLog") {
   static readonly make = Effect.gen(function* () {
     const { nc, js, jsm } = yield* Nats
+    const keys = yield* ContentKeys
+    const runFork = Effect.runForkWith(yield* Effect.context<never>())
     const settings = yield* NatsSettings
     const byteLimitProblem = streamByteLimitProblem(settings.streamMaxBytes, nc.info?.version)
     if (byteLimitProblem !== null) return yield* Effect.die(new Error(byteLimitProblem))
     yield* ensureTopology(jsm, settings).pipe(Effect.orDie)
 
+    /** The event as it is stored: its content sealed under its key, once, before any attempt. */
+    const sealed = (event: MemoryEvent, options: AppendOptions | undefined) =>
+      Effect.tryPromise({
+        try: () => keys.seal(event),
+        catch: (error): Unavailable | SequenceConflict =>
+          error instanceof ContentForgotten
+            ? new SequenceConflict({
+                subject: eventSubject(event),
+                expected: options?.expectLastSubjectSeq ?? -1,
+                actual: null,
+                reason: error.message,
+              })
+            : new Unavailable({ reason: String(error instanceof Error ? error.message : error) }),
+      }).pipe(
+        Effect.retry({
+          schedule: Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "10 seconds" })),
+          while: (error) => error._tag === "Unavailable",
+        }),
+      )
+
     const publish = (
       event: MemoryEvent,
+      stored: unknown,
       options: AppendOptions | undefined,
       traceparent: string | undefined,
     ): Effect.Effect<Appended, Unavailable | SequenceConflict | StorageFull> => {
       const subject = eventSubject(event)
-      const payload = textEncoder.encode(JSON.stringify(event))
+      const payload = textEncoder.encode(JSON.stringify(stored))
       return Effect.tryPromise({
         try: () =>
           js.publish(subject, payload, {
@@ -244,11 +305,19 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
     }
 
     const append = (event: MemoryEvent, options?: AppendOptions) =>
-      Effect.flatMap(eventTraceparent, (traceparent) => publish(event, options, traceparent))
+      Effect.flatMap(eventTraceparent, (traceparent) =>
+        Effect.flatMap(sealed(event, options), (stored) => publish(event, stored, options, traceparent)),
+      )
 
     const follow = (options: FollowOptions) =>
       Effect.tryPromise({
-        try: () => followEvents(js, options),
+        try: () =>
+          followEvents(js, {
+            ...options,
+            onRecord: deliverWithKeys(keys, options.onRecord, (error) =>
+              runFork(Effect.logWarning("cannot load a content key; trying again:", error)),
+            ),
+          }),
         catch: (error) => new Unavailable({ reason: `cannot read the event log: ${String(error)}` }),
       }).pipe(
         // Creating a consumer right after a failover can time out: try again.
@@ -264,7 +333,9 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
       Effect.tryPromise({
         try: async () => {
           const stored = await jsm.streams.getMessage(EVENTS_STREAM, query)
-          return stored === null ? null : { seq: stored.seq, data: stored.data }
+          if (stored === null) return null
+          await keys.load(stored.data)
+          return { seq: stored.seq, data: stored.data }
         },
         catch: (error) => new Unavailable({ reason: `cannot read '${subject}': ${String(error)}` }),
       }).pipe(Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "10 seconds" }))))
@@ -273,8 +344,11 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
     const nextOnSubject = (subject: string, fromSeq: number) =>
       getOnSubject(subject, { seq: fromSeq, next_by_subj: subject } as unknown as MsgRequest)
 
-    return { append, follow, lastSeq, lastOnSubject, nextOnSubject } satisfies EventLogShape
+    const decode = (data: Uint8Array) => decodeEvent(data, keys.unseal)
+
+    return { append, follow, lastSeq, lastOnSubject, nextOnSubject, decode } satisfies EventLogShape
   })
 
-  static readonly layer = Layer.effect(EventLog, EventLog.make)
+  /** The log and the content keys it seals and opens with (ContentKeys, for readers beside it). */
+  static readonly layer = Layer.effect(EventLog, EventLog.make).pipe(Layer.provideMerge(ContentKeys.layer))
 }

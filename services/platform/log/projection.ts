@@ -18,7 +18,7 @@
  */
 import type { JetStreamClient } from "@nats-io/jetstream"
 import { Clock, Deferred, type Duration, Effect } from "effect"
-import { decodeEvent, type FutureEventVersion } from "../../../contracts/decode.ts"
+import type { FutureEventVersion } from "../../../contracts/decode.ts"
 import type { NotCaughtUp } from "../../../contracts/errors.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import { deadLetterSubject } from "../../../contracts/subjects.ts"
@@ -150,7 +150,7 @@ export const runProjection = (options: ProjectionOptions) =>
         if (record.seq > halt.seq) passedOver++
         return
       }
-      const decoded = decodeEvent(record.data)
+      const decoded = log.decode(record.data)
       if (!decoded.ok && decoded.future !== undefined) return stopAt(record, decoded.future)
       if (decoded.ok) {
         const event = decoded.event

@@ -13,6 +13,7 @@ import { Unavailable } from "../../../contracts/errors.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import { EVENTS_STREAM } from "../../../contracts/subjects.ts"
 import type { LedgerRecord, PendingRequest, SettledRequest } from "../../../domain/requests.ts"
+import { ContentKeys } from "../keys/content-keys.ts"
 import { openBucket } from "../nats/buckets.ts"
 import { Nats } from "../nats/connection.ts"
 
@@ -51,6 +52,7 @@ const MAX_SCAN = 10_000
 export const openRequestLedger = Effect.gen(function* () {
   const kv = yield* openBucket(REQUEST_BUCKET)
   const { jsm } = yield* Nats
+  const keys = yield* ContentKeys
 
   const current = (key: string) =>
     Effect.tryPromise({ try: () => kv.get(key), catch: unavailable("read") }).pipe(
@@ -99,7 +101,8 @@ export const openRequestLedger = Effect.gen(function* () {
         for (let scanned = 0; scanned < MAX_SCAN; scanned++) {
           const stored = await jsm.direct.getMessage(EVENTS_STREAM, { next_by_subj: subject, seq })
           if (stored === null) return null
-          const decoded = decodeEvent(stored.data)
+          await keys.load(stored.data)
+          const decoded = decodeEvent(stored.data, keys.unseal)
           if (decoded.ok && decoded.event.eventId === eventId) return { event: decoded.event, seq: stored.seq }
           seq = stored.seq + 1
         }

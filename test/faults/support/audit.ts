@@ -12,6 +12,7 @@ import { decodeEvent } from "../../../contracts/decode.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import { ALL_EVENTS, agentIdOfEventSubject, EVENTS_STREAM } from "../../../contracts/subjects.ts"
 import { type AgentView, evolve, skipUndecodable, viewSnapshot } from "../../../domain/agent-view.ts"
+import { openContentKeys } from "../../../services/platform/keys/content-keys.ts"
 
 export interface RawRecord {
   readonly seq: number
@@ -60,9 +61,11 @@ export const readRecords = async (servers: string | ReadonlyArray<string>): Prom
     const consumer = await observed(() =>
       jetstream(nc).consumers.get(EVENTS_STREAM, { filter_subjects: ALL_EVENTS, deliver_policy: DeliverPolicy.All }),
     )
+    const keys = await openContentKeys(nc, Date.now)
     const messages = await consumer.consume()
     for await (const m of messages) {
-      const decoded = decodeEvent(m.data)
+      await keys.load(m.data)
+      const decoded = decodeEvent(m.data, keys.unseal)
       out.push({ seq: m.seq, subject: m.subject, data: m.data, event: decoded.ok ? decoded.event : undefined })
       if (m.seq >= last || m.info.pending === 0) break
     }

@@ -1,0 +1,104 @@
+/**
+ * Sealed content: what an event carries of an agent's content (raw text, key points, summaries,
+ * embeddings, a focus) is stored encrypted, each field replaced by `{ "$sealed": "<base64>" }`.
+ * An entry's event is sealed with the entry's key; an agent's focus with the agent's. Which fields
+ * are content is declared here, once; the encryption itself is services/platform/keys/.
+ *
+ * A log written before sealing holds plain fields: they decode as they are.
+ */
+import type { MemoryEventTag } from "./events.ts"
+import type { StoredJson } from "./upcasters.ts"
+
+export interface SealedValue {
+  readonly $sealed: string
+}
+
+export const isSealed = (value: unknown): value is SealedValue =>
+  typeof value === "object" &&
+  value !== null &&
+  !Array.isArray(value) &&
+  typeof (value as { $sealed?: unknown }).$sealed === "string"
+
+/** A field path inside an event, e.g. ["recalled", "keyPoints", "text"]. */
+export type FieldPath = ReadonlyArray<string>
+
+const RECALLED: ReadonlyArray<FieldPath> = [
+  ["recalled", "text"],
+  ["recalled", "keyPoints", "text"],
+]
+const FOCUS: ReadonlyArray<FieldPath> = [
+  ["focus", "task"],
+  ["focus", "subgoal"],
+  ["focus", "query"],
+]
+
+/** The content fields of each event type, at its current version; a path absent or null in an event is skipped. */
+export const CONTENT_FIELDS: { readonly [T in MemoryEventTag]?: ReadonlyArray<FieldPath> } = {
+  EntryRecorded: [["content"]],
+  RungChanged: [["text"]],
+  EntryDemoted: [
+    ["embedding", "vector"],
+    ["entry", "keyPoints", "text"],
+    ["entry", "summary", "text"],
+  ],
+  CueRehydrated: RECALLED,
+  CuePromoted: RECALLED,
+  StepStarted: FOCUS,
+  FocusChanged: FOCUS,
+}
+
+/** Whose key seals an event's content: the entry's, when the event concerns one, else the agent's. */
+export interface ContentKeyRef {
+  readonly agentId: string
+  readonly entryId: string | null
+}
+
+/** The authenticated data of one sealed field: a sealed value opens only in its own event's field. */
+export const sealedFieldLabel = (ref: ContentKeyRef, path: FieldPath): string =>
+  `${ref.agentId}/${ref.entryId ?? ""}/${path.join(".")}`
+
+const fieldsOf = (json: StoredJson): ReadonlyArray<FieldPath> | undefined =>
+  typeof json._tag === "string" ? CONTENT_FIELDS[json._tag as MemoryEventTag] : undefined
+
+const at = (json: StoredJson, path: FieldPath): unknown => {
+  let value: unknown = json
+  for (const key of path) {
+    if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined
+    value = (value as StoredJson)[key]
+  }
+  return value
+}
+
+const withValue = (json: StoredJson, path: FieldPath, value: unknown): StoredJson => {
+  const [head, ...rest] = path as [string, ...string[]]
+  return { ...json, [head]: rest.length === 0 ? value : withValue(json[head] as StoredJson, rest, value) }
+}
+
+/** The key a stored event's sealed fields need (null: none of its fields is sealed). */
+export const sealedKeyOf = (json: StoredJson): ContentKeyRef | null => {
+  const fields = fieldsOf(json)
+  if (fields === undefined || !fields.some((path) => isSealed(at(json, path)))) return null
+  return { agentId: String(json.agentId), entryId: typeof json.entryId === "string" ? json.entryId : null }
+}
+
+/**
+ * Replaces each content field of `json` by what `change` gives for it (with its path); `change` returns
+ * the value itself to leave it, or a string to fail with that reason. Returns `json` itself when nothing
+ * changed.
+ */
+export const mapContent = (
+  json: StoredJson,
+  change: (value: unknown, path: FieldPath) => { readonly value: unknown } | string,
+): { readonly ok: true; readonly json: StoredJson } | { readonly ok: false; readonly reason: string } => {
+  const fields = fieldsOf(json)
+  if (fields === undefined) return { ok: true, json }
+  let result = json
+  for (const path of fields) {
+    const value = at(result, path)
+    if (value === undefined || value === null) continue
+    const changed = change(value, path)
+    if (typeof changed === "string") return { ok: false, reason: `${path.join(".")}: ${changed}` }
+    if (changed.value !== value) result = withValue(result, path, changed.value)
+  }
+  return { ok: true, json: result }
+}

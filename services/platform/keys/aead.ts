@@ -1,0 +1,35 @@
+/**
+ * AES-256-GCM, as every key and every piece of content is sealed: a fresh
+ * 96-bit nonce per seal, the 128-bit tag checked on open, and a label as
+ * authenticated data, so a sealed value opens only where it was sealed.
+ * Layout: nonce (12 bytes) · tag (16) · ciphertext, in base64.
+ */
+import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto"
+
+const NONCE = 12
+const TAG = 16
+export const KEY_BYTES = 32
+
+export const newKey = (): Buffer => randomBytes(KEY_BYTES)
+
+export const seal = (key: Uint8Array, plaintext: Uint8Array, label: string): string => {
+  const nonce = randomBytes(NONCE)
+  const cipher = createCipheriv("aes-256-gcm", key, nonce)
+  cipher.setAAD(Buffer.from(label, "utf8"))
+  const body = Buffer.concat([cipher.update(plaintext), cipher.final()])
+  return Buffer.concat([nonce, cipher.getAuthTag(), body]).toString("base64")
+}
+
+/** The plaintext, or null when the value was not sealed with this key and label (or was altered). */
+export const open = (key: Uint8Array, sealed: string, label: string): Buffer | null => {
+  const bytes = Buffer.from(sealed, "base64")
+  if (bytes.length < NONCE + TAG) return null
+  try {
+    const decipher = createDecipheriv("aes-256-gcm", key, bytes.subarray(0, NONCE))
+    decipher.setAAD(Buffer.from(label, "utf8"))
+    decipher.setAuthTag(bytes.subarray(NONCE, NONCE + TAG))
+    return Buffer.concat([decipher.update(bytes.subarray(NONCE + TAG)), decipher.final()])
+  } catch {
+    return null
+  }
+}

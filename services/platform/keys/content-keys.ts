@@ -1,0 +1,153 @@
+/**
+ * The content keys of one service: the key store (key-store.ts) over the `wm_keys` bucket, what seals
+ * an event before it is appended, and what opens the events it reads. Reads decode synchronously, so a
+ * reader first loads the key a record needs (`load`), then decodes it with `unseal`.
+ */
+import { type JetStreamClient, jetstream } from "@nats-io/jetstream"
+import { type KV, Kvm } from "@nats-io/kv"
+import type { NatsConnection } from "@nats-io/transport-node"
+import { Clock, Context, Effect, Layer, Option, Schedule } from "effect"
+import { KEY_BUCKET } from "../../../contracts/buckets.ts"
+import { type Decoded, decodeEvent, type Unseal } from "../../../contracts/decode.ts"
+import { Unavailable } from "../../../contracts/errors.ts"
+import type { MemoryEvent } from "../../../contracts/events.ts"
+import { type ContentKeyRef, sealedKeyOf } from "../../../contracts/sealed.ts"
+import { settings } from "../../../contracts/settings.ts"
+import type { StoredJson } from "../../../contracts/upcasters.ts"
+import { Nats } from "../nats/connection.ts"
+import { NatsSettings } from "../nats/settings.ts"
+import { parseKeyEncryptionKeys } from "./kek.ts"
+import { ContentKeyStore, KeyStoreError } from "./key-store.ts"
+import { contentKeyOf, sealEvent, unsealOrRedact, unsealWith } from "./sealing.ts"
+
+/** Two revisions per key: a destroyed key's mark is stored before the key is erased (destroy-keys.ts). */
+export const KEY_BUCKET_HISTORY = 2
+
+/** The event concerns a forgotten entry or agent: its key is destroyed, so its content is not written. */
+export class ContentForgotten extends Error {
+  override readonly name = "ContentForgotten"
+}
+
+const textDecoder = new TextDecoder()
+const SEALED_MARK = Buffer.from('"$sealed"')
+
+const refName = (ref: ContentKeyRef) => `${ref.agentId}/${ref.entryId ?? ""}`
+
+/** What a reader of stored events needs: load a record's key, then decode it with `unseal`. */
+export type ContentKeyReader = Pick<ContentKeysShape, "load" | "unseal">
+
+export interface ContentKeysShape {
+  readonly store: ContentKeyStore
+  /** The event's JSON as it is stored: its content sealed (a registration starts a new agent key after a forget). */
+  readonly seal: (event: MemoryEvent) => Promise<StoredJson>
+  /** Opens sealed fields with keys already loaded; a destroyed key fails the decode ("forgotten"). */
+  readonly unseal: Unseal
+  /** For the audit: what cannot be opened reads "(forgotten)". */
+  readonly unsealOrRedact: Unseal
+  /** True when a stored record has sealed content whose key is not loaded yet. */
+  readonly needsLoad: (data: Uint8Array) => boolean
+  /** Loads the key a stored record needs (whether it exists or was destroyed). */
+  readonly load: (data: Uint8Array) => Promise<void>
+  /** Loads the record's key, then decodes it. */
+  readonly decode: (data: Uint8Array) => Effect.Effect<Decoded, Unavailable>
+  /** Drops what is in memory of a forgotten agent's or entry's keys. */
+  readonly evict: (agentId: string, entryId: string | null) => void
+}
+
+export const makeContentKeys = (store: ContentKeyStore): ContentKeysShape => {
+  /** Keys looked up and found destroyed or never made. */
+  const missing = new Set<string>()
+  const keyOf = (ref: ContentKeyRef): Buffer | null | undefined =>
+    store.cached(ref) ?? (missing.has(refName(ref)) ? null : undefined)
+  const refOf = (data: Uint8Array): ContentKeyRef | null => {
+    if (Buffer.from(data.buffer, data.byteOffset, data.byteLength).indexOf(SEALED_MARK) < 0) return null
+    try {
+      return sealedKeyOf(JSON.parse(textDecoder.decode(data)) as StoredJson)
+    } catch {
+      return null
+    }
+  }
+  const load = async (data: Uint8Array) => {
+    const ref = refOf(data)
+    if (ref === null || keyOf(ref) !== undefined) return
+    const key = await store.forRead(ref)
+    if (key === null) missing.add(refName(ref))
+  }
+  const unseal = unsealWith(keyOf)
+  return {
+    store,
+    seal: async (event) => {
+      if (event._tag === "AgentRegistered") await store.agentKey(event.agentId, true, true)
+      const ref = contentKeyOf(event)
+      if (ref === null) return event as unknown as StoredJson
+      const key = await store.forWrite(ref, event._tag === "EntryRecorded")
+      if (key === null)
+        throw new ContentForgotten(
+          `${ref.entryId === null ? `agent ${ref.agentId}` : `entry ${ref.entryId}`} is forgotten: its key is destroyed`,
+        )
+      missing.delete(refName(ref))
+      return sealEvent(event, ref, key)
+    },
+    unseal,
+    unsealOrRedact: unsealOrRedact(keyOf),
+    needsLoad: (data) => {
+      const ref = refOf(data)
+      return ref !== null && keyOf(ref) === undefined
+    },
+    load,
+    decode: (data) =>
+      Effect.tryPromise({
+        try: () => load(data),
+        catch: (error) => new Unavailable({ reason: error instanceof KeyStoreError ? error.message : String(error) }),
+      }).pipe(Effect.map(() => decodeEvent(data, unseal))),
+    evict: (agentId, entryId) => {
+      store.evict(agentId, entryId)
+      if (entryId !== null) missing.delete(`${agentId}/${entryId}`)
+      else for (const name of [...missing]) if (name.startsWith(`${agentId}/`)) missing.delete(name)
+    },
+  }
+}
+
+/** Opens the key bucket (made when absent) with the key-encryption keys of `WM_KEY_ENCRYPTION_KEYS`. */
+export const openKeyBucket = (js: JetStreamClient, replicas: number): Promise<KV> =>
+  new Kvm(js).create(KEY_BUCKET, { replicas, history: KEY_BUCKET_HISTORY, storage: "file" as never })
+
+/** The content keys for a command-line tool: its key-encryption keys from this process's environment. */
+export const openContentKeys = async (nc: NatsConnection, now: () => number): Promise<ContentKeysShape> => {
+  const js = jetstream(nc)
+  const existing = await new Kvm(js).open(KEY_BUCKET)
+  const kv = await existing.status().then(
+    () => existing,
+    () => openKeyBucket(js, 1),
+  )
+  return makeContentKeys(new ContentKeyStore(kv, parseKeyEncryptionKeys(process.env.WM_KEY_ENCRYPTION_KEYS), now))
+}
+
+/** Said once per process, not once per service. */
+let developmentKeyWarned = false
+
+export class ContentKeys extends Context.Service<ContentKeys, ContentKeysShape>()("wm/ContentKeys") {
+  static readonly make = Effect.gen(function* () {
+    const { js } = yield* Nats
+    const natsSettings = yield* NatsSettings
+    const configured = yield* settings.WM_KEY_ENCRYPTION_KEYS.config
+    const keks = yield* Effect.try({
+      try: () => parseKeyEncryptionKeys(Option.getOrUndefined(configured)),
+      catch: (error) => (error instanceof Error ? error : new Error(String(error))),
+    }).pipe(Effect.orDie)
+    if (keks.development && !developmentKeyWarned) {
+      developmentKeyWarned = true
+      yield* Effect.logWarning(
+        "content keys are wrapped by the development key-encryption key: set WM_KEY_ENCRYPTION_KEYS so a copy of the store cannot be read",
+      )
+    }
+    const kv = yield* Effect.tryPromise({
+      try: () => openKeyBucket(js, natsSettings.replicas),
+      catch: (cause) => new Error(`cannot open KV bucket ${KEY_BUCKET}: ${String(cause)}`, { cause }),
+    }).pipe(Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))), Effect.orDie)
+    const clock = yield* Clock.Clock
+    return makeContentKeys(new ContentKeyStore(kv, keks, () => clock.currentTimeMillisUnsafe()))
+  })
+
+  static readonly layer = Layer.effect(ContentKeys, ContentKeys.make)
+}

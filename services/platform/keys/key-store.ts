@@ -1,0 +1,263 @@
+/**
+ * The key store: each agent's key, wrapped by a key-encryption key (kek.ts), and each entry's key,
+ * wrapped by its agent's key, in the `wm_keys` bucket. An entry's content is sealed with the entry's
+ * key and an agent's focus with a key derived from the agent's, so destroying an entry's key makes
+ * that entry's content unreadable wherever a copy of it lies, and destroying an agent's key all of
+ * the agent's (destroy-keys.ts).
+ *
+ * An agent's record lists the generations of its key, newest first: one, or two while a rotation
+ * (rotate-keys.ts) re-wraps the agent's entry keys under a new one. An entry's record names the
+ * generation that wraps it. A destroyed key leaves a mark in its place ({ destroyed }): a write for
+ * a forgotten entry is refused rather than sealed under a new key; only a new registration of the
+ * agent, or a new recording of the entry, starts a new key.
+ *
+ * Unwrapped keys are kept in memory (bounded); a key store that cannot be read is an error, never
+ * plaintext.
+ */
+import { hkdfSync } from "node:crypto"
+import type { KV } from "@nats-io/kv"
+import { agentKeyName, entryKeyName } from "../../../contracts/buckets.ts"
+import type { ContentKeyRef } from "../../../contracts/sealed.ts"
+import { newKey, open, seal } from "./aead.ts"
+import type { KeyEncryptionKeys } from "./kek.ts"
+
+export interface AgentKeyGeneration {
+  readonly gen: string
+  readonly kek: string
+  readonly sealed: string
+}
+export type AgentKeyRecord =
+  | { readonly created: number; readonly generations: ReadonlyArray<AgentKeyGeneration> }
+  | { readonly destroyed: number }
+export type EntryKeyRecord =
+  | { readonly created: number; readonly gen: string; readonly sealed: string }
+  | { readonly destroyed: number }
+
+/** The key store could not be read, or holds a key no configured key-encryption key opens. */
+export class KeyStoreError extends Error {
+  override readonly name = "KeyStoreError"
+}
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+const CACHED_KEYS = 100_000
+
+const parse = <T>(value: Uint8Array): T => JSON.parse(decoder.decode(value)) as T
+const wrapLabel = (name: string, gen: string) => `${name}#${gen}`
+
+/** A map that forgets its least recently used keys past a size. */
+class Recent<V> {
+  private readonly map = new Map<string, V>()
+  private readonly size: number
+  constructor(size: number) {
+    this.size = size
+  }
+  get(key: string): V | undefined {
+    const value = this.map.get(key)
+    if (value !== undefined) {
+      this.map.delete(key)
+      this.map.set(key, value)
+    }
+    return value
+  }
+  set(key: string, value: V) {
+    this.map.delete(key)
+    this.map.set(key, value)
+    if (this.map.size > this.size) this.map.delete(this.map.keys().next().value as string)
+  }
+  deleteWhere(match: (key: string) => boolean) {
+    for (const key of [...this.map.keys()]) if (match(key)) this.map.delete(key)
+  }
+}
+
+interface Read<R> {
+  readonly record: R | null
+  readonly revision: number
+}
+
+/** Who seals with which key: an entry's content with the entry's key, an agent's focus with a key derived from the agent's. */
+const cacheName = (ref: ContentKeyRef) =>
+  ref.entryId === null ? `focus.${ref.agentId}` : entryKeyName(ref.agentId, ref.entryId)
+
+export class ContentKeyStore {
+  /** Unwrapped agent keys by agent and generation. */
+  private readonly agentKeys = new Recent<Buffer>(CACHED_KEYS)
+  /** Unwrapped data keys (entries' and focus keys) by their cache name. */
+  private readonly dataKeys = new Recent<Buffer>(CACHED_KEYS)
+  private readonly loading = new Map<string, Promise<Buffer | null>>()
+
+  readonly kv: KV
+  readonly keks: KeyEncryptionKeys
+  private readonly now: () => number
+
+  constructor(kv: KV, keks: KeyEncryptionKeys, now: () => number) {
+    this.kv = kv
+    this.keks = keks
+    this.now = now
+  }
+
+  /** The data key of `ref` if it is in memory. */
+  cached(ref: ContentKeyRef): Buffer | undefined {
+    return this.dataKeys.get(cacheName(ref))
+  }
+
+  /** Drops what is in memory of an agent's keys, or of one entry's. */
+  evict(agentId: string, entryId: string | null) {
+    if (entryId !== null) return this.dataKeys.deleteWhere((k) => k === entryKeyName(agentId, entryId))
+    this.dataKeys.deleteWhere((k) => k === `focus.${agentId}` || k.startsWith(`entry.${agentId}.`))
+    this.agentKeys.deleteWhere((k) => k.startsWith(`${agentId}#`))
+  }
+
+  /** The data key to read `ref`'s sealed content with; null when it is destroyed or was never made. */
+  forRead(ref: ContentKeyRef): Promise<Buffer | null> {
+    const name = cacheName(ref)
+    const cached = this.dataKeys.get(name)
+    if (cached !== undefined) return Promise.resolve(cached)
+    let pending = this.loading.get(name)
+    if (pending === undefined) {
+      pending = this.load(ref, false).finally(() => this.loading.delete(name))
+      this.loading.set(name, pending)
+    }
+    return pending
+  }
+
+  /**
+   * The data key to seal `ref`'s content with, made when there is none. Null when it was destroyed (the
+   * entry or the agent is forgotten) and `renews` is false; `renews` (a new recording of the entry, a new
+   * registration of the agent) starts a new key in place of a destroyed one.
+   */
+  async forWrite(ref: ContentKeyRef, renews: boolean): Promise<Buffer | null> {
+    // A new recording may follow a forget this process has not seen yet: it asks the store, not its memory.
+    const cached = renews ? undefined : this.dataKeys.get(cacheName(ref))
+    if (cached !== undefined) return cached
+    return this.load(ref, true, renews)
+  }
+
+  private async load(ref: ContentKeyRef, create: boolean, renews = false): Promise<Buffer | null> {
+    const agent = await this.agentKey(ref.agentId, create, renews && ref.entryId === null)
+    if (agent === null) return null
+    let key: Buffer | null
+    if (ref.entryId === null) key = Buffer.from(hkdfSync("sha256", agent.key, Buffer.alloc(0), "focus", 32))
+    else key = await this.entryKey(ref.agentId, ref.entryId, agent, create, renews)
+    if (key !== null) this.dataKeys.set(cacheName(ref), key)
+    return key
+  }
+
+  private async read<R>(name: string): Promise<Read<R>> {
+    let entry: Awaited<ReturnType<KV["get"]>>
+    try {
+      entry = await this.kv.get(name)
+    } catch (error) {
+      throw new KeyStoreError(`cannot read the key store (${name}): ${String(error)}`)
+    }
+    if (entry === null || entry.operation !== "PUT") return { record: null, revision: entry?.revision ?? 0 }
+    return { record: parse<R>(entry.value), revision: entry.revision }
+  }
+
+  /** Stores `record` at `name` if it still stands at `revision` (0: absent); false when another write came first. */
+  private async write(name: string, record: unknown, revision: number): Promise<boolean> {
+    const value = encoder.encode(JSON.stringify(record))
+    try {
+      if (revision === 0) await this.kv.create(name, value)
+      else await this.kv.update(name, value, revision)
+      return true
+    } catch (error) {
+      if (/wrong last sequence|key exists/i.test(String(error))) return false
+      throw new KeyStoreError(`cannot write the key store (${name}): ${String(error)}`)
+    }
+  }
+
+  /** The agent's newest key; null when destroyed and not renewed. */
+  async agentKey(
+    agentId: string,
+    create: boolean,
+    renews: boolean,
+  ): Promise<{ readonly gen: string; readonly key: Buffer } | null> {
+    const name = agentKeyName(agentId)
+    for (;;) {
+      const { record, revision } = await this.read<AgentKeyRecord>(name)
+      if (record !== null && "generations" in record) {
+        const [newest] = record.generations
+        if (newest === undefined) throw new KeyStoreError(`${name} lists no key`)
+        return { gen: newest.gen, key: this.unwrapAgentGeneration(agentId, newest) }
+      }
+      if (!create || (record !== null && !renews)) return null
+      const gen = newKey().subarray(0, 6).toString("hex")
+      const key = newKey()
+      const fresh: AgentKeyRecord = {
+        created: this.now(),
+        generations: [
+          { gen, kek: this.keks.current.id, sealed: seal(this.keks.current.key, key, wrapLabel(name, gen)) },
+        ],
+      }
+      if (await this.write(name, fresh, revision)) {
+        this.agentKeys.set(`${agentId}#${gen}`, key)
+        return { gen, key }
+      }
+    }
+  }
+
+  /** Unwraps one generation of an agent's key with the key-encryption key that wrapped it. */
+  unwrapAgentGeneration(agentId: string, generation: AgentKeyGeneration): Buffer {
+    const cacheKey = `${agentId}#${generation.gen}`
+    const cached = this.agentKeys.get(cacheKey)
+    if (cached !== undefined) return cached
+    const kek = this.keks.byId.get(generation.kek)
+    if (kek === undefined)
+      throw new KeyStoreError(
+        `the key of agent ${agentId} is wrapped by key-encryption key '${generation.kek}', which WM_KEY_ENCRYPTION_KEYS does not hold`,
+      )
+    const key = open(kek, generation.sealed, wrapLabel(agentKeyName(agentId), generation.gen))
+    if (key === null)
+      throw new KeyStoreError(`key-encryption key '${generation.kek}' does not open the key of agent ${agentId}`)
+    this.agentKeys.set(cacheKey, key)
+    return key
+  }
+
+  private async entryKey(
+    agentId: string,
+    entryId: string,
+    agent: { readonly gen: string; readonly key: Buffer },
+    create: boolean,
+    renews: boolean,
+  ): Promise<Buffer | null> {
+    const name = entryKeyName(agentId, entryId)
+    const fresh = (): { readonly key: Buffer; readonly record: EntryKeyRecord } => {
+      const key = newKey()
+      return {
+        key,
+        record: { created: this.now(), gen: agent.gen, sealed: seal(agent.key, key, wrapLabel(name, agent.gen)) },
+      }
+    }
+    // A new recording: most often the entry has no key yet, so try to make it first (one round trip).
+    if (renews) {
+      const made = fresh()
+      if (await this.write(name, made.record, 0)) return made.key
+    }
+    for (;;) {
+      const { record, revision } = await this.read<EntryKeyRecord>(name)
+      if (record !== null && "sealed" in record) return this.unwrapEntry(agentId, name, record)
+      if (!create || (record !== null && !renews)) return null
+      const made = fresh()
+      if (await this.write(name, made.record, revision)) return made.key
+    }
+  }
+
+  private async unwrapEntry(
+    agentId: string,
+    name: string,
+    record: Extract<EntryKeyRecord, { sealed: string }>,
+  ): Promise<Buffer> {
+    let agentKey = this.agentKeys.get(`${agentId}#${record.gen}`)
+    if (agentKey === undefined) {
+      const { record: agent } = await this.read<AgentKeyRecord>(agentKeyName(agentId))
+      const generation =
+        agent !== null && "generations" in agent ? agent.generations.find((g) => g.gen === record.gen) : undefined
+      if (generation === undefined) throw new KeyStoreError(`${name} is wrapped by a key its agent no longer lists`)
+      agentKey = this.unwrapAgentGeneration(agentId, generation)
+    }
+    const key = open(agentKey, record.sealed, wrapLabel(name, record.gen))
+    if (key === null) throw new KeyStoreError(`the key of agent ${agentId} does not open ${name}`)
+    return key
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * Sealing an event's content fields (contracts/sealed.ts) with its data key, and opening them again.
+ * A field's value is sealed as its JSON text, labelled with its agent, entry and path.
+ */
+import type { Unseal } from "../../../contracts/decode.ts"
+import type { MemoryEvent } from "../../../contracts/events.ts"
+import { type ContentKeyRef, isSealed, mapContent, sealedFieldLabel, sealedKeyOf } from "../../../contracts/sealed.ts"
+import type { StoredJson } from "../../../contracts/upcasters.ts"
+import { open, seal } from "./aead.ts"
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+/** Whose key seals this event's content; null when it carries none. */
+export const contentKeyOf = (event: MemoryEvent): ContentKeyRef | null => {
+  switch (event._tag) {
+    case "EntryRecorded":
+    case "RungChanged":
+    case "EntryDemoted":
+    case "CueRehydrated":
+    case "CuePromoted":
+      return { agentId: event.agentId, entryId: event.entryId }
+    case "StepStarted":
+      return event.focus === null ? null : { agentId: event.agentId, entryId: null }
+    case "FocusChanged":
+      return { agentId: event.agentId, entryId: null }
+    default:
+      return null
+  }
+}
+
+/** The event's JSON with every content field sealed under `key`. */
+export const sealEvent = (event: MemoryEvent, ref: ContentKeyRef, key: Uint8Array): StoredJson => {
+  const sealed = mapContent(event as unknown as StoredJson, (value, path) => ({
+    value: { $sealed: seal(key, encoder.encode(JSON.stringify(value)), sealedFieldLabel(ref, path)) },
+  }))
+  // mapContent fails only when `change` does.
+  return sealed.ok ? sealed.json : (event as unknown as StoredJson)
+}
+
+/**
+ * Opens a stored event's sealed fields with the key `keyOf` gives: undefined when it is not known here
+ * yet, null when it is destroyed (the content is forgotten).
+ */
+export const unsealWith =
+  (keyOf: (ref: ContentKeyRef) => Buffer | null | undefined): Unseal =>
+  (json) => {
+    const ref = sealedKeyOf(json)
+    if (ref === null) return { ok: true, json }
+    const key = keyOf(ref)
+    if (key === undefined) return { ok: false, reason: "sealed content: its key is not loaded" }
+    if (key === null)
+      return {
+        ok: false,
+        reason: `forgotten: the key of ${ref.entryId === null ? `agent ${ref.agentId}` : `entry ${ref.entryId}`} is destroyed`,
+      }
+    return mapContent(json, (value, path) => {
+      if (!isSealed(value)) return { value }
+      const plain = open(key, value.$sealed, sealedFieldLabel(ref, path))
+      if (plain === null) return "sealed content that its key does not open"
+      return { value: JSON.parse(decoder.decode(plain)) as unknown }
+    })
+  }
+
+/** What an audit shows where a forgotten event's content was. */
+export const FORGOTTEN_TEXT = "(forgotten)"
+
+/** For the audit: sealed fields that cannot be opened read as FORGOTTEN_TEXT; the rest of the event as stored. */
+export const unsealOrRedact =
+  (keyOf: (ref: ContentKeyRef) => Buffer | null | undefined): Unseal =>
+  (json) => {
+    const opened = unsealWith(keyOf)(json)
+    if (opened.ok) return opened
+    return mapContent(json, (value) => ({ value: isSealed(value) ? FORGOTTEN_TEXT : value }))
+  }

@@ -1,0 +1,144 @@
+/**
+ * Crypto-shredding: content is stored only sealed under its entry's key, and a forget destroys the key
+ * before it erases. A copy of the store taken before the forget (a backup) keeps the sealed records and
+ * the keys as they were; after the forget and one key rotation, with the retired key-encryption key
+ * removed, nothing in the copy or in the live store opens them.
+ */
+import { cpSync, mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { jetstreamManager } from "@nats-io/jetstream"
+import { Kvm } from "@nats-io/kv"
+import { connect, type NatsConnection } from "@nats-io/transport-node"
+import { afterAll, beforeAll, expect, it } from "vitest"
+import { forget } from "../../cli/audit/forget.ts"
+import { entryKeyName, KEY_BUCKET } from "../../contracts/buckets.ts"
+import { decodeEvent } from "../../contracts/decode.ts"
+import { EVENTS_STREAM, entrySubject } from "../../contracts/subjects.ts"
+import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
+import { WorkingMemoryClient } from "../../sdk/client.ts"
+import { makeContentKeys } from "../../services/platform/keys/content-keys.ts"
+import { parseKeyEncryptionKeys } from "../../services/platform/keys/kek.ts"
+import { ContentKeyStore } from "../../services/platform/keys/key-store.ts"
+import { rotateKeys } from "../../services/platform/keys/rotate-keys.ts"
+import { filesHolding } from "../support/store-files.ts"
+import { type RunningServices, startSystemWithEnv } from "../support/system.ts"
+
+const OLD_KEK = `k1:${Buffer.alloc(32, 1).toString("base64")}`
+const NEW_KEK = `k2:${Buffer.alloc(32, 2).toString("base64")}`
+const SECRET = "The vault code is 4417-swordfish"
+
+let server: NatsServerProcess
+let services: RunningServices
+let client: WorkingMemoryClient
+let nc: NatsConnection
+const dirs: string[] = []
+const before = process.env.WM_KEY_ENCRYPTION_KEYS
+
+beforeAll(async () => {
+  server = await startNatsServer()
+  process.env.WM_KEY_ENCRYPTION_KEYS = OLD_KEK
+  services = await startSystemWithEnv(server.url, { WM_KEY_ENCRYPTION_KEYS: OLD_KEK, WM_METRICS_PORT: "0" })
+  client = await WorkingMemoryClient.connect({ servers: server.url })
+  nc = await connect({ servers: server.url })
+}, 60_000)
+
+afterAll(async () => {
+  await nc?.close()
+  await client?.close()
+  await services?.stop()
+  await server?.stop()
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
+  if (before === undefined) delete process.env.WM_KEY_ENCRYPTION_KEYS
+  else process.env.WM_KEY_ENCRYPTION_KEYS = before
+})
+
+/** A store of content keys over `conn`'s key bucket, with these key-encryption keys. */
+const keysWith = async (conn: NatsConnection, keks: string) =>
+  makeContentKeys(new ContentKeyStore(await new Kvm(conn).open(KEY_BUCKET), parseKeyEncryptionKeys(keks), Date.now))
+
+/** The content of the entry's stored EntryRecorded, opened with `keys` — or why it cannot be. */
+const openRecorded = async (
+  conn: NatsConnection,
+  keys: Awaited<ReturnType<typeof keysWith>>,
+  agentId: string,
+  entryId: string,
+) => {
+  const stored = await (await jetstreamManager(conn)).streams.getMessage(EVENTS_STREAM, {
+    last_by_subj: entrySubject(agentId, entryId),
+  })
+  if (stored === null) return "no record"
+  try {
+    await keys.load(stored.data)
+  } catch (error) {
+    return `key store: ${String(error)}`
+  }
+  const decoded = decodeEvent(stored.data, keys.unseal)
+  return decoded.ok && decoded.event._tag === "EntryRecorded"
+    ? decoded.event.content
+    : `not opened: ${decoded.ok ? decoded.event._tag : decoded.reason}`
+}
+
+it("a forgotten entry's content stays unreadable in a copy of the store taken before the forget, once the keys are rotated", async () => {
+  const agent = client.agent("vaulter")
+  await agent.register({ role: "custom", budget: 2_000 })
+  const { entryId } = await agent.record({ origin: "USER", content: SECRET })
+  const kept = await agent.record({ origin: "USER", content: "The meeting moved to Thursday." })
+
+  // Served in clear to the agent, stored sealed: no byte of the log holds it.
+  expect((await agent.raw(entryId)).content).toBe(SECRET)
+  expect(filesHolding([server.storeDir], SECRET)).toEqual([])
+  const raw = await (await jetstreamManager(nc)).streams.getMessage(EVENTS_STREAM, {
+    last_by_subj: entrySubject("vaulter", entryId),
+  })
+  expect(new TextDecoder().decode(raw?.data)).toContain('"content":{"$sealed":')
+
+  // A backup: the whole store directory, as it stands before the forget.
+  const backup = mkdtempSync(join(tmpdir(), "wm-backup-"))
+  dirs.push(backup)
+  cpSync(server.storeDir, backup, { recursive: true })
+
+  const forgotten = await forget(nc, "vaulter", entryId, { waitMs: 30_000 })
+  expect(forgotten.erasedKeys).toBeGreaterThan(0)
+  expect(forgotten.complete).toBe(true)
+  // The live store has the key's mark only: the entry key is gone.
+  const mark = await new Kvm(nc).open(KEY_BUCKET).then((kv) => kv.get(entryKeyName("vaulter", entryId)))
+  expect(JSON.parse(new TextDecoder().decode(mark?.value))).toHaveProperty("destroyed")
+
+  // Before a rotation, the copy's own keys still open its copy of the record: what the rotation is for.
+  const copy = await startNatsServer({ storeDir: backup, removeStoreOnStop: false })
+  const copyConn = await connect({ servers: copy.url })
+  try {
+    expect(await openRecorded(copyConn, await keysWith(copyConn, OLD_KEK), "vaulter", entryId)).toBe(SECRET)
+
+    // One rotation under a new key-encryption key; the old one is then retired.
+    const rotation = await rotateKeys(nc, (await keysWith(nc, `${NEW_KEK},${OLD_KEK}`)).store)
+    expect(rotation.agents).toBe(1)
+    const current = await keysWith(nc, NEW_KEK)
+
+    // The copy's agent key is wrapped by the retired key; its entry key by an agent key nobody keeps.
+    expect(await openRecorded(copyConn, await keysWith(copyConn, NEW_KEK), "vaulter", entryId)).toMatch(
+      /key store: .*'k1'/,
+    )
+    const copiedEntryKey = await new Kvm(copyConn)
+      .open(KEY_BUCKET)
+      .then((kv) => kv.get(entryKeyName("vaulter", entryId)))
+    const copiedGen = (JSON.parse(new TextDecoder().decode(copiedEntryKey?.value)) as { gen: string }).gen
+    const liveAgent = await new Kvm(nc).open(KEY_BUCKET).then((kv) => kv.get("agent.vaulter"))
+    const liveGens = (JSON.parse(new TextDecoder().decode(liveAgent?.value)) as { generations: { gen: string }[] })
+      .generations
+    expect(liveGens.map((g) => g.gen)).not.toContain(copiedGen)
+    // The live store: the forgotten record is erased (its tombstone is all the subject holds), and its key destroyed.
+    expect(await openRecorded(nc, current, "vaulter", entryId)).toBe("not opened: EntryForgotten")
+    expect(await current.store.forRead({ agentId: "vaulter", entryId })).toBeNull()
+    // No file of the copy or of the live store holds the content in clear.
+    expect(filesHolding([backup, server.storeDir], SECRET)).toEqual([])
+
+    // The entry not forgotten reads on, under the new key-encryption key, through the services and directly.
+    expect(await openRecorded(nc, current, "vaulter", kept.entryId)).toBe("The meeting moved to Thursday.")
+    expect((await agent.raw(kept.entryId)).content).toBe("The meeting moved to Thursday.")
+  } finally {
+    await copyConn.close()
+    await copy.stop()
+  }
+}, 120_000)
