@@ -31,6 +31,7 @@ import { readLastDemotion } from "../platform/log/entry-facts.ts"
 import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { Metrics } from "../platform/observability/metrics.ts"
+import { inspectionOf, type PartitionedServiceInspection } from "../platform/partitions/inspection.ts"
 import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
 import { KeptTexts } from "./kept-texts.ts"
 import { Summarizer } from "./summarizer.ts"
@@ -74,10 +75,10 @@ export interface FadeRun {
   readonly conflicts: number
 }
 
-export interface FadeWorkerShape {
+/** What it shows of its partitions (inspection.ts), its evaluations, and the histories it keeps. */
+export interface FadeWorkerShape extends PartitionedServiceInspection {
   /** Evaluates one agent now, until nothing more moves (or the pass limit). */
   readonly evaluate: (agentId: string) => Effect.Effect<FadeRun>
-  readonly view: (agentId: string) => AgentView | undefined
   readonly views: PartitionedViews
   readonly warmUp: WarmUp
   readonly stats: () => { readonly applied: number; readonly conflicts: number; readonly evaluations: number }
@@ -323,7 +324,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
 
     return {
       evaluate,
-      view: (agentId) => views.get(agentId),
+      ...inspectionOf(views),
       views,
       warmUp,
       stats: () => ({ ...stats }),
