@@ -32,7 +32,7 @@ import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { Metrics } from "../platform/observability/metrics.ts"
 import { inspectionOf, type PartitionedServiceInspection } from "../platform/partitions/inspection.ts"
-import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
+import { projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
 import { KeptTexts } from "./kept-texts.ts"
 import { Summarizer } from "./summarizer.ts"
 
@@ -79,7 +79,6 @@ export interface FadeRun {
 export interface FadeWorkerShape extends PartitionedServiceInspection {
   /** Evaluates one agent now, until nothing more moves (or the pass limit). */
   readonly evaluate: (agentId: string) => Effect.Effect<FadeRun>
-  readonly views: PartitionedViews
   readonly warmUp: WarmUp
   readonly stats: () => { readonly applied: number; readonly conflicts: number; readonly evaluations: number }
   /** Entries whose history is kept (working entries with key points or an earlier life): not the demoted ones. */
@@ -325,7 +324,6 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
     return {
       evaluate,
       ...inspectionOf(views),
-      views,
       warmUp,
       stats: () => ({ ...stats }),
       trackedHistories: () => texts.trackedHistories(),

@@ -24,7 +24,7 @@ import type { WarmUp } from "../platform/log/projection.ts"
 import { inspectionOf, type PartitionedServiceInspection } from "../platform/partitions/inspection.ts"
 import { openLeaseBucket } from "../platform/partitions/leases.ts"
 import { partitionOwner } from "../platform/partitions/partition-owner.ts"
-import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
+import { projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
 import { progressReader } from "../platform/partitions/progress.ts"
 import { PartitionSettings } from "../platform/partitions/settings.ts"
 import { makeAgentSettings } from "./agent-settings.ts"
@@ -39,7 +39,6 @@ import { makeWrites } from "./writes.ts"
 
 /** What it shows of its partitions (inspection.ts), and how its warm-up went. */
 export interface GatewayShape extends PartitionedServiceInspection {
-  readonly views: PartitionedViews
   readonly warmUp: WarmUp
 }
 
@@ -90,7 +89,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         }),
       ),
     )
-    return { ...inspectionOf(views), views, warmUp } satisfies GatewayShape
+    return { ...inspectionOf(views), warmUp } satisfies GatewayShape
   })
 
   static readonly layer = Layer.effect(Gateway, Gateway.make)

@@ -31,7 +31,7 @@ import { EventLog } from "../../platform/log/event-log.ts"
 import { Metrics } from "../../platform/observability/metrics.ts"
 import { inspectionOf, type PartitionedServiceInspection } from "../../platform/partitions/inspection.ts"
 import { partitionOwner } from "../../platform/partitions/partition-owner.ts"
-import { type PartitionedViews, projectPartitionedViews } from "../../platform/partitions/partitioned-views.ts"
+import { projectPartitionedViews } from "../../platform/partitions/partitioned-views.ts"
 import { SubstrateReader } from "../../platform/substrate-reader.ts"
 import { makeOpenStepMemo } from "../../platform/views/open-step-memo.ts"
 import { LongTerm } from "../longterm/longterm.ts"
@@ -51,8 +51,6 @@ export { RetrievalSettings, type RetrievalSettingsShape } from "./settings.ts"
 
 /** What it shows of its partitions (inspection.ts), and its background work. */
 export interface RetrievalShape extends PartitionedServiceInspection {
-  /** The views of the partitions this replica owns. */
-  readonly views: PartitionedViews
   /** Working entries whose vectors the background lane is making now (after a burst, a restart, a takeover). */
   readonly embeddingInBackground: () => number
 }
@@ -116,7 +114,6 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
 
     return {
       ...inspectionOf(views),
-      views,
       embeddingInBackground: () => indexes.workingVectors.inBackground(),
     } satisfies RetrievalShape
   })
