@@ -11,7 +11,7 @@ import { promisify } from "node:util"
 import { jetstream } from "@nats-io/jetstream"
 import { Kvm } from "@nats-io/kv"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
-import { Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { forget } from "../../cli/audit/forget.ts"
 import { SNAPSHOT_BUCKET, snapshotChunkKey, snapshotManifestKey } from "../../contracts/buckets.ts"
@@ -111,7 +111,7 @@ describe("working snapshots", () => {
     const restarted = await startWorking()
     const fromSnapshot = restarted.catchUps().filter((c) => c.snapshotSeq > 0)
     expect(new Set(fromSnapshot.map((c) => c.partition))).toEqual(new Set(AGENTS.map((id) => partitionOf(id))))
-    await restarted.waitApplied((await readRecords(server.url)).at(-1)!.seq)
+    await Effect.runPromise(restarted.waitApplied((await readRecords(server.url)).at(-1)!.seq))
     await expectViewsEqualRebuild(restarted)
 
     // wm verify compares every snapshot with the log folded to the sequence it covers.
