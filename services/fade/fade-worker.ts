@@ -31,7 +31,8 @@ import { readLastDemotion } from "../platform/log/entry-facts.ts"
 import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { Metrics } from "../platform/observability/metrics.ts"
-import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
+import { inspectionOf, type PartitionedServiceInspection } from "../platform/partitions/inspection.ts"
+import { projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
 import { KeptTexts } from "./kept-texts.ts"
 import { Summarizer } from "./summarizer.ts"
 
@@ -74,11 +75,10 @@ export interface FadeRun {
   readonly conflicts: number
 }
 
-export interface FadeWorkerShape {
+/** What it shows of its partitions (inspection.ts), its evaluations, and the histories it keeps. */
+export interface FadeWorkerShape extends PartitionedServiceInspection {
   /** Evaluates one agent now, until nothing more moves (or the pass limit). */
   readonly evaluate: (agentId: string) => Effect.Effect<FadeRun>
-  readonly view: (agentId: string) => AgentView | undefined
-  readonly views: PartitionedViews
   readonly warmUp: WarmUp
   readonly stats: () => { readonly applied: number; readonly conflicts: number; readonly evaluations: number }
   /** Entries whose history is kept (working entries with key points or an earlier life): not the demoted ones. */
@@ -323,8 +323,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
 
     return {
       evaluate,
-      view: (agentId) => views.get(agentId),
-      views,
+      ...inspectionOf(views),
       warmUp,
       stats: () => ({ ...stats }),
       trackedHistories: () => texts.trackedHistories(),

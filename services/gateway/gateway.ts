@@ -21,9 +21,10 @@ import { serveOperation } from "../platform/api/serve.ts"
 import { makeCommandHandler } from "../platform/log/command-handler.ts"
 import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
+import { inspectionOf, type PartitionedServiceInspection } from "../platform/partitions/inspection.ts"
 import { openLeaseBucket } from "../platform/partitions/leases.ts"
 import { partitionOwner } from "../platform/partitions/partition-owner.ts"
-import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
+import { projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
 import { progressReader } from "../platform/partitions/progress.ts"
 import { PartitionSettings } from "../platform/partitions/settings.ts"
 import { makeAgentSettings } from "./agent-settings.ts"
@@ -36,8 +37,8 @@ import { GatewaySettings } from "./settings.ts"
 import { makeSteps } from "./steps.ts"
 import { makeWrites } from "./writes.ts"
 
-export interface GatewayShape {
-  readonly views: PartitionedViews
+/** What it shows of its partitions (inspection.ts), and how its warm-up went. */
+export interface GatewayShape extends PartitionedServiceInspection {
   readonly warmUp: WarmUp
 }
 
@@ -88,7 +89,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
         }),
       ),
     )
-    return { views, warmUp } satisfies GatewayShape
+    return { ...inspectionOf(views), warmUp } satisfies GatewayShape
   })
 
   static readonly layer = Layer.effect(Gateway, Gateway.make)

@@ -10,7 +10,7 @@ import { Gateway } from "./gateway.ts"
 import { gatewayService } from "./service.ts"
 
 const ready = Layer.effectDiscard(
-  Effect.flatMap(Gateway, (gateway) => announceReady("gateway", gateway.views, modulesLoadedAt)),
+  Effect.flatMap(Gateway, (gateway) => announceReady("gateway", gateway, modulesLoadedAt)),
 )
 
 NodeRuntime.runMain(

@@ -10,7 +10,7 @@ import { workingService } from "./service.ts"
 import { Working } from "./working.ts"
 
 const ready = Layer.effectDiscard(
-  Effect.flatMap(Working, (working) => announceReady("working", working.views, modulesLoadedAt)),
+  Effect.flatMap(Working, (working) => announceReady("working", working, modulesLoadedAt)),
 )
 
 NodeRuntime.runMain(

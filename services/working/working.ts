@@ -22,12 +22,13 @@ import { makeCommandHandler } from "../platform/log/command-handler.ts"
 import { EventLog } from "../platform/log/event-log.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { Nats } from "../platform/nats/connection.ts"
+import { inspectionOf, type PartitionedServiceInspection } from "../platform/partitions/inspection.ts"
 import { partitionOwner } from "../platform/partitions/partition-owner.ts"
-import { type PartitionedViews, projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
+import { projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
 import { makeOpenStepMemo } from "../platform/views/open-step-memo.ts"
 
-export interface WorkingShape {
-  readonly views: PartitionedViews
+/** What it shows of its partitions (inspection.ts), and how its warm-up went. */
+export interface WorkingShape extends PartitionedServiceInspection {
   readonly warmUp: WarmUp
 }
 
@@ -143,7 +144,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
 
     // Serving starts before warm-up ends: each partition answers once it has caught up (`views.owns`).
     const warmUp = yield* views.projection.warmedUp
-    return { views, warmUp } satisfies WorkingShape
+    return { ...inspectionOf(views), warmUp } satisfies WorkingShape
   })
 
   static readonly layer = Layer.effect(Working, Working.make)

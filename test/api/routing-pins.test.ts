@@ -23,7 +23,7 @@ describe("a pinned tenant's requests", () => {
   it("are mapped over the shared partitions and forwarded once to the tenant's partition", async () => {
     const { replicas, client, monitorUrl } = system
     await eventually("the partitions split between the two replicas", () =>
-      replicas.every((r) => r.working.views.ready().length === partitionCount() / 2) ? true : undefined,
+      replicas.every((r) => r.working.answeringPartitions().length === partitionCount() / 2) ? true : undefined,
     )
     const placement = deploymentPlacement()
     expect(placement.shared).not.toContain(0)
@@ -35,7 +35,7 @@ describe("a pinned tenant's requests", () => {
       .reduce((n, s) => n + (s.msgs ?? 0), 0)
     // Each pinned agent's build was mapped to a shared partition's slot; when another replica answers for that
     // slot, it was forwarded to partition 0 or 1.
-    const ownerOf = (partition: number) => replicas.find((r) => r.working.views.ready().includes(partition))
+    const ownerOf = (partition: number) => replicas.find((r) => r.working.answeringPartitions().includes(partition))
     const crossing = PINNED.filter(
       (id) => ownerOf(partitionOfSlot(placement, slotOf(id, slotCount(placement)))) !== ownerOf(partitionOf(id)),
     )

@@ -31,13 +31,14 @@ describe("three working replicas behind a server that routes by partition", () =
     const P = partitionCount()
     const share = Math.ceil(P / replicas.length)
     await eventually("the partitions split between the three replicas", () =>
-      replicas.every((r) => r.working.views.ready().length <= share && r.working.views.ready().length > 0) &&
-      replicas.reduce((n, r) => n + r.working.views.ready().length, 0) === P
+      replicas.every(
+        (r) => r.working.answeringPartitions().length <= share && r.working.answeringPartitions().length > 0,
+      ) && replicas.reduce((n, r) => n + r.working.answeringPartitions().length, 0) === P
         ? true
         : undefined,
     )
     const owners = new Map<number, WorkingShape>()
-    for (const r of replicas) for (const p of r.working.views.ready()) owners.set(p, r.working)
+    for (const r of replicas) for (const p of r.working.answeringPartitions()) owners.set(p, r.working)
 
     await stepEach(client, AGENTS)
 
@@ -58,7 +59,7 @@ describe("three working replicas behind a server that routes by partition", () =
     // And the agents' partitions are spread over all three replicas: each received some.
     const partitionsOfAgents = new Set(AGENTS.map((id) => partitionOf(id)))
     for (const r of replicas)
-      if (r.working.views.ready().some((p) => partitionsOfAgents.has(p)))
+      if (r.working.answeringPartitions().some((p) => partitionsOfAgents.has(p)))
         expect(received(subs, r.replicaId).routes.some((s) => (s.msgs ?? 0) > 0)).toBe(true)
   })
 
@@ -67,7 +68,7 @@ describe("three working replicas behind a server that routes by partition", () =
     await leaving!.services.stop()
     system.replicas = staying
     await eventually("the survivors to answer for every partition", () =>
-      staying.reduce((n, r) => n + r.working.views.ready().length, 0) === partitionCount() ? true : undefined,
+      staying.reduce((n, r) => n + r.working.answeringPartitions().length, 0) === partitionCount() ? true : undefined,
     )
     for (const id of AGENTS) {
       const view = await system.client.agent(id).view()
@@ -86,7 +87,7 @@ describe("a server without the routing mappings", () => {
   it("is still answered, every replica receiving every request", async () => {
     const [replica] = system.replicas
     await eventually("the replica to answer for every partition", () =>
-      replica!.working.views.ready().length === partitionCount() ? true : undefined,
+      replica!.working.answeringPartitions().length === partitionCount() ? true : undefined,
     )
     await stepEach(system.client, AGENTS.slice(0, 5))
   })

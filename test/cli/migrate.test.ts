@@ -82,9 +82,9 @@ it("wm migrate rewrites it in order into partitioned subjects, and working serve
     workingService(settingsFor(server.url)("wm-working"), PartitionSettings.make({ snapshotIntervalMs: 0 })),
   )
   const shape = await workingOf(working)
-  await Effect.runPromise(shape.views.projection.waitFor(records.at(-1)!.seq))
+  await Effect.runPromise(shape.waitApplied(records.at(-1)!.seq))
   for (const [agentId, view] of Object.entries(expected.views))
-    expect(comparableView(shape.views.get(agentId)!), agentId).toEqual(view)
+    expect(comparableView(shape.view(agentId)!), agentId).toEqual(view)
 
   // Run again: nothing of the old layout is left.
   expect(JSON.parse((await wm("migrate", "--json")).stdout)).toMatchObject({ alreadyCurrent: true })

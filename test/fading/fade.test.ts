@@ -148,7 +148,7 @@ describe("fading", () => {
     })
     // The live view equals the one rebuilt from the log, up to what it has applied.
     const working = await running.runtime.runPromise(Working as unknown as Effect.Effect<WorkingShape>)
-    const live = working.views.get("ageing")!
+    const live = working.view("ageing")!
     expect(viewSnapshot(rebuild(log, "ageing", live.lastSeq)!)).toEqual(viewSnapshot(live))
   })
 
@@ -241,7 +241,7 @@ describe("two fade workers", () => {
     eventually(
       `a fade worker to hold ${agentId}`,
       async () => {
-        for (const worker of [first, second]) if ((await worker.fade()).views.owns(agentId)) return worker
+        for (const worker of [first, second]) if ((await worker.fade()).owns(agentId)) return worker
         return undefined
       },
       10_000,
@@ -260,7 +260,7 @@ describe("two fade workers", () => {
         await settle(owner, agentId, afterSeq)
         return owner
       } catch (error) {
-        if ((await owner.fade()).views.owns(agentId) || handovers >= 3) throw error
+        if ((await owner.fade()).owns(agentId) || handovers >= 3) throw error
       }
     }
   }
@@ -284,9 +284,9 @@ describe("two fade workers", () => {
     // held by both.
     const [a, b] = [await first.fade(), await second.fade()]
     await eventually("both workers hold partitions", () =>
-      a.views.leases.held().length > 0 && b.views.leases.held().length > 0 ? true : undefined,
+      a.heldPartitions().length > 0 && b.heldPartitions().length > 0 ? true : undefined,
     )
-    for (const agent of agents) expect(a.views.owns(agent.agentId) && b.views.owns(agent.agentId)).toBe(false)
+    for (const agent of agents) expect(a.owns(agent.agentId) && b.owns(agent.agentId)).toBe(false)
     const log = await readLog(other.url)
     const byEntry = new Map<string, number[]>()
     for (const agent of agents)

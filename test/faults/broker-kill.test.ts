@@ -124,19 +124,18 @@ it("a broker killed mid-ingest loses nothing acknowledged, stores nothing twice,
 
   // Every projection converges to the log.
   const settleStarted = Date.now()
-  const last = await waitQuiet(
-    server.url,
-    () => [working.views.projection.appliedSeq(), gateway.views.projection.appliedSeq()],
-    { quietMs: 2_000, timeoutMs: 90_000 },
-  )
+  const last = await waitQuiet(server.url, () => [working.appliedSeq(), gateway.appliedSeq()], {
+    quietMs: 2_000,
+    timeoutMs: 90_000,
+  })
   const log = await readRecords(server.url)
   const rebuilt = rebuildViews(log, last)
   const counts = entryRecordCounts(log)
   const probes = [...counts.keys()].filter((k) => k.includes("/bk-probe-")).length
   for (const id of AGENTS) {
     const expected = rebuilt.get(id)!
-    expect(snapshotOf(working.views.get(id)), `working ${id}`).toEqual(snapshotOf(expected))
-    expect(snapshotOf(gateway.views.get(id)), `gateway ${id}`).toEqual(snapshotOf(expected))
+    expect(snapshotOf(working.view(id)), `working ${id}`).toEqual(snapshotOf(expected))
+    expect(snapshotOf(gateway.view(id)), `gateway ${id}`).toEqual(snapshotOf(expected))
     await eventually(`fade view of ${id}`, () => (fade.view(id)?.lastSeq === expected.lastSeq ? true : undefined))
     expect(snapshotOf(fade.view(id)), `fade ${id}`).toEqual(snapshotOf(expected))
     expect(expected.entryCount).toBe(RECORDS / AGENTS.length + (id === AGENTS[0] ? probes : 0))

@@ -131,11 +131,10 @@ it("the stream leader killed mid-ingest: no acknowledged loss, no duplicates, an
   await untilCurrentReplica(jsm, victim!.name)
   const caughtUpMs = Date.now() - restartAt
 
-  const last = await waitQuiet(
-    cluster.servers,
-    () => [working.views.projection.appliedSeq(), gateway.views.projection.appliedSeq()],
-    { quietMs: 1_500, timeoutMs: 90_000 },
-  )
+  const last = await waitQuiet(cluster.servers, () => [working.appliedSeq(), gateway.appliedSeq()], {
+    quietMs: 1_500,
+    timeoutMs: 90_000,
+  })
   const expectedState = (await jsm.streams.info(EVENTS_STREAM)).state
   expect(expectedState.last_seq).toBe(last)
 

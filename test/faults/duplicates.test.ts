@@ -58,12 +58,12 @@ const memoryOf = (view: AgentView | undefined) => {
 }
 
 const views = () => ({
-  working: (id: string) => working.views.get(id),
-  gateway: (id: string) => gateway.views.get(id),
+  working: (id: string) => working.view(id),
+  gateway: (id: string) => gateway.view(id),
   fade: (id: string) => fade.view(id),
 })
 
-const applied = () => [working.views.projection.appliedSeq(), gateway.views.projection.appliedSeq()]
+const applied = () => [working.appliedSeq(), gateway.appliedSeq()]
 
 /** Waits until every projection has applied the log to its end, then compares each live view with the rebuild. */
 const settledAndRebuilt = async () => {

@@ -185,11 +185,10 @@ it("the stream leader cut off mid-ingest and joined again: no acknowledged loss,
   await untilCurrentReplica(observers[majority]!.jsm, victim.name)
   const caughtUpMs = Date.now() - healAt
 
-  const last = await waitQuiet(
-    cluster.servers,
-    () => [working.views.projection.appliedSeq(), gateway.views.projection.appliedSeq()],
-    { quietMs: 1_500, timeoutMs: 90_000 },
-  )
+  const last = await waitQuiet(cluster.servers, () => [working.appliedSeq(), gateway.appliedSeq()], {
+    quietMs: 1_500,
+    timeoutMs: 90_000,
+  })
   const expectedState = (await streamInfoVia(majority)).state
   expect(expectedState.last_seq).toBe(last)
 

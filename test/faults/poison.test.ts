@@ -195,10 +195,7 @@ it("a burst of poison mixed into real traffic is dead-lettered by every projecti
   const ingestMillis = Date.now() - started
 
   // Every projection reaches the end of the log: nothing stalled on a poison record.
-  const last = await waitQuiet(server.url, () => [
-    working.views.projection.appliedSeq(),
-    gateway.views.projection.appliedSeq(),
-  ])
+  const last = await waitQuiet(server.url, () => [working.appliedSeq(), gateway.appliedSeq()])
   const log = await readRecords(server.url)
   const undecodable = log.filter((r) => r.event === undefined).map((r) => r.seq)
   expect(undecodable.sort((a, b) => a - b)).toEqual([...poisonSeqs.keys()].sort((a, b) => a - b))
@@ -232,8 +229,8 @@ it("a burst of poison mixed into real traffic is dead-lettered by every projecti
   for (const id of AGENTS) {
     const expected = rebuilt.get(id)!
     expect(expected.entryCount).toBe(RECORDS / AGENTS.length)
-    expect(snapshotOf(working.views.get(id))).toEqual(snapshotOf(expected))
-    expect(snapshotOf(gateway.views.get(id))).toEqual(snapshotOf(expected))
+    expect(snapshotOf(working.view(id))).toEqual(snapshotOf(expected))
+    expect(snapshotOf(gateway.view(id))).toEqual(snapshotOf(expected))
     await eventually(`fade view of ${id}`, () => (fade.view(id)?.lastSeq === expected.lastSeq ? true : undefined))
     expect(snapshotOf(fade.view(id))).toEqual(snapshotOf(expected))
   }
@@ -262,10 +259,7 @@ it("a burst of poison mixed into real traffic is dead-lettered by every projecti
   const conflictsBefore = fade.stats().conflicts
   for (let i = 0; i < 40; i++)
     await client.agent("px-2").record({ origin: "USER", content: `Pressure ${i}: ${contentFor(i)}` })
-  const end = await waitQuiet(server.url, () => [
-    working.views.projection.appliedSeq(),
-    gateway.views.projection.appliedSeq(),
-  ])
+  const end = await waitQuiet(server.url, () => [working.appliedSeq(), gateway.appliedSeq()])
   const finalLog = await readRecords(server.url)
   const victimMoved = finalLog.some(
     (r) =>
@@ -278,8 +272,8 @@ it("a burst of poison mixed into real traffic is dead-lettered by every projecti
   const finalViews = rebuildViews(finalLog, end)
   for (const id of AGENTS) {
     const expected = finalViews.get(id)!
-    expect(snapshotOf(working.views.get(id))).toEqual(snapshotOf(expected))
-    expect(snapshotOf(gateway.views.get(id))).toEqual(snapshotOf(expected))
+    expect(snapshotOf(working.view(id))).toEqual(snapshotOf(expected))
+    expect(snapshotOf(gateway.view(id))).toEqual(snapshotOf(expected))
     await eventually(`fade view of ${id}`, () => (fade.view(id)?.lastSeq === expected.lastSeq ? true : undefined))
     expect(snapshotOf(fade.view(id))).toEqual(snapshotOf(expected))
   }
@@ -326,18 +320,18 @@ it("a record of a newer schema version stops every projection just before it, lo
         }),
       ),
     )
-    const projections = { gateway: future.gateway.views.projection, working: future.working.views.projection }
-    for (const [name, projection] of Object.entries(projections)) {
-      const halt = await eventually(`${name} to stop at the newer record`, () => projection.halted() ?? undefined)
+    const shapes = { gateway: future.gateway, working: future.working }
+    for (const [name, shape] of Object.entries(shapes)) {
+      const halt = await eventually(`${name} to stop at the newer record`, () => shape.halted() ?? undefined)
       expect(halt.seq, name).toBe(newer.seq)
       expect(halt.error._tag).toBe("FutureEventVersion")
       expect(halt.error).toMatchObject({ eventType: "BudgetChanged", version: 2, understood: 1 })
       // Not applied, not skipped, not dead-lettered: the position stays just before it (a partitioned
       // projection's idle partitions are known complete up to there within a tracker period).
       await eventually(`${name} at the position before it`, () =>
-        projection.appliedSeq() >= newer.seq - 1 ? true : undefined,
+        shape.appliedSeq() >= newer.seq - 1 ? true : undefined,
       )
-      expect(projection.appliedSeq(), name).toBe(newer.seq - 1)
+      expect(shape.appliedSeq(), name).toBe(newer.seq - 1)
       expect(
         (await deadLetters(name, future.nc)).some((l) => l.seq === newer.seq),
         name,
@@ -367,7 +361,7 @@ it("a record of a newer schema version stops every projection just before it, lo
     expect(started).toMatch(/FutureEventVersion|schema version 2 of BudgetChanged/)
     recordFigures("future-version", {
       newerRecordSeq: newer.seq,
-      stoppedAt: Object.fromEntries(Object.entries(projections).map(([name, p]) => [name, p.appliedSeq()])),
+      stoppedAt: Object.fromEntries(Object.entries(shapes).map(([name, shape]) => [name, shape.appliedSeq()])),
       deadLettered: 0,
       readPastItRefused: true,
       freshServiceRefusedToStart: started !== "started",

@@ -301,7 +301,7 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
   const firstMoveAfterRestart = await faultPlan
 
   const fade1 = await fadeOf(fadeInProcess)
-  const last = await waitQuiet(server.url, () => [gateway.views.projection.appliedSeq()], {
+  const last = await waitQuiet(server.url, () => [gateway.appliedSeq()], {
     quietMs: 2_500,
     timeoutMs: 90_000,
   })
@@ -342,8 +342,8 @@ it("working and fade killed mid-projection resume, and nothing is applied twice"
     }
     entriesCompared += live.entries.length
     // The gateway (never stopped) and the restarted in-process fade worker for the agents it holds.
-    expect(snapshotOf(gateway.views.get(id)), `gateway ${id}`).toEqual(snapshotOf(expected))
-    if (fade1.views.owns(id)) {
+    expect(snapshotOf(gateway.view(id)), `gateway ${id}`).toEqual(snapshotOf(expected))
+    if (fade1.owns(id)) {
       fadeOneAgents++
       await eventually(`fade-1 view of ${id}`, () => (fade1.view(id)?.lastSeq === expected.lastSeq ? true : undefined))
       expect(snapshotOf(fade1.view(id)), `fade-1 ${id}`).toEqual(snapshotOf(expected))

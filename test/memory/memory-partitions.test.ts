@@ -123,14 +123,14 @@ it("two memory replicas divide the partitions: each follows, holds and answers f
   await eventually(
     "the partitions divided between the two replicas",
     async () =>
-      first.views.ready().length > 0 &&
-      other.views.ready().length > 0 &&
-      first.views.ready().length + other.views.ready().length === 16,
+      first.answeringPartitions().length > 0 &&
+      other.answeringPartitions().length > 0 &&
+      first.answeringPartitions().length + other.answeringPartitions().length === 16,
   )
-  expect(first.views.ready().filter((p) => other.views.ready().includes(p))).toEqual([])
+  expect(first.answeringPartitions().filter((p) => other.answeringPartitions().includes(p))).toEqual([])
   for (const id of crew) {
-    if (first.views.ready().includes(partitionOf(id)) && ofFirst.length < 2) ofFirst.push(id)
-    else if (other.views.ready().includes(partitionOf(id)) && ofSecond.length < 2) ofSecond.push(id)
+    if (first.answeringPartitions().includes(partitionOf(id)) && ofFirst.length < 2) ofFirst.push(id)
+    else if (other.answeringPartitions().includes(partitionOf(id)) && ofSecond.length < 2) ofSecond.push(id)
   }
   for (const id of [...ofFirst, ...ofSecond]) {
     const text = `${id} keeps the spare key of the boathouse under the blue flowerpot`
@@ -139,7 +139,7 @@ it("two memory replicas divide the partitions: each follows, holds and answers f
   // Each replica's long-term projection runs for its partitions only, and an embedded store holds only their
   // agents; a shared store (Qdrant) holds every replica's, each written by the replica owning the partition.
   const firstLongTerm = [...(await longTermOf(services)).partitions().keys()].sort((a, b) => a - b)
-  expect(firstLongTerm).toEqual([...first.views.ready()].sort((a, b) => a - b))
+  expect(firstLongTerm).toEqual([...first.answeringPartitions()].sort((a, b) => a - b))
   const firstAgents = new Set((await recordsOf(services)).map((r) => r.agentId))
   const secondAgents = new Set((await recordsOf(second!)).map((r) => r.agentId))
   if ((await storeOf(services)).shared === true) {
@@ -152,8 +152,8 @@ it("two memory replicas divide the partitions: each follows, holds and answers f
     expect(ofSecond.every((id) => secondAgents.has(id) && !firstAgents.has(id))).toBe(true)
   }
   // Each agent's view is held by the replica that owns it, and no other.
-  for (const id of ofFirst) expect([first.views.owns(id), other.views.owns(id)]).toEqual([true, false])
-  for (const id of ofSecond) expect([first.views.owns(id), other.views.owns(id)]).toEqual([false, true])
+  for (const id of ofFirst) expect([first.owns(id), other.owns(id)]).toEqual([true, false])
+  for (const id of ofSecond) expect([first.owns(id), other.owns(id)]).toEqual([false, true])
 }, 120_000)
 
 it("a thread spans the tenant's agents in every partition, each part from the replica that owns it", async () => {
@@ -183,7 +183,7 @@ it("a replica that stops hands its partitions over: the survivor answers for its
   await second!.stop()
   second = null
   const first = await retrievalOf(services)
-  await eventually("the survivor to answer for every partition", async () => first.views.ready().length === 16)
+  await eventually("the survivor to answer for every partition", async () => first.answeringPartitions().length === 16)
   for (const id of ofSecond) {
     const agent = await agentClient(id)
     agent.lastSeq = await streamLast()

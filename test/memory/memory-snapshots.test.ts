@@ -142,7 +142,7 @@ beforeAll(async () => {
   }
   // Fading has demoted the oldest entries of every agent: both tiers hold entries.
   for (const id of AGENTS) await fading.evaluate(id)
-  await waitQuiet(server.url, () => [fading.views.projection.appliedSeq()])
+  await waitQuiet(server.url, () => [fading.appliedSeq()])
 }, 120_000)
 afterAll(() =>
   teardown(
@@ -181,14 +181,14 @@ describe("memory and fade snapshots", () => {
 
     const restarted = await startMemory()
     const fading = await startFade()
-    for (const shape of [restarted.views, fading.views]) {
+    for (const shape of [restarted, fading]) {
       const started = shape.catchUps().filter((c) => new Set(AGENTS.map((id) => partitionOf(id))).has(c.partition))
       expect(started.length).toBeGreaterThan(0)
       expect(started.every((c) => c.snapshotSeq > 0)).toBe(true)
     }
     // Fading settles the tail before anything is compared.
     for (const id of AGENTS) await fading.evaluate(id)
-    await waitQuiet(server.url, () => [restarted.views.projection.appliedSeq(), fading.views.projection.appliedSeq()])
+    await waitQuiet(server.url, () => [restarted.appliedSeq(), fading.appliedSeq()])
     const after = await answers()
     // Only the two agents with a tail answer the third query differently.
     for (const [key, hits] of Object.entries(beforeRestart))
@@ -223,7 +223,7 @@ describe("memory and fade snapshots", () => {
 
     // Memory alone: nothing moves in the log while the rebuild is compared.
     const rebuilt = await startMemory()
-    const ours = rebuilt.views.catchUps().filter((c) => new Set(AGENTS.map((id) => partitionOf(id))).has(c.partition))
+    const ours = rebuilt.catchUps().filter((c) => new Set(AGENTS.map((id) => partitionOf(id))).has(c.partition))
     expect(ours.length).toBeGreaterThan(0)
     expect(ours.every((c) => c.snapshotSeq === 0)).toBe(true)
     expect(await answers()).toEqual(beforeRestart)

@@ -188,7 +188,7 @@ describe("a gateway past an event newer than it reads", () => {
       )
       const shape = await gatewayOf(gateway)
       await eventually("the gateway to stop at the newer event", () =>
-        shape.views.projection.halted(stale)?.seq === newer.seq ? true : undefined,
+        shape.halted(stale)?.seq === newer.seq ? true : undefined,
       )
 
       const refused = await client

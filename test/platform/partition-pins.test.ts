@@ -219,8 +219,8 @@ const deploy = async (): Promise<Deployment> => {
     liveView: async (agentId) => {
       const runtime = deployment.services!.runtime
       const working = await runtime.runPromise(Effect.service(Working))
-      await runtime.runPromise(working.views.projection.waitFor(await lastSeq(server.url), undefined, agentId))
-      return working.views.get(agentId)
+      await runtime.runPromise(working.waitApplied(await lastSeq(server.url), agentId))
+      return working.view(agentId)
     },
     stop: async () => {
       await deployment.client.close()
@@ -274,8 +274,8 @@ describe("a deployment with a pinned tenant", () => {
 
     const working = await deployment.services!.runtime.runPromise(Effect.service(Working))
     for (const id of PINNED) {
-      expect(working.views.owns(id)).toBe(true)
-      expect(working.views.ready()).toContain(partitionOf(id))
+      expect(working.owns(id)).toBe(true)
+      expect(working.answeringPartitions()).toContain(partitionOf(id))
       expect(await entriesServed(deployment, id)).toEqual([2, 2])
     }
   })

@@ -41,7 +41,7 @@ const replica = async (url: string, replicaId: string) => {
 }
 
 const balanced = (...replicas: ReadonlyArray<WorkingShape>) =>
-  replicas.every((r) => r.views.ready().length === Math.ceil(P / replicas.length)) || undefined
+  replicas.every((r) => r.answeringPartitions().length === Math.ceil(P / replicas.length)) || undefined
 
 /** The replica named in each partition's lease. */
 const leaseOwners = async (nc: NatsConnection): Promise<Map<number, string>> => {
@@ -109,18 +109,18 @@ describe("two working replicas, fifty agents", () => {
       const [owner, other] =
         owners.get(partitionOf(id)) === "replica-a" ? [a.working, b.working] : [b.working, a.working]
       // A lease suspended by a stalled event loop (a loaded machine, TTL 2 s here) answers again once renewed.
-      await eventually(`${id}'s owner to answer`, () => owner.views.owns(id) || undefined)
+      await eventually(`${id}'s owner to answer`, () => owner.owns(id) || undefined)
       // The other replica holds nothing of the agent and would not answer for it.
-      expect(other.views.owns(id)).toBe(false)
-      expect(other.views.get(id)).toBeUndefined()
-      expect(snapshotOf(owner.views.get(id))).toEqual(snapshotOf(rebuilt.get(id)))
+      expect(other.owns(id)).toBe(false)
+      expect(other.view(id)).toBeUndefined()
+      expect(snapshotOf(owner.view(id))).toEqual(snapshotOf(rebuilt.get(id)))
       const answered = await client.agent(id).view()
       expect(withoutPosition(answered)).toEqual(withoutPosition(asJson(viewResponseOf(rebuilt.get(id)!, 0))))
     }
     // Each replica decoded only its own partitions' events.
     for (const r of [a.working, b.working]) {
-      const mine = new Set(r.views.ready())
-      expect([...r.views.all().keys()].every((id) => mine.has(partitionOf(id)))).toBe(true)
+      const mine = new Set(r.answeringPartitions())
+      expect(r.agents().every((id) => mine.has(partitionOf(id)))).toBe(true)
     }
   })
 })
@@ -157,7 +157,7 @@ describe("a working replica killed under load", () => {
   it("moves its partitions to the survivor; no acknowledged write is lost and no read misses one", async () => {
     await eventually(
       "the partitions to split",
-      () => survivor.working.views.ready().length === Math.ceil(P / 2) || undefined,
+      () => survivor.working.answeringPartitions().length === Math.ceil(P / 2) || undefined,
       30_000,
     )
     const acked = new Map<string, string[]>(AGENTS.map((id) => [id, []]))
@@ -182,7 +182,7 @@ describe("a working replica killed under load", () => {
 
     await eventually(
       "the survivor to own every partition",
-      () => survivor.working.views.ready().length === P || undefined,
+      () => survivor.working.answeringPartitions().length === P || undefined,
     )
     const rebuilt = rebuildViews(await readRecords(server.url))
     let lost = 0
@@ -190,7 +190,7 @@ describe("a working replica killed under load", () => {
       const view = await agents.get(id)!.view()
       const seen = new Set(view.entries.map((e) => e.id))
       lost += acked.get(id)!.filter((e) => !seen.has(e)).length
-      expect(snapshotOf(survivor.working.views.get(id))).toEqual(snapshotOf(rebuilt.get(id)))
+      expect(snapshotOf(survivor.working.view(id))).toEqual(snapshotOf(rebuilt.get(id)))
     }
     expect({ lost, stale }).toEqual({ lost: 0, stale: 0 })
   })
@@ -221,22 +221,25 @@ describe("a replica whose leases lapse", () => {
   )
 
   it("stalled past the TTL, it answers again from the views it kept, without catching up again", async () => {
-    await eventually("the replica to own every partition", () => a.working.views.ready().length === P || undefined)
+    await eventually(
+      "the replica to own every partition",
+      () => a.working.answeringPartitions().length === P || undefined,
+    )
     const agent = client.agent("stalled-0")
     await agent.register({ role: "main" })
     const before = await agent.record({ origin: "USER", content: "Written before the stall." })
-    const catchUps = a.working.views.catchUps().length
+    const catchUps = a.working.catchUps().length
 
     // A process stall longer than the lease TTL (a long GC pause, a starved CPU): no renewal is sent and
     // the broker expires every lease.
     const until = Date.now() + TTL + 1_500
     while (Date.now() < until) {}
-    expect(a.working.views.owns(agent.agentId)).toBe(false)
+    expect(a.working.owns(agent.agentId)).toBe(false)
 
     await eventually("the replica to answer for every partition again", () =>
-      a.working.views.ready().length === P ? true : undefined,
+      a.working.answeringPartitions().length === P ? true : undefined,
     )
-    expect(a.working.views.catchUps().length).toBe(catchUps)
+    expect(a.working.catchUps().length).toBe(catchUps)
     const after = await agent.record({ origin: "USER", content: "Written after the stall." })
     const seen = new Set((await agent.view()).entries.map((e) => e.id))
     expect(seen.has(before.entryId) && seen.has(after.entryId)).toBe(true)
@@ -248,14 +251,14 @@ describe("a replica whose leases lapse", () => {
     const agent = client.agent(agentId)
     await agent.register({ role: "main" })
     const partition = partitionOf(agentId)
-    expect(a.working.views.owns(agentId)).toBe(true)
+    expect(a.working.owns(agentId)).toBe(true)
     // Another replica's entry where this one's renewal expects its own (as after a lapse and a take).
     const kv = await new Kvm(nc).open(LEASE_BUCKET)
     await kv.put(leaseKey("working", partition), JSON.stringify({ replica: "intruder" }))
     await eventually("the replica to drop the partition", () =>
-      a.working.views.ready().includes(partition) ? undefined : true,
+      a.working.answeringPartitions().includes(partition) ? undefined : true,
     )
-    expect(a.working.views.get(agentId)).toBeUndefined()
-    expect(a.working.views.leases.held()).not.toContain(partition)
+    expect(a.working.view(agentId)).toBeUndefined()
+    expect(a.working.heldPartitions()).not.toContain(partition)
   })
 })

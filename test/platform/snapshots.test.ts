@@ -11,7 +11,7 @@ import { promisify } from "node:util"
 import { jetstream } from "@nats-io/jetstream"
 import { Kvm } from "@nats-io/kv"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
-import { Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { forget } from "../../cli/audit/forget.ts"
 import { SNAPSHOT_BUCKET, snapshotChunkKey, snapshotManifestKey } from "../../contracts/buckets.ts"
@@ -76,7 +76,7 @@ const recordRound = async (n: number) => {
 /** Every live view equals the one the whole log rebuilds. */
 const expectViewsEqualRebuild = async (shape: WorkingShape) => {
   const rebuilt = rebuildViews(await readRecords(server.url))
-  for (const id of AGENTS) expect(snapshotOf(shape.views.get(id)), id).toEqual(snapshotOf(rebuilt.get(id)))
+  for (const id of AGENTS) expect(snapshotOf(shape.view(id)), id).toEqual(snapshotOf(rebuilt.get(id)))
 }
 
 beforeAll(async () => {
@@ -109,9 +109,9 @@ describe("working snapshots", () => {
       await client.agent(id).record({ origin: "USER", content: `${id} wrote while working was down.` })
 
     const restarted = await startWorking()
-    const fromSnapshot = restarted.views.catchUps().filter((c) => c.snapshotSeq > 0)
+    const fromSnapshot = restarted.catchUps().filter((c) => c.snapshotSeq > 0)
     expect(new Set(fromSnapshot.map((c) => c.partition))).toEqual(new Set(AGENTS.map((id) => partitionOf(id))))
-    await restarted.views.projection.waitFor((await readRecords(server.url)).at(-1)!.seq)
+    await Effect.runPromise(restarted.waitApplied((await readRecords(server.url)).at(-1)!.seq))
     await expectViewsEqualRebuild(restarted)
 
     // wm verify compares every snapshot with the log folded to the sequence it covers.
@@ -144,7 +144,7 @@ describe("working snapshots", () => {
     expect(refused?.stdout).toContain(`the snapshot of partition ${victim}: checksum does not match`)
 
     const restarted = await startWorking()
-    const catchUps = restarted.views.catchUps()
+    const catchUps = restarted.catchUps()
     expect(catchUps.find((c) => c.partition === victim)?.snapshotSeq).toBe(0)
     const others = new Set(AGENTS.map((id) => partitionOf(id)).filter((p) => p !== victim))
     expect(catchUps.filter((c) => others.has(c.partition)).every((c) => c.snapshotSeq > 0)).toBe(true)
@@ -182,12 +182,11 @@ describe("working snapshots", () => {
     const restarted = await startWorking()
     // It answered from its snapshot, met the view that does not decode, and caught up again from the log.
     await eventually("the partition rebuilt from the log", () =>
-      restarted.views.catchUps().some((c) => c.partition === victim && c.snapshotSeq === 0) &&
-      restarted.views.owns(AGENTS[0]!)
+      restarted.catchUps().some((c) => c.partition === victim && c.snapshotSeq === 0) && restarted.owns(AGENTS[0]!)
         ? true
         : undefined,
     )
-    expect(restarted.views.catchUps().some((c) => c.partition === victim && c.snapshotSeq > 0)).toBe(true)
+    expect(restarted.catchUps().some((c) => c.partition === victim && c.snapshotSeq > 0)).toBe(true)
     // The snapshot it met is dropped, so the next owner does not meet it again.
     const after = await kv.get(key)
     expect(after?.operation === "PUT" ? after.json<Manifest>().id : null).not.toBe("brokenview")
@@ -215,8 +214,8 @@ describe("working snapshots", () => {
     // Its views still count the erased entry: no snapshot of them at shutdown; the next start rebuilds the partition.
     await stopWorking()
     const restarted = await startWorking()
-    expect(restarted.views.catchUps().find((c) => c.partition === partitionOf("snap-confider"))?.snapshotSeq).toBe(0)
+    expect(restarted.catchUps().find((c) => c.partition === partitionOf("snap-confider"))?.snapshotSeq).toBe(0)
     const rebuilt = rebuildViews(await readRecords(server.url))
-    expect(snapshotOf(restarted.views.get("snap-confider"))).toEqual(snapshotOf(rebuilt.get("snap-confider")))
+    expect(snapshotOf(restarted.view("snap-confider"))).toEqual(snapshotOf(rebuilt.get("snap-confider")))
   })
 })

@@ -77,7 +77,7 @@ export const startTestSystem = async (
       async () => {
         for (const running of [system.services, ...replicas]) {
           const working = await running.runtime.runPromise(Effect.serviceOption(Working))
-          if (working._tag === "Some" && working.value.views.owns(agentId)) return { running, working: working.value }
+          if (working._tag === "Some" && working.value.owns(agentId)) return { running, working: working.value }
         }
         return undefined
       },
@@ -96,8 +96,8 @@ export const startTestSystem = async (
     liveView: async (agentId, afterSeq) => {
       const { running, working } = await ownerOf(agentId)
       const seq = afterSeq ?? (await lastSeq(server.url))
-      await running.runtime.runPromise(working.views.projection.waitFor(seq, undefined, agentId))
-      return working.views.get(agentId)
+      await running.runtime.runPromise(working.waitApplied(seq, agentId))
+      return working.view(agentId)
     },
     restartServices: async () => {
       await system.services.stop()

@@ -23,15 +23,15 @@
 
 import { Clock, Context, Effect, FiberSet, Layer } from "effect"
 import { allPartitions } from "../../../contracts/partitions.ts"
-import type { AgentView } from "../../../domain/agent-view.ts"
 import { AgentSharing } from "../../platform/access/sharing.ts"
 import { serveOperation } from "../../platform/api/serve.ts"
 import { EmbeddingProvider } from "../../platform/embedding/embedding-provider.ts"
 import { makeCommandHandler } from "../../platform/log/command-handler.ts"
 import { EventLog } from "../../platform/log/event-log.ts"
 import { Metrics } from "../../platform/observability/metrics.ts"
+import { inspectionOf, type PartitionedServiceInspection } from "../../platform/partitions/inspection.ts"
 import { partitionOwner } from "../../platform/partitions/partition-owner.ts"
-import { type PartitionedViews, projectPartitionedViews } from "../../platform/partitions/partitioned-views.ts"
+import { projectPartitionedViews } from "../../platform/partitions/partitioned-views.ts"
 import { SubstrateReader } from "../../platform/substrate-reader.ts"
 import { makeOpenStepMemo } from "../../platform/views/open-step-memo.ts"
 import { LongTerm } from "../longterm/longterm.ts"
@@ -49,10 +49,8 @@ import { makeWarmUp } from "./warm-up.ts"
 
 export { RetrievalSettings, type RetrievalSettingsShape } from "./settings.ts"
 
-export interface RetrievalShape {
-  readonly view: (agentId: string) => AgentView | undefined
-  /** The views of the partitions this replica owns. */
-  readonly views: PartitionedViews
+/** What it shows of its partitions (inspection.ts), and its background work. */
+export interface RetrievalShape extends PartitionedServiceInspection {
   /** Working entries whose vectors the background lane is making now (after a burst, a restart, a takeover). */
   readonly embeddingInBackground: () => number
 }
@@ -115,8 +113,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
     yield* serveOperation("warmUp", warmUp, owner)
 
     return {
-      view: (agentId) => views.get(agentId),
-      views,
+      ...inspectionOf(views),
       embeddingInBackground: () => indexes.workingVectors.inBackground(),
     } satisfies RetrievalShape
   })

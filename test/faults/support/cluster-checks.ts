@@ -33,13 +33,13 @@ export const expectViewsEqualRebuild = async (
   // Leases that lapsed during the elections are the replicas' again: they answer for every agent.
   await eventually(
     "the working and gateway replicas to answer for every agent",
-    async () => agents.every((id) => working.views.owns(id) && gateway.views.owns(id)) || undefined,
+    async () => agents.every((id) => working.owns(id) && gateway.owns(id)) || undefined,
     60_000,
     100,
   )
   const rebuilt = rebuildViews(log, lastSeq)
   for (const id of agents) {
-    expect(snapshotOf(working.views.get(id)), `working ${id}`).toEqual(snapshotOf(rebuilt.get(id)))
-    expect(snapshotOf(gateway.views.get(id)), `gateway ${id}`).toEqual(snapshotOf(rebuilt.get(id)))
+    expect(snapshotOf(working.view(id)), `working ${id}`).toEqual(snapshotOf(rebuilt.get(id)))
+    expect(snapshotOf(gateway.view(id)), `gateway ${id}`).toEqual(snapshotOf(rebuilt.get(id)))
   }
 }
