@@ -61,10 +61,16 @@ export const matchesFilter = (
 
 /**
  * What a long-term store still keeps below its API once a forget has deleted its records, by the prefix
- * of its projection's name (`longterm-<store name>`); a store not named here keeps nothing (the embedded
- * stores overwrite the bytes). SECURITY.md says why.
+ * of its projection's name (`longterm-<store name>`), the first that matches; a store not named here keeps
+ * nothing (the embedded stores overwrite the bytes). SECURITY.md says why.
  */
 export const RETAINED_AFTER_DELETE: ReadonlyArray<{ readonly projectionPrefix: string; readonly keeps: string }> = [
+  {
+    // A collection per agent (WM_QDRANT_COLLECTIONS=per-agent).
+    projectionPrefix: "longterm-qdrant-agents-",
+    keeps:
+      "Qdrant deletes softly: an entry's deleted points keep their payloads and vectors in the agent's collection's segment files until the vacuum optimizer rewrites their segment, and in its write-ahead log until about 1–2 MB of the agent's later writes; an agent's forget deletes its collections, whose directories Qdrant unlinks without overwriting",
+  },
   {
     projectionPrefix: "longterm-qdrant-",
     keeps:

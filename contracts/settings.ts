@@ -79,6 +79,9 @@ const checkedInteger = (
     Config.withDefault(fallback),
   ),
 })
+/** How Qdrant's collections divide the agents (WM_QDRANT_COLLECTIONS). */
+export const QDRANT_COLLECTION_LAYOUTS = ["shared", "per-agent"] as const
+export type QdrantCollectionLayout = (typeof QDRANT_COLLECTION_LAYOUTS)[number]
 /** How far behind the log a background projection may be before new entries wait (WM_MAX_PROJECTION_LAG). */
 export const DEFAULT_MAX_PROJECTION_LAG = 10_000
 /** The lease and snapshot defaults, which a partitioned service's test settings start from too. */
@@ -255,6 +258,16 @@ export const settings = {
     "string",
     "`wm_longterm_`",
   ),
+  WM_QDRANT_COLLECTIONS: {
+    name: "WM_QDRANT_COLLECTIONS",
+    type: "string",
+    default: "`shared`",
+    meaning:
+      "how Qdrant's collections divide the agents: `shared`, one collection per embedding model for every agent (`agentId` its tenant field); `per-agent`, one per agent and model, which the agent's forget deletes with its files ([SECURITY.md](../SECURITY.md#long-term-store-qdrant-for-tenants))",
+    config: Config.Literals(QDRANT_COLLECTION_LAYOUTS, "WM_QDRANT_COLLECTIONS").pipe(
+      Config.withDefault("shared" as const),
+    ),
+  } satisfies Setting<QdrantCollectionLayout>,
   WM_LONGTERM_DIR: optionalText(
     "WM_LONGTERM_DIR",
     "keep the embedded long-term store on disk there (`longterm.sqlite`), resumed from its checkpoint",

@@ -71,4 +71,10 @@ it("names what a Qdrant store still keeps below its API once it confirmed the fo
   expect(retained).toHaveLength(1)
   expect(retained[0]).toMatch(/^longterm-qdrant-1a2b3c4d: Qdrant deletes softly: .*segment.*write-ahead log/)
   expect(retainedBelowApi(["longterm-durable", "longterm-embedded"])).toEqual([])
+  // A collection per agent: an entry's points are deleted softly, an agent's collections deleted.
+  const perAgent = retainedBelowApi(["longterm-qdrant-agents-1a2b3c4d.p3"])
+  expect(perAgent).toHaveLength(1)
+  expect(perAgent[0]).toMatch(
+    /^longterm-qdrant-agents-1a2b3c4d: Qdrant deletes softly: an entry's .*segment.*write-ahead log.*; an agent's forget deletes its collections/,
+  )
 })

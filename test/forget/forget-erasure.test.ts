@@ -159,7 +159,7 @@ const storedRecords = async (agentId: string, entryIds: ReadonlyArray<string>) =
  */
 const expectRetainedAsTheStoreKeeps = (report: ForgetReport) =>
   expect(report.retained).toEqual(
-    qdrantConfig() === null ? [] : [expect.stringMatching(/^longterm-qdrant-\w+: Qdrant deletes softly/)],
+    qdrantConfig() === null ? [] : [expect.stringMatching(/^longterm-qdrant-(agents-)?\w+: Qdrant deletes softly/)],
   )
 
 /** The projections whose dead letters hold `needle`, one subject per letter; read by sequence, so it never waits on a letter erased meanwhile. */

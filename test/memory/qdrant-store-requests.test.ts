@@ -24,7 +24,10 @@ import {
   qdrantStoreFromEnv,
 } from "../../services/memory/longterm/qdrant-config.ts"
 import {
+  agentCollectionName,
+  agentOfCollection,
   clientAddress,
+  collectionBody,
   collectionName,
   makeQdrantStore,
   pointId,
@@ -796,6 +799,210 @@ describe("Qdrant store: failures and retries", () => {
   })
 })
 
+describe("Qdrant store: a collection per agent", () => {
+  const P = "wm_longterm_"
+  const A8 = agentCollectionName(P, M8, "alice")
+  const A3 = agentCollectionName(P, M3, "alice")
+  const B8 = agentCollectionName(P, M8, "bob")
+  const perAgent = (config: Partial<QdrantStoreConfig> = {}) => store({ collections: "per-agent", ...config })
+  const collectionsAsked = () =>
+    new Set(fake.requests.map((r) => r.path.split("/")[2]).filter((name): name is string => name !== undefined))
+
+  it("names an agent's collection by the model's name, the agent id and a tag, within Qdrant's limits, and reads the agent back from the name alone", () => {
+    expect(A8).toMatch(/^wm_longterm_test_model_8d_[0-9a-f]{8}_alice_[0-9a-f]{16}$/)
+    expect(A8.startsWith(`${C8}_alice_`)).toBe(true)
+    // the longest: a prefix of 64, a model slug cut to 48, an agent id of 64
+    const longest = agentCollectionName("p".repeat(64), "m".repeat(300), "a".repeat(64))
+    expect(longest).toHaveLength(203)
+    expect(longest).toMatch(/^[A-Za-z0-9_-]+$/)
+    for (const agentId of ["alice", "a", "x_y", "x__y", "_a_", "-", "Bob", "A".repeat(64)])
+      expect(agentOfCollection(P, agentCollectionName(P, M8, agentId))).toBe(agentId)
+    // agents whose ids differ in case only get names that differ in more than case
+    expect(agentCollectionName(P, M8, "Bob").toLowerCase()).not.toBe(agentCollectionName(P, M8, "bob").toLowerCase())
+    // an agent id ending in another's is not that other's
+    expect(agentOfCollection(P, agentCollectionName(P, M8, "x_alice"))).toBe("x_alice")
+    // the shared layout's collection, another prefix's that starts with this one, anything else: no agent
+    expect(agentOfCollection(P, C8)).toBeNull()
+    expect(agentOfCollection(P, agentCollectionName("wm_longterm_x_", M8, "alice"))).toBeNull()
+    expect(agentOfCollection("other_", A8)).toBeNull()
+    expect(agentOfCollection(P, `${A8.slice(0, -1)}${A8.endsWith("0") ? "1" : "0"}`)).toBeNull() // a tag changed
+  })
+
+  it("creates each agent's collection of each model on its first write, laid out as the shared one, and writes only that agent's points there", async () => {
+    const s = perAgent()
+    await run(s.upsert([rec("alice", "e1"), rec("bob", "e1"), rec("alice", "e2", { model: M3 })]))
+    for (const [name, dims] of [
+      [A8, 8],
+      [B8, 8],
+      [A3, 3],
+    ] as const) {
+      const [create] = fake.to("PUT", `/collections/${name}`)
+      expect(create!.body).toEqual(collectionBody(dims))
+      expect(fake.to("PUT", `/collections/${name}/index`).map((r) => field(r.body, "field_name"))).toEqual([
+        "agentId",
+        "origin",
+        "tags",
+        "correlationId",
+        "timestamp",
+      ])
+    }
+    const pointsIn = (name: string) =>
+      fake
+        .to("PUT", `/collections/${name}/points`)
+        .flatMap((r) => (field(r.body, "points") as Array<{ id: string }>).map((p) => p.id))
+    expect(pointsIn(A8)).toEqual([pointId("alice", "e1")])
+    expect(pointsIn(B8)).toEqual([pointId("bob", "e1")])
+    expect(pointsIn(A3)).toEqual([pointId("alice", "e2")])
+    expect(fake.collections.has(C8)).toBe(false)
+
+    // an id that cannot name a collection is refused, not sent
+    fake.clear()
+    const error = await failure(s.upsert([rec("a.b", "e1")]))
+    expect(error.refused).toBe(true)
+    expect(fake.requests).toEqual([])
+  })
+
+  it("an agent's forget deletes each of its collections, listed anew, and no point", async () => {
+    const s = perAgent()
+    await run(s.upsert([rec("alice", "e1"), rec("alice", "e2", { model: M3 }), rec("bob", "e1")]))
+    await run(s.list({ agentId: "alice" })) // the list of collections is now cached
+    const another = agentCollectionName(P, "test/model-other", "alice") // created by another replica since
+    fake.collections.set(another, { size: 8, indexes: new Set() })
+    fake.clear()
+
+    await run(s.removeAgent!("alice"))
+    expect(fake.to("GET", "/collections")).toHaveLength(1)
+    expect(
+      fake.requests
+        .filter((r) => r.method === "DELETE")
+        .map((r) => r.path)
+        .sort(),
+    ).toEqual([A8, A3, another].map((name) => `/collections/${name}`).sort())
+    expect(fake.requests.filter((r) => r.path.endsWith("/points/delete"))).toEqual([])
+    expect(fake.requests.some((r) => r.path.startsWith(`/collections/${B8}`))).toBe(false)
+    expect([...fake.collections.keys()]).toEqual([B8])
+
+    // written again (registered again after the forget): its collection is created again
+    fake.clear()
+    await run(s.upsert([rec("alice", "e3")]))
+    expect(fake.to("PUT", `/collections/${A8}`)).toHaveLength(1)
+    expect(fake.to("PUT", `/collections/${A8}/points`)).toHaveLength(1)
+  })
+
+  it("an entry's forget deletes its points from each of the agent's collections, listed anew, and from no other", async () => {
+    const s = perAgent()
+    await run(s.upsert([rec("alice", "e1"), rec("alice", "e2", { model: M3 }), rec("bob", "e1")]))
+    fake.clear()
+    await run(s.remove("alice", ["e1"]))
+    expect(fake.to("GET", "/collections")).toHaveLength(1)
+    for (const name of [A8, A3]) {
+      const [del] = fake.to("POST", `/collections/${name}/points/delete`)
+      expect(del!.query.get("wait")).toBe("true")
+      expect(del!.body).toEqual({ points: [pointId("alice", "e1")] })
+    }
+    expect(fake.requests.filter((r) => r.method === "DELETE")).toEqual([])
+    expect([...collectionsAsked()].sort()).toEqual([A8, A3].sort())
+  })
+
+  it("searches, gets, lists and finds the models of an agent in its own collections, never another agent's", async () => {
+    const s = perAgent()
+    await run(
+      s.upsert([
+        rec("alice", "e1"),
+        rec("alice", "e2", { model: M3 }),
+        rec("bob", "e1"),
+        rec("bob", "e2", { model: M3 }),
+      ]),
+    )
+    // one point in alice's collection of M8 and none in that of M3, for models; retrieval finds nothing
+    fake.on(
+      (r) => isScroll(A8)(r) && isSample(r),
+      () => ok({ points: [{ id: pointId("alice", "e1"), payload: { model: M8 } }], next_page_offset: null }),
+    )
+    fake.on(
+      (r) => r.method === "POST" && r.path.endsWith("/points"),
+      () => ok([]),
+    )
+    fake.clear()
+    await run(s.searchDense("alice", M8, vector8(1), 5))
+    await run(s.searchDense("alice", M3, Float32Array.from([1, 0, 0]), 5, { tags: ["t"] }))
+    await run(s.get("alice", ["e1", "e2"]))
+    await run(s.list({ agentId: "alice" }))
+    await run(s.list({ agentId: "alice", correlationId: "thread-1" }))
+    expect(await run(s.models("alice"))).toEqual([M8])
+
+    expect([...collectionsAsked()].sort()).toEqual([A8, A3].sort())
+    expect(fake.to("POST", `/collections/${A8}/points/query`)).toHaveLength(1)
+    expect(fake.to("POST", `/collections/${A3}/points/query`)).toHaveLength(1)
+    for (const name of [A8, A3]) {
+      expect(fake.to("POST", `/collections/${name}/points`).map((r) => field(r.body, "ids"))).toEqual([
+        [pointId("alice", "e1"), pointId("alice", "e2")],
+      ])
+      expect(fake.to("POST", `/collections/${name}/points/scroll`).length).toBeGreaterThanOrEqual(2)
+    }
+    // the agent's filter stays on every read, besides the collection
+    for (const r of fake.requests.filter((q) => q.path.endsWith("/query") || q.path.endsWith("/scroll")))
+      expect(field(field(r.body, "filter"), "must")).toContainEqual({ key: "agentId", match: { value: "alice" } })
+  })
+
+  it("lists a thread across agents from every agent's collection of the prefix, and from no other prefix's", async () => {
+    const s = perAgent()
+    await run(s.upsert([rec("alice", "e1"), rec("alice", "e2", { model: M3 }), rec("bob", "e1")]))
+    const carol = agentCollectionName(P, M8, "carol") // created by another replica
+    const nested = agentCollectionName("wm_longterm_x_", M8, "alice") // another prefix that starts with this one
+    for (const name of [carol, nested, C8]) fake.collections.set(name, { size: 8, indexes: new Set() })
+    fake.on(isScroll(carol), () =>
+      ok({ points: [{ id: pointId("carol", "c1"), payload: payload("carol", "c1") }], next_page_offset: null }),
+    )
+    fake.clear()
+    const listed = await run(perAgent().list({ correlationId: "thread-1" }))
+    expect(listed.map((p) => [p.agentId, p.entryId])).toEqual([["carol", "c1"]])
+    // (the shared layout's candidates are sampled for their model, and read from no further)
+    const pages = fake.requests.filter((r) => r.path.endsWith("/points/scroll") && !isSample(r))
+    expect(pages.map((r) => r.path.split("/")[2]).sort()).toEqual([A8, A3, B8, carol].sort())
+    for (const r of pages)
+      expect(r.body).toMatchObject({ filter: { must: [{ key: "correlationId", match: { value: "thread-1" } }] } })
+  })
+
+  it("erases from the other layout's collections of the prefix too (a deployment that changed layout)", async () => {
+    // Shared collections left from before: an agent's forget deletes its points there by filter, an entry's by id.
+    await run(store().upsert([rec("alice", "e1"), rec("bob", "e1")]))
+    const s = perAgent()
+    await run(s.upsert([rec("alice", "e1")]))
+    fake.on(isSample, () => ok({ points: [{ id: 1, payload: { model: M8 } }], next_page_offset: null }))
+    fake.clear()
+    await run(s.remove("alice", ["e1"]))
+    for (const name of [C8, A8])
+      expect(fake.to("POST", `/collections/${name}/points/delete`).map((r) => r.body)).toEqual([
+        { points: [pointId("alice", "e1")] },
+      ])
+    fake.clear()
+    await run(s.removeAgent!("alice"))
+    expect(fake.to("POST", `/collections/${C8}/points/delete`).map((r) => r.body)).toEqual([
+      { filter: { must: [{ key: "agentId", match: { value: "alice" } }] } },
+    ])
+    expect(fake.to("DELETE", `/collections/${A8}`)).toHaveLength(1)
+
+    // And the other way round: the shared layout drops an agent's own collection left from the per-agent one.
+    await run(perAgent().upsert([rec("bob", "e2")]))
+    fake.clear()
+    await run(store().removeAgent!("bob"))
+    expect(fake.to("DELETE", `/collections/${B8}`)).toHaveLength(1)
+    expect(fake.to("POST", `/collections/${C8}/points/delete`)).toHaveLength(1)
+    // reads stay in their own layout
+    fake.clear()
+    await run(store().list({ agentId: "bob" }))
+    expect(fake.requests.some((r) => r.path.startsWith(`/collections/${B8}`))).toBe(false)
+  })
+
+  it("names its checkpoint apart from the shared layout's, so a change of layout is rebuilt from the log", () => {
+    const shared = makeQdrantStore({ url: fake.url }).name
+    const own = makeQdrantStore({ url: fake.url, collections: "per-agent" }).name
+    expect(shared).toMatch(/^qdrant-[0-9a-f]{8}$/)
+    expect(own).toBe(`qdrant-agents-${shared.slice("qdrant-".length)}`)
+  })
+})
+
 describe("Qdrant store: configuration", () => {
   it("sends the api-key header on every request when configured", async () => {
     vi.spyOn(console, "warn").mockImplementation(() => {}) // the client warns about a key over plain http
@@ -854,7 +1061,14 @@ describe("Qdrant store: configuration", () => {
       url: "http://q:6333",
       apiKey: "k",
       collectionPrefix: "fleet_",
+      collections: "shared",
     })
+    expect(qdrantConfigFromEnv({ QDRANT_URL: "http://q:6333", WM_QDRANT_COLLECTIONS: "per-agent" })).toMatchObject({
+      collections: "per-agent",
+    })
+    expect(() => qdrantConfigFromEnv({ QDRANT_URL: "http://q:6333", WM_QDRANT_COLLECTIONS: "per-tenant" })).toThrow(
+      /WM_QDRANT_COLLECTIONS/,
+    )
 
     vi.spyOn(console, "warn").mockImplementation(() => {})
     const env = { QDRANT_URL: fake.url, QDRANT_API_KEY: "env-key", WM_QDRANT_COLLECTION_PREFIX: "fleet_" }

@@ -3,8 +3,9 @@
  *
  * - `QDRANT_URL` set: the Qdrant store (durable — the projection resumes
  *   from its checkpoint), with `QDRANT_API_KEY` sent as the `api-key`
- *   header when set and `WM_QDRANT_COLLECTION_PREFIX` naming the
- *   collections (default `wm_longterm_`).
+ *   header when set, `WM_QDRANT_COLLECTION_PREFIX` naming the
+ *   collections (default `wm_longterm_`) and `WM_QDRANT_COLLECTIONS`
+ *   dividing them: `shared` (one per model, the default) or `per-agent`.
  * - Otherwise, with `WM_LONGTERM_DIR` set, the durable embedded store in
  *   that directory (it resumes from its own checkpoint; `npm start` sets it
  *   under its data directory).
@@ -27,14 +28,16 @@ export const qdrantConfig: Config.Config<QdrantStoreConfig | null> = Config.all(
   url: settings.QDRANT_URL.config,
   apiKey: settings.QDRANT_API_KEY.config,
   collectionPrefix: settings.WM_QDRANT_COLLECTION_PREFIX.config,
+  collections: settings.WM_QDRANT_COLLECTIONS.config,
 }).pipe(
-  Config.map(({ url, apiKey, collectionPrefix }) =>
+  Config.map(({ url, apiKey, collectionPrefix, collections }) =>
     Option.isNone(url)
       ? null
       : {
           url: url.value,
           apiKey: Option.getOrUndefined(apiKey),
           collectionPrefix: Option.getOrUndefined(collectionPrefix),
+          collections,
         },
   ),
 )

@@ -2,7 +2,7 @@
  * The Qdrant long-term store: the durable adapter of `LongTermStore`, over
  * the official REST client.
  *
- * Layout — payload partitioning, not a collection per agent:
+ * Layout — `shared` (the default): payload partitioning, not a collection per agent:
  *
  * - One collection per embedding model (the vectors of one model share one
  *   dimension), named `<prefix><model slug>_<8 hex of sha1(model)>`, e.g.
@@ -22,9 +22,17 @@
  * collections, each with its own segments, WAL, optimiser and index build,
  * and a cold start per new agent. One collection per model is one index
  * build, one set of segments, and tenant-aware storage that keeps per-agent
- * reads local. A collection of its own pays only for a very large tenant
- * (millions of points, its own resources or retention); that is a
- * deployment choice on top of this layout, not its default.
+ * reads local.
+ *
+ * Layout `per-agent` (`WM_QDRANT_COLLECTIONS=per-agent`): a collection per
+ * agent and model, `<the model's collection name>_<agent id>_<16 hex>`
+ * (`agentCollectionName`), created on the agent's first write with the same
+ * vectors, indexes and optimizer settings. A deleted point stays in Qdrant's
+ * files until its segment is vacuumed (SECURITY.md); a deleted collection's
+ * directory, its WAL included, is removed. So the agent's forget deletes its
+ * collections instead of its points, and every read of an agent goes to its
+ * collections alone. An entry's forget still deletes points. The price is a
+ * collection per agent: what the shared layout avoids, above.
  *
  * Collections and indexes are created when a model is first written
  * (created if missing; "already exists" from a concurrent creator is fine).
@@ -34,8 +42,8 @@
  * schedule; anything else is a `LongTermStoreError`.
  *
  * The store is durable: the long-term projection keeps a checkpoint for it
- * (see longterm.ts), keyed by `name`, which names the target (URL and
- * prefix) so a different target never resumes from another's checkpoint.
+ * (see longterm.ts), keyed by `name`, which names the target (URL, prefix
+ * and layout) so a different target never resumes from another's checkpoint.
  */
 import { createHash } from "node:crypto"
 import {
@@ -45,7 +53,9 @@ import {
   type Schemas,
 } from "@qdrant/js-client-rest"
 import { Clock, Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { isSubjectToken } from "../../../contracts/ids.ts"
 import { LongTermPayload, type RecordFilter } from "../../../contracts/longterm.ts"
+import type { QdrantCollectionLayout } from "../../../contracts/settings.ts"
 import { type Hit, type LongTermRecord, LongTermStore, LongTermStoreError, type LongTermStoreShape } from "./store.ts"
 
 export interface QdrantStoreConfig {
@@ -55,6 +65,8 @@ export interface QdrantStoreConfig {
   readonly apiKey?: string | undefined
   /** Prefix of the collection names; default `wm_longterm_`. */
   readonly collectionPrefix?: string | undefined
+  /** One collection per model for every agent (`shared`, the default), or one per agent and model (`per-agent`). */
+  readonly collections?: QdrantCollectionLayout | undefined
   /** Points per upsert request and per scroll page; default 256. */
   readonly batchSize?: number | undefined
   /** Retries of a transient failure; default 6. */
@@ -84,6 +96,48 @@ export const collectionName = (prefix: string, model: string): string => {
       .replace(/^_+|_+$/g, "")
       .slice(0, 48) || "model"
   return `${prefix}${slug}_${createHash("sha1").update(model, "utf8").digest("hex").slice(0, 8)}`
+}
+
+/** 16 hex of sha1(prefix, agent): ties a per-agent collection's name to its prefix and its agent. */
+const agentTag = (prefix: string, agentId: string): string =>
+  createHash("sha1").update(`${prefix}\n${agentId}`, "utf8").digest("hex").slice(0, 16)
+
+/**
+ * The collection holding one agent's records of one embedding model (layout `per-agent`): the model's
+ * collection name, the agent id, and a tag of the prefix and the agent, e.g.
+ * `wm_longterm_text_embedding_3_small_1a2b3c4d_planner_0f1e2d3c4b5a6978`. Agent ids are subject tokens
+ * (1–64 of A-Za-z0-9_-), so the name is at most 64 + 57 + 1 + 64 + 17 = 203 characters of A-Za-z0-9_-:
+ * within Qdrant's collection names (1–255, none of `<>:"/\|?*`). The tag tells agents apart whose names
+ * differ only in case (a file system may not), and makes a name read back decide its agent (`agentOfCollection`).
+ */
+export const agentCollectionName = (prefix: string, model: string, agentId: string): string =>
+  `${collectionName(prefix, model)}_${agentId}_${agentTag(prefix, agentId)}`
+
+/** What `collectionName` puts after the prefix: a lowercase slug, `_`, 8 hex. */
+const MODEL_PART = /^[a-z0-9_]+_[0-9a-f]{8}$/
+const TAG = /^[0-9a-f]{16}$/
+
+/**
+ * The agent whose collection `name` is under `prefix` (layout `per-agent`), or null when it is none. Read
+ * from the name alone, so an emptied collection is still known as the agent's. The tag decides where the
+ * agent id starts (ids may hold `_`), and rules out a collection of a longer prefix that starts with this one.
+ */
+export const agentOfCollection = (prefix: string, name: string): string | null => {
+  if (!name.startsWith(prefix)) return null
+  const rest = name.slice(prefix.length)
+  const tagAt = rest.length - 16
+  if (tagAt < 2 || rest[tagAt - 1] !== "_" || !TAG.test(rest.slice(tagAt))) return null
+  const end = tagAt - 1
+  for (let at = rest.indexOf("_"); at >= 0 && at < end; at = rest.indexOf("_", at + 1)) {
+    const agentId = rest.slice(at + 1, end)
+    if (
+      isSubjectToken(agentId) &&
+      MODEL_PART.test(rest.slice(0, at)) &&
+      agentTag(prefix, agentId) === rest.slice(tagAt)
+    )
+      return agentId
+  }
+  return null
 }
 
 /** RFC 4122 name-based UUID, version 5 (SHA-1). */
@@ -321,9 +375,33 @@ const chunks = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A
 // ---------------------------------------------------------------------------
 // The store
 
+/** A collection of the shared layout: every agent's records of one model. */
 interface Collection {
   readonly name: string
   readonly model: string
+}
+
+/** A collection of the per-agent layout: one agent's records of one model. */
+interface AgentCollection {
+  readonly name: string
+  readonly agentId: string
+}
+
+/**
+ * The collections of this prefix, of both layouts, by name: a deployment that changed its layout still has
+ * the other layout's collections, and an erasure reaches them too.
+ */
+interface Catalog {
+  readonly at: number
+  readonly shared: Map<string, Collection>
+  readonly agents: Map<string, AgentCollection>
+}
+
+interface Ensured {
+  readonly model: string
+  readonly dims: number
+  /** The collection's agent, in the per-agent layout. */
+  readonly agentId?: string
 }
 
 export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape => {
@@ -332,6 +410,7 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
     throw new Error(
       `Qdrant collection prefix ${JSON.stringify(prefix)}: up to 64 characters of A-Z, a-z, 0-9, '_' or '-'`,
     )
+  const perAgent = config.collections === "per-agent"
   const batchSize = Math.max(1, config.batchSize ?? 256)
   const ttl = config.cacheTtlMs ?? 5_000
   const client = new QdrantClient({
@@ -348,6 +427,9 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
   )
   const retries = config.retries ?? 6
   const nameOf = (model: string) => collectionName(prefix, model)
+  /** The collection an agent's records of `model` are written to, in this store's layout. */
+  const targetOf = (agentId: string, model: string) =>
+    perAgent ? agentCollectionName(prefix, model, agentId) : nameOf(model)
 
   /** One request, retried while its failure is transient. */
   const call = <A>(what: string, run: () => Promise<A>): Effect.Effect<A, Failure> =>
@@ -375,22 +457,43 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
     )
 
   // Collections this process created or checked, by name.
-  const ensured = new Map<string, { readonly model: string; readonly dims: number }>()
+  const ensured = new Map<string, Ensured>()
   // Collection name -> model, learned from a stored point (names carry a hash, not the model).
   const modelOf = new Map<string, string>()
-  let catalog: { readonly at: number; readonly collections: ReadonlyArray<Collection> } | null = null
+  // Collection name -> its agent in the per-agent layout, or null: read from the name, which never changes meaning.
+  const agentOfName = new Map<string, string | null>()
+  let catalog: Catalog | null = null
   const modelsCache = new Map<string, { readonly at: number; readonly models: ReadonlyArray<string> }>()
 
-  const ensure = (model: string, dims: number): Effect.Effect<string, Failure> =>
+  const agentOf = (name: string): string | null => {
+    let agentId = agentOfName.get(name)
+    if (agentId === undefined) {
+      agentId = agentOfCollection(prefix, name)
+      agentOfName.set(name, agentId)
+    }
+    return agentId
+  }
+
+  /** A collection this process ensured is listed from then on, though the list was read before it existed. */
+  const addEnsured = (into: Catalog, name: string, { model, agentId }: Ensured) => {
+    if (agentId === undefined) into.shared.set(name, { name, model })
+    else into.agents.set(name, { name, agentId })
+  }
+
+  const ensure = (
+    name: string,
+    model: string,
+    dims: number,
+    agentId: string | undefined,
+  ): Effect.Effect<void, Failure> =>
     Effect.gen(function* () {
-      const name = nameOf(model)
       const known = ensured.get(name)
       if (known !== undefined) {
         if (known.dims !== dims)
           return yield* Effect.fail(
             permanent(`upsert into ${name}`, `model ${model} has ${known.dims} dimensions, got ${dims}`),
           )
-        return name
+        return
       }
       const info = yield* call(`read collection ${name}`, () => client.getCollection(name)).pipe(orIfMissing(null))
       let indexed: ReadonlySet<string>
@@ -417,12 +520,13 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
           client.createPayloadIndex(name, { ...index, wait: true }),
         ).pipe(orIfExists)
       }
-      ensured.set(name, { model, dims })
+      const entry: Ensured = agentId === undefined ? { model, dims } : { model, dims, agentId }
+      ensured.set(name, entry)
       modelOf.set(name, model)
-      return name
+      if (catalog !== null) addEnsured(catalog, name, entry)
     })
 
-  /** After a collection was found dropped: known again only once created or listed anew. */
+  /** After a collection was found dropped, or was dropped here: known again only once created or listed anew. */
   const dropped = (name: string) => {
     ensured.delete(name)
     modelOf.delete(name)
@@ -430,17 +534,23 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
   }
 
   /**
-   * The collections of this prefix and the model each holds; listed at most every `ttl` ms for reads,
-   * and anew (`fresh`) for an erasure, which must reach a collection another replica created a moment ago.
+   * The collections of this prefix, with the model of each shared one and the agent of each per-agent one;
+   * listed at most every `ttl` ms for reads, and anew (`fresh`) for an erasure, which must reach a
+   * collection another replica created a moment ago.
    */
-  const listCollections = (fresh: boolean): Effect.Effect<ReadonlyArray<Collection>, Failure> =>
+  const listCollections = (fresh: boolean): Effect.Effect<Catalog, Failure> =>
     Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
       if (fresh || catalog === null || now - catalog.at >= ttl) {
         const listed = yield* call("list collections", () => client.getCollections())
-        const found: Collection[] = []
+        const found: Catalog = { at: now, shared: new Map(), agents: new Map() }
         for (const { name } of listed.collections) {
           if (!name.startsWith(prefix)) continue
+          const agentId = agentOf(name)
+          if (agentId !== null) {
+            found.agents.set(name, { name, agentId })
+            continue
+          }
           let model = modelOf.get(name)
           if (model === undefined) {
             const sample = yield* call(`sample ${name}`, () =>
@@ -453,15 +563,25 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
               modelOf.set(name, m)
             }
           }
-          if (model !== undefined) found.push({ name, model })
+          if (model !== undefined) found.shared.set(name, { name, model })
         }
-        catalog = { at: now, collections: found }
+        for (const [name, entry] of ensured) addEnsured(found, name, entry)
+        catalog = found
       }
-      const out = [...catalog.collections]
-      for (const [name, { model }] of ensured) if (!out.some((c) => c.name === name)) out.push({ name, model })
-      return out
+      return catalog
     })
   const collections = listCollections(false)
+
+  /** The per-agent collections of one agent. */
+  const collectionsOf = (listed: Catalog, agentId: string): ReadonlyArray<AgentCollection> =>
+    [...listed.agents.values()].filter((c) => c.agentId === agentId)
+  /** Where this store's layout keeps an agent's records (every agent's when `agentId` is undefined). */
+  const holding = (listed: Catalog, agentId: string | undefined): ReadonlyArray<Collection | AgentCollection> =>
+    perAgent
+      ? agentId === undefined
+        ? [...listed.agents.values()]
+        : collectionsOf(listed, agentId)
+      : [...listed.shared.values()]
 
   const scrollAll = (name: string, must: Array<Schemas["Condition"]>) =>
     Effect.gen(function* () {
@@ -492,6 +612,10 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
     for (const agentId of agentIds) modelsCache.delete(agentId)
   }
 
+  const agentFilter = (agentId: string): Schemas["Filter"] => ({
+    must: [{ key: "agentId", match: { value: agentId } }],
+  })
+
   const upsert = (records: ReadonlyArray<LongTermRecord>): Effect.Effect<void, Failure> =>
     Effect.gen(function* () {
       // Last write wins within a batch, as it would across batches.
@@ -501,20 +625,37 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
         latest.delete(id)
         latest.set(id, r)
       }
-      const byModel = new Map<string, Array<Schemas["PointStruct"]>>()
-      const dimsOf = new Map<string, number>()
-      for (const [id, r] of latest) {
-        let points = byModel.get(r.payload.model)
-        if (points === undefined) {
-          points = []
-          byModel.set(r.payload.model, points)
-          dimsOf.set(r.payload.model, r.vector.length)
+      const targets = new Map<string, { readonly name: string; readonly agentId: string }>()
+      const byCollection = new Map<
+        string,
+        {
+          readonly model: string
+          readonly agentId: string
+          readonly dims: number
+          readonly points: Schemas["PointStruct"][]
         }
-        points.push({ id, vector: Array.from(r.vector), payload: { ...r.payload, tags: [...r.payload.tags] } })
+      >()
+      for (const [id, r] of latest) {
+        const { agentId, entryId, model } = r.payload
+        if (perAgent && !isSubjectToken(agentId))
+          return yield* Effect.fail(
+            permanent(
+              `upsert of ${JSON.stringify(agentId)}/${entryId}`,
+              "an agent id names its collection: 1-64 characters of A-Z, a-z, 0-9, '_' or '-'",
+            ),
+          )
+        const name = targetOf(agentId, model)
+        targets.set(id, { name, agentId })
+        let group = byCollection.get(name)
+        if (group === undefined) {
+          group = { model, agentId, dims: r.vector.length, points: [] }
+          byCollection.set(name, group)
+        }
+        group.points.push({ id, vector: Array.from(r.vector), payload: { ...r.payload, tags: [...r.payload.tags] } })
       }
-      for (const [model, points] of byModel) {
+      for (const [name, { model, agentId, dims, points }] of byCollection) {
         const upsertAll = Effect.gen(function* () {
-          const name = yield* ensure(model, dimsOf.get(model)!)
+          yield* ensure(name, model, dims, perAgent ? agentId : undefined)
           for (const batch of chunks(points, batchSize))
             yield* write(`upsert into ${name}`, () => client.upsert(name, { wait: true, points: [...batch] }))
         })
@@ -523,40 +664,51 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
           Effect.catch((f) =>
             isMissingCollection(f)
               ? Effect.andThen(
-                  Effect.sync(() => dropped(nameOf(model))),
+                  Effect.sync(() => dropped(name)),
                   upsertAll,
                 )
               : Effect.fail(f),
           ),
         )
       }
-      // An entry re-embedded with another model leaves no copy under the previous one.
-      for (const other of yield* collections) {
-        const stale = [...latest].filter(([, r]) => nameOf(r.payload.model) !== other.name).map(([id]) => id)
-        if (stale.length === 0) continue
+      // An entry re-embedded with another model leaves no copy under the previous one (in its agent's
+      // collections, per agent).
+      const agents = new Set([...targets.values()].map((t) => t.agentId))
+      const listed = yield* collections
+      for (const other of holding(listed, undefined)) {
+        const owner = "agentId" in other ? other.agentId : undefined
+        if (owner !== undefined && !agents.has(owner)) continue
+        const stale: string[] = []
+        for (const [id, target] of targets)
+          if (target.name !== other.name && (owner === undefined || target.agentId === owner)) stale.push(id)
         for (const ids of chunks(stale, batchSize))
           yield* write(`delete from ${other.name}`, () =>
             client.delete(other.name, { wait: true, points: [...ids] }),
           ).pipe(orIfMissing(null))
       }
-      forget(new Set(records.map((r) => r.payload.agentId)))
+      forget(agents)
     })
 
+  const hash = createHash("sha1")
+    .update(`${new URL(config.url).href}\n${prefix}`)
+    .digest("hex")
+    .slice(0, 8)
   return {
-    name: `qdrant-${createHash("sha1")
-      .update(`${new URL(config.url).href}\n${prefix}`)
-      .digest("hex")
-      .slice(0, 8)}`,
+    // The layout is part of the target: a store changed to the other layout starts from the log, not from
+    // the checkpoint of collections it no longer reads.
+    name: perAgent ? `qdrant-agents-${hash}` : `qdrant-${hash}`,
     shared: true,
 
     upsert: (records) => (records.length === 0 ? Effect.void : upsert(records).pipe(Effect.mapError(toStoreError))),
 
+    // From the agent's collections and every shared one, listed anew, of either layout.
     remove: (agentId, entryIds) =>
       entryIds.length === 0
         ? Effect.void
         : Effect.gen(function* () {
             const ids = entryIds.map((entryId) => pointId(agentId, entryId))
-            for (const { name } of yield* listCollections(true))
+            const listed = yield* listCollections(true)
+            for (const { name } of [...listed.shared.values(), ...collectionsOf(listed, agentId)])
               for (const batch of chunks(ids, batchSize))
                 yield* write(`delete from ${name}`, () => client.delete(name, { wait: true, points: [...batch] })).pipe(
                   orIfMissing(null),
@@ -564,20 +716,28 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
             forget([agentId])
           }).pipe(Effect.mapError(toStoreError)),
 
-    // By filter, in every collection listed anew: whatever the agent has, whichever model wrote it.
+    // Listed anew, whichever model wrote them: the agent's own collections are deleted, its points in a
+    // shared one deleted by a filter on the agent, without listing them first.
     removeAgent: (agentId) =>
       Effect.gen(function* () {
-        for (const { name } of yield* listCollections(true))
+        const listed = yield* listCollections(true)
+        const own = collectionsOf(listed, agentId)
+        for (const { name } of [...listed.shared.values()])
           yield* write(`delete ${agentId}'s points from ${name}`, () =>
-            client.delete(name, { wait: true, filter: { must: [{ key: "agentId", match: { value: agentId } }] } }),
+            client.delete(name, { wait: true, filter: agentFilter(agentId) }),
           ).pipe(orIfMissing(null))
+        for (const { name } of own) {
+          // Qdrant answers once the collection is gone from its catalog; it removes the directory then.
+          yield* call(`delete collection ${name}`, () => client.deleteCollection(name)).pipe(orIfMissing(false))
+          dropped(name)
+        }
         forget([agentId])
       }).pipe(Effect.mapError(toStoreError)),
 
     searchDense: (agentId, model, vector, limit, filter) => {
       const must = filterConditions(agentId, filter)
-      if (must === null || limit <= 0) return Effect.succeed([])
-      const name = nameOf(model)
+      if (must === null || limit <= 0 || (perAgent && !isSubjectToken(agentId))) return Effect.succeed([])
+      const name = targetOf(agentId, model)
       return Effect.gen(function* () {
         const response = yield* call(`query ${name}`, () =>
           client.query(name, {
@@ -596,14 +756,20 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
       }).pipe(Effect.mapError(toStoreError))
     },
 
+    // Without an agent (a thread across agents), every collection of the layout: per agent, each agent's.
     list: (query) => {
       const must = filterConditions(query.agentId, query)
       if (must === null) return Effect.succeed([])
       return Effect.gen(function* () {
-        const out: LongTermPayload[] = []
-        for (const { name } of yield* collections)
-          for (const point of yield* scrollAll(name, must)) out.push(yield* decode(name, point.id, point.payload))
-        return out.sort(byTimeThenEntry)
+        const pages = yield* Effect.forEach(
+          holding(yield* collections, query.agentId),
+          ({ name }) =>
+            Effect.flatMap(scrollAll(name, must), (points) =>
+              Effect.forEach(points, (point) => decode(name, point.id, point.payload)),
+            ),
+          { concurrency: 4 },
+        )
+        return pages.flat().sort(byTimeThenEntry)
       }).pipe(Effect.mapError(toStoreError))
     },
 
@@ -613,7 +779,7 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
         : Effect.gen(function* () {
             const ids = entryIds.map((entryId) => pointId(agentId, entryId))
             const out: LongTermPayload[] = []
-            for (const { name } of yield* collections) {
+            for (const { name } of holding(yield* collections, agentId)) {
               const points = yield* call(`retrieve from ${name}`, () =>
                 client.retrieve(name, { ids, with_payload: true, with_vector: false }),
               ).pipe(orIfMissing([]))
@@ -627,22 +793,44 @@ export const makeQdrantStore = (config: QdrantStoreConfig): LongTermStoreShape =
         const cached = modelsCache.get(agentId)
         const at = yield* Clock.currentTimeMillis
         if (cached !== undefined && at - cached.at < ttl) return cached.models
-        const present = yield* Effect.forEach(
-          yield* collections,
-          ({ name, model }) =>
-            call(`scroll ${name}`, () =>
-              client.scroll(name, {
-                filter: { must: [{ key: "agentId", match: { value: agentId } }] },
-                limit: 1,
-                with_payload: false,
-                with_vector: false,
-              }),
-            ).pipe(
-              orIfMissing(null),
-              Effect.map((page) => (page !== null && page.points.length > 0 ? [model] : [])),
-            ),
-          { concurrency: 4 },
-        )
+        const listed = yield* collections
+        const present = perAgent
+          ? // One point of each of the agent's collections, for its model: a collection holds one model.
+            yield* Effect.forEach(
+              collectionsOf(listed, agentId),
+              ({ name }) =>
+                call(`sample ${name}`, () =>
+                  client.scroll(name, {
+                    filter: agentFilter(agentId),
+                    limit: 1,
+                    with_payload: ["model"],
+                    with_vector: false,
+                  }),
+                ).pipe(
+                  orIfMissing(null),
+                  Effect.map((page) => {
+                    const model = field(page?.points[0]?.payload, "model")
+                    return typeof model === "string" && targetOf(agentId, model) === name ? [model] : []
+                  }),
+                ),
+              { concurrency: 4 },
+            )
+          : yield* Effect.forEach(
+              [...listed.shared.values()],
+              ({ name, model }) =>
+                call(`scroll ${name}`, () =>
+                  client.scroll(name, {
+                    filter: agentFilter(agentId),
+                    limit: 1,
+                    with_payload: false,
+                    with_vector: false,
+                  }),
+                ).pipe(
+                  orIfMissing(null),
+                  Effect.map((page) => (page !== null && page.points.length > 0 ? [model] : [])),
+                ),
+              { concurrency: 4 },
+            )
         const models = present.flat().sort()
         modelsCache.set(agentId, { at, models })
         return models

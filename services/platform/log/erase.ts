@@ -283,9 +283,10 @@ export const confirmations = async (
 /** What the stores behind these projections still keep below their APIs after the forget, one line each. */
 export const retainedBelowApi = (projections: ReadonlyArray<string>): string[] => {
   const lines = new Set<string>()
-  for (const name of projections)
-    for (const { projectionPrefix, keeps } of RETAINED_AFTER_DELETE)
-      if (name.startsWith(projectionPrefix)) lines.add(`${name.replace(/\.p\d+$/, "")}: ${keeps}`)
+  for (const name of projections) {
+    const retained = RETAINED_AFTER_DELETE.find(({ projectionPrefix }) => name.startsWith(projectionPrefix))
+    if (retained !== undefined) lines.add(`${name.replace(/\.p\d+$/, "")}: ${retained.keeps}`)
+  }
   return [...lines]
 }
 
