@@ -395,7 +395,7 @@ const rotateKeysCommand = async (args: string[]): Promise<number> => {
     out(
       values.json
         ? `${JSON.stringify({ kek: keys.store.keks.current.id, ...result })}\n`
-        : `rotated ${result.agents} agent key(s) under key-encryption key '${keys.store.keks.current.id}', re-wrapped ${result.entryKeys} entry key(s), erased ${result.erased} old revision(s)\n`,
+        : `rotated ${result.agents} agent key(s) under key-encryption key '${keys.store.keks.current.id}', re-wrapped ${result.entryKeys} entry key(s) and ${result.snapshotKeys} snapshot key(s), erased ${result.erased} old revision(s)\n`,
     )
     return 0
   })

@@ -7,8 +7,9 @@
  * reply leaves). Every field of a `done` record follows from the stored
  * event and the view it was decided on, so the ledger is a projection of
  * the log; it holds no entry content (a build's text is rendered again from
- * what working holds, never stored).
+ * what working holds, never stored; a request's body is kept as its digest).
  */
+import { createHash } from "node:crypto"
 import { HashMap, Option } from "effect"
 import type { WorkingEntry } from "../contracts/entry.ts"
 import type { EventOf, MemoryEvent } from "../contracts/events.ts"
@@ -21,7 +22,7 @@ import { dayOf, renderBlock, renderDateLine } from "./render.ts"
 export interface PendingRequest {
   readonly state: "pending"
   readonly operation: string
-  /** Canonical form of the request body (without its request id): a retry must repeat it. */
+  /** Digest of the request body's canonical form (without its request id): a retry must repeat it. */
   readonly body: string
   readonly eventId: string
   /** Where the event goes, and the view's position when the request was reserved: where to look for it. */
@@ -61,11 +62,21 @@ export const canonicalJson = (value: unknown): string => {
   return JSON.stringify(value)
 }
 
-/** The part of a request that must be the same in a retry: everything but the request id and the read position. */
-export const requestBody = (request: object): string => {
+const canonicalBody = (request: object): string => {
   const { requestId: _requestId, afterSeq: _afterSeq, ...rest } = request as { requestId?: unknown; afterSeq?: unknown }
   return canonicalJson(rest)
 }
+
+/**
+ * What the ledger keeps of the part of a request that must be the same in a retry (everything but the
+ * request id and the read position): a digest, so no entry content is stored beside the sealed log.
+ */
+export const requestBody = (request: object): string =>
+  `sha256:${createHash("sha256").update(canonicalBody(request)).digest("base64url")}`
+
+/** Whether a stored body is this request's: its digest, or its canonical form as versions before stored it. */
+export const sameRequestBody = (stored: string, request: object): boolean =>
+  stored === requestBody(request) || (!stored.startsWith("sha256:") && stored === canonicalBody(request))
 
 /** What the ledger keeps of a context build's reply: everything but the text. */
 export type StoredContext = Omit<BuiltContext, "text"> & { readonly seq: number }

@@ -332,8 +332,8 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
         // heartbeats, and the snapshots of the partitions it owns.
         // The content keys: a recorded entry's key is made as it is appended.
         buckets: [REQUEST_BUCKET, LEASE_BUCKET, SNAPSHOT_BUCKET, KEY_BUCKET],
-        // A rewritten snapshot erases the one it replaces in place (a forget leaves no copy).
-        erases: [kvStream(SNAPSHOT_BUCKET)],
+        // A rewritten snapshot erases the one it replaces in place, and its key (a forget leaves no copy).
+        erases: [kvStream(SNAPSHOT_BUCKET), kvStream(KEY_BUCKET)],
         requests: [apiOf("query"), apiOf("getRaw")],
       }
     case "working":
@@ -341,10 +341,10 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
       return {
         ...base(name),
         appends: [ALL_STEPS],
-        // Its partition leases and heartbeats, and the snapshots of the partitions it owns.
-        buckets: [REQUEST_BUCKET, LEASE_BUCKET, SNAPSHOT_BUCKET],
-        // A rewritten snapshot erases the one it replaces in place (a forget leaves no copy).
-        erases: [kvStream(SNAPSHOT_BUCKET)],
+        // Its partition leases and heartbeats, the snapshots of the partitions it owns and their keys.
+        buckets: [REQUEST_BUCKET, LEASE_BUCKET, SNAPSHOT_BUCKET, KEY_BUCKET],
+        // A rewritten snapshot erases the one it replaces in place, and its key (a forget leaves no copy).
+        erases: [kvStream(SNAPSHOT_BUCKET), kvStream(KEY_BUCKET)],
         requests: [apiOf("recall")],
       }
     case "fade":
@@ -357,8 +357,8 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
         // Its partition leases and heartbeats, the snapshots of the partitions it owns (views and raw texts), and
         // the content keys (an entry recorded before content was sealed gets its key at its first rung change).
         buckets: [LEASE_BUCKET, SNAPSHOT_BUCKET, KEY_BUCKET],
-        // A rewritten snapshot erases the one it replaces in place (a forget leaves no copy).
-        erases: [kvStream(SNAPSHOT_BUCKET)],
+        // A rewritten snapshot erases the one it replaces in place, and its key (a forget leaves no copy).
+        erases: [kvStream(SNAPSHOT_BUCKET), kvStream(KEY_BUCKET)],
       }
     case "long-term":
       // Its checkpoints (per partition, for a durable store) and the partition leases of the memory service.
@@ -385,8 +385,8 @@ export const defaultServiceSpec = (name: ServiceName): ServiceSpec => {
         ...base(name),
         appends: [ALL_ENTRIES, ALL_STEPS],
         buckets: [CHECKPOINT_BUCKET, REQUEST_BUCKET, LEASE_BUCKET, SNAPSHOT_BUCKET, KEY_BUCKET],
-        // A rewritten snapshot erases the one it replaces in place (a forget leaves no copy).
-        erases: [kvStream(SNAPSHOT_BUCKET)],
+        // A rewritten snapshot erases the one it replaces in place, and its key (a forget leaves no copy).
+        erases: [kvStream(SNAPSHOT_BUCKET), kvStream(KEY_BUCKET)],
         peers: [`${MEMORY_PEERS_ROOT}.>`],
       }
     case "memory":

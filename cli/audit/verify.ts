@@ -38,6 +38,7 @@ import { indexEvent, memoryIndexState } from "../../services/memory/retrieval/in
 import { LexicalIndex } from "../../services/memory/retrieval/lexical-index.ts"
 import { WorkingTexts } from "../../services/memory/retrieval/working-texts.ts"
 import { callOperation, type NoAnswer } from "../../services/platform/api/call.ts"
+import { makeSnapshotKeys } from "../../services/platform/keys/snapshot-keys.ts"
 import type { KeptState } from "../../services/platform/partitions/partitioned-views.ts"
 import { makeSnapshotStore, type ReadSnapshot } from "../../services/platform/partitions/snapshots.ts"
 import { readRecorded } from "../../services/platform/substrate-reader.ts"
@@ -346,6 +347,7 @@ const snapshotsCheck = (service: string, rebuild?: () => KeptRebuild): VerifyChe
       streamCreated,
       chunkBytes: 1,
       erase: async () => undefined,
+      keys: makeSnapshotKeys((await contentKeysOf(nc)).store, jsm),
       ...(fromSnapshots === undefined ? {} : { state: fromSnapshots.kept }),
     })
     const snapshots = new Map<number, ReadSnapshot>()

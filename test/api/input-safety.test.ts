@@ -246,6 +246,21 @@ describe.runIf(byteLimitsHold)("a full event stream", () => {
           short = error
         })
 
+    // A short entry is stored sealed, larger than a registration or a budget change: those take what is left.
+    const fillUntilRefused = async (write: (i: number) => Promise<unknown>) => {
+      for (let i = 0; i < 200; i++) {
+        const refused = await write(i).then(
+          () => null,
+          (error: unknown) => error,
+        )
+        if (refused !== null) return expect(refused).toBeInstanceOf(StorageFull)
+      }
+      throw new Error("the stream never filled")
+    }
+    await fillUntilRefused((i) => system.client.agent(`squeezed-${i}`).register({ role: "main" }))
+    let budget = 1_000
+    await fillUntilRefused((i) => first.retuneBudget(1_001 - (i % 2)).then(() => (budget = 1_001 - (i % 2))))
+
     // Nothing of the refused write is in the log, and nothing old was dropped to make room.
     const full = await streamState()
     expect(full.first).toBe(1)
@@ -260,7 +275,7 @@ describe.runIf(byteLimitsHold)("a full event stream", () => {
 
     // Restarted on the full log, every agent is still registered with its budget, and reads answer.
     await system.restartServices()
-    expect((await first.view()).budget).toBe(1_000)
+    expect((await first.view()).budget).toBe(budget)
     expect((await filler.view()).entries).toHaveLength(stored)
     await expect(system.client.agent("latecomer").view()).rejects.toMatchObject({ _tag: "AgentNotFound" })
 

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { apiJsonSchema } from "../../contracts/json-schema.ts"
 import { runDemo } from "../../examples/demo.ts"
 import { readOwnEvents } from "../../sdk/own-events.ts"
+import { lastSeq } from "../support/log.ts"
 import { startTestSystem, type TestSystem } from "../support/system.ts"
 
 const REPO = fileURLToPath(new URL("../..", import.meta.url))
@@ -174,7 +175,10 @@ describe("the MCP server over stdio", () => {
   it("registers a new agent named without a role as main on first use, and leaves a known agent's role", async () => {
     const client = await overStdio("--agent", "first-use")
     value(await call(client, "remember", { origin: "USER", content: "Remember the blue folder." }))
-    const view = await system.client.agent("first-use").view()
+    // Written by another process: read at the log's end, as a reader that knows of the write does.
+    const firstUse = system.client.agent("first-use")
+    firstUse.lastSeq = await lastSeq(system.server.url)
+    const view = await firstUse.view()
     expect(view.agent.role).toBe("main")
     expect(view.entries.map((e) => e.content)).toEqual(["Remember the blue folder."])
 
@@ -223,7 +227,9 @@ describe("the MCP server over streamable HTTP", () => {
       const { entryId } = value<{ entryId: string }>(
         await call(client, "remember", { origin: "USER", content: "Ping me on Slack, not by email." }),
       )
-      const view = await system.client.agent("web-agent").view()
+      const webAgent = system.client.agent("web-agent")
+      webAgent.lastSeq = await lastSeq(system.server.url)
+      const view = await webAgent.view()
       expect(view.entries.map((e) => e.id)).toEqual([entryId])
       await client.close()
     } finally {

@@ -152,6 +152,11 @@ for (const makeTarget of targets) {
     const stats = newStats()
     let acked = 0
     const demotedSoFar = async () => (await readRecords(url)).filter((r) => r.event?._tag === "EntryDemoted").length
+    // The last two thirds of the records wait for the kill, so it falls mid-stream however fast the first third goes.
+    let released: () => void = () => undefined
+    const killedMidStream = new Promise<void>((resolve) => {
+      released = resolve
+    })
     const fault = (async () => {
       while (acked < RECORDS / 3) await sleep(10)
       await eventually(
@@ -164,12 +169,14 @@ for (const makeTarget of targets) {
       const demotedBeforeKill = await demotedSoFar()
       await memory!.kill()
       memory = startMemory()
+      released()
       return { killedAtSeq, demotedBeforeKill, ackedAtKill: acked }
     })()
     await pool(
       Array.from({ length: RECORDS }, (_, i) => i),
       IN_FLIGHT,
       async (i) => {
+        if (i >= RECORDS / 3) await killedMidStream
         const agentId = AGENTS[i % AGENTS.length]!
         const r = await callUntilAnswered(
           client!,

@@ -20,7 +20,7 @@ import { type AgentView, evolve } from "../../domain/agent-view.ts"
 import { decideForget } from "../../domain/forget.ts"
 import { systemLayer } from "../../services/system.ts"
 import { eventually } from "../support/eventually.ts"
-import { appendEvents, publishRaw, readLog, sealedContentOf } from "../support/log.ts"
+import { appendEvents, openedSnapshotBody, publishRaw, readLog, sealedContentOf } from "../support/log.ts"
 import { filesHolding } from "../support/store-files.ts"
 import { settingsFor, startServices, startTestSystem, type TestSystem } from "../support/system.ts"
 
@@ -68,15 +68,21 @@ it("a forget the services could not confirm is finished by the eraser when they 
   expect(report).toMatchObject({ complete: false, recorded: true })
   // The partition's snapshots, written when the services stopped, are what it waits for.
   expect(report.pending).toContain(`snapshot working.${partitionOf("interrupted")}`)
-  // The intent is on record, and the log is already erased; the snapshots still hold the text.
+  // The intent is on record, and the log is already erased; the snapshots still hold the text (sealed).
   expect((await readLog(system.server.url, entrySubject("interrupted", entryId))).map((s) => s.event._tag)).toEqual([
     "EntryForgotten",
   ])
-  expect(filesHolding(store, SECRET).length).toBeGreaterThan(0)
+  const pendingSnapshot = await openedSnapshotBody(system.server.url, "working", partitionOf("interrupted"))
+  expect(pendingSnapshot?.body).toContain(SECRET)
 
   system.services = await startServices(systemLayer(settingsFor(system.server.url)))
-  await eventually("the eraser to finish the forget", () => filesHolding(store, SECRET).length === 0)
-  expect(filesHolding(store, sealed)).toEqual([])
+  await eventually(
+    "the eraser to finish the forget",
+    async () =>
+      filesHolding(store, sealed).length === 0 &&
+      (await openedSnapshotBody(system.server.url, "working", partitionOf("interrupted")))?.id !== pendingSnapshot?.id,
+  )
+  expect(filesHolding(store, SECRET)).toEqual([])
   agent.lastSeq = report.tombstoneSeq
   await expect(agent.raw(entryId)).rejects.toMatchObject({ _tag: "UnknownEntries" })
 
@@ -133,8 +139,11 @@ it("a tombstone stored with nothing erased yet (the command stopped right after 
   expect(filesHolding(store, sealedSecond).length).toBeGreaterThan(0)
 
   system.services = await startServices(systemLayer(settingsFor(system.server.url)))
-  await eventually("the eraser to finish the forget", () => filesHolding(store, sealedSecond).length === 0)
-  expect(filesHolding(store, SECOND)).toEqual([])
+  // Its sealed record, and the dead letters of the poison record carrying the text in clear, all erased.
+  await eventually(
+    "the eraser to finish the forget",
+    () => filesHolding(store, sealedSecond).length === 0 && filesHolding(store, SECOND).length === 0,
+  )
   expect((await readLog(system.server.url, agentEvents("stopped-short"))).map((s) => s.event._tag)).toEqual([
     "AgentForgotten",
   ])

@@ -14,6 +14,8 @@ import { SNAPSHOT_BUCKET, snapshotChunkKey } from "../../contracts/buckets.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { type AgentView, evolve } from "../../domain/agent-view.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
+import { openContentKeys } from "../../services/platform/keys/content-keys.ts"
+import { makeSnapshotKeys } from "../../services/platform/keys/snapshot-keys.ts"
 import { PartitionViewMap } from "../../services/platform/partitions/partition-view-map.ts"
 import {
   makeSnapshotStore,
@@ -65,6 +67,7 @@ beforeAll(async () => {
     erase: async (seq) => {
       await jsm.streams.deleteMessage(`KV_${SNAPSHOT_BUCKET}`, seq, true).catch(() => undefined)
     },
+    keys: makeSnapshotKeys((await openContentKeys(nc, Date.now)).store, jsm),
   })
 })
 afterAll(() =>

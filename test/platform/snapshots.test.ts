@@ -8,16 +8,19 @@ import { execFile } from "node:child_process"
 import { createHash } from "node:crypto"
 import { join } from "node:path"
 import { promisify } from "node:util"
-import { jetstream } from "@nats-io/jetstream"
+import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { Kvm } from "@nats-io/kv"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Effect, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { forget } from "../../cli/audit/forget.ts"
-import { SNAPSHOT_BUCKET, snapshotChunkKey, snapshotManifestKey } from "../../contracts/buckets.ts"
+import { KEY_BUCKET, SNAPSHOT_BUCKET, snapshotChunkKey, snapshotManifestKey } from "../../contracts/buckets.ts"
 import { partitionOf } from "../../contracts/partitions.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
+import { sealBytes } from "../../services/platform/keys/aead.ts"
+import { openContentKeys } from "../../services/platform/keys/content-keys.ts"
+import { makeSnapshotKeys, snapshotKeyName } from "../../services/platform/keys/snapshot-keys.ts"
 import { PartitionSettings } from "../../services/platform/partitions/settings.ts"
 import type { Manifest } from "../../services/platform/partitions/snapshots.ts"
 import { substrateService, workingService } from "../../services/system.ts"
@@ -25,6 +28,7 @@ import type { WorkingShape } from "../../services/working/working.ts"
 import { readRecords, rebuildViews, snapshotOf, teardown } from "../faults/support/audit.ts"
 import { gatewayLayer, type InProcess, settingsFor, startInProcess, workingOf } from "../faults/support/services.ts"
 import { eventually } from "../support/eventually.ts"
+import { openedSnapshotBody } from "../support/log.ts"
 import { filesHolding } from "../support/store-files.ts"
 
 const run = promisify(execFile)
@@ -141,7 +145,10 @@ describe("working snapshots", () => {
       (error: { code: number; stdout: string }) => error,
     )
     expect(refused?.code).toBe(1)
-    expect(refused?.stdout).toContain(`the snapshot of partition ${victim}: checksum does not match`)
+    // Its chunks are sealed: the altered one no longer opens with the snapshot's key.
+    expect(refused?.stdout).toContain(
+      `the snapshot of partition ${victim}: chunk 0 does not open with the snapshot's key`,
+    )
 
     const restarted = await startWorking()
     const catchUps = restarted.catchUps()
@@ -159,10 +166,7 @@ describe("working snapshots", () => {
     const key = snapshotManifestKey("working", victim)
     const entry = (await kv.get(key))!
     const manifest = entry.json<Manifest>()
-    const chunks: Uint8Array[] = []
-    for (let i = 0; i < manifest.chunks; i++)
-      chunks.push((await kv.get(snapshotChunkKey("working", victim, manifest.id, i)))!.value)
-    const body = Buffer.concat(chunks).toString("utf8")
+    const body = (await openedSnapshotBody(server.url, "working", victim))!.body
     const broken = body
       .split("\n")
       .map((line) =>
@@ -171,7 +175,11 @@ describe("working snapshots", () => {
       .join("\n")
     expect(broken).not.toBe(body)
     const bytes = Buffer.from(broken)
-    await kv.put(snapshotChunkKey("working", victim, "brokenview", 0), bytes)
+    // Sealed as a writer would: under a key of its own, so only the view inside is wrong.
+    const snapshotKeys = makeSnapshotKeys((await openContentKeys(nc, Date.now)).store, await jetstreamManager(nc))
+    const sealKey = await snapshotKeys.make(snapshotKeyName("working", victim, "brokenview"))
+    const chunkName = snapshotChunkKey("working", victim, "brokenview", 0)
+    await kv.put(chunkName, sealBytes(sealKey, bytes, chunkName))
     const sha256 = createHash("sha256").update(bytes).digest("hex")
     await kv.update(
       key,
@@ -203,13 +211,22 @@ describe("working snapshots", () => {
     const { entryId } = await agent.record({ origin: "USER", content: `The code is ${SECRET}.` })
     await stopWorking()
     const snapshotFiles = join(server.storeDir, "jetstream", "$G", "streams", `KV_${SNAPSHOT_BUCKET}`)
-    expect(filesHolding([snapshotFiles], SECRET).length).toBeGreaterThan(0)
+    // The snapshot holds the text, sealed under its own key: in no file in clear.
+    const taken = await openedSnapshotBody(server.url, "working", partitionOf("snap-confider"))
+    expect(taken?.body).toContain(SECRET)
+    expect(filesHolding([snapshotFiles], SECRET)).toEqual([])
 
     await startWorking()
     await forget(nc, "snap-confider", entryId, { waitMs: 1_000 })
-    await eventually("the snapshot erased", () =>
-      filesHolding([snapshotFiles], SECRET).length === 0 ? true : undefined,
+    await eventually("the snapshot erased, and its key", async () =>
+      (await openedSnapshotBody(server.url, "working", partitionOf("snap-confider")))?.id !== taken?.id &&
+      (await (
+        await new Kvm(nc).open(KEY_BUCKET)
+      ).get(snapshotKeyName("working", partitionOf("snap-confider"), taken!.id))) === null
+        ? true
+        : undefined,
     )
+    expect(filesHolding([snapshotFiles], SECRET)).toEqual([])
     expect((await agent.view()).entries.some((e) => e.id === entryId)).toBe(false)
     // Its views still count the erased entry: no snapshot of them at shutdown; the next start rebuilds the partition.
     await stopWorking()

@@ -55,7 +55,14 @@ afterAll(async () => {
 
 /** A store of content keys over `conn`'s key bucket, with these key-encryption keys. */
 const keysWith = async (conn: NatsConnection, keks: string) =>
-  makeContentKeys(new ContentKeyStore(await new Kvm(conn).open(KEY_BUCKET), parseKeyEncryptionKeys(keks), Date.now))
+  makeContentKeys(
+    new ContentKeyStore(
+      await new Kvm(conn).open(KEY_BUCKET),
+      await jetstreamManager(conn),
+      parseKeyEncryptionKeys(keks),
+      Date.now,
+    ),
+  )
 
 /** The content of the entry's stored EntryRecorded, opened with `keys` — or why it cannot be. */
 const openRecorded = async (
@@ -85,7 +92,12 @@ it("a forgotten entry's content stays unreadable in a copy of the store taken be
   const { entryId } = await agent.record({ origin: "USER", content: SECRET })
   const kept = await agent.record({ origin: "USER", content: "The meeting moved to Thursday." })
 
-  // Served in clear to the agent, stored sealed: no byte of the log holds it.
+  // A write with a request id: its retry is answered from the request ledger, which keeps the body's digest only.
+  const withId = { origin: "USER" as const, content: `${SECRET} (again)`, requestId: "vault-again" }
+  const again = await agent.record(withId)
+  expect((await agent.record(withId)).entryId).toBe(again.entryId)
+
+  // Served in clear to the agent, stored sealed: no byte of the store holds it.
   expect((await agent.raw(entryId)).content).toBe(SECRET)
   expect(filesHolding([server.storeDir], SECRET)).toEqual([])
   const raw = await (await jetstreamManager(nc)).streams.getMessage(EVENTS_STREAM, {

@@ -1,10 +1,14 @@
 /** Reads the event log directly, as an auditor would, with a plain NATS client. */
 import { DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream"
+import { Kvm } from "@nats-io/kv"
 import { connect } from "@nats-io/transport-node"
+import { SNAPSHOT_BUCKET, snapshotChunkKey, snapshotManifestKey } from "../../contracts/buckets.ts"
 import { decodeEvent } from "../../contracts/decode.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { ALL_EVENTS, EVENTS_STREAM, entrySubject } from "../../contracts/subjects.ts"
+import { openBytes } from "../../services/platform/keys/aead.ts"
 import { openContentKeys } from "../../services/platform/keys/content-keys.ts"
+import { makeSnapshotKeys, snapshotKeyName } from "../../services/platform/keys/snapshot-keys.ts"
 
 export interface StoredEvent {
   readonly seq: number
@@ -86,6 +90,35 @@ export const sealedContentOf = async (url: string, agentId: string, entryId: str
     const content = (JSON.parse(new TextDecoder().decode(stored?.data)) as { content?: { $sealed?: string } }).content
     if (typeof content?.$sealed !== "string") throw new Error(`entry ${entryId} is not stored sealed`)
     return content.$sealed
+  } finally {
+    await nc.close()
+  }
+}
+
+/** A partition's latest snapshot body, its chunks opened with their key (null when it has none). */
+export const openedSnapshotBody = async (
+  url: string,
+  service: string,
+  partition: number,
+): Promise<{ readonly id: string; readonly body: string } | null> => {
+  const nc = await connect({ servers: url })
+  try {
+    const kv = await new Kvm(nc).open(SNAPSHOT_BUCKET)
+    const entry = await kv.get(snapshotManifestKey(service, partition))
+    if (entry === null || entry.operation !== "PUT") return null
+    const manifest = entry.json<{ id: string; chunks: number }>()
+    const keys = makeSnapshotKeys((await openContentKeys(nc, Date.now)).store, await jetstreamManager(nc))
+    const key = await keys.get(snapshotKeyName(service, partition, manifest.id))
+    if (key === null) return null
+    const parts: Buffer[] = []
+    for (let i = 0; i < manifest.chunks; i++) {
+      const name = snapshotChunkKey(service, partition, manifest.id, i)
+      const chunk = await kv.get(name)
+      const opened = chunk === null ? null : openBytes(key, chunk.value, name)
+      if (opened === null) throw new Error(`${name} does not open`)
+      parts.push(opened)
+    }
+    return { id: manifest.id, body: Buffer.concat(parts).toString("utf8") }
   } finally {
     await nc.close()
   }

@@ -3,7 +3,7 @@
  * an event before it is appended, and what opens the events it reads. Reads decode synchronously, so a
  * reader first loads the key a record needs (`load`), then decodes it with `unseal`.
  */
-import { type JetStreamClient, jetstream } from "@nats-io/jetstream"
+import { type JetStreamClient, jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { type KV, Kvm } from "@nats-io/kv"
 import type { NatsConnection } from "@nats-io/transport-node"
 import { Clock, Context, Effect, Layer, Option, Schedule } from "effect"
@@ -120,7 +120,14 @@ export const openContentKeys = async (nc: NatsConnection, now: () => number): Pr
     () => existing,
     () => openKeyBucket(js, 1),
   )
-  return makeContentKeys(new ContentKeyStore(kv, parseKeyEncryptionKeys(process.env.WM_KEY_ENCRYPTION_KEYS), now))
+  return makeContentKeys(
+    new ContentKeyStore(
+      kv,
+      await jetstreamManager(nc),
+      parseKeyEncryptionKeys(process.env.WM_KEY_ENCRYPTION_KEYS),
+      now,
+    ),
+  )
 }
 
 /** Said once per process, not once per service. */
@@ -128,7 +135,7 @@ let developmentKeyWarned = false
 
 export class ContentKeys extends Context.Service<ContentKeys, ContentKeysShape>()("wm/ContentKeys") {
   static readonly make = Effect.gen(function* () {
-    const { js } = yield* Nats
+    const { js, jsm } = yield* Nats
     const natsSettings = yield* NatsSettings
     const configured = yield* settings.WM_KEY_ENCRYPTION_KEYS.config
     const keks = yield* Effect.try({
@@ -146,7 +153,13 @@ export class ContentKeys extends Context.Service<ContentKeys, ContentKeysShape>(
       catch: (cause) => new Error(`cannot open KV bucket ${KEY_BUCKET}: ${String(cause)}`, { cause }),
     }).pipe(Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))), Effect.orDie)
     const clock = yield* Clock.Clock
-    return makeContentKeys(new ContentKeyStore(kv, keks, () => clock.currentTimeMillisUnsafe()))
+    const store = new ContentKeyStore(kv, jsm, keks, () => clock.currentTimeMillisUnsafe())
+    // Warm-up replays the log: its keys are read in one pass, not one record at a time.
+    yield* Effect.tryPromise(() => store.preload()).pipe(
+      Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))),
+      Effect.orDie,
+    )
+    return makeContentKeys(store)
   })
 
   static readonly layer = Layer.effect(ContentKeys, ContentKeys.make)

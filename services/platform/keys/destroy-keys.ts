@@ -6,12 +6,13 @@
  * tombstone (a new registration, a new recording of the entry) are left alone, so a forget resumed
  * late does not destroy them. Nothing here needs a key-encryption key.
  */
-import { jetstreamManager } from "@nats-io/jetstream"
+import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream"
 import { type KV, Kvm } from "@nats-io/kv"
 import type { NatsConnection } from "@nats-io/transport-node"
 import { agentEntryKeys, agentKeyName, entryKeyName, KEY_BUCKET } from "../../../contracts/buckets.ts"
 import type { Tombstone } from "../../../domain/forget.ts"
 import { eraseMessages, storedRecords } from "../log/stored-messages.ts"
+import { leaderGet } from "./key-store.ts"
 
 const KEY_STREAM = `KV_${KEY_BUCKET}`
 const encoder = new TextEncoder()
@@ -27,9 +28,15 @@ const openKeys = async (nc: NatsConnection): Promise<KV | null> => {
 }
 
 /** Marks the key destroyed unless it was made after `before`; true when it is (now or already) destroyed. */
-const markDestroyed = async (kv: KV, name: string, before: number, at: number): Promise<boolean> => {
+const markDestroyed = async (
+  kv: KV,
+  jsm: JetStreamManager,
+  name: string,
+  before: number,
+  at: number,
+): Promise<boolean> => {
   for (;;) {
-    const entry = await kv.get(name)
+    const entry = await leaderGet(jsm, name)
     if (entry === null || entry.operation !== "PUT") return true
     const record = JSON.parse(decoder.decode(entry.value)) as { destroyed?: number; created?: number }
     if (record.destroyed !== undefined) return true
@@ -57,10 +64,12 @@ export const destroyContentKeys = async (nc: NatsConnection, tombstone: Tombston
   const before = tombstone.at
   if (tombstone._tag === "EntryForgotten") {
     const name = entryKeyName(tombstone.agentId, tombstone.entryId)
-    return (await markDestroyed(kv, name, before, tombstone.at)) ? eraseOlderRevisions(nc, name) : 0
+    return (await markDestroyed(kv, await jetstreamManager(nc), name, before, tombstone.at))
+      ? eraseOlderRevisions(nc, name)
+      : 0
   }
   const name = agentKeyName(tombstone.agentId)
-  if (!(await markDestroyed(kv, name, before, tombstone.at))) return 0
+  if (!(await markDestroyed(kv, await jetstreamManager(nc), name, before, tombstone.at))) return 0
   let erased = await eraseOlderRevisions(nc, name)
   // The agent's mark refuses every write for its entries; their keys go whole.
   const entryKeys = await storedRecords(nc, KEY_STREAM, `$KV.${KEY_BUCKET}.${agentEntryKeys(tombstone.agentId)}`)
@@ -80,7 +89,7 @@ export const remainingKeys = async (nc: NatsConnection, tombstone: Tombstone): P
     tombstone._tag === "EntryForgotten"
       ? entryKeyName(tombstone.agentId, tombstone.entryId)
       : agentKeyName(tombstone.agentId)
-  const entry = await kv.get(name)
+  const entry = await leaderGet(await jetstreamManager(nc), name)
   const record =
     entry !== null && entry.operation === "PUT"
       ? (JSON.parse(decoder.decode(entry.value)) as { destroyed?: number; created?: number })

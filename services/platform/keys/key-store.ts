@@ -15,8 +15,9 @@
  * plaintext.
  */
 import { hkdfSync } from "node:crypto"
+import { DeliverPolicy, JetStreamApiCodes, JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream"
 import type { KV } from "@nats-io/kv"
-import { agentKeyName, entryKeyName } from "../../../contracts/buckets.ts"
+import { agentKeyName, entryKeyName, KEY_BUCKET } from "../../../contracts/buckets.ts"
 import type { ContentKeyRef } from "../../../contracts/sealed.ts"
 import { newKey, open, seal } from "./aead.ts"
 import type { KeyEncryptionKeys } from "./kek.ts"
@@ -41,6 +42,7 @@ export class KeyStoreError extends Error {
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 const CACHED_KEYS = 100_000
+const KEY_STREAM = `KV_${KEY_BUCKET}`
 
 const parse = <T>(value: Uint8Array): T => JSON.parse(decoder.decode(value)) as T
 const wrapLabel = (name: string, gen: string) => `${name}#${gen}`
@@ -70,6 +72,36 @@ class Recent<V> {
   }
 }
 
+/** A key's newest revision from the key stream's leader (a direct get may come from a replica behind). */
+export const leaderGet = async (
+  jsm: JetStreamManager,
+  name: string,
+): Promise<{ readonly value: Uint8Array; readonly revision: number; readonly operation: "PUT" | "DEL" } | null> => {
+  const stored = await jsm.streams
+    .getMessage(KEY_STREAM, { last_by_subj: `$KV.${KEY_BUCKET}.${name}` })
+    .catch((error: unknown) => {
+      if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.NoMessageFound) return null
+      throw error
+    })
+  if (stored === null) return null
+  const operation = stored.header?.get("KV-Operation")
+  return {
+    value: stored.data,
+    revision: stored.seq,
+    operation: operation === "DEL" || operation === "PURGE" ? "DEL" : "PUT",
+  }
+}
+
+const processCaches = new Map<string, { readonly agentKeys: Recent<Buffer>; readonly dataKeys: Recent<Buffer> }>()
+const sharedCaches = (namespace: string) => {
+  let caches = processCaches.get(namespace)
+  if (caches === undefined) {
+    caches = { agentKeys: new Recent<Buffer>(CACHED_KEYS), dataKeys: new Recent<Buffer>(CACHED_KEYS) }
+    processCaches.set(namespace, caches)
+  }
+  return caches
+}
+
 interface Read<R> {
   readonly record: R | null
   readonly revision: number
@@ -81,19 +113,54 @@ const cacheName = (ref: ContentKeyRef) =>
 
 export class ContentKeyStore {
   /** Unwrapped agent keys by agent and generation. */
-  private readonly agentKeys = new Recent<Buffer>(CACHED_KEYS)
+  private agentKeys = new Recent<Buffer>(CACHED_KEYS)
   /** Unwrapped data keys (entries' and focus keys) by their cache name. */
-  private readonly dataKeys = new Recent<Buffer>(CACHED_KEYS)
+  private dataKeys = new Recent<Buffer>(CACHED_KEYS)
   private readonly loading = new Map<string, Promise<Buffer | null>>()
 
   readonly kv: KV
   readonly keks: KeyEncryptionKeys
+  readonly jsm: JetStreamManager
   private readonly now: () => number
 
-  constructor(kv: KV, keks: KeyEncryptionKeys, now: () => number) {
+  constructor(kv: KV, jsm: JetStreamManager, keks: KeyEncryptionKeys, now: () => number) {
     this.kv = kv
+    this.jsm = jsm
     this.keks = keks
     this.now = now
+  }
+
+  /** Keys as the bucket held them when `preload` ran: a reader of a long log asks the store once, not per record. */
+  private readonly preloaded = new Map<string, Read<unknown>>()
+
+  /**
+   * Reads every key of the bucket in one pass (the newest revision of each), so replaying a log does not
+   * ask for its keys one record at a time. A key made later is read when it is first needed.
+   */
+  async preload(): Promise<number> {
+    // The services of one process share what they unwrapped of one key store (one bucket, the same
+    // key-encryption keys): a key one of them made or loaded is not asked for again by the others.
+    const created = (await this.jsm.streams.info(KEY_STREAM)).created
+    const shared = sharedCaches(`${created}|${[...this.keks.byId.keys()].join(",")}`)
+    this.agentKeys = shared.agentKeys
+    this.dataKeys = shared.dataKeys
+    const consumer = await this.jsm.jetstream().consumers.get(KEY_STREAM, {
+      deliver_policy: DeliverPolicy.LastPerSubject,
+    })
+    if ((await consumer.info(true)).num_pending === 0) return 0
+    const messages = await consumer.consume()
+    try {
+      for await (const m of messages) {
+        const operation = m.headers?.get("KV-Operation")
+        const name = m.subject.slice(`$KV.${KEY_BUCKET}.`.length)
+        if (operation !== "DEL" && operation !== "PURGE")
+          this.preloaded.set(name, { record: parse(m.data), revision: m.seq })
+        if (m.info.pending === 0) break
+      }
+    } finally {
+      await messages.close().catch(() => undefined)
+    }
+    return this.preloaded.size
   }
 
   /** The data key of `ref` if it is in memory. */
@@ -103,7 +170,12 @@ export class ContentKeyStore {
 
   /** Drops what is in memory of an agent's keys, or of one entry's. */
   evict(agentId: string, entryId: string | null) {
-    if (entryId !== null) return this.dataKeys.deleteWhere((k) => k === entryKeyName(agentId, entryId))
+    if (entryId !== null) {
+      this.preloaded.delete(entryKeyName(agentId, entryId))
+      return this.dataKeys.deleteWhere((k) => k === entryKeyName(agentId, entryId))
+    }
+    for (const name of [...this.preloaded.keys()])
+      if (name === agentKeyName(agentId) || name.startsWith(`entry.${agentId}.`)) this.preloaded.delete(name)
     this.dataKeys.deleteWhere((k) => k === `focus.${agentId}` || k.startsWith(`entry.${agentId}.`))
     this.agentKeys.deleteWhere((k) => k.startsWith(`${agentId}#`))
   }
@@ -140,18 +212,32 @@ export class ContentKeyStore {
     if (ref.entryId === null) key = Buffer.from(hkdfSync("sha256", agent.key, Buffer.alloc(0), "focus", 32))
     else key = await this.entryKey(ref.agentId, ref.entryId, agent, create, renews)
     if (key !== null) this.dataKeys.set(cacheName(ref), key)
+    // In memory now as a key: what was preloaded of it is not needed again.
+    if (ref.entryId !== null) this.preloaded.delete(entryKeyName(ref.agentId, ref.entryId))
     return key
   }
 
-  private async read<R>(name: string): Promise<Read<R>> {
-    let entry: Awaited<ReturnType<KV["get"]>>
+  /**
+   * A key as the bucket holds it. A direct get may be answered by a replica that is behind, so what it
+   * says is absent is asked of the stream's leader; a write (`fromLeader`) asks the leader only, as its
+   * compare-and-set must start from the newest revision.
+   */
+  private async read<R>(name: string, fromLeader = false): Promise<Read<R>> {
     try {
-      entry = await this.kv.get(name)
+      if (!fromLeader) {
+        const preloaded = this.preloaded.get(name)
+        if (preloaded !== undefined) return preloaded as Read<R>
+        const entry = await this.kv.get(name)
+        if (entry !== null && entry.operation === "PUT")
+          return { record: parse<R>(entry.value), revision: entry.revision }
+      }
+      const stored = await leaderGet(this.jsm, name)
+      if (stored === null) return { record: null, revision: 0 }
+      if (stored.operation !== "PUT") return { record: null, revision: stored.revision }
+      return { record: parse<R>(stored.value), revision: stored.revision }
     } catch (error) {
-      throw new KeyStoreError(`cannot read the key store (${name}): ${String(error)}`)
+      throw new KeyStoreError(`cannot read the key store (${name}): ${String(error)}`, { cause: error })
     }
-    if (entry === null || entry.operation !== "PUT") return { record: null, revision: entry?.revision ?? 0 }
-    return { record: parse<R>(entry.value), revision: entry.revision }
   }
 
   /** Stores `record` at `name` if it still stands at `revision` (0: absent); false when another write came first. */
@@ -163,7 +249,7 @@ export class ContentKeyStore {
       return true
     } catch (error) {
       if (/wrong last sequence|key exists/i.test(String(error))) return false
-      throw new KeyStoreError(`cannot write the key store (${name}): ${String(error)}`)
+      throw new KeyStoreError(`cannot write the key store (${name}): ${String(error)}`, { cause: error })
     }
   }
 
@@ -175,7 +261,9 @@ export class ContentKeyStore {
   ): Promise<{ readonly gen: string; readonly key: Buffer } | null> {
     const name = agentKeyName(agentId)
     for (;;) {
-      const { record, revision } = await this.read<AgentKeyRecord>(name)
+      // A read that may lead to a write (or seal under the key) asks the leader: a replica behind, or what was
+      // preloaded before a forget, would seal under a destroyed key.
+      const { record, revision } = await this.read<AgentKeyRecord>(name, create)
       if (record !== null && "generations" in record) {
         const [newest] = record.generations
         if (newest === undefined) throw new KeyStoreError(`${name} lists no key`)
@@ -235,7 +323,7 @@ export class ContentKeyStore {
       if (await this.write(name, made.record, 0)) return made.key
     }
     for (;;) {
-      const { record, revision } = await this.read<EntryKeyRecord>(name)
+      const { record, revision } = await this.read<EntryKeyRecord>(name, create)
       if (record !== null && "sealed" in record) return this.unwrapEntry(agentId, name, record)
       if (!create || (record !== null && !renews)) return null
       const made = fresh()
@@ -250,9 +338,12 @@ export class ContentKeyStore {
   ): Promise<Buffer> {
     let agentKey = this.agentKeys.get(`${agentId}#${record.gen}`)
     if (agentKey === undefined) {
-      const { record: agent } = await this.read<AgentKeyRecord>(agentKeyName(agentId))
-      const generation =
+      const generationIn = (agent: AgentKeyRecord | null) =>
         agent !== null && "generations" in agent ? agent.generations.find((g) => g.gen === record.gen) : undefined
+      // What was read earlier may predate a rotation: a generation it does not list is asked of the leader.
+      const generation =
+        generationIn((await this.read<AgentKeyRecord>(agentKeyName(agentId))).record) ??
+        generationIn((await this.read<AgentKeyRecord>(agentKeyName(agentId), true)).record)
       if (generation === undefined) throw new KeyStoreError(`${name} is wrapped by a key its agent no longer lists`)
       agentKey = this.unwrapAgentGeneration(agentId, generation)
     }

@@ -14,7 +14,8 @@ import type { NatsConnection } from "@nats-io/transport-node"
 import { agentEntryKeys, KEY_BUCKET } from "../../../contracts/buckets.ts"
 import { eraseMessages, storedRecords } from "../log/stored-messages.ts"
 import { newKey, open, seal } from "./aead.ts"
-import type { AgentKeyRecord, ContentKeyStore, EntryKeyRecord } from "./key-store.ts"
+import { type AgentKeyRecord, type ContentKeyStore, type EntryKeyRecord, leaderGet } from "./key-store.ts"
+import type { WrappedSnapshotKey } from "./snapshot-keys.ts"
 
 const KEY_STREAM = `KV_${KEY_BUCKET}`
 const encoder = new TextEncoder()
@@ -23,6 +24,7 @@ const decoder = new TextDecoder()
 export interface Rotation {
   readonly agents: number
   readonly entryKeys: number
+  readonly snapshotKeys: number
   /** Older revisions of keys erased in place. */
   readonly erased: number
 }
@@ -38,7 +40,7 @@ export const rotateKeys = async (nc: NatsConnection, store: ContentKeyStore): Pr
   let entryKeys = 0
   for (const name of agents) {
     const agentId = name.slice("agent.".length)
-    const entry = await kv.get(name)
+    const entry = await leaderGet(store.jsm, name)
     if (entry === null || entry.operation !== "PUT") continue
     const record = JSON.parse(decoder.decode(entry.value)) as AgentKeyRecord
     if (!("generations" in record)) continue
@@ -56,7 +58,7 @@ export const rotateKeys = async (nc: NatsConnection, store: ContentKeyStore): Pr
       for await (const e of await kv.keys(`${agentEntryKeys(agentId).slice(0, -1)}*`)) entryNames.push(e)
       for (const entryName of entryNames) {
         for (;;) {
-          const stored = await kv.get(entryName)
+          const stored = await leaderGet(store.jsm, entryName)
           if (stored === null || stored.operation !== "PUT") break
           const entryRecord = JSON.parse(decoder.decode(stored.value)) as EntryKeyRecord
           if (!("sealed" in entryRecord) || entryRecord.gen === gen) break
@@ -86,11 +88,30 @@ export const rotateKeys = async (nc: NatsConnection, store: ContentKeyStore): Pr
     store.evict(agentId, null)
     rotatedAgents++
   }
+  // Snapshot keys are wrapped by the key-encryption key itself: wrapped again under the current one.
+  let snapshotKeys = 0
+  const snapshots: string[] = []
+  for await (const name of await kv.keys("snapshot.>")) snapshots.push(name)
+  for (const name of snapshots) {
+    const entry = await leaderGet(store.jsm, name)
+    if (entry === null || entry.operation !== "PUT") continue
+    const wrapped = JSON.parse(decoder.decode(entry.value)) as WrappedSnapshotKey
+    if (wrapped.kek === keks.current.id) continue
+    const kek = keks.byId.get(wrapped.kek)
+    const key = kek === undefined ? null : open(kek, wrapped.sealed, name)
+    if (key === null) throw new Error(`${name}: key-encryption key '${wrapped.kek}' is not held or does not open it`)
+    const rewrapped: WrappedSnapshotKey = { kek: keks.current.id, sealed: seal(keks.current.key, key, name) }
+    // A snapshot replaced meanwhile has had its key erased: nothing to wrap again.
+    await kv.update(name, encoder.encode(JSON.stringify(rewrapped)), entry.revision).then(
+      () => snapshotKeys++,
+      () => undefined,
+    )
+  }
   // Every revision but each key's newest: the old generations, the old wrappings, marks replaced.
   const all = await storedRecords(nc, KEY_STREAM, `$KV.${KEY_BUCKET}.>`)
   const newest = new Map<string, number>()
   for (const r of all) newest.set(r.subject, r.seq)
   const older = all.filter((r) => newest.get(r.subject) !== r.seq).map((r) => r.seq)
   const erased = older.length === 0 ? 0 : await eraseMessages(await jetstreamManager(nc), KEY_STREAM, older)
-  return { agents: rotatedAgents, entryKeys, erased }
+  return { agents: rotatedAgents, entryKeys, snapshotKeys, erased }
 }

@@ -34,7 +34,7 @@ import { agentEvents } from "../../../contracts/subjects.ts"
 import { type AgentView, expectedSeqOf } from "../../../domain/agent-view.ts"
 import type { Decision } from "../../../domain/decision.ts"
 import { type EntryFact, type EntryFacts, NO_ENTRY_FACTS } from "../../../domain/entry-standing.ts"
-import { ledgerKey, type PendingRequest, requestBody } from "../../../domain/requests.ts"
+import { ledgerKey, type PendingRequest, requestBody, sameRequestBody } from "../../../domain/requests.ts"
 import { readEntryFact, readEntryFacts } from "./entry-facts.ts"
 import { EventLog, type SequenceConflict } from "./event-log.ts"
 import { openRequestLedger } from "./request-ledger.ts"
@@ -288,7 +288,8 @@ export const makeCommandHandler = (views: ViewSource) =>
           })
         const reservation = yield* ledger.reserve(key, pending)
         if (reservation._tag !== "Reserved") {
-          if (reservation.record.body !== body) return yield* Effect.fail(conflictOf(request))
+          if (!sameRequestBody(reservation.record.body, request.request ?? {}))
+            return yield* Effect.fail(conflictOf(request))
           if (reservation._tag === "Settled") {
             const stored = reservation.record.reply
             return request.replay
@@ -344,7 +345,7 @@ export const makeCommandHandler = (views: ViewSource) =>
       Effect.gen(function* () {
         const record = yield* ledger.settled(ledgerKey(agentId, registeredSeq, operation, requestId))
         if (record === null) return null
-        if (record.body !== requestBody(request)) return yield* Effect.fail(conflictOf({ requestId, operation }))
+        if (!sameRequestBody(record.body, request)) return yield* Effect.fail(conflictOf({ requestId, operation }))
         return { reply: record.reply }
       })
     const answer = (

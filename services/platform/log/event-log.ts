@@ -205,23 +205,37 @@ export const deliverWithKeys = (
   onKeyStoreError: (error: unknown) => void,
 ): ((record: LogRecord) => void) => {
   const waiting: LogRecord[] = []
+  // Each waiting record's key is asked for as it arrives, all at once; they are delivered in order.
+  const loads = new Map<LogRecord, Promise<void>>()
+  const loadOf = (record: LogRecord) => {
+    let load = loads.get(record)
+    if (load === undefined) {
+      load = keys.load(record.data)
+      load.catch(() => undefined)
+      loads.set(record, load)
+    }
+    return load
+  }
   const drain = async () => {
     while (waiting.length > 0) {
       const next = waiting[0] as LogRecord
       try {
-        await keys.load(next.data)
+        await loadOf(next)
       } catch (error) {
+        loads.delete(next)
         onKeyStoreError(error)
         await new Promise((resolve) => setTimeout(resolve, 500))
         continue
       }
       waiting.shift()
+      loads.delete(next)
       deliver(next)
     }
   }
   return (record) => {
     if (waiting.length === 0 && !keys.needsLoad(record.data)) return deliver(record)
     waiting.push(record)
+    void loadOf(record)
     if (waiting.length === 1) void drain()
   }
 }
@@ -240,15 +254,19 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
     const sealed = (event: MemoryEvent, options: AppendOptions | undefined) =>
       Effect.tryPromise({
         try: () => keys.seal(event),
-        catch: (error): Unavailable | SequenceConflict =>
-          error instanceof ContentForgotten
-            ? new SequenceConflict({
-                subject: eventSubject(event),
-                expected: options?.expectLastSubjectSeq ?? -1,
-                actual: null,
-                reason: error.message,
-              })
-            : new Unavailable({ reason: String(error instanceof Error ? error.message : error) }),
+        catch: (error): Unavailable | SequenceConflict | StorageFull => {
+          if (error instanceof ContentForgotten)
+            return new SequenceConflict({
+              subject: eventSubject(event),
+              expected: options?.expectLastSubjectSeq ?? -1,
+              actual: null,
+              reason: error.message,
+            })
+          // The key is stored before the event: a full store refuses it first.
+          const limit = error instanceof Error ? storageLimitOf(error.cause) : null
+          if (limit !== null) return new StorageFull({ limit })
+          return new Unavailable({ reason: String(error instanceof Error ? error.message : error) })
+        },
       }).pipe(
         Effect.retry({
           schedule: Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "10 seconds" })),

@@ -40,6 +40,9 @@ import { SNAPSHOT_BUCKET, snapshotChunkKey, snapshotManifestKey } from "../../..
 import { isSubjectToken } from "../../../contracts/ids.ts"
 import { EVENTS_STREAM } from "../../../contracts/subjects.ts"
 import type { AgentView } from "../../../domain/agent-view.ts"
+import { openBytes, sealBytes } from "../keys/aead.ts"
+import { ContentKeys } from "../keys/content-keys.ts"
+import { makeSnapshotKeys, type SnapshotKeys, snapshotKeyName } from "../keys/snapshot-keys.ts"
 import { Nats } from "../nats/connection.ts"
 import { NatsSettings } from "../nats/settings.ts"
 import { decodeView, encodeView } from "./view-codec.ts"
@@ -64,6 +67,8 @@ export interface Manifest {
   readonly at: number
   /** The format of the per-agent state beside the views (absent: views only). */
   readonly state?: string
+  /** The chunks are sealed under the snapshot's own key (keys/snapshot-keys.ts); absent: written in clear, before. */
+  readonly sealed?: true
 }
 
 /** What a service keeps per agent beside its view, as a snapshot carries it. */
@@ -171,9 +176,11 @@ export const makeSnapshotStore = (
     readonly chunkBytes: number
     readonly erase: (seq: number) => Promise<void>
     readonly state?: SnapshotState<unknown>
+    /** Seals every chunk under a key of the snapshot's own, erased with the snapshot. */
+    readonly keys: SnapshotKeys
   },
 ) => {
-  const { service, partitions, streamCreated, chunkBytes, state } = options
+  const { service, partitions, streamCreated, chunkBytes, state, keys } = options
 
   const manifestOf = async (partition: number): Promise<{ manifest: Manifest | null; revision: number }> => {
     const entry = await kv.get(snapshotManifestKey(service, partition))
@@ -202,6 +209,8 @@ export const makeSnapshotStore = (
     if ((manifest.state ?? null) !== (state?.format ?? null))
       return `state ${manifest.state ?? "none"}, this code reads ${state?.format ?? "none"}`
     const keepLines = lazy && state === undefined
+    const key = manifest.sealed ? await keys.get(snapshotKeyName(service, partition, manifest.id)) : null
+    if (manifest.sealed && key === null) return "its key is erased"
     const hash = createHash("sha256")
     const views = new Map<string, AgentView>()
     const lines = new Map<string, Uint8Array>()
@@ -230,7 +239,9 @@ export const makeSnapshotStore = (
     for (let i = 0; i < manifest.chunks; i++) {
       const chunk = await kv.get(snapshotChunkKey(service, partition, manifest.id, i))
       if (chunk === null || chunk.operation !== "PUT") return `chunk ${i} of ${manifest.chunks} is missing`
-      const body = chunk.value
+      const body =
+        key === null ? chunk.value : openBytes(key, chunk.value, snapshotChunkKey(service, partition, manifest.id, i))
+      if (body === null) return `chunk ${i} does not open with the snapshot's key`
       hash.update(body)
       bytes += body.length
       let start = 0
@@ -308,6 +319,7 @@ export const makeSnapshotStore = (
         try: async (): Promise<Manifest | null> => {
           await swept(partition)
           const id = nuid.next()
+          const key = await keys.make(snapshotKeyName(service, partition, id))
           // The body is cut into chunks as its lines are made: one view's JSON at a time in memory.
           const hash = createHash("sha256")
           let chunks = 0
@@ -326,7 +338,8 @@ export const makeSnapshotStore = (
           const putChunk = async (chunk: Uint8Array) => {
             hash.update(chunk)
             bytes += chunk.length
-            await kv.put(snapshotChunkKey(service, partition, id, chunks), chunk)
+            const name = snapshotChunkKey(service, partition, id, chunks)
+            await kv.put(name, sealBytes(key, chunk, name))
             chunks++
           }
           const write = async (line: string | Uint8Array) => {
@@ -365,6 +378,7 @@ export const makeSnapshotStore = (
             agents: taken.length,
             at: clock.currentTimeMillisUnsafe(),
             ...(state === undefined ? {} : { state: state.format }),
+            sealed: true,
           }
           const previous = await manifestOf(partition)
           try {
@@ -374,12 +388,15 @@ export const makeSnapshotStore = (
           } catch (error) {
             // Another writer got there first: keep its snapshot, drop ours.
             for (let i = 0; i < chunks; i++) await eraseKey(snapshotChunkKey(service, partition, id, i))
+            await keys.destroy(snapshotKeyName(service, partition, id))
             if (error instanceof JetStreamApiError) return null
             throw error
           }
-          if (previous.manifest !== null)
+          if (previous.manifest !== null) {
+            await keys.destroy(snapshotKeyName(service, partition, previous.manifest.id)).catch(() => undefined)
             for (let i = 0; i < previous.manifest.chunks; i++)
               await eraseKey(snapshotChunkKey(service, partition, previous.manifest.id, i)).catch(() => undefined)
+          }
           return manifest
         },
         catch: (error) => new Error(`snapshot of partition ${partition} not written: ${String(error)}`),
@@ -390,6 +407,8 @@ export const makeSnapshotStore = (
     Effect.tryPromise({
       try: async () => {
         await swept(partition)
+        const { manifest } = await manifestOf(partition)
+        if (manifest !== null) await keys.destroy(snapshotKeyName(service, partition, manifest.id))
         for (const key of await chunkKeys(partition)) await eraseKey(key)
         await eraseKey(snapshotManifestKey(service, partition))
       },
@@ -403,6 +422,7 @@ export const makeSnapshotStore = (
 export const openSnapshotStore = (service: string, partitions: number, state?: SnapshotState<unknown>) =>
   Effect.gen(function* () {
     const { js, jsm, nc } = yield* Nats
+    const contentKeys = yield* ContentKeys
     const settings = yield* NatsSettings
     // A cluster that has just formed may time out creating a replicated bucket: try again, as openBucket does.
     const untilAnswered = Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))
@@ -422,6 +442,7 @@ export const openSnapshotStore = (service: string, partitions: number, state?: S
       streamCreated,
       chunkBytes: Math.max(16 * 1024, maxPayload - 64 * 1024),
       ...(state === undefined ? {} : { state }),
+      keys: makeSnapshotKeys(contentKeys.store, jsm),
       erase: async (seq) => {
         await jsm.streams.deleteMessage(`KV_${SNAPSHOT_BUCKET}`, seq, true).catch(() => undefined)
       },
