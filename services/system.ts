@@ -12,6 +12,7 @@ import type { Gateway } from "./gateway/gateway.ts"
 import { gatewayService } from "./gateway/service.ts"
 import { LongTerm } from "./memory/longterm/longterm.ts"
 import { longTermStoreConfig } from "./memory/longterm/qdrant-config.ts"
+import { sealedStoreLayer } from "./memory/longterm/sealed-store.ts"
 import type { LongTermStore } from "./memory/longterm/store.ts"
 import { Retrieval, RetrievalSettings } from "./memory/retrieval/retrieval.ts"
 import { AgentSharing } from "./platform/access/sharing.ts"
@@ -77,8 +78,11 @@ export const memoryService = (
 ) => {
   const base = foundation(settings)
   // The projection and retrieval share one instance of the store.
-  const longTermOn = (store: Layer.Layer<LongTermStore, unknown>, durable: boolean) =>
-    Layer.merge(LongTerm.layer({ durable }).pipe(Layer.provide(Layer.merge(store, base))), store)
+  const longTermOn = (plain: Layer.Layer<LongTermStore, unknown>, durable: boolean) => {
+    // What it keeps of an entry's content is sealed under the entry's key.
+    const store = sealedStoreLayer.pipe(Layer.provide(Layer.merge(plain, base)))
+    return Layer.merge(LongTerm.layer({ durable }).pipe(Layer.provide(Layer.merge(store, base))), store)
+  }
   const longTerm = options.store
     ? longTermOn(options.store, options.durable ?? false)
     : Layer.unwrap(

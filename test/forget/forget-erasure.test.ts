@@ -275,6 +275,7 @@ it(
     const keeper = client.agent("keeper")
     const { results } = await keeper.query(KEEPER)
     expect(results.length).toBeGreaterThan(0)
+    const keptSealed = await sealedContentOf(server.url, "keeper", results[0]!.entryId)
     await client.close()
     await nc.close()
     await services?.stop()
@@ -287,7 +288,9 @@ it(
     await server.stop()
     expect(filesHolding(SECRET)).toEqual([])
     expect(filesHolding("QUOKKA7731ZEBRA")).toEqual([])
-    expect(filesHolding(KEEPER).length).toBeGreaterThan(0)
+    // The agent kept is on disk, sealed: its sealed bytes are found, its text in clear nowhere.
+    expect(filesHolding(keptSealed).length).toBeGreaterThan(0)
+    expect(filesHolding(KEEPER)).toEqual([])
   },
   LONG_TEST_MS,
 )

@@ -103,7 +103,8 @@ export const startPartitionWriter = ({
             seq: op.seq,
             subject: op.subject,
             reason: `the store refused the record: ${error.reason}`,
-            payload: JSON.stringify(op.upsert.payload),
+            // The record's metadata, not its text: a dead letter is stored in clear.
+            payload: JSON.stringify({ ...op.upsert.payload, summary: null, keyPoints: null }),
           }
           return Effect.logError(
             `[longterm] partition ${partition}: ${op.upsert.payload.agentId}/${op.upsert.payload.entryId} at seq ${op.seq} dead-lettered (${letter.reason})`,

@@ -1,0 +1,128 @@
+/**
+ * The long-term store seen through the content keys: a record's summary and key points are stored sealed
+ * under its entry's key (the vector stays in clear: it is what a search compares), and opened as they are
+ * read. A record whose key is destroyed (its entry or agent forgotten, the store not yet erased) is not
+ * written, and is not returned. Records stored in clear before read as they are.
+ */
+import { Effect, Layer } from "effect"
+import type { LongTermPayload } from "../../../contracts/longterm.ts"
+import { open, seal } from "../../platform/keys/aead.ts"
+import { ContentKeys } from "../../platform/keys/content-keys.ts"
+import type { ContentKeyStore } from "../../platform/keys/key-store.ts"
+import {
+  type LongTermRecord,
+  LongTermStore,
+  LongTermStoreError,
+  type LongTermStoreShape,
+  type StoreWrite,
+} from "./store.ts"
+
+/** What a sealed text starts with: no summary or key points written in clear does. */
+export const SEALED_TEXT = "\u0000sealed\u0000"
+
+const label = (payload: LongTermPayload, field: string) => `${payload.agentId}/${payload.entryId}/longterm.${field}`
+const isSealedText = (text: string | null): text is string => text?.startsWith(SEALED_TEXT) === true
+
+const sealText = (key: Buffer, payload: LongTermPayload, field: string, text: string) =>
+  `${SEALED_TEXT}${seal(key, Buffer.from(text, "utf8"), label(payload, field))}`
+
+const openText = (key: Buffer, payload: LongTermPayload, field: string, text: string): string | null => {
+  const plain = open(key, text.slice(SEALED_TEXT.length), label(payload, field))
+  return plain === null ? null : plain.toString("utf8")
+}
+
+const failed = (error: unknown) =>
+  new LongTermStoreError({ reason: `content keys: ${error instanceof Error ? error.message : String(error)}` })
+
+export const sealedLongTermStore = (inner: LongTermStoreShape, keys: ContentKeyStore): LongTermStoreShape => {
+  const keyOf = (payload: LongTermPayload, forWrite: boolean) =>
+    Effect.tryPromise({
+      try: () => {
+        const ref = { agentId: payload.agentId, entryId: payload.entryId }
+        return forWrite ? keys.forWrite(ref, false) : keys.forRead(ref)
+      },
+      catch: failed,
+    })
+
+  const sealRecord = (record: LongTermRecord) =>
+    Effect.map(keyOf(record.payload, true), (key): LongTermRecord | null => {
+      if (key === null) return null
+      const { payload } = record
+      return {
+        vector: record.vector,
+        payload: {
+          ...payload,
+          summary: sealText(key, payload, "summary", payload.summary),
+          keyPoints: payload.keyPoints === null ? null : sealText(key, payload, "keyPoints", payload.keyPoints),
+        },
+      }
+    })
+
+  /** The payload as written, opened; null when its key is destroyed or does not open it. */
+  const openPayload = (payload: LongTermPayload) => {
+    if (!isSealedText(payload.summary) && !isSealedText(payload.keyPoints)) return Effect.succeed(payload)
+    return Effect.map(keyOf(payload, false), (key): LongTermPayload | null => {
+      if (key === null) return null
+      const summary = isSealedText(payload.summary)
+        ? openText(key, payload, "summary", payload.summary)
+        : payload.summary
+      const keyPoints = isSealedText(payload.keyPoints)
+        ? openText(key, payload, "keyPoints", payload.keyPoints)
+        : payload.keyPoints
+      if (summary === null || (payload.keyPoints !== null && keyPoints === null)) return null
+      return { ...payload, summary, keyPoints }
+    })
+  }
+  const openAll = (payloads: ReadonlyArray<LongTermPayload>) =>
+    Effect.map(Effect.forEach(payloads, openPayload), (opened) => opened.filter((p) => p !== null))
+
+  return {
+    ...inner,
+    upsert: (records) =>
+      Effect.flatMap(Effect.forEach(records, sealRecord), (sealed) => {
+        const kept = sealed.filter((r) => r !== null)
+        return kept.length === 0 ? Effect.void : inner.upsert(kept)
+      }),
+    ...(inner.checkpointed === undefined
+      ? {}
+      : {
+          checkpointed: {
+            ...inner.checkpointed,
+            commit: (writes, log, partition, seq) =>
+              Effect.flatMap(
+                Effect.forEach(
+                  writes,
+                  (write): Effect.Effect<StoreWrite, LongTermStoreError> =>
+                    "upsert" in write
+                      ? Effect.map(Effect.forEach(write.upsert, sealRecord), (sealed) => ({
+                          upsert: sealed.filter((r) => r !== null),
+                        }))
+                      : Effect.succeed(write),
+                ),
+                (sealedWrites) => inner.checkpointed!.commit(sealedWrites, log, partition, seq),
+              ),
+          },
+        }),
+    searchDense: (agentId, model, vector, limit, filter) =>
+      Effect.flatMap(inner.searchDense(agentId, model, vector, limit, filter), (hits) =>
+        Effect.map(
+          Effect.forEach(hits, (hit) =>
+            Effect.map(openPayload(hit.payload), (payload) => (payload === null ? null : { ...hit, payload })),
+          ),
+          (opened) => opened.filter((h) => h !== null),
+        ),
+      ),
+    list: (query) => Effect.flatMap(inner.list(query), openAll),
+    get: (agentId, entryIds) => Effect.flatMap(inner.get(agentId, entryIds), openAll),
+  }
+}
+
+/** Seals what the given store keeps; the store and the content keys are the service's own. */
+export const sealedStoreLayer = Layer.effect(
+  LongTermStore,
+  Effect.gen(function* () {
+    const inner = yield* LongTermStore
+    const keys = yield* ContentKeys
+    return sealedLongTermStore(inner, keys.store)
+  }),
+)
