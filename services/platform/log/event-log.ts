@@ -279,19 +279,23 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
       stored: unknown,
       options: AppendOptions | undefined,
       traceparent: string | undefined,
+      onSent: () => void,
     ): Effect.Effect<Appended, Unavailable | SequenceConflict | StorageFull> => {
       const subject = eventSubject(event)
       const payload = textEncoder.encode(JSON.stringify(stored))
       return Effect.tryPromise({
-        try: () =>
-          js.publish(subject, payload, {
+        try: () => {
+          const acknowledged = js.publish(subject, payload, {
             msgID: event.eventId,
             timeout: 5_000,
             ...(traceparent !== undefined ? { headers: headersOf(traceparent) } : {}),
             ...(options?.expectLastSubjectSeq !== undefined
               ? { expect: { lastSubjectSequence: options.expectLastSubjectSeq } }
               : {}),
-          }),
+          })
+          onSent()
+          return acknowledged
+        },
         catch: (error) => {
           if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence) {
             return new SequenceConflict({
@@ -322,10 +326,37 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
       )
     }
 
+    /**
+     * An agent's appends are sent in the order they were asked for, as they were before sealing made each
+     * wait for its key: a pipelined batch stays in its order in the log. Agents do not wait on each other.
+     */
+    const turns = new Map<string, Promise<void>>()
+    const takeTurn = (agentId: string) => {
+      const before = turns.get(agentId) ?? Promise.resolve()
+      let done: () => void = () => undefined
+      const mine = new Promise<void>((resolve) => {
+        done = resolve
+      })
+      turns.set(agentId, mine)
+      const release = () => {
+        done()
+        if (turns.get(agentId) === mine) turns.delete(agentId)
+      }
+      return { before, release }
+    }
+
     const append = (event: MemoryEvent, options?: AppendOptions) =>
-      Effect.flatMap(eventTraceparent, (traceparent) =>
-        Effect.flatMap(sealed(event, options), (stored) => publish(event, stored, options, traceparent)),
-      )
+      Effect.suspend(() => {
+        const turn = takeTurn(event.agentId)
+        return Effect.flatMap(eventTraceparent, (traceparent) =>
+          Effect.flatMap(sealed(event, options), (stored) =>
+            Effect.flatMap(
+              Effect.promise(() => turn.before),
+              () => publish(event, stored, options, traceparent, turn.release),
+            ),
+          ),
+        ).pipe(Effect.ensuring(Effect.sync(turn.release)))
+      })
 
     const follow = (options: FollowOptions) =>
       Effect.tryPromise({
