@@ -379,7 +379,7 @@ const migrateCommand = async (args: string[]): Promise<number> => {
         ? `${JSON.stringify(result)}\n`
         : result.alreadyCurrent
           ? "every record is in its agent's partition already: nothing to migrate\n"
-          : `migrated ${result.records} record(s), ${result.upgraded} of them to their agent's partition now; checkpoints, snapshots and the request ledger were cleared\n`,
+          : `migrated ${result.records} record(s), ${result.upgraded} of them to their agent's partition now, ${result.sealed} with their content sealed now; checkpoints, snapshots and the request ledger were cleared\n`,
     )
     return 0
   })

@@ -14,9 +14,15 @@
  *      (the projections rebuild from the new log; a request retried across a
  *      migration is answered anew).
  *
+ * A log written before content was sealed is migrated too: in step 3 each
+ * event's content is sealed under its entry's key (contracts/sealed.ts),
+ * as the services seal what they append now; the old stream and the copy
+ * are deleted whole at the end.
+ *
  * Interrupted in step 1, a rerun starts over (WM_EVENTS is untouched); in
  * steps 2–4, a rerun finds the complete copy and resumes from step 2. The
- * events keep their bytes; only subjects and sequences change.
+ * events keep their bytes but for the content sealed; subjects and
+ * sequences change.
  */
 import {
   DeliverPolicy,
@@ -28,7 +34,11 @@ import {
 import { Kvm } from "@nats-io/kv"
 import { headers, type NatsConnection } from "@nats-io/transport-node"
 import { CHECKPOINT_BUCKET, REQUEST_BUCKET, SNAPSHOT_BUCKET } from "../../contracts/buckets.ts"
+import type { MemoryEvent } from "../../contracts/events.ts"
+import { isSealed, mapContent } from "../../contracts/sealed.ts"
 import { ALL_EVENTS, EVENTS_STREAM, relocatedSubject } from "../../contracts/subjects.ts"
+import type { StoredJson } from "../../contracts/upcasters.ts"
+import { contentKeysOf } from "./log.ts"
 
 export const MIGRATION_STREAM = "WM_EVENTS_MIGRATION"
 const COPY_ROOT = "wm.migrate"
@@ -39,6 +49,8 @@ const SUBJECT_HEADER = "Wm-Subject"
 export interface Migrated {
   readonly records: number
   readonly upgraded: number
+  /** Records whose content was in clear and is sealed now. */
+  readonly sealed: number
   /** True when every record was of this deployment's layout already (nothing was changed). */
   readonly alreadyCurrent: boolean
 }
@@ -74,6 +86,23 @@ const readAll = async (
   }
 }
 
+/** The event, when it carries content in clear (written before sealing); null otherwise. */
+const inClear = (data: Uint8Array): StoredJson | null => {
+  let json: unknown
+  try {
+    json = JSON.parse(new TextDecoder().decode(data))
+  } catch {
+    return null
+  }
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return null
+  let clear = false
+  mapContent(json as StoredJson, (value) => {
+    if (!isSealed(value)) clear = true
+    return { value }
+  })
+  return clear ? (json as StoredJson) : null
+}
+
 const copyComplete = async (jsm: JetStreamManager): Promise<number | null> => {
   const marker = await jsm.streams.getMessage(MIGRATION_STREAM, { last_by_subj: COPY_DONE }).catch(() => null)
   return marker === null ? null : Number(new TextDecoder().decode(marker.data))
@@ -87,9 +116,9 @@ export const migrateLog = async (nc: NatsConnection): Promise<Migrated> => {
     if (await streamExists(jsm, MIGRATION_STREAM)) await jsm.streams.delete(MIGRATION_STREAM)
     let misplaced = 0
     await readAll(nc, EVENTS_STREAM, ALL_EVENTS, async (m) => {
-      if (relocatedSubject(m.subject) !== null) misplaced++
+      if (relocatedSubject(m.subject) !== null || inClear(m.data) !== null) misplaced++
     })
-    if (misplaced === 0) return { records: 0, upgraded: 0, alreadyCurrent: true }
+    if (misplaced === 0) return { records: 0, upgraded: 0, sealed: 0, alreadyCurrent: true }
     const events = await jsm.streams.info(EVENTS_STREAM)
     await jsm.streams.add({
       name: MIGRATION_STREAM,
@@ -116,11 +145,15 @@ export const migrateLog = async (nc: NatsConnection): Promise<Migrated> => {
   await jsm.streams.add({ ...config, name: EVENTS_STREAM })
   let records = 0
   let upgraded = 0
+  let sealed = 0
+  const keys = await contentKeysOf(nc)
   await readAll(nc, MIGRATION_STREAM, COPY_RECORD, async (m) => {
     const old = m.header(SUBJECT_HEADER)
     const subject = relocatedSubject(old)
     if (subject !== null) upgraded++
-    await js.publish(subject ?? old, m.data)
+    const clear = inClear(m.data)
+    if (clear !== null) sealed++
+    await js.publish(subject ?? old, clear === null ? m.data : JSON.stringify(await keys.seal(clear as MemoryEvent)))
     records++
   })
   if (records !== copied) throw new Error(`copied ${copied} records but appended ${records}: run wm migrate again`)
@@ -129,5 +162,5 @@ export const migrateLog = async (nc: NatsConnection): Promise<Migrated> => {
   for (const bucket of [CHECKPOINT_BUCKET, SNAPSHOT_BUCKET, REQUEST_BUCKET])
     if (await streamExists(jsm, `KV_${bucket}`)) await kvm.open(bucket).then((kv) => kv.destroy())
   await jsm.streams.delete(MIGRATION_STREAM)
-  return { records, upgraded, alreadyCurrent: false }
+  return { records, upgraded, sealed, alreadyCurrent: false }
 }

@@ -11,8 +11,11 @@ import { jetstream } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Effect } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import { decodeEvent } from "../../contracts/decode.ts"
 import { partitionOf } from "../../contracts/partitions.ts"
+import { mapContent } from "../../contracts/sealed.ts"
 import { agentIdOfEventSubject, partitionOfEventSubject, upgradeLegacySubject } from "../../contracts/subjects.ts"
+import type { StoredJson } from "../../contracts/upcasters.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { Nats } from "../../services/platform/nats/connection.ts"
 import { NatsSettings } from "../../services/platform/nats/settings.ts"
@@ -70,11 +73,41 @@ it("a working service refuses to start on it and names the migration", async () 
 
 it("wm migrate rewrites it in order into partitioned subjects, and working serves the views it held", async () => {
   const { stdout } = await wm("migrate", "--json")
-  expect(JSON.parse(stdout)).toEqual({ records: legacy.length, upgraded: legacy.length, alreadyCurrent: false })
+  // Written before content was sealed: every event carrying content is sealed as it is rewritten.
+  const inClear = legacy.filter((r) => {
+    let clear = false
+    mapContent(r.data as StoredJson, (value) => {
+      clear = true
+      return { value }
+    })
+    return clear
+  })
+  expect(inClear.length).toBeGreaterThan(0)
+  expect(JSON.parse(stdout)).toEqual({
+    records: legacy.length,
+    upgraded: legacy.length,
+    sealed: inClear.length,
+    alreadyCurrent: false,
+  })
 
   const records = await readRecords(server.url)
   expect(records.map((r) => r.subject)).toEqual(legacy.map((r) => upgradeLegacySubject(r.subject)))
-  expect(records.map((r) => new TextDecoder().decode(r.data))).toEqual(legacy.map((r) => JSON.stringify(r.data)))
+  records.forEach((r, i) => {
+    const before = JSON.stringify(legacy[i]!.data)
+    const now = new TextDecoder().decode(r.data)
+    // Events without content keep their bytes; the others are sealed and open to what was written.
+    if (!inClear.includes(legacy[i]!)) expect(now).toBe(before)
+    else {
+      expect(now).toContain('"$sealed"')
+      const original = decodeEvent(new TextEncoder().encode(before))
+      expect(r.event).toEqual(original.ok ? original.event : undefined)
+    }
+  })
+  for (const r of legacy) {
+    const data = r.data as { _tag?: unknown; content?: unknown }
+    if (data._tag === "EntryRecorded")
+      expect(records.some((s) => new TextDecoder().decode(s.data).includes(String(data.content)))).toBe(false)
+  }
   for (const r of records)
     expect(partitionOfEventSubject(r.subject)).toBe(partitionOf(agentIdOfEventSubject(r.subject)))
 
