@@ -21,6 +21,7 @@ import {
   natsUserVariable,
 } from "../../infra/deployment-env.ts"
 import { startNatsServer } from "../../infra/nats-server.ts"
+import { parseKeyEncryptionKeys } from "../../services/platform/keys/kek.ts"
 import { interpolate, interpolateAll, parseComposeYaml, parseEnvFile, type Yaml } from "../support/compose-file.ts"
 
 const REPO = fileURLToPath(new URL("../..", import.meta.url))
@@ -96,6 +97,9 @@ describe("docker-compose.yml", () => {
       // Required, never defaulted: the file does not start without the generated settings.
       expect(e.NATS_USER).toMatch(new RegExp(`^\\$\\{${natsUserVariable(name)}:\\?.*auth-config.*\\}$`))
       expect(e.NATS_PASS).toMatch(new RegExp(`^\\$\\{${natsPassVariable(name)}:\\?.*auth-config.*\\}$`))
+      // Every service opens the content keys with the same key-encryption key, which the env file holds.
+      expect(e.WM_KEY_ENCRYPTION_KEYS).toMatch(/^\$\{WM_KEY_ENCRYPTION_KEYS:\?.*auth-config.*\}$/)
+      expect(parseKeyEncryptionKeys(interpolate(e.WM_KEY_ENCRYPTION_KEYS!, env)).development).toBe(false)
       return { name, user: interpolate(e.NATS_USER!, env), pass: interpolate(e.NATS_PASS!, env) }
     })
     expect(logins.map((l) => l.user)).toEqual(COMPOSE_SERVICES.map((s) => `svc-${s}`))

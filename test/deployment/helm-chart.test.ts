@@ -224,18 +224,35 @@ describe("the Helm chart", () => {
       "auth.nats.secretName=ops-nats",
       "--set",
       "auth.qdrant.secretName=ops-q",
+      "--set",
+      "auth.contentKeys.secretName=ops-keys",
     )
     expect(existing.filter((d) => d.kind === "Secret")).toEqual([])
     const secretEnv = deployments(existing).flatMap((d) => containerOf(d).env.filter((e) => secretSettings.has(e.name)))
-    expect(secretEnv.map((e) => e.name).sort()).toEqual(expect.arrayContaining(["NATS_PASS", "QDRANT_API_KEY"]))
+    expect(secretEnv.map((e) => e.name).sort()).toEqual(
+      expect.arrayContaining(["NATS_PASS", "QDRANT_API_KEY", "WM_KEY_ENCRYPTION_KEYS"]),
+    )
+    // Every service opens the content keys with the same key-encryption keys.
+    for (const d of deployments(existing))
+      expect(envOf(d).get("WM_KEY_ENCRYPTION_KEYS")?.valueFrom?.secretKeyRef?.name, d.metadata.name).toBe("ops-keys")
     for (const e of secretEnv) {
       expect(e.value, e.name).toBeUndefined()
-      expect(e.valueFrom?.secretKeyRef?.name, e.name).toMatch(/^(ops-nats|ops-q|embedder)$/)
+      expect(e.valueFrom?.secretKeyRef?.name, e.name).toMatch(/^(ops-nats|ops-q|ops-keys|embedder)$/)
     }
 
-    const rendered = run(helm(), ["template", "wm", chart, ...FLEET, ...WITH_CREDENTIALS()]).stdout
+    const kek = `k1:${Buffer.alloc(32, 7).toString("base64")}`
+    const rendered = run(helm(), [
+      "template",
+      "wm",
+      chart,
+      ...FLEET,
+      ...WITH_CREDENTIALS(),
+      "--set-string",
+      `auth.contentKeys.keyEncryptionKeys=${kek}`,
+    ]).stdout
     expect(rendered).toContain(Buffer.from("qdrant-key-from-values").toString("base64"))
-    const plaintext = [...Object.values(credentials.services).map((c) => c.pass), "qdrant-key-from-values"]
+    expect(rendered).toContain(Buffer.from(kek).toString("base64"))
+    const plaintext = [...Object.values(credentials.services).map((c) => c.pass), "qdrant-key-from-values", kek]
     expect(plaintext.filter((p) => rendered.includes(p))).toEqual([])
   })
 
