@@ -108,8 +108,9 @@ export const scanLog = async (
   try {
     for await (const m of messages) {
       if (m.seq > end) break
-      await keys.load(m.data)
-      // The audit shows what a forget made unreadable as "(forgotten)", beside the event's metadata.
+      // A key it cannot have (destroyed, or wrapped by a key-encryption key no longer held) is no reason
+      // to stop: the audit shows what it cannot open as "(forgotten)", beside the event's metadata.
+      await keys.load(m.data).catch(() => undefined)
       const decoded = decodeEvent(m.data, keys.unsealOrRedact)
       onRecord({
         seq: m.seq,

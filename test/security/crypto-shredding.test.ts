@@ -4,9 +4,11 @@
  * the keys as they were; after the forget and one key rotation, with the retired key-encryption key
  * removed, nothing in the copy or in the live store opens them.
  */
+import { execFile } from "node:child_process"
 import { cpSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { promisify } from "node:util"
 import { jetstreamManager } from "@nats-io/jetstream"
 import { Kvm } from "@nats-io/kv"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
@@ -21,9 +23,11 @@ import { makeContentKeys } from "../../services/platform/keys/content-keys.ts"
 import { parseKeyEncryptionKeys } from "../../services/platform/keys/kek.ts"
 import { ContentKeyStore } from "../../services/platform/keys/key-store.ts"
 import { rotateKeys } from "../../services/platform/keys/rotate-keys.ts"
+import { FORGOTTEN_TEXT } from "../../services/platform/keys/sealing.ts"
 import { filesHolding } from "../support/store-files.ts"
 import { type RunningServices, startSystemWithEnv } from "../support/system.ts"
 
+const run = promisify(execFile)
 const OLD_KEK = `k1:${Buffer.alloc(32, 1).toString("base64")}`
 const NEW_KEK = `k2:${Buffer.alloc(32, 2).toString("base64")}`
 const SECRET = "The vault code is 4417-swordfish"
@@ -143,6 +147,15 @@ it("a forgotten entry's content stays unreadable in a copy of the store taken be
     // The live store: the forgotten record is erased (its tombstone is all the subject holds), and its key destroyed.
     expect(await openRecorded(nc, current, "vaulter", entryId)).toBe("not opened: EntryForgotten")
     expect(await current.store.forRead({ agentId: "vaulter", entryId })).toBeNull()
+    // The audit of the copy shows the record's metadata, and "(forgotten)" where its content was.
+    const audit = await run(
+      "node_modules/.bin/node",
+      ["cli/wm.ts", "history", entryId, "--agent", "vaulter", "--json", "--server", copy.url, "--no-progress"],
+      { cwd: process.cwd(), env: { ...process.env, WM_KEY_ENCRYPTION_KEYS: NEW_KEK }, timeout: 60_000 },
+    )
+    expect(audit.stdout).toContain(FORGOTTEN_TEXT)
+    expect(audit.stdout).toContain("EntryRecorded")
+    expect(audit.stdout).not.toContain("swordfish")
     // No file of the copy or of the live store holds the content in clear.
     expect(filesHolding([backup, server.storeDir], SECRET)).toEqual([])
 
