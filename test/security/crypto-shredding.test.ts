@@ -19,15 +19,21 @@ import { decodeEvent } from "../../contracts/decode.ts"
 import { EVENTS_STREAM, entrySubject } from "../../contracts/subjects.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
+import { SEALED_TEXT } from "../../services/memory/longterm/sealed-store.ts"
 import { makeContentKeys } from "../../services/platform/keys/content-keys.ts"
 import { parseKeyEncryptionKeys } from "../../services/platform/keys/kek.ts"
 import { ContentKeyStore } from "../../services/platform/keys/key-store.ts"
 import { rotateKeys } from "../../services/platform/keys/rotate-keys.ts"
 import { FORGOTTEN_TEXT } from "../../services/platform/keys/sealing.ts"
+import { eventually } from "../support/eventually.ts"
+import { readLog, sealedContentOf } from "../support/log.ts"
 import { filesHolding } from "../support/store-files.ts"
 import { type RunningServices, startSystemWithEnv } from "../support/system.ts"
 
 const run = promisify(execFile)
+const T0 = Date.UTC(2024, 2, 1)
+/** A sealed summary as the durable store's JSON payloads write it. */
+const SEALED_IN_JSON = JSON.stringify(SEALED_TEXT).slice(1, -1)
 const OLD_KEK = `k1:${Buffer.alloc(32, 1).toString("base64")}`
 const NEW_KEK = `k2:${Buffer.alloc(32, 2).toString("base64")}`
 const SECRET = "The vault code is 4417-swordfish"
@@ -36,13 +42,18 @@ let server: NatsServerProcess
 let services: RunningServices
 let client: WorkingMemoryClient
 let nc: NatsConnection
-const dirs: string[] = []
+const longTermDir = mkdtempSync(join(tmpdir(), "wm-shred-longterm-"))
+const dirs: string[] = [longTermDir]
 const before = process.env.WM_KEY_ENCRYPTION_KEYS
 
 beforeAll(async () => {
   server = await startNatsServer()
   process.env.WM_KEY_ENCRYPTION_KEYS = OLD_KEK
-  services = await startSystemWithEnv(server.url, { WM_KEY_ENCRYPTION_KEYS: OLD_KEK, WM_METRICS_PORT: "0" })
+  services = await startSystemWithEnv(server.url, {
+    WM_KEY_ENCRYPTION_KEYS: OLD_KEK,
+    WM_METRICS_PORT: "0",
+    WM_LONGTERM_DIR: longTermDir,
+  })
   client = await WorkingMemoryClient.connect({ servers: server.url })
   nc = await connect({ servers: server.url })
 }, 60_000)
@@ -75,9 +86,11 @@ const openRecorded = async (
   agentId: string,
   entryId: string,
 ) => {
+  // The entry's first record: its EntryRecorded (later ones are its rung changes and demotion).
   const stored = await (await jetstreamManager(conn)).streams.getMessage(EVENTS_STREAM, {
-    last_by_subj: entrySubject(agentId, entryId),
-  })
+    next_by_subj: entrySubject(agentId, entryId),
+    seq: 0,
+  } as unknown as { seq: number })
   if (stored === null) return "no record"
   try {
     await keys.load(stored.data)
@@ -92,9 +105,22 @@ const openRecorded = async (
 
 it("a forgotten entry's content stays unreadable in a copy of the store taken before the forget, once the keys are rotated", async () => {
   const agent = client.agent("vaulter")
-  await agent.register({ role: "custom", budget: 2_000 })
-  const { entryId } = await agent.record({ origin: "USER", content: SECRET })
-  const kept = await agent.record({ origin: "USER", content: "The meeting moved to Thursday." })
+  await agent.register({ role: "custom", budget: 150 })
+  const { entryId } = await agent.record({ origin: "USER", content: SECRET, timestamp: T0 })
+  const kept = await agent.record({ origin: "USER", content: "The meeting moved to Thursday.", timestamp: T0 + 1 })
+  // Filler until the secret fades into key points and a summary and is demoted to the durable long-term store.
+  for (let i = 0; i < 25; i++)
+    await agent.record({
+      origin: "USER",
+      content: `Ordinary remark ${i} about the weather.`,
+      timestamp: T0 + 60_000 * (i + 1),
+    })
+  await eventually("the secret demoted to long-term", async () =>
+    (await readLog(server.url)).some((s) => s.event._tag === "EntryDemoted" && s.event.entryId === entryId),
+  )
+  await eventually("the long-term store to hold records, sealed", () =>
+    filesHolding([longTermDir], SEALED_IN_JSON).length > 0 ? true : undefined,
+  )
 
   // A write with a request id: its retry is answered from the request ledger, which keeps the body's digest only.
   const withId = { origin: "USER" as const, content: `${SECRET} (again)`, requestId: "vault-again" }
@@ -103,16 +129,14 @@ it("a forgotten entry's content stays unreadable in a copy of the store taken be
 
   // Served in clear to the agent, stored sealed: no byte of the store holds it.
   expect((await agent.raw(entryId)).content).toBe(SECRET)
-  expect(filesHolding([server.storeDir], SECRET)).toEqual([])
-  const raw = await (await jetstreamManager(nc)).streams.getMessage(EVENTS_STREAM, {
-    last_by_subj: entrySubject("vaulter", entryId),
-  })
-  expect(new TextDecoder().decode(raw?.data)).toContain('"content":{"$sealed":')
+  expect(filesHolding([server.storeDir, longTermDir], SECRET)).toEqual([])
+  expect(await sealedContentOf(server.url, "vaulter", entryId)).toMatch(/^[A-Za-z0-9+/=]+$/)
 
   // A backup: the whole store directory, as it stands before the forget.
   const backup = mkdtempSync(join(tmpdir(), "wm-backup-"))
   dirs.push(backup)
-  cpSync(server.storeDir, backup, { recursive: true })
+  cpSync(server.storeDir, join(backup, "nats"), { recursive: true })
+  cpSync(longTermDir, join(backup, "longterm"), { recursive: true })
 
   const forgotten = await forget(nc, "vaulter", entryId, { waitMs: 30_000 })
   expect(forgotten.erasedKeys).toBeGreaterThan(0)
@@ -122,7 +146,7 @@ it("a forgotten entry's content stays unreadable in a copy of the store taken be
   expect(JSON.parse(new TextDecoder().decode(mark?.value))).toHaveProperty("destroyed")
 
   // Before a rotation, the copy's own keys still open its copy of the record: what the rotation is for.
-  const copy = await startNatsServer({ storeDir: backup, removeStoreOnStop: false })
+  const copy = await startNatsServer({ storeDir: join(backup, "nats"), removeStoreOnStop: false })
   const copyConn = await connect({ servers: copy.url })
   try {
     expect(await openRecorded(copyConn, await keysWith(copyConn, OLD_KEK), "vaulter", entryId)).toBe(SECRET)
@@ -145,7 +169,7 @@ it("a forgotten entry's content stays unreadable in a copy of the store taken be
       .generations
     expect(liveGens.map((g) => g.gen)).not.toContain(copiedGen)
     // The live store: the forgotten record is erased (its tombstone is all the subject holds), and its key destroyed.
-    expect(await openRecorded(nc, current, "vaulter", entryId)).toBe("not opened: EntryForgotten")
+    expect(await openRecorded(nc, current, "vaulter", entryId)).toMatch(/^not opened: EntryForgotten|^no record/)
     expect(await current.store.forRead({ agentId: "vaulter", entryId })).toBeNull()
     // The audit of the copy shows the record's metadata, and "(forgotten)" where its content was.
     const audit = await run(
@@ -157,7 +181,9 @@ it("a forgotten entry's content stays unreadable in a copy of the store taken be
     expect(audit.stdout).toContain("EntryRecorded")
     expect(audit.stdout).not.toContain("swordfish")
     // No file of the copy or of the live store holds the content in clear.
-    expect(filesHolding([backup, server.storeDir], SECRET)).toEqual([])
+    expect(filesHolding([backup, server.storeDir, longTermDir], SECRET)).toEqual([])
+    // The copy of the long-term store holds its records, sealed: under keys the copy's own no longer opens.
+    expect(filesHolding([join(backup, "longterm")], SEALED_IN_JSON).length).toBeGreaterThan(0)
 
     // The entry not forgotten reads on, under the new key-encryption key, through the services and directly.
     expect(await openRecorded(nc, current, "vaulter", kept.entryId)).toBe("The meeting moved to Thursday.")
