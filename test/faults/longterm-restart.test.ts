@@ -15,6 +15,7 @@ import { randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { connect } from "@nats-io/transport-node"
 import { QdrantClient } from "@qdrant/js-client-rest"
 import { Effect, Layer } from "effect"
 import { afterAll, expect, it } from "vitest"
@@ -24,7 +25,9 @@ import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { makeDurableStore } from "../../services/memory/longterm/durable-store.ts"
 import { LongTerm, type LongTermShape } from "../../services/memory/longterm/longterm.ts"
 import { makeQdrantStore } from "../../services/memory/longterm/qdrant-store.ts"
+import { SEALED_TEXT, sealedLongTermStore } from "../../services/memory/longterm/sealed-store.ts"
 import { LongTermStore, type LongTermStoreShape } from "../../services/memory/longterm/store.ts"
+import { openContentKeys } from "../../services/platform/keys/content-keys.ts"
 import { eventually } from "../support/eventually.ts"
 import { startLongTermAlone } from "../support/longterm.ts"
 import { readRecords, sleep, streamLastSeq, teardown } from "./support/audit.ts"
@@ -48,6 +51,7 @@ interface Target {
   /** The memory service's environment for this store. */
   readonly env: Record<string, string>
   /** Every record the store holds, read once the service is stopped. */
+  /** The store's records as it keeps them (their text sealed). */
   readonly records: () => Promise<ReadonlyArray<LongTermPayload>>
   readonly cleanUp: () => Promise<void>
 }
@@ -88,6 +92,29 @@ const qdrantTarget = (url: string): Target => {
       for (const { name } of (await client.getCollections()).collections)
         if (name.startsWith(prefix)) await client.deleteCollection(name)
     },
+  }
+}
+
+/** Records as a store kept them, opened as the memory service opens them. */
+const openStored = async (
+  url: string,
+  kept: ReadonlyArray<LongTermPayload>,
+): Promise<ReadonlyArray<LongTermPayload>> => {
+  const nc = await connect({ servers: url })
+  try {
+    const keys = await openContentKeys(nc, Date.now)
+    const asKept: LongTermStoreShape = {
+      name: "as-kept",
+      upsert: () => Effect.void,
+      remove: () => Effect.void,
+      searchDense: () => Effect.succeed([]),
+      list: () => Effect.succeed(kept),
+      get: () => Effect.succeed([]),
+      models: () => Effect.succeed([]),
+    }
+    return await Effect.runPromise(sealedLongTermStore(asKept, keys.store).list({}))
+  } finally {
+    await nc.close()
   }
 }
 
@@ -208,7 +235,12 @@ for (const makeTarget of targets) {
 
     const log = await readRecords(url)
     const demotions = log.filter((r) => r.event?._tag === "EntryDemoted")
-    const stored = [...(await target.records())]
+    const kept = await target.records()
+    // The store keeps each record's text sealed; opened with the content keys, they are the records.
+    expect(kept.every((r) => r.summary.startsWith(SEALED_TEXT))).toBe(true)
+    const opened = await openStored(url, kept)
+    expect(opened).toHaveLength(kept.length)
+    const stored = [...opened]
     const rebuilt = [...(await rebuildFromLog(url, last))]
     const byKey = (a: LongTermPayload, b: LongTermPayload) => (a.agentId + a.entryId < b.agentId + b.entryId ? -1 : 1)
     // Demoted after the kill, recorded before it: what a projection that needed earlier events loses.
