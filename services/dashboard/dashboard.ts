@@ -80,21 +80,26 @@ export class Dashboard extends Context.Service<Dashboard, DashboardShape>()("wm/
         const follow = async () => {
           while (!stopped) {
             try {
+              // A key it cannot have is no reason to stop: what it cannot open shows as forgotten.
+              const delivery = deliverWithKeys(
+                { ...keys, load: (data) => keys.load(data).catch(() => undefined) },
+                (record) => {
+                  // What a forget made unreadable shows as forgotten, beside the event's metadata.
+                  const decoded = decodeEvent(record.data, keys.unsealOrRedact)
+                  if (!decoded.ok) return
+                  const item = model.add({ seq: record.seq, subject: record.subject, event: decoded.event })
+                  for (const listener of listeners) listener(decoded.event.agentId, item)
+                },
+                () => undefined,
+              )
               const subscription = await followEvents(js, {
                 fromSeq: model.lastSeq + 1,
-                onRecord: deliverWithKeys(
-                  keys,
-                  (record) => {
-                    // What a forget made unreadable shows as forgotten, beside the event's metadata.
-                    const decoded = decodeEvent(record.data, keys.unsealOrRedact)
-                    if (!decoded.ok) return
-                    const item = model.add({ seq: record.seq, subject: record.subject, event: decoded.event })
-                    for (const listener of listeners) listener(decoded.event.agentId, item)
-                  },
-                  () => undefined,
-                ),
+                onRecord: delivery.onRecord,
               })
-              close = subscription.stop
+              close = async () => {
+                delivery.stop()
+                await subscription.stop()
+              }
               return
             } catch {
               await new Promise((r) => setTimeout(r, 500))

@@ -98,17 +98,29 @@ async def every_service_answers(url: str) -> bool:
         await client.close()
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """Stops a process this setup started, with everything it started (its own process group)."""
-    if process.poll() is not None:
-        return
+def _group_alive(pgid: int) -> bool:
     try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
+        os.killpg(pgid, 0)
+        return True
     except ProcessLookupError:
+        return False
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Stops a process this setup started, with everything it started (its own process group): the group is
+    waited for, not only its leader (`npm start` exits before the services it started have stopped)."""
+    pgid = process.pid
+    if _group_alive(pgid):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        process.poll()
+        time.sleep(0.1)
+    if _group_alive(pgid):
+        os.killpg(pgid, signal.SIGKILL)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
         pass
 
 

@@ -203,8 +203,9 @@ export const deliverWithKeys = (
   keys: ContentKeysShape,
   deliver: (record: LogRecord) => void,
   onKeyStoreError: (error: unknown) => void,
-): ((record: LogRecord) => void) => {
+): { readonly onRecord: (record: LogRecord) => void; readonly stop: () => void } => {
   const waiting: LogRecord[] = []
+  let stopped = false
   // Each waiting record's key is asked for as it arrives, all at once; they are delivered in order.
   const loads = new Map<LogRecord, Promise<void>>()
   const loadOf = (record: LogRecord) => {
@@ -217,26 +218,37 @@ export const deliverWithKeys = (
     return load
   }
   const drain = async () => {
-    while (waiting.length > 0) {
+    while (waiting.length > 0 && !stopped) {
       const next = waiting[0] as LogRecord
       try {
         await loadOf(next)
       } catch (error) {
         loads.delete(next)
+        if (stopped) return
         onKeyStoreError(error)
         await new Promise((resolve) => setTimeout(resolve, 500))
         continue
       }
+      if (stopped) return
       waiting.shift()
       loads.delete(next)
       deliver(next)
     }
   }
-  return (record) => {
-    if (waiting.length === 0 && !keys.needsLoad(record.data)) return deliver(record)
-    waiting.push(record)
-    void loadOf(record)
-    if (waiting.length === 1) void drain()
+  return {
+    onRecord: (record) => {
+      if (stopped) return
+      if (waiting.length === 0 && !keys.needsLoad(record.data)) return deliver(record)
+      waiting.push(record)
+      void loadOf(record)
+      if (waiting.length === 1) void drain()
+    },
+    // Once the reader stops, nothing more is delivered and no key is asked for again.
+    stop: () => {
+      stopped = true
+      waiting.length = 0
+      loads.clear()
+    },
   }
 }
 
@@ -360,13 +372,23 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
 
     const follow = (options: FollowOptions) =>
       Effect.tryPromise({
-        try: () =>
-          followEvents(js, {
-            ...options,
-            onRecord: deliverWithKeys(keys, options.onRecord, (error) =>
-              runFork(Effect.logWarning("cannot load a content key; trying again:", error)),
-            ),
-          }),
+        try: async () => {
+          const delivery = deliverWithKeys(keys, options.onRecord, (error) =>
+            runFork(Effect.logWarning("cannot load a content key; trying again:", error)),
+          )
+          const subscription = await followEvents(js, { ...options, onRecord: delivery.onRecord }).catch(
+            (error: unknown) => {
+              delivery.stop()
+              throw error
+            },
+          )
+          return {
+            stop: async () => {
+              delivery.stop()
+              await subscription.stop()
+            },
+          }
+        },
         catch: (error) => new Unavailable({ reason: `cannot read the event log: ${String(error)}` }),
       }).pipe(
         // Creating a consumer right after a failover can time out: try again.
