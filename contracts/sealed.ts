@@ -102,3 +102,16 @@ export const mapContent = (
   }
   return { ok: true, json: result }
 }
+
+/**
+ * The key a sealed event stored on `subject` needs, read off the subject: an entry's events are on its
+ * subject (`wm.evt.<p>.<agent>.entry.<entry>`, sealed with the entry's key), an agent's focus on its step
+ * subject (sealed with the agent's). Null for a subject of another shape.
+ */
+export const contentKeyRefOfSubject = (subject: string): ContentKeyRef | null => {
+  const tokens = subject.split(".")
+  const agentId = tokens[3]
+  if (agentId === undefined || tokens[0] !== "wm" || tokens[1] !== "evt") return null
+  if (tokens[4] === "entry" && tokens[5] !== undefined) return { agentId, entryId: tokens[5] }
+  return tokens[4] === "step" ? { agentId, entryId: null } : null
+}

@@ -24,7 +24,8 @@ export const spawnService = (
 ): ServiceProcess => {
   const child = spawn(process.execPath, [...nodeArgs, script], {
     cwd: repoRoot,
-    env: { ...process.env, ...env, NATS_URL: url, NODE_NO_WARNINGS: "1" },
+    // Several services run side by side: none takes the default metrics port unless told to.
+    env: { WM_METRICS_PORT: "0", ...process.env, ...env, NATS_URL: url, NODE_NO_WARNINGS: "1" },
     stdio: ["ignore", "pipe", "pipe", "ipc"],
   })
   let output = ""

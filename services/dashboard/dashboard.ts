@@ -82,7 +82,7 @@ export class Dashboard extends Context.Service<Dashboard, DashboardShape>()("wm/
             try {
               // A key it cannot have is no reason to stop: what it cannot open shows as forgotten.
               const delivery = deliverWithKeys(
-                { ...keys, load: (data) => keys.load(data).catch(() => undefined) },
+                { ...keys, load: (data, subject) => keys.load(data, subject).catch(() => undefined) },
                 (record) => {
                   // What a forget made unreadable shows as forgotten, beside the event's metadata.
                   const decoded = decodeEvent(record.data, keys.unsealOrRedact)

@@ -11,7 +11,7 @@ import { KEY_BUCKET } from "../../../contracts/buckets.ts"
 import { type Decoded, decodeEvent, type Unseal } from "../../../contracts/decode.ts"
 import { Unavailable } from "../../../contracts/errors.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
-import { type ContentKeyRef, sealedKeyOf } from "../../../contracts/sealed.ts"
+import { type ContentKeyRef, contentKeyRefOfSubject, sealedKeyOf } from "../../../contracts/sealed.ts"
 import { settings } from "../../../contracts/settings.ts"
 import type { StoredJson } from "../../../contracts/upcasters.ts"
 import { Nats } from "../nats/connection.ts"
@@ -44,10 +44,10 @@ export interface ContentKeysShape {
   readonly unseal: Unseal
   /** For the audit: what cannot be opened reads "(forgotten)". */
   readonly unsealOrRedact: Unseal
-  /** True when a stored record has sealed content whose key is not loaded yet. */
-  readonly needsLoad: (data: Uint8Array) => boolean
-  /** Loads the key a stored record needs (whether it exists or was destroyed). */
-  readonly load: (data: Uint8Array) => Promise<void>
+  /** True when a stored record (on `subject`, when known) has sealed content whose key is not loaded yet. */
+  readonly needsLoad: (data: Uint8Array, subject?: string) => boolean
+  /** Loads the key a stored record (on `subject`, when known) needs, whether it exists or was destroyed. */
+  readonly load: (data: Uint8Array, subject?: string) => Promise<void>
   /** Loads the record's key, then decodes it. */
   readonly decode: (data: Uint8Array) => Effect.Effect<Decoded, Unavailable>
   /** Drops what is in memory of a forgotten agent's or entry's keys. */
@@ -59,16 +59,19 @@ export const makeContentKeys = (store: ContentKeyStore): ContentKeysShape => {
   const missing = new Set<string>()
   const keyOf = (ref: ContentKeyRef): Buffer | null | undefined =>
     store.cached(ref) ?? (missing.has(refName(ref)) ? null : undefined)
-  const refOf = (data: Uint8Array): ContentKeyRef | null => {
+  const refOf = (data: Uint8Array, subject?: string): ContentKeyRef | null => {
     if (Buffer.from(data.buffer, data.byteOffset, data.byteLength).indexOf(SEALED_MARK) < 0) return null
+    // Read off the subject when it is known: the record is not parsed twice (its reader parses it).
+    const fromSubject = subject === undefined ? null : contentKeyRefOfSubject(subject)
+    if (fromSubject !== null) return fromSubject
     try {
       return sealedKeyOf(JSON.parse(textDecoder.decode(data)) as StoredJson)
     } catch {
       return null
     }
   }
-  const load = async (data: Uint8Array) => {
-    const ref = refOf(data)
+  const load = async (data: Uint8Array, subject?: string) => {
+    const ref = refOf(data, subject)
     if (ref === null || keyOf(ref) !== undefined) return
     const key = await store.forRead(ref)
     if (key === null) missing.add(refName(ref))
@@ -90,8 +93,8 @@ export const makeContentKeys = (store: ContentKeyStore): ContentKeysShape => {
     },
     unseal,
     unsealOrRedact: unsealOrRedact(keyOf),
-    needsLoad: (data) => {
-      const ref = refOf(data)
+    needsLoad: (data, subject) => {
+      const ref = refOf(data, subject)
       return ref !== null && keyOf(ref) === undefined
     },
     load,

@@ -56,11 +56,28 @@ export const unsealWith =
       }
     return mapContent(json, (value, path) => {
       if (!isSealed(value)) return { value }
-      const plain = open(key, value.$sealed, sealedFieldLabel(ref, path))
+      const label = sealedFieldLabel(ref, path)
+      // Every projection of a process reads the same record: it is opened once.
+      const id = `${label}|${value.$sealed.slice(0, OPENED_ID_CHARS)}`
+      const known = recentlyOpened.get(id)
+      if (known !== undefined) return { value: known }
+      const plain = open(key, value.$sealed, label)
       if (plain === null) return "sealed content that its key does not open"
-      return { value: JSON.parse(decoder.decode(plain)) as unknown }
+      const opened = JSON.parse(decoder.decode(plain)) as unknown
+      remember(id, opened)
+      return { value: opened }
     })
   }
+
+/** The nonce and tag of a sealed value, in base64: what tells one sealing from every other. */
+const OPENED_ID_CHARS = 40
+const RECENTLY_OPENED = 4_096
+/** Opened content fields by label and sealing (strings and plain JSON: shared, never changed). */
+const recentlyOpened = new Map<string, unknown>()
+const remember = (id: string, value: unknown) => {
+  recentlyOpened.set(id, value)
+  if (recentlyOpened.size > RECENTLY_OPENED) recentlyOpened.delete(recentlyOpened.keys().next().value as string)
+}
 
 /** What an audit shows where a forgotten event's content was. */
 export const FORGOTTEN_TEXT = "(forgotten)"

@@ -211,7 +211,7 @@ export const deliverWithKeys = (
   const loadOf = (record: LogRecord) => {
     let load = loads.get(record)
     if (load === undefined) {
-      load = keys.load(record.data)
+      load = keys.load(record.data, record.subject)
       load.catch(() => undefined)
       loads.set(record, load)
     }
@@ -238,7 +238,7 @@ export const deliverWithKeys = (
   return {
     onRecord: (record) => {
       if (stopped) return
-      if (waiting.length === 0 && !keys.needsLoad(record.data)) return deliver(record)
+      if (waiting.length === 0 && !keys.needsLoad(record.data, record.subject)) return deliver(record)
       waiting.push(record)
       void loadOf(record)
       if (waiting.length === 1) void drain()
@@ -405,7 +405,7 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
         try: async () => {
           const stored = await jsm.streams.getMessage(EVENTS_STREAM, query)
           if (stored === null) return null
-          await keys.load(stored.data)
+          await keys.load(stored.data, stored.subject)
           return { seq: stored.seq, data: stored.data }
         },
         catch: (error) => new Unavailable({ reason: `cannot read '${subject}': ${String(error)}` }),
