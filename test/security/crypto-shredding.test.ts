@@ -193,3 +193,17 @@ it("a forgotten entry's content stays unreadable in a copy of the store taken be
     await copy.stop()
   }
 }, 120_000)
+
+it("a lost key store is answered Unavailable, and nothing is stored in clear", async () => {
+  const agent = client.agent("vaulter")
+  await (await jetstreamManager(nc)).streams.delete(`KV_${KEY_BUCKET}`)
+  const lost = "Written while the key store was lost: 5150-otter"
+  // Answered Unavailable at every attempt (the SDK retries it, then says so with that answer as the cause).
+  const refused = await agent.record({ origin: "USER", content: lost }).then(
+    () => null,
+    (error: unknown) => error as { cause?: { _tag?: string; reason?: string } },
+  )
+  expect(refused?.cause).toMatchObject({ _tag: "Unavailable" })
+  expect(refused?.cause?.reason).toContain("key store")
+  expect(filesHolding([server.storeDir, longTermDir], lost)).toEqual([])
+}, 60_000)

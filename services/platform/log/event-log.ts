@@ -152,6 +152,8 @@ const isTransient = (error: unknown): boolean => {
 }
 
 export const appendRetryDeadline = Duration.seconds(30)
+/** How long an append waits for the key store before it is answered Unavailable: under one SDK attempt (5 s). */
+const SEAL_RETRY = Duration.seconds(3)
 
 /**
  * A stream byte limit is refused on nats-server before 2.10: with discard new, 2.9 checks a write's
@@ -280,8 +282,9 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
           return new Unavailable({ reason: String(error instanceof Error ? error.message : error) })
         },
       }).pipe(
+        // A key store that stays out of reach is answered as Unavailable within one of the caller's attempts.
         Effect.retry({
-          schedule: Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "10 seconds" })),
+          schedule: Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: SEAL_RETRY })),
           while: (error) => error._tag === "Unavailable",
         }),
       )
