@@ -8,8 +8,7 @@ import { type KV, Kvm } from "@nats-io/kv"
 import type { NatsConnection } from "@nats-io/transport-node"
 import { Clock, Context, Effect, Layer, Option, Schedule } from "effect"
 import { KEY_BUCKET } from "../../../contracts/buckets.ts"
-import { type Decoded, decodeEvent, type Unseal } from "../../../contracts/decode.ts"
-import { Unavailable } from "../../../contracts/errors.ts"
+import type { Unseal } from "../../../contracts/decode.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import { type ContentKeyRef, contentKeyRefOfSubject, sealedKeyOf } from "../../../contracts/sealed.ts"
 import { settings } from "../../../contracts/settings.ts"
@@ -17,7 +16,7 @@ import type { StoredJson } from "../../../contracts/upcasters.ts"
 import { Nats } from "../nats/connection.ts"
 import { NatsSettings } from "../nats/settings.ts"
 import { parseKeyEncryptionKeys } from "./kek.ts"
-import { ContentKeyStore, KeyStoreError } from "./key-store.ts"
+import { ContentKeyStore } from "./key-store.ts"
 import { contentKeyOf, sealEvent, unsealOrRedact, unsealWith } from "./sealing.ts"
 
 /** Two revisions per key: a destroyed key's mark is stored before the key is erased (destroy-keys.ts). */
@@ -48,8 +47,6 @@ export interface ContentKeysShape {
   readonly needsLoad: (data: Uint8Array, subject?: string) => boolean
   /** Loads the key a stored record (on `subject`, when known) needs, whether it exists or was destroyed. */
   readonly load: (data: Uint8Array, subject?: string) => Promise<void>
-  /** Loads the record's key, then decodes it. */
-  readonly decode: (data: Uint8Array) => Effect.Effect<Decoded, Unavailable>
   /** Drops what is in memory of a forgotten agent's or entry's keys. */
   readonly evict: (agentId: string, entryId: string | null) => void
 }
@@ -98,11 +95,6 @@ export const makeContentKeys = (store: ContentKeyStore): ContentKeysShape => {
       return ref !== null && keyOf(ref) === undefined
     },
     load,
-    decode: (data) =>
-      Effect.tryPromise({
-        try: () => load(data),
-        catch: (error) => new Unavailable({ reason: error instanceof KeyStoreError ? error.message : String(error) }),
-      }).pipe(Effect.map(() => decodeEvent(data, unseal))),
     evict: (agentId, entryId) => {
       store.evict(agentId, entryId)
       if (entryId !== null) missing.delete(`${agentId}/${entryId}`)

@@ -12,9 +12,8 @@ import type { NatsConnection } from "@nats-io/transport-node"
 import { agentEntryKeys, agentKeyName, entryKeyName, KEY_BUCKET } from "../../../contracts/buckets.ts"
 import type { Tombstone } from "../../../domain/forget.ts"
 import { eraseMessages, storedRecords } from "../log/stored-messages.ts"
-import { leaderGet } from "./key-store.ts"
+import { KEY_STREAM, leaderGet } from "./key-store.ts"
 
-const KEY_STREAM = `KV_${KEY_BUCKET}`
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 

@@ -21,6 +21,7 @@ import { agentKeyName, entryKeyName, KEY_BUCKET } from "../../../contracts/bucke
 import type { ContentKeyRef } from "../../../contracts/sealed.ts"
 import { newKey, open, seal } from "./aead.ts"
 import type { KeyEncryptionKeys } from "./kek.ts"
+import { Recent } from "./recent.ts"
 
 export interface AgentKeyGeneration {
   readonly gen: string
@@ -42,35 +43,14 @@ export class KeyStoreError extends Error {
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 const CACHED_KEYS = 100_000
-const KEY_STREAM = `KV_${KEY_BUCKET}`
+/** The stream behind the key bucket. */
+export const KEY_STREAM = `KV_${KEY_BUCKET}`
 
 const parse = <T>(value: Uint8Array): T => JSON.parse(decoder.decode(value)) as T
-const wrapLabel = (name: string, gen: string) => `${name}#${gen}`
-
-/** A map that forgets its least recently used keys past a size. */
-class Recent<V> {
-  private readonly map = new Map<string, V>()
-  private readonly size: number
-  constructor(size: number) {
-    this.size = size
-  }
-  get(key: string): V | undefined {
-    const value = this.map.get(key)
-    if (value !== undefined) {
-      this.map.delete(key)
-      this.map.set(key, value)
-    }
-    return value
-  }
-  set(key: string, value: V) {
-    this.map.delete(key)
-    this.map.set(key, value)
-    if (this.map.size > this.size) this.map.delete(this.map.keys().next().value as string)
-  }
-  deleteWhere(match: (key: string) => boolean) {
-    for (const key of [...this.map.keys()]) if (match(key)) this.map.delete(key)
-  }
-}
+/** The authenticated data a key is wrapped with: its name and the generation that wraps it. */
+export const wrapLabel = (name: string, gen: string) => `${name}#${gen}`
+/** A new generation of an agent's key: 12 hex digits. */
+export const newGenerationId = () => newKey().subarray(0, 6).toString("hex")
 
 /** A key's newest revision from the key stream's leader (a direct get may come from a replica behind). */
 export const leaderGet = async (
@@ -270,7 +250,7 @@ export class ContentKeyStore {
         return { gen: newest.gen, key: this.unwrapAgentGeneration(agentId, newest) }
       }
       if (!create || (record !== null && !renews)) return null
-      const gen = newKey().subarray(0, 6).toString("hex")
+      const gen = newGenerationId()
       const key = newKey()
       const fresh: AgentKeyRecord = {
         created: this.now(),

@@ -14,10 +14,17 @@ import type { NatsConnection } from "@nats-io/transport-node"
 import { agentEntryKeys, KEY_BUCKET } from "../../../contracts/buckets.ts"
 import { eraseMessages, storedRecords } from "../log/stored-messages.ts"
 import { newKey, open, seal } from "./aead.ts"
-import { type AgentKeyRecord, type ContentKeyStore, type EntryKeyRecord, leaderGet } from "./key-store.ts"
+import {
+  type AgentKeyRecord,
+  type ContentKeyStore,
+  type EntryKeyRecord,
+  KEY_STREAM,
+  leaderGet,
+  newGenerationId,
+  wrapLabel,
+} from "./key-store.ts"
 import type { WrappedSnapshotKey } from "./snapshot-keys.ts"
 
-const KEY_STREAM = `KV_${KEY_BUCKET}`
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
@@ -28,8 +35,6 @@ export interface Rotation {
   /** Older revisions of keys erased in place. */
   readonly erased: number
 }
-
-const wrapLabel = (name: string, gen: string) => `${name}#${gen}`
 
 /** Rotates every live agent key (and re-wraps its entry keys) under the store's current key-encryption key. */
 export const rotateKeys = async (nc: NatsConnection, store: ContentKeyStore): Promise<Rotation> => {
@@ -44,7 +49,7 @@ export const rotateKeys = async (nc: NatsConnection, store: ContentKeyStore): Pr
     if (entry === null || entry.operation !== "PUT") continue
     const record = JSON.parse(decoder.decode(entry.value)) as AgentKeyRecord
     if (!("generations" in record)) continue
-    const gen = newKey().subarray(0, 6).toString("hex")
+    const gen = newGenerationId()
     const key = newKey()
     const fresh = { gen, kek: keks.current.id, sealed: seal(keks.current.key, key, wrapLabel(name, gen)) }
     // Both generations while the entry keys move; writers wrap new entry keys under the newest.

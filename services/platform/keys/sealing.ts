@@ -3,30 +3,27 @@
  * A field's value is sealed as its JSON text, labelled with its agent, entry and path.
  */
 import type { Unseal } from "../../../contracts/decode.ts"
-import type { MemoryEvent } from "../../../contracts/events.ts"
-import { type ContentKeyRef, isSealed, mapContent, sealedFieldLabel, sealedKeyOf } from "../../../contracts/sealed.ts"
+import { entryIdOf, type MemoryEvent } from "../../../contracts/events.ts"
+import {
+  CONTENT_FIELDS,
+  type ContentKeyRef,
+  isSealed,
+  mapContent,
+  sealedFieldLabel,
+  sealedKeyOf,
+} from "../../../contracts/sealed.ts"
 import type { StoredJson } from "../../../contracts/upcasters.ts"
 import { open, seal } from "./aead.ts"
+import { Recent } from "./recent.ts"
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
-/** Whose key seals this event's content; null when it carries none. */
+/** Whose key seals this event's content; null when it carries none: an entry's, else (a focus) its agent's. */
 export const contentKeyOf = (event: MemoryEvent): ContentKeyRef | null => {
-  switch (event._tag) {
-    case "EntryRecorded":
-    case "RungChanged":
-    case "EntryDemoted":
-    case "CueRehydrated":
-    case "CuePromoted":
-      return { agentId: event.agentId, entryId: event.entryId }
-    case "StepStarted":
-      return event.focus === null ? null : { agentId: event.agentId, entryId: null }
-    case "FocusChanged":
-      return { agentId: event.agentId, entryId: null }
-    default:
-      return null
-  }
+  if (CONTENT_FIELDS[event._tag] === undefined) return null
+  if (event._tag === "StepStarted" && event.focus === null) return null
+  return { agentId: event.agentId, entryId: entryIdOf(event) }
 }
 
 /** The event's JSON with every content field sealed under `key`. */
@@ -64,20 +61,15 @@ export const unsealWith =
       const plain = open(key, value.$sealed, label)
       if (plain === null) return "sealed content that its key does not open"
       const opened = JSON.parse(decoder.decode(plain)) as unknown
-      remember(id, opened)
+      recentlyOpened.set(id, opened)
       return { value: opened }
     })
   }
 
 /** The nonce and tag of a sealed value, in base64: what tells one sealing from every other. */
 const OPENED_ID_CHARS = 40
-const RECENTLY_OPENED = 4_096
 /** Opened content fields by label and sealing (strings and plain JSON: shared, never changed). */
-const recentlyOpened = new Map<string, unknown>()
-const remember = (id: string, value: unknown) => {
-  recentlyOpened.set(id, value)
-  if (recentlyOpened.size > RECENTLY_OPENED) recentlyOpened.delete(recentlyOpened.keys().next().value as string)
-}
+const recentlyOpened = new Recent<unknown>(4_096)
 
 /** What an audit shows where a forgotten event's content was. */
 export const FORGOTTEN_TEXT = "(forgotten)"

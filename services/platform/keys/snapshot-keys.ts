@@ -6,9 +6,8 @@
  * key it was wrapped under is retired (rotate-keys.ts re-wraps the live ones).
  */
 import type { JetStreamManager } from "@nats-io/jetstream"
-import { KEY_BUCKET } from "../../../contracts/buckets.ts"
 import { newKey, open, seal } from "./aead.ts"
-import { type ContentKeyStore, KeyStoreError, leaderGet } from "./key-store.ts"
+import { type ContentKeyStore, KEY_STREAM, KeyStoreError, leaderGet } from "./key-store.ts"
 
 export interface SnapshotKeys {
   /** A new key for a snapshot about to be written. */
@@ -53,7 +52,7 @@ export const makeSnapshotKeys = (store: ContentKeyStore, jsm: JetStreamManager):
     for (let revisions = 0; revisions < 4; revisions++) {
       const entry = await leaderGet(jsm, name)
       if (entry === null || entry.operation !== "PUT") return
-      await jsm.streams.deleteMessage(`KV_${KEY_BUCKET}`, entry.revision, true)
+      await jsm.streams.deleteMessage(KEY_STREAM, entry.revision, true)
     }
   },
 })

@@ -1,0 +1,24 @@
+/** A map that forgets its least recently used keys past a size: what a process keeps of keys and what they opened. */
+export class Recent<V> {
+  private readonly map = new Map<string, V>()
+  private readonly size: number
+  constructor(size: number) {
+    this.size = size
+  }
+  get(key: string): V | undefined {
+    const value = this.map.get(key)
+    if (value !== undefined) {
+      this.map.delete(key)
+      this.map.set(key, value)
+    }
+    return value
+  }
+  set(key: string, value: V) {
+    this.map.delete(key)
+    this.map.set(key, value)
+    if (this.map.size > this.size) this.map.delete(this.map.keys().next().value as string)
+  }
+  deleteWhere(match: (key: string) => boolean) {
+    for (const key of [...this.map.keys()]) if (match(key)) this.map.delete(key)
+  }
+}
