@@ -195,7 +195,10 @@ it("a forgotten entry's content stays unreadable in a copy of the store taken be
 }, 120_000)
 
 it("a lost key store is answered Unavailable, and nothing is stored in clear", async () => {
-  const agent = client.agent("vaulter")
+  // An agent whose key the services hold (the first test's was rotated under a key-encryption key they lack).
+  const agent = client.agent("otter-keeper")
+  await agent.register({ role: "custom", budget: 150 })
+  await agent.record({ origin: "USER", content: "Stored while the key store stood.", timestamp: T0 })
   await (await jetstreamManager(nc)).streams.delete(`KV_${KEY_BUCKET}`)
   const lost = "Written while the key store was lost: 5150-otter"
   // Answered Unavailable at every attempt (the SDK retries it, then says so with that answer as the cause).

@@ -149,10 +149,13 @@ export class ContentKeys extends Context.Service<ContentKeys, ContentKeysShape>(
     }).pipe(Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))), Effect.orDie)
     const clock = yield* Clock.Clock
     const store = new ContentKeyStore(kv, jsm, keks, () => clock.currentTimeMillisUnsafe())
-    // Warm-up replays the log: its keys are read in one pass, not one record at a time.
-    yield* Effect.tryPromise(() => store.preload()).pipe(
-      Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))),
-      Effect.orDie,
+    // Warm-up replays the log: its keys are read in one pass, not one record at a time, then followed.
+    yield* Effect.acquireRelease(
+      Effect.tryPromise(() => store.follow()).pipe(
+        Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))),
+        Effect.orDie,
+      ),
+      () => Effect.promise(() => store.stop()),
     )
     return makeContentKeys(store)
   })

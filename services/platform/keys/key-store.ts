@@ -12,15 +12,19 @@
  * agent, or a new recording of the entry, starts a new key.
  *
  * Unwrapped keys are kept in memory (bounded); a key store that cannot be read is an error, never
- * plaintext.
+ * plaintext. A service follows the bucket (key-watch.ts): the keys other processes make reach it
+ * without a read each, and a new entry's key is wrapped under the agent's key as the watch last saw
+ * it, then confirmed unchanged once the watch has read past the entry key's own write — no read of
+ * the agent's key from the stream's leader per recorded entry.
  */
 import { hkdfSync } from "node:crypto"
-import { DeliverPolicy, JetStreamApiCodes, JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream"
+import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream"
 import type { KV } from "@nats-io/kv"
 import { agentKeyName, entryKeyName, KEY_BUCKET } from "../../../contracts/buckets.ts"
 import type { ContentKeyRef } from "../../../contracts/sealed.ts"
 import { newKey, open, seal } from "./aead.ts"
 import type { KeyEncryptionKeys } from "./kek.ts"
+import { KeyWatch } from "./key-watch.ts"
 import { Recent } from "./recent.ts"
 
 export interface AgentKeyGeneration {
@@ -82,10 +86,24 @@ const sharedCaches = (namespace: string) => {
   return caches
 }
 
+const DESTROYED = "destroyed"
+
 interface Read<R> {
   readonly record: R | null
   readonly revision: number
 }
+
+/** An agent's newest key, at the revision of its record it was read from. */
+interface AgentKey {
+  readonly gen: string
+  readonly key: Buffer
+  readonly revision: number
+  /** Read from the stream's leader; otherwise from the watch, to confirm once a write under it lands. */
+  readonly fromLeader: boolean
+}
+
+/** How long a write waits for the watch to read past it before asking the leader instead. */
+const CONFIRM_WAIT_MS = 1_000
 
 /** Who seals with which key: an entry's content with the entry's key, an agent's focus with a key derived from the agent's. */
 const cacheName = (ref: ContentKeyRef) =>
@@ -110,37 +128,29 @@ export class ContentKeyStore {
     this.now = now
   }
 
-  /** Keys as the bucket held them when `preload` ran: a reader of a long log asks the store once, not per record. */
-  private readonly preloaded = new Map<string, Read<unknown>>()
+  /** The bucket as this service follows it; none for a command-line tool, which asks the store. */
+  private watch: KeyWatch | undefined
 
   /**
    * Reads every key of the bucket in one pass (the newest revision of each), so replaying a log does not
-   * ask for its keys one record at a time. A key made later is read when it is first needed.
+   * ask for its keys one record at a time, and then follows the keys made, rotated and destroyed.
+   * Returns how many keys the first pass read.
    */
-  async preload(): Promise<number> {
+  async follow(watch = new KeyWatch(KEY_STREAM)): Promise<number> {
     // The services of one process share what they unwrapped of one key store (one bucket, the same
     // key-encryption keys): a key one of them made or loaded is not asked for again by the others.
     const created = (await this.jsm.streams.info(KEY_STREAM)).created
     const shared = sharedCaches(`${created}|${[...this.keks.byId.keys()].join(",")}`)
     this.agentKeys = shared.agentKeys
     this.dataKeys = shared.dataKeys
-    const consumer = await this.jsm.jetstream().consumers.get(KEY_STREAM, {
-      deliver_policy: DeliverPolicy.LastPerSubject,
-    })
-    if ((await consumer.info(true)).num_pending === 0) return 0
-    const messages = await consumer.consume()
-    try {
-      for await (const m of messages) {
-        const operation = m.headers?.get("KV-Operation")
-        const name = m.subject.slice(`$KV.${KEY_BUCKET}.`.length)
-        if (operation !== "DEL" && operation !== "PURGE")
-          this.preloaded.set(name, { record: parse(m.data), revision: m.seq })
-        if (m.info.pending === 0) break
-      }
-    } finally {
-      await messages.close().catch(() => undefined)
-    }
-    return this.preloaded.size
+    const read = await watch.start(this.jsm)
+    this.watch = watch
+    return read
+  }
+
+  /** Stops following the bucket. */
+  async stop() {
+    await this.watch?.stop()
   }
 
   /** The data key of `ref` if it is in memory. */
@@ -151,11 +161,10 @@ export class ContentKeyStore {
   /** Drops what is in memory of an agent's keys, or of one entry's. */
   evict(agentId: string, entryId: string | null) {
     if (entryId !== null) {
-      this.preloaded.delete(entryKeyName(agentId, entryId))
+      this.watch?.drop(entryKeyName(agentId, entryId))
       return this.dataKeys.deleteWhere((k) => k === entryKeyName(agentId, entryId))
     }
-    for (const name of [...this.preloaded.keys()])
-      if (name === agentKeyName(agentId) || name.startsWith(`entry.${agentId}.`)) this.preloaded.delete(name)
+    this.watch?.dropWhere((name) => name === agentKeyName(agentId) || name.startsWith(`entry.${agentId}.`))
     this.dataKeys.deleteWhere((k) => k === `focus.${agentId}` || k.startsWith(`entry.${agentId}.`))
     this.agentKeys.deleteWhere((k) => k.startsWith(`${agentId}#`))
   }
@@ -192,8 +201,8 @@ export class ContentKeyStore {
     if (ref.entryId === null) key = Buffer.from(hkdfSync("sha256", agent.key, Buffer.alloc(0), "focus", 32))
     else key = await this.entryKey(ref.agentId, ref.entryId, agent, create, renews)
     if (key !== null) this.dataKeys.set(cacheName(ref), key)
-    // In memory now as a key: what was preloaded of it is not needed again.
-    if (ref.entryId !== null) this.preloaded.delete(entryKeyName(ref.agentId, ref.entryId))
+    // In memory now as a key: what the watch read of it is not needed again.
+    if (ref.entryId !== null) this.watch?.drop(entryKeyName(ref.agentId, ref.entryId))
     return key
   }
 
@@ -205,8 +214,12 @@ export class ContentKeyStore {
   private async read<R>(name: string, fromLeader = false): Promise<Read<R>> {
     try {
       if (!fromLeader) {
-        const preloaded = this.preloaded.get(name)
-        if (preloaded !== undefined) return preloaded as Read<R>
+        // A deletion or a destroyed mark the watch read may since be followed by a new key it has not read
+        // yet: only a live key is taken from it.
+        const watched = this.watch?.get(name)
+        const record = watched?.value == null ? null : parse<R>(watched.value)
+        if (watched !== undefined && record !== null && !(DESTROYED in (record as object)))
+          return { record, revision: watched.revision }
         const entry = await this.kv.get(name)
         if (entry !== null && entry.operation === "PUT")
           return { record: parse<R>(entry.value), revision: entry.revision }
@@ -220,26 +233,37 @@ export class ContentKeyStore {
     }
   }
 
-  /** Stores `record` at `name` if it still stands at `revision` (0: absent); false when another write came first. */
-  private async write(name: string, record: unknown, revision: number): Promise<boolean> {
+  /**
+   * Stores `record` at `name` if it still stands at `revision` (0: absent): the new revision, or null when
+   * another write came first.
+   */
+  private async write(name: string, record: unknown, revision: number): Promise<number | null> {
     const value = encoder.encode(JSON.stringify(record))
     try {
-      if (revision === 0) await this.kv.create(name, value)
-      else await this.kv.update(name, value, revision)
-      return true
+      if (revision === 0) return await this.kv.create(name, value)
+      return await this.kv.update(name, value, revision)
     } catch (error) {
-      if (/wrong last sequence|key exists/i.test(String(error))) return false
+      if (/wrong last sequence|key exists/i.test(String(error))) return null
       throw new KeyStoreError(`cannot write the key store (${name}): ${String(error)}`, { cause: error })
     }
   }
 
   /** The agent's newest key; null when destroyed and not renewed. */
-  async agentKey(
-    agentId: string,
-    create: boolean,
-    renews: boolean,
-  ): Promise<{ readonly gen: string; readonly key: Buffer } | null> {
+  async agentKey(agentId: string, create: boolean, renews: boolean): Promise<AgentKey | null> {
     const name = agentKeyName(agentId)
+    // A new entry key is wrapped under the agent's key as the watch has it, and confirmed once written (confirmWrap).
+    const watched = create && !renews ? this.watch?.get(name) : undefined
+    if (watched !== undefined && watched.value !== null) {
+      const record = parse<AgentKeyRecord>(watched.value)
+      const newest = "generations" in record ? record.generations[0] : undefined
+      if (newest !== undefined)
+        return {
+          gen: newest.gen,
+          key: this.unwrapAgentGeneration(agentId, newest),
+          revision: watched.revision,
+          fromLeader: false,
+        }
+    }
     for (;;) {
       // A read that may lead to a write (or seal under the key) asks the leader: a replica behind, or what was
       // preloaded before a forget, would seal under a destroyed key.
@@ -247,7 +271,7 @@ export class ContentKeyStore {
       if (record !== null && "generations" in record) {
         const [newest] = record.generations
         if (newest === undefined) throw new KeyStoreError(`${name} lists no key`)
-        return { gen: newest.gen, key: this.unwrapAgentGeneration(agentId, newest) }
+        return { gen: newest.gen, key: this.unwrapAgentGeneration(agentId, newest), revision, fromLeader: create }
       }
       if (!create || (record !== null && !renews)) return null
       const gen = newGenerationId()
@@ -258,9 +282,10 @@ export class ContentKeyStore {
           { gen, kek: this.keks.current.id, sealed: seal(this.keks.current.key, key, wrapLabel(name, gen)) },
         ],
       }
-      if (await this.write(name, fresh, revision)) {
+      const written = await this.write(name, fresh, revision)
+      if (written !== null) {
         this.agentKeys.set(`${agentId}#${gen}`, key)
-        return { gen, key }
+        return { gen, key, revision: written, fromLeader: true }
       }
     }
   }
@@ -285,7 +310,7 @@ export class ContentKeyStore {
   private async entryKey(
     agentId: string,
     entryId: string,
-    agent: { readonly gen: string; readonly key: Buffer },
+    agent: AgentKey,
     create: boolean,
     renews: boolean,
   ): Promise<Buffer | null> {
@@ -300,14 +325,62 @@ export class ContentKeyStore {
     // A new recording: most often the entry has no key yet, so try to make it first (one round trip).
     if (renews) {
       const made = fresh()
-      if (await this.write(name, made.record, 0)) return made.key
+      const written = await this.write(name, made.record, 0)
+      if (written !== null) return this.confirmWrap(agentId, name, agent, made.key, written)
     }
     for (;;) {
       const { record, revision } = await this.read<EntryKeyRecord>(name, create)
       if (record !== null && "sealed" in record) return this.unwrapEntry(agentId, name, record)
       if (!create || (record !== null && !renews)) return null
       const made = fresh()
-      if (await this.write(name, made.record, revision)) return made.key
+      const written = await this.write(name, made.record, revision)
+      if (written !== null) return this.confirmWrap(agentId, name, agent, made.key, written)
+    }
+  }
+
+  /**
+   * An entry key just written (at `written`) under an agent key read from the watch stands if the agent's
+   * record had not changed when it landed: a rotation or a forget stored after it finds the entry key in
+   * its own pass. That is known once the watch has read past the entry key's write, or else from the
+   * leader. If the agent's key changed first, the entry key is wrapped again under the newest generation,
+   * or, when the agent's key was destroyed, marked destroyed itself and the write refused (null).
+   */
+  private async confirmWrap(
+    agentId: string,
+    name: string,
+    agent: AgentKey,
+    key: Buffer,
+    written: number,
+  ): Promise<Buffer | null> {
+    if (agent.fromLeader) return key
+    const agentName = agentKeyName(agentId)
+    if (
+      this.watch !== undefined &&
+      (await this.watch.reached(written, CONFIRM_WAIT_MS)) &&
+      this.watch.get(agentName)?.revision === agent.revision
+    )
+      return key
+    let wrappedGen = agent.gen
+    let revision = written
+    for (;;) {
+      const now = await this.read<AgentKeyRecord>(agentName, true)
+      if (now.revision === agent.revision && wrappedGen === agent.gen) return key
+      const newest = now.record !== null && "generations" in now.record ? now.record.generations[0] : undefined
+      if (newest !== undefined && newest.gen === wrappedGen) return key
+      const rewrapped: EntryKeyRecord =
+        newest === undefined
+          ? { destroyed: this.now() }
+          : {
+              created: this.now(),
+              gen: newest.gen,
+              sealed: seal(this.unwrapAgentGeneration(agentId, newest), key, wrapLabel(name, newest.gen)),
+            }
+      if ((await this.write(name, rewrapped, revision)) !== null) return newest === undefined ? null : key
+      // Another write came first (a rotation's pass, a forget): the entry key as it stands now.
+      const entry = await this.read<EntryKeyRecord>(name, true)
+      if (entry.record === null || !("sealed" in entry.record)) return null
+      wrappedGen = entry.record.gen
+      revision = entry.revision
     }
   }
 

@@ -13,6 +13,16 @@ export class Recent<V> {
     }
     return value
   }
+  /** The value without counting it as used. */
+  peek(key: string): V | undefined {
+    return this.map.get(key)
+  }
+  delete(key: string) {
+    this.map.delete(key)
+  }
+  get count() {
+    return this.map.size
+  }
   set(key: string, value: V) {
     this.map.delete(key)
     this.map.set(key, value)
