@@ -1,34 +1,51 @@
-/** A map that forgets its least recently used keys past a size: what a process keeps of keys and what they opened. */
+/**
+ * A map that forgets its least recently used keys past a size: what a process keeps of keys and what they
+ * opened. Two generations approximate the order — a read in the older one moves the value to the newer,
+ * and when the newer one is full the older is dropped whole — so a read costs a lookup, not the
+ * delete-and-insert that keeps a single map in exact order (which left a large map rehashing).
+ */
 export class Recent<V> {
-  private readonly map = new Map<string, V>()
-  private readonly size: number
+  private young = new Map<string, V>()
+  private old = new Map<string, V>()
+  private readonly generation: number
+  /** Holds at least `size / 2` and at most `size` of the most recently used keys. */
   constructor(size: number) {
-    this.size = size
+    this.generation = Math.max(1, Math.ceil(size / 2))
   }
   get(key: string): V | undefined {
-    const value = this.map.get(key)
-    if (value !== undefined) {
-      this.map.delete(key)
-      this.map.set(key, value)
+    const value = this.young.get(key)
+    if (value !== undefined) return value
+    const older = this.old.get(key)
+    if (older !== undefined) {
+      this.old.delete(key)
+      this.insert(key, older)
     }
-    return value
+    return older
   }
   /** The value without counting it as used. */
   peek(key: string): V | undefined {
-    return this.map.get(key)
+    return this.young.get(key) ?? this.old.get(key)
   }
   delete(key: string) {
-    this.map.delete(key)
+    this.young.delete(key)
+    this.old.delete(key)
   }
   get count() {
-    return this.map.size
+    return this.young.size + this.old.size
   }
   set(key: string, value: V) {
-    this.map.delete(key)
-    this.map.set(key, value)
-    if (this.map.size > this.size) this.map.delete(this.map.keys().next().value as string)
+    this.old.delete(key)
+    if (this.young.has(key)) this.young.set(key, value)
+    else this.insert(key, value)
   }
   deleteWhere(match: (key: string) => boolean) {
-    for (const key of [...this.map.keys()]) if (match(key)) this.map.delete(key)
+    for (const map of [this.young, this.old]) for (const key of [...map.keys()]) if (match(key)) map.delete(key)
+  }
+  private insert(key: string, value: V) {
+    if (this.young.size >= this.generation) {
+      this.old = this.young
+      this.young = new Map()
+    }
+    this.young.set(key, value)
   }
 }

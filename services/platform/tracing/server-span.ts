@@ -1,7 +1,8 @@
 /**
  * The span a service handles a request in: a server span named after the operation, whose parent is
  * the caller's span when the request carries a `traceparent`. The caller's sampling decision is kept;
- * a request without one starts its own trace, sampled only when this service exports its spans.
+ * a request without one starts its own trace, sampled only when this service exports its spans. No
+ * stack trace is captured: every request's span starts at the same place.
  */
 import type { MsgHdrs } from "@nats-io/transport-node"
 import { Effect } from "effect"
@@ -16,7 +17,7 @@ export const withServerSpan =
         self,
         name,
         parent === undefined
-          ? { kind: "server", root: true, sampled: exported, attributes }
-          : { kind: "server", parent, sampled: parent.sampled, attributes },
+          ? { kind: "server", root: true, sampled: exported, attributes, captureStackTrace: false }
+          : { kind: "server", parent, sampled: parent.sampled, attributes, captureStackTrace: false },
       )
     })
