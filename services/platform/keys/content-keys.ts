@@ -17,6 +17,7 @@ import { Nats } from "../nats/connection.ts"
 import { NatsSettings } from "../nats/settings.ts"
 import { parseKeyEncryptionKeys } from "./kek.ts"
 import { ContentKeyStore } from "./key-store.ts"
+import { Recent } from "./recent.ts"
 import { contentKeyOf, sealEvent, unsealOrRedact, unsealWith } from "./sealing.ts"
 
 /** Two revisions per key: a destroyed key's mark is stored before the key is erased (destroy-keys.ts). */
@@ -28,6 +29,7 @@ export class ContentForgotten extends Error {
 }
 
 const textDecoder = new TextDecoder()
+const MISSING_KEYS = 100_000
 const SEALED_MARK = Buffer.from('"$sealed"')
 
 const refName = (ref: ContentKeyRef) => `${ref.agentId}/${ref.entryId ?? ""}`
@@ -52,10 +54,10 @@ export interface ContentKeysShape {
 }
 
 export const makeContentKeys = (store: ContentKeyStore): ContentKeysShape => {
-  /** Keys looked up and found destroyed or never made. */
-  const missing = new Set<string>()
+  /** Keys looked up and found destroyed or never made (bounded: one forgotten is looked up again). */
+  const missing = new Recent<true>(MISSING_KEYS)
   const keyOf = (ref: ContentKeyRef): Buffer | null | undefined =>
-    store.cached(ref) ?? (missing.has(refName(ref)) ? null : undefined)
+    store.cached(ref) ?? (missing.peek(refName(ref)) === true ? null : undefined)
   const refOf = (data: Uint8Array, subject?: string): ContentKeyRef | null => {
     if (Buffer.from(data.buffer, data.byteOffset, data.byteLength).indexOf(SEALED_MARK) < 0) return null
     // Read off the subject when it is known: the record is not parsed twice (its reader parses it).
@@ -71,7 +73,7 @@ export const makeContentKeys = (store: ContentKeyStore): ContentKeysShape => {
     const ref = refOf(data, subject)
     if (ref === null || keyOf(ref) !== undefined) return
     const key = await store.forRead(ref)
-    if (key === null) missing.add(refName(ref))
+    if (key === null) missing.set(refName(ref), true)
   }
   const unseal = unsealWith(keyOf)
   return {
@@ -98,7 +100,7 @@ export const makeContentKeys = (store: ContentKeyStore): ContentKeysShape => {
     evict: (agentId, entryId) => {
       store.evict(agentId, entryId)
       if (entryId !== null) missing.delete(`${agentId}/${entryId}`)
-      else for (const name of [...missing]) if (name.startsWith(`${agentId}/`)) missing.delete(name)
+      else missing.deleteWhere((name) => name.startsWith(`${agentId}/`))
     },
   }
 }

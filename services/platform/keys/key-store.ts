@@ -76,8 +76,19 @@ export const leaderGet = async (
   }
 }
 
-const processCaches = new Map<string, { readonly agentKeys: Recent<Buffer>; readonly dataKeys: Recent<Buffer> }>()
-const sharedCaches = (namespace: string) => {
+/** One watch of the bucket for the services of a process, stopped when the last of them stops. */
+interface SharedWatch {
+  readonly watch: KeyWatch
+  readonly started: Promise<number>
+  users: number
+}
+interface ProcessCaches {
+  readonly agentKeys: Recent<Buffer>
+  readonly dataKeys: Recent<Buffer>
+  watch?: SharedWatch | undefined
+}
+const processCaches = new Map<string, ProcessCaches>()
+const sharedCaches = (namespace: string): ProcessCaches => {
   let caches = processCaches.get(namespace)
   if (caches === undefined) {
     caches = { agentKeys: new Recent<Buffer>(CACHED_KEYS), dataKeys: new Recent<Buffer>(CACHED_KEYS) }
@@ -130,27 +141,56 @@ export class ContentKeyStore {
 
   /** The bucket as this service follows it; none for a command-line tool, which asks the store. */
   private watch: KeyWatch | undefined
+  private stopWatch: () => Promise<void> = async () => undefined
 
   /**
    * Reads every key of the bucket in one pass (the newest revision of each), so replaying a log does not
    * ask for its keys one record at a time, and then follows the keys made, rotated and destroyed.
    * Returns how many keys the first pass read.
    */
-  async follow(watch = new KeyWatch(KEY_STREAM)): Promise<number> {
+  async follow(own?: KeyWatch): Promise<number> {
     // The services of one process share what they unwrapped of one key store (one bucket, the same
-    // key-encryption keys): a key one of them made or loaded is not asked for again by the others.
+    // key-encryption keys): a key one of them made or loaded is not asked for again by the others. They
+    // share one watch too, so each key made reaches the process once.
     const created = (await this.jsm.streams.info(KEY_STREAM)).created
     const shared = sharedCaches(`${created}|${[...this.keks.byId.keys()].join(",")}`)
     this.agentKeys = shared.agentKeys
     this.dataKeys = shared.dataKeys
-    const read = await watch.start(this.jsm)
-    this.watch = watch
-    return read
+    if (own !== undefined) {
+      const read = await own.start(this.jsm)
+      this.watch = own
+      this.stopWatch = () => own.stop()
+      return read
+    }
+    let joined = shared.watch
+    if (joined === undefined || joined.watch.ended) {
+      const watch = new KeyWatch(KEY_STREAM)
+      joined = { watch, started: watch.start(this.jsm), users: 0 }
+      shared.watch = joined
+    }
+    const sharing = joined
+    sharing.users++
+    const leave = async () => {
+      if (--sharing.users > 0) return
+      if (shared.watch === sharing) shared.watch = undefined
+      await sharing.watch.stop()
+    }
+    try {
+      const read = await sharing.started
+      this.watch = sharing.watch
+      this.stopWatch = leave
+      return read
+    } catch (error) {
+      await leave()
+      throw error
+    }
   }
 
-  /** Stops following the bucket. */
+  /** Stops following the bucket (the process's watch stops with the last of its services). */
   async stop() {
-    await this.watch?.stop()
+    const stop = this.stopWatch
+    this.stopWatch = async () => undefined
+    await stop()
   }
 
   /** The data key of `ref` if it is in memory. */

@@ -26,6 +26,8 @@ export class KeyWatch {
   /** Every message of the key stream up to this sequence has been read. */
   private position = 0
   private live = false
+  /** The watch has stopped, or its stream or connection went away. */
+  ended = false
   private readonly waiters = new Set<{ readonly seq: number; readonly reached: (yes: boolean) => void }>()
   private messages: ConsumerMessages | undefined
   private readonly stream: string
@@ -66,6 +68,7 @@ export class KeyWatch {
         // The watch ends with its service; readers and writers fall back to asking the store.
       } finally {
         this.live = false
+        this.ended = true
         for (const waiter of this.waiters) waiter.reached(false)
         this.waiters.clear()
         firstPassRead()
