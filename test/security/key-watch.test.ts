@@ -7,7 +7,7 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { afterAll, beforeAll, expect, it } from "vitest"
-import { agentKeyName } from "../../contracts/buckets.ts"
+import { agentKeyName, KEY_BUCKET } from "../../contracts/buckets.ts"
 import type { Tombstone } from "../../domain/forget.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { openKeyBucket } from "../../services/platform/keys/content-keys.ts"
@@ -90,19 +90,46 @@ it("a write while the writer's watch is behind the agent's forget is refused, an
   const writer = await writerWithAgent("forgotten")
   writer.watch.hold()
   const operator = await storeOf()
-  const tombstone: Tombstone = {
-    _tag: "AgentForgotten",
-    v: 1,
-    eventId: "forget-1",
-    agentId: "forgotten",
-    at: Date.now(),
-    causationId: null,
-    correlationId: null,
-  }
-  await destroyContentKeys(operator.nc, tombstone)
+  await destroyContentKeys(operator.nc, forgetting("forgotten"))
 
   expect(await writer.store.forWrite({ agentId: "forgotten", entryId: "during" }, true)).toBeNull()
   const reader = await storeOf()
   expect(await reader.store.forRead({ agentId: "forgotten", entryId: "during" })).toBeNull()
+  await writer.store.stop()
+})
+
+/** An agent's forget, as the eraser's tombstone names it. */
+const forgetting = (agentId: string): Tombstone => ({
+  _tag: "AgentForgotten",
+  v: 1,
+  eventId: `forget-${agentId}`,
+  agentId,
+  at: Date.now(),
+  causationId: null,
+  correlationId: null,
+})
+
+it("a step's focus, and an entry whose key another process made, are not sealed while the writer's watch is behind the agent's forget", async () => {
+  const writer = await writerWithAgent("focused")
+  const operator = await storeOf()
+  expect(await operator.store.forWrite({ agentId: "focused", entryId: "elsewhere" }, true)).not.toBeNull()
+  writer.watch.hold()
+  await destroyContentKeys(operator.nc, forgetting("focused"))
+
+  expect(await writer.store.forWrite({ agentId: "focused", entryId: null }, false)).toBeNull()
+  expect(await writer.store.forWrite({ agentId: "focused", entryId: "elsewhere" }, false)).toBeNull()
+  await writer.store.stop()
+})
+
+it("a new entry's key made after the key bucket was deleted and made again opens for every process", async () => {
+  const writer = await writerWithAgent("rebuilt")
+  const operator = await storeOf()
+  await (await jetstreamManager(operator.nc)).streams.delete(`KV_${KEY_BUCKET}`)
+  await openKeyBucket(jetstream(operator.nc), 1)
+
+  const key = await writer.store.forWrite({ agentId: "rebuilt", entryId: "after" }, true)
+  expect(key).not.toBeNull()
+  const reader = await storeOf()
+  expect(await reader.store.forRead({ agentId: "rebuilt", entryId: "after" })).toEqual(key)
   await writer.store.stop()
 })

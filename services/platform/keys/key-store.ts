@@ -109,8 +109,6 @@ interface AgentKey {
   readonly gen: string
   readonly key: Buffer
   readonly revision: number
-  /** Read from the stream's leader; otherwise from the watch, to confirm once a write under it lands. */
-  readonly fromLeader: boolean
 }
 
 /** How long a write waits for the watch to read past it before asking the leader instead. */
@@ -156,7 +154,10 @@ export class ContentKeyStore {
     const shared = sharedCaches(`${created}|${[...this.keks.byId.keys()].join(",")}`)
     this.agentKeys = shared.agentKeys
     this.dataKeys = shared.dataKeys
+    // An agent forgotten elsewhere: its key is not kept here to open entry keys this process never read.
+    const dropAgentKeys = (agentId: string) => shared.agentKeys.deleteWhere((k) => k.startsWith(`${agentId}#`))
     if (own !== undefined) {
+      own.onAgentDestroyed = dropAgentKeys
       const read = await own.start(this.jsm)
       this.watch = own
       this.stopWatch = () => own.stop()
@@ -165,6 +166,7 @@ export class ContentKeyStore {
     let joined = shared.watch
     if (joined === undefined || joined.watch.ended) {
       const watch = new KeyWatch(KEY_STREAM)
+      watch.onAgentDestroyed = dropAgentKeys
       joined = { watch, started: watch.start(this.jsm), users: 0 }
       shared.watch = joined
     }
@@ -235,15 +237,48 @@ export class ContentKeyStore {
   }
 
   private async load(ref: ContentKeyRef, create: boolean, renews = false): Promise<Buffer | null> {
-    const agent = await this.agentKey(ref.agentId, create, renews && ref.entryId === null)
-    if (agent === null) return null
-    let key: Buffer | null
-    if (ref.entryId === null) key = Buffer.from(hkdfSync("sha256", agent.key, Buffer.alloc(0), "focus", 32))
-    else key = await this.entryKey(ref.agentId, ref.entryId, agent, create, renews)
+    const key = await this.loadUncached(ref, create, renews)
     if (key !== null) this.dataKeys.set(cacheName(ref), key)
     // In memory now as a key: what the watch read of it is not needed again.
     if (ref.entryId !== null) this.watch?.drop(entryKeyName(ref.agentId, ref.entryId))
     return key
+  }
+
+  private async loadUncached(ref: ContentKeyRef, create: boolean, renews: boolean): Promise<Buffer | null> {
+    if (ref.entryId !== null && create && renews) {
+      const made = await this.newEntryKeyFromWatch(ref.agentId, ref.entryId)
+      if (made !== undefined) return made
+    }
+    const agent = await this.agentKey(ref.agentId, create, renews && ref.entryId === null)
+    if (agent === null) return null
+    if (ref.entryId === null) return Buffer.from(hkdfSync("sha256", agent.key, Buffer.alloc(0), "focus", 32))
+    return this.entryKey(ref.agentId, ref.entryId, agent, create, renews)
+  }
+
+  /**
+   * A new recording's key, wrapped under the agent's key as the watch last read it and then confirmed
+   * (confirmWrap): no read of the agent's key from the leader per recorded entry. Undefined when the
+   * watch does not hold the agent's live key or the entry already has a key: then the leader is asked.
+   */
+  private async newEntryKeyFromWatch(agentId: string, entryId: string): Promise<Buffer | null | undefined> {
+    const watched = this.watch?.get(agentKeyName(agentId))
+    if (watched === undefined || watched.value === null) return undefined
+    const record = parse<AgentKeyRecord>(watched.value)
+    const newest = "generations" in record ? record.generations[0] : undefined
+    if (newest === undefined) return undefined
+    const agent: AgentKey = {
+      gen: newest.gen,
+      key: this.unwrapAgentGeneration(agentId, newest),
+      revision: watched.revision,
+    }
+    const name = entryKeyName(agentId, entryId)
+    const key = newKey()
+    const written = await this.write(
+      name,
+      { created: this.now(), gen: agent.gen, sealed: seal(agent.key, key, wrapLabel(name, agent.gen)) },
+      0,
+    )
+    return written === null ? undefined : this.confirmWrap(agentId, name, agent, key, written)
   }
 
   /**
@@ -291,19 +326,6 @@ export class ContentKeyStore {
   /** The agent's newest key; null when destroyed and not renewed. */
   async agentKey(agentId: string, create: boolean, renews: boolean): Promise<AgentKey | null> {
     const name = agentKeyName(agentId)
-    // A new entry key is wrapped under the agent's key as the watch has it, and confirmed once written (confirmWrap).
-    const watched = create && !renews ? this.watch?.get(name) : undefined
-    if (watched !== undefined && watched.value !== null) {
-      const record = parse<AgentKeyRecord>(watched.value)
-      const newest = "generations" in record ? record.generations[0] : undefined
-      if (newest !== undefined)
-        return {
-          gen: newest.gen,
-          key: this.unwrapAgentGeneration(agentId, newest),
-          revision: watched.revision,
-          fromLeader: false,
-        }
-    }
     for (;;) {
       // A read that may lead to a write (or seal under the key) asks the leader: a replica behind, or what was
       // preloaded before a forget, would seal under a destroyed key.
@@ -311,7 +333,7 @@ export class ContentKeyStore {
       if (record !== null && "generations" in record) {
         const [newest] = record.generations
         if (newest === undefined) throw new KeyStoreError(`${name} lists no key`)
-        return { gen: newest.gen, key: this.unwrapAgentGeneration(agentId, newest), revision, fromLeader: create }
+        return { gen: newest.gen, key: this.unwrapAgentGeneration(agentId, newest), revision }
       }
       if (!create || (record !== null && !renews)) return null
       const gen = newGenerationId()
@@ -325,7 +347,7 @@ export class ContentKeyStore {
       const written = await this.write(name, fresh, revision)
       if (written !== null) {
         this.agentKeys.set(`${agentId}#${gen}`, key)
-        return { gen, key, revision: written, fromLeader: true }
+        return { gen, key, revision: written }
       }
     }
   }
@@ -366,7 +388,7 @@ export class ContentKeyStore {
     if (renews) {
       const made = fresh()
       const written = await this.write(name, made.record, 0)
-      if (written !== null) return this.confirmWrap(agentId, name, agent, made.key, written)
+      if (written !== null) return made.key
     }
     for (;;) {
       const { record, revision } = await this.read<EntryKeyRecord>(name, create)
@@ -374,16 +396,18 @@ export class ContentKeyStore {
       if (!create || (record !== null && !renews)) return null
       const made = fresh()
       const written = await this.write(name, made.record, revision)
-      if (written !== null) return this.confirmWrap(agentId, name, agent, made.key, written)
+      if (written !== null) return made.key
     }
   }
 
   /**
    * An entry key just written (at `written`) under an agent key read from the watch stands if the agent's
    * record had not changed when it landed: a rotation or a forget stored after it finds the entry key in
-   * its own pass. That is known once the watch has read past the entry key's write, or else from the
-   * leader. If the agent's key changed first, the entry key is wrapped again under the newest generation,
-   * or, when the agent's key was destroyed, marked destroyed itself and the write refused (null).
+   * its own pass. That is known once the watch has read the entry key's own write (so it reads the stream
+   * the write went to, not one deleted since) with the agent's record unchanged; else the leader is asked.
+   * If the agent's key changed first, the entry key is wrapped again under the newest generation (a key
+   * bucket made anew gets a new agent key), or, when the agent's key was destroyed, marked destroyed
+   * itself and the write refused (null).
    */
   private async confirmWrap(
     agentId: string,
@@ -392,30 +416,24 @@ export class ContentKeyStore {
     key: Buffer,
     written: number,
   ): Promise<Buffer | null> {
-    if (agent.fromLeader) return key
-    const agentName = agentKeyName(agentId)
+    const watch = this.watch
     if (
-      this.watch !== undefined &&
-      (await this.watch.reached(written, CONFIRM_WAIT_MS)) &&
-      this.watch.get(agentName)?.revision === agent.revision
+      watch !== undefined &&
+      (await watch.reached(written, CONFIRM_WAIT_MS)) &&
+      watch.get(name)?.revision === written &&
+      watch.get(agentKeyName(agentId))?.revision === agent.revision
     )
       return key
     let wrappedGen = agent.gen
     let revision = written
     for (;;) {
-      const now = await this.read<AgentKeyRecord>(agentName, true)
-      if (now.revision === agent.revision && wrappedGen === agent.gen) return key
-      const newest = now.record !== null && "generations" in now.record ? now.record.generations[0] : undefined
-      if (newest !== undefined && newest.gen === wrappedGen) return key
+      const current = await this.agentKey(agentId, true, false)
+      if (current !== null && current.gen === wrappedGen) return key
       const rewrapped: EntryKeyRecord =
-        newest === undefined
+        current === null
           ? { destroyed: this.now() }
-          : {
-              created: this.now(),
-              gen: newest.gen,
-              sealed: seal(this.unwrapAgentGeneration(agentId, newest), key, wrapLabel(name, newest.gen)),
-            }
-      if ((await this.write(name, rewrapped, revision)) !== null) return newest === undefined ? null : key
+          : { created: this.now(), gen: current.gen, sealed: seal(current.key, key, wrapLabel(name, current.gen)) }
+      if ((await this.write(name, rewrapped, revision)) !== null) return current === null ? null : key
       // Another write came first (a rotation's pass, a forget): the entry key as it stands now.
       const entry = await this.read<EntryKeyRecord>(name, true)
       if (entry.record === null || !("sealed" in entry.record)) return null

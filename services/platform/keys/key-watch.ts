@@ -5,7 +5,7 @@
  * stream, whether its agent's key changed before its own write landed (key-store.ts).
  */
 import { type ConsumerMessages, DeliverPolicy, type JetStreamManager } from "@nats-io/jetstream"
-import { agentKeyName, KEY_BUCKET } from "../../../contracts/buckets.ts"
+import { agentKeyName, entryKeyName, KEY_BUCKET } from "../../../contracts/buckets.ts"
 import { Recent } from "./recent.ts"
 
 /** A key's newest record as stored (null once deleted) and its revision. */
@@ -19,18 +19,24 @@ const AGENT_PREFIX = agentKeyName("")
 /** Records kept of keys not opened yet; one evicted is read from the store when it is needed. */
 const WATCHED_KEYS = 100_000
 
+/** What the consumer reports when its stream or itself went away: the watch reads the stream again from the start. */
+const LOST = new Set(["stream_not_found", "consumer_not_found", "consumer_deleted", "ordered_consumer_recreated"])
+const RESTART_WAIT_MS = 500
+
 export class KeyWatch {
   /** Entries' and snapshots' keys, bounded; agents' keys, as many as there are agents, all kept. */
-  private readonly keys = new Recent<WatchedKey>(WATCHED_KEYS)
+  private keys = new Recent<WatchedKey>(WATCHED_KEYS)
   private readonly agents = new Map<string, WatchedKey>()
   /** Every message of the key stream up to this sequence has been read. */
   private position = 0
   private live = false
-  /** The watch has stopped, or its stream or connection went away. */
+  /** The watch was stopped. */
   ended = false
   private readonly waiters = new Set<{ readonly seq: number; readonly reached: (yes: boolean) => void }>()
   private messages: ConsumerMessages | undefined
   private readonly stream: string
+  /** Called when an agent's key is destroyed (its entry keys are erased without a mark of their own). */
+  onAgentDestroyed: (agentId: string) => void = () => undefined
 
   constructor(stream: string) {
     this.stream = stream
@@ -38,6 +44,19 @@ export class KeyWatch {
 
   /** Reads every key's newest record, then goes on following the stream; resolves once the first pass is read. */
   async start(jsm: JetStreamManager): Promise<number> {
+    return this.read(jsm)
+  }
+
+  /**
+   * One pass over the stream and then its new messages, until the consumer reports its stream lost or
+   * recreated (a bucket deleted and made again starts its sequences anew): then it all is read again.
+   * Until the first pass is read again, nothing is taken from the watch (readers and writers ask the store).
+   */
+  private async read(jsm: JetStreamManager): Promise<number> {
+    this.live = false
+    this.position = 0
+    this.keys = new Recent<WatchedKey>(WATCHED_KEYS)
+    this.agents.clear()
     const consumer = await jsm.jetstream().consumers.get(this.stream, {
       deliver_policy: DeliverPolicy.LastPerSubject,
     })
@@ -54,6 +73,13 @@ export class KeyWatch {
       firstPassRead()
     }
     void (async () => {
+      for await (const status of messages.status())
+        if (LOST.has(status.type)) {
+          await messages.close().catch(() => undefined)
+          return
+        }
+    })().catch(() => undefined)
+    void (async () => {
       try {
         for await (const m of messages) {
           const operation = m.headers?.get("KV-Operation")
@@ -65,23 +91,43 @@ export class KeyWatch {
           }
         }
       } catch {
-        // The watch ends with its service; readers and writers fall back to asking the store.
+        // Read again below, unless stopped.
       } finally {
         this.live = false
-        this.ended = true
         for (const waiter of this.waiters) waiter.reached(false)
         this.waiters.clear()
         firstPassRead()
+        if (!this.ended) void this.readAgain(jsm)
       }
     })()
     await firstPass
     return this.keys.count + this.agents.size
   }
 
+  private async readAgain(jsm: JetStreamManager) {
+    while (!this.ended) {
+      await new Promise((resolve) => setTimeout(resolve, RESTART_WAIT_MS))
+      if (this.ended) return
+      try {
+        await this.read(jsm)
+        return
+      } catch {
+        // The stream or the connection is not back yet.
+      }
+    }
+  }
+
   /** Takes in one message of the key stream, read in stream order. */
   protected receive(name: string, key: WatchedKey) {
-    if (name.startsWith(AGENT_PREFIX)) this.agents.set(name, key)
-    else this.keys.set(name, key)
+    if (name.startsWith(AGENT_PREFIX)) {
+      this.agents.set(name, key)
+      // A forget erases the agent's entry keys without marks: what the watch read of them goes too.
+      if (this.live && key.value !== null && isDestroyed(key.value)) {
+        const agentId = name.slice(AGENT_PREFIX.length)
+        this.keys.deleteWhere((k) => k.startsWith(`${entryKeyName(agentId, "")}`))
+        this.onAgentDestroyed(agentId)
+      }
+    } else this.keys.set(name, key)
     this.position = Math.max(this.position, key.revision)
     for (const waiter of this.waiters)
       if (waiter.seq <= this.position) {
@@ -128,6 +174,16 @@ export class KeyWatch {
   }
 
   async stop() {
+    this.ended = true
     await this.messages?.close().catch(() => undefined)
+  }
+}
+
+const decoder = new TextDecoder()
+const isDestroyed = (value: Uint8Array) => {
+  try {
+    return "destroyed" in (JSON.parse(decoder.decode(value)) as object)
+  } catch {
+    return false
   }
 }
