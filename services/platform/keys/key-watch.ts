@@ -4,7 +4,7 @@
  * process without asking the store for it, and a writer learns, from how far the watch has read the key
  * stream, whether its agent's key changed before its own write landed (key-store.ts).
  */
-import { type ConsumerMessages, DeliverPolicy, type JetStreamManager } from "@nats-io/jetstream"
+import { type ConsumerMessages, DeliverPolicy, type JetStreamManager, type JsMsg } from "@nats-io/jetstream"
 import { agentKeyName, entryKeyName, KEY_BUCKET } from "../../../contracts/buckets.ts"
 import { Recent } from "./recent.ts"
 
@@ -48,30 +48,39 @@ export class KeyWatch {
   }
 
   /**
-   * One pass over the stream and then its new messages, until the consumer reports its stream lost or
-   * recreated (a bucket deleted and made again starts its sequences anew): then it all is read again.
-   * Until the first pass is read again, nothing is taken from the watch (readers and writers ask the store).
+   * One pass over each key's newest record, then the stream's new messages, until the consumer reports its
+   * stream lost or recreated (a bucket deleted and made again starts its sequences anew): then it all is
+   * read again. Until the first pass is read again, nothing is taken from the watch (readers and writers
+   * ask the store). The pass and the following are two consumers: a consumer of the last message per
+   * subject makes the server count its pending messages over every subject at each delivery.
    */
   private async read(jsm: JetStreamManager): Promise<number> {
     this.live = false
     this.position = 0
     this.keys = new Recent<WatchedKey>(WATCHED_KEYS)
     this.agents.clear()
-    const consumer = await jsm.jetstream().consumers.get(this.stream, {
-      deliver_policy: DeliverPolicy.LastPerSubject,
-    })
-    const info = await consumer.info(true)
-    const messages = await consumer.consume()
-    this.messages = messages
-    let firstPassRead: () => void = () => undefined
-    const firstPass = new Promise<void>((resolve) => {
-      firstPassRead = resolve
-    })
-    // Nothing pending: the stream is empty.
-    if (info.num_pending === 0) {
-      this.live = true
-      firstPassRead()
+    const js = jsm.jetstream()
+    const newest = await js.consumers.get(this.stream, { deliver_policy: DeliverPolicy.LastPerSubject })
+    if ((await newest.info(true)).num_pending > 0) {
+      const pass = await newest.consume()
+      this.messages = pass
+      try {
+        for await (const m of pass) {
+          this.take(m)
+          if (m.info.pending === 0) break
+        }
+      } finally {
+        await pass.close().catch(() => undefined)
+      }
     }
+    if (this.ended) return 0
+    const following = await js.consumers.get(this.stream, {
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: this.position + 1,
+    })
+    const messages = await following.consume()
+    this.messages = messages
+    this.live = true
     void (async () => {
       for await (const status of messages.status())
         if (LOST.has(status.type)) {
@@ -81,27 +90,23 @@ export class KeyWatch {
     })().catch(() => undefined)
     void (async () => {
       try {
-        for await (const m of messages) {
-          const operation = m.headers?.get("KV-Operation")
-          const deleted = operation === "DEL" || operation === "PURGE"
-          this.receive(m.subject.slice(SUBJECT_PREFIX.length), { value: deleted ? null : m.data, revision: m.seq })
-          if (!this.live && m.info.pending === 0) {
-            this.live = true
-            firstPassRead()
-          }
-        }
+        for await (const m of messages) this.take(m)
       } catch {
         // Read again below, unless stopped.
       } finally {
         this.live = false
         for (const waiter of this.waiters) waiter.reached(false)
         this.waiters.clear()
-        firstPassRead()
         if (!this.ended) void this.readAgain(jsm)
       }
     })()
-    await firstPass
     return this.keys.count + this.agents.size
+  }
+
+  private take(m: JsMsg) {
+    const operation = m.headers?.get("KV-Operation")
+    const deleted = operation === "DEL" || operation === "PURGE"
+    this.receive(m.subject.slice(SUBJECT_PREFIX.length), { value: deleted ? null : m.data, revision: m.seq })
   }
 
   private async readAgain(jsm: JetStreamManager) {
