@@ -261,7 +261,8 @@ export class ContentKeyStore {
    * watch does not hold the agent's live key or the entry already has a key: then the leader is asked.
    */
   private async newEntryKeyFromWatch(agentId: string, entryId: string): Promise<Buffer | null | undefined> {
-    const watched = this.watch?.get(agentKeyName(agentId))
+    if (this.watch?.current !== true) return undefined
+    const watched = this.watch.get(agentKeyName(agentId))
     if (watched === undefined || watched.value === null) return undefined
     const record = parse<AgentKeyRecord>(watched.value)
     const newest = "generations" in record ? record.generations[0] : undefined

@@ -22,6 +22,8 @@ const WATCHED_KEYS = 100_000
 /** What the consumer reports when its stream or itself went away: the watch reads the stream again from the start. */
 const LOST = new Set(["stream_not_found", "consumer_not_found", "consumer_deleted", "ordered_consumer_recreated"])
 const RESTART_WAIT_MS = 500
+/** Pulls expire, and heartbeats come, within this: a consumer lost with its server is noticed in seconds. */
+const EXPIRES_MS = 2_000
 
 export class KeyWatch {
   /** Entries' and snapshots' keys, bounded; agents' keys, as many as there are agents, all kept. */
@@ -30,6 +32,8 @@ export class KeyWatch {
   /** Every message of the key stream up to this sequence has been read. */
   private position = 0
   private live = false
+  /** A write waited for the watch in vain: it is not relied on for writes until it reads again. */
+  private stalled = false
   /** The watch was stopped. */
   ended = false
   private readonly waiters = new Set<{ readonly seq: number; readonly reached: (yes: boolean) => void }>()
@@ -56,13 +60,14 @@ export class KeyWatch {
    */
   private async read(jsm: JetStreamManager): Promise<number> {
     this.live = false
+    this.stalled = false
     this.position = 0
     this.keys = new Recent<WatchedKey>(WATCHED_KEYS)
     this.agents.clear()
     const js = jsm.jetstream()
     const newest = await js.consumers.get(this.stream, { deliver_policy: DeliverPolicy.LastPerSubject })
     if ((await newest.info(true)).num_pending > 0) {
-      const pass = await newest.consume()
+      const pass = await newest.consume({ expires: EXPIRES_MS })
       this.messages = pass
       try {
         for await (const m of pass) {
@@ -78,7 +83,7 @@ export class KeyWatch {
       deliver_policy: DeliverPolicy.StartSequence,
       opt_start_seq: this.position + 1,
     })
-    const messages = await following.consume()
+    const messages = await following.consume({ expires: EXPIRES_MS })
     this.messages = messages
     this.live = true
     void (async () => {
@@ -124,6 +129,7 @@ export class KeyWatch {
 
   /** Takes in one message of the key stream, read in stream order. */
   protected receive(name: string, key: WatchedKey) {
+    this.stalled = false
     if (name.startsWith(AGENT_PREFIX)) {
       this.agents.set(name, key)
       // A forget erases the agent's entry keys without marks: what the watch read of them goes too.
@@ -139,6 +145,11 @@ export class KeyWatch {
         this.waiters.delete(waiter)
         waiter.reached(true)
       }
+  }
+
+  /** True while the watch is read up to date: a write may take an agent's key from it (and confirm it after). */
+  get current(): boolean {
+    return this.live && !this.stalled
   }
 
   /** The newest record of `name` the watch has read; undefined when it has none (never made, evicted, or not live). */
@@ -172,6 +183,7 @@ export class KeyWatch {
       }
       const timer = setTimeout(() => {
         this.waiters.delete(waiter)
+        this.stalled = true
         resolve(false)
       }, waitMs)
       this.waiters.add(waiter)
