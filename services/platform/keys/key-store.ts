@@ -111,6 +111,14 @@ interface AgentKey {
   readonly revision: number
 }
 
+/** An entry's data key wrapped under a generation of its agent's key, as the bucket stores it. */
+const wrappedEntryKey = (
+  name: string,
+  agent: Pick<AgentKey, "gen" | "key">,
+  key: Buffer,
+  created: number,
+): EntryKeyRecord => ({ created, gen: agent.gen, sealed: seal(agent.key, key, wrapLabel(name, agent.gen)) })
+
 /** How long a write waits for the watch to read past it before asking the leader instead. */
 const CONFIRM_WAIT_MS = 1_000
 
@@ -274,11 +282,7 @@ export class ContentKeyStore {
     }
     const name = entryKeyName(agentId, entryId)
     const key = newKey()
-    const written = await this.write(
-      name,
-      { created: this.now(), gen: agent.gen, sealed: seal(agent.key, key, wrapLabel(name, agent.gen)) },
-      0,
-    )
+    const written = await this.write(name, wrappedEntryKey(name, agent, key, this.now()), 0)
     return written === null ? undefined : this.confirmWrap(agentId, name, agent, key, written)
   }
 
@@ -378,26 +382,17 @@ export class ContentKeyStore {
     renews: boolean,
   ): Promise<Buffer | null> {
     const name = entryKeyName(agentId, entryId)
-    const fresh = (): { readonly key: Buffer; readonly record: EntryKeyRecord } => {
-      const key = newKey()
-      return {
-        key,
-        record: { created: this.now(), gen: agent.gen, sealed: seal(agent.key, key, wrapLabel(name, agent.gen)) },
-      }
-    }
     // A new recording: most often the entry has no key yet, so try to make it first (one round trip).
     if (renews) {
-      const made = fresh()
-      const written = await this.write(name, made.record, 0)
-      if (written !== null) return made.key
+      const key = newKey()
+      if ((await this.write(name, wrappedEntryKey(name, agent, key, this.now()), 0)) !== null) return key
     }
     for (;;) {
       const { record, revision } = await this.read<EntryKeyRecord>(name, create)
       if (record !== null && "sealed" in record) return this.unwrapEntry(agentId, name, record)
       if (!create || (record !== null && !renews)) return null
-      const made = fresh()
-      const written = await this.write(name, made.record, revision)
-      if (written !== null) return made.key
+      const key = newKey()
+      if ((await this.write(name, wrappedEntryKey(name, agent, key, this.now()), revision)) !== null) return key
     }
   }
 
@@ -431,9 +426,7 @@ export class ContentKeyStore {
       const current = await this.agentKey(agentId, true, false)
       if (current !== null && current.gen === wrappedGen) return key
       const rewrapped: EntryKeyRecord =
-        current === null
-          ? { destroyed: this.now() }
-          : { created: this.now(), gen: current.gen, sealed: seal(current.key, key, wrapLabel(name, current.gen)) }
+        current === null ? { destroyed: this.now() } : wrappedEntryKey(name, current, key, this.now())
       if ((await this.write(name, rewrapped, revision)) !== null) return current === null ? null : key
       // Another write came first (a rotation's pass, a forget): the entry key as it stands now.
       const entry = await this.read<EntryKeyRecord>(name, true)
