@@ -33,6 +33,7 @@ import type { WarmUp } from "../platform/log/projection.ts"
 import { Metrics } from "../platform/observability/metrics.ts"
 import { inspectionOf, type PartitionedServiceInspection } from "../platform/partitions/inspection.ts"
 import { projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
+import { RequestsFirst } from "../platform/scheduling/requests-first.ts"
 import { KeptTexts } from "./kept-texts.ts"
 import { Summarizer } from "./summarizer.ts"
 
@@ -108,6 +109,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
     const metrics = yield* Metrics
     const summarizer = yield* Summarizer
     const embeddings = yield* EmbeddingProvider
+    const requestsFirst = yield* RequestsFirst
     const config = settings.fade
     const texts = new KeptTexts()
     /** An entry promoted back from long-term: its earlier life is what its subject's last demotion carried. */
@@ -206,6 +208,8 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
     const execute = Effect.fn("FadeWorker.execute")(function* (view: AgentView, move: FadeMove) {
       const entry = Option.getOrUndefined(HashMap.get(view.entries, move.entryId))
       if (entry === undefined) return null
+      // Extracts, summaries and the offline embedder run on the event loop the process's requests use.
+      yield* requestsFirst.backgroundTurn
       const source = texts.rawText(view.config.id, entry.id) ?? fullestText(entry)
       const made: MadeRepresentation =
         move.to === 1
@@ -267,6 +271,7 @@ export class FadeWorker extends Context.Service<FadeWorker, FadeWorkerShape>()("
       let conflicts = 0
       let passes = 0
       for (; passes < settings.maxPasses; passes++) {
+        yield* requestsFirst.backgroundTurn
         const view = views.get(agentId)
         if (view === undefined) break
         const moves = planFade(view, config)

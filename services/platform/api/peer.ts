@@ -7,6 +7,7 @@
 import { Effect, FiberSet, type Scope } from "effect"
 import { Unavailable } from "../../../contracts/errors.ts"
 import { Nats } from "../nats/connection.ts"
+import { RequestsFirst } from "../scheduling/requests-first.ts"
 import { withServerSpan } from "../tracing/server-span.ts"
 import { requestTraceHeaders } from "../tracing/trace-context.ts"
 
@@ -49,6 +50,7 @@ export const servePeerRequests = <R>(
   Effect.gen(function* () {
     const { nc } = yield* Nats
     const runFork = yield* FiberSet.makeRuntime<R>()
+    const requestsFirst = yield* RequestsFirst
     const subscription = nc.subscribe(subjects, {
       callback: (error, msg) => {
         if (error !== null) return
@@ -61,6 +63,7 @@ export const servePeerRequests = <R>(
                 if (reply !== undefined) msg.respond(JSON.stringify(reply))
               }),
             ),
+            requestsFirst.serve,
             withServerSpan(span, msg.headers, taken.attributes),
           ),
         )

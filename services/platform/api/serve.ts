@@ -32,6 +32,7 @@ import { agentIdOfApiSubject, apiWildcard, UNKNOWN_OPERATIONS_QUEUE } from "../.
 import { Nats } from "../nats/connection.ts"
 import { Metrics } from "../observability/metrics.ts"
 import { measureRequest } from "../observability/request-metrics.ts"
+import { RequestsFirst } from "../scheduling/requests-first.ts"
 import { withServerSpan } from "../tracing/server-span.ts"
 
 const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
@@ -158,6 +159,7 @@ export const serveOperation = <O extends OperationName, R>(
     const runFork = yield* FiberSet.makeRuntime<R>()
     const operation = operations[name]
     const measured = measureRequest(yield* Metrics, operation.servedBy, name)
+    const requestsFirst = yield* RequestsFirst
 
     const handle = (msg: Msg, agentId: string) => {
       // Set once the handler runs for an owner: a refusal after that may come from its partition moving away.
@@ -176,6 +178,7 @@ export const serveOperation = <O extends OperationName, R>(
           )
         : Effect.fail(ValidationError.one("agentId", "must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'"))
       return measured(work).pipe(
+        requestsFirst.serve,
         withServerSpan(`wm.${operation.subject}`, msg.headers, {
           "wm.operation": name,
           "wm.agent_id": agentId,

@@ -1,0 +1,87 @@
+/**
+ * Fading waits for its turn behind requests (services/platform/scheduling/requests-first.ts): while a request
+ * keeps the process's event loop busy, the fade worker decides nothing (the lane here counts the loop busy
+ * whenever a request is in flight, and paces turns an hour apart); once the request ends it works off what
+ * waited, and nothing is lost.
+ */
+import { Deferred, Effect, Fiber, Layer, ManagedRuntime } from "effect"
+import { afterAll, beforeAll, expect, it } from "vitest"
+import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
+import { WorkingMemoryClient } from "../../sdk/client.ts"
+import { FadeWorker, FadeWorkerSettings, type FadeWorkerShape } from "../../services/fade/fade-worker.ts"
+import { offlineSummarizer, Summarizer } from "../../services/fade/summarizer.ts"
+import { EmbeddingProvider, offlineProvider } from "../../services/platform/embedding/embedding-provider.ts"
+import { hashedEmbedder } from "../../services/platform/embedding/offline-embedder.ts"
+import { makeRequestsFirst, RequestsFirst } from "../../services/platform/scheduling/requests-first.ts"
+import { fadeService, gatewayService, workingService } from "../../services/system.ts"
+import { eventually } from "../support/eventually.ts"
+import { readLog } from "../support/log.ts"
+import { settingsFor } from "../support/system.ts"
+
+// The loop counts as busy whenever a request is in flight, and a paced turn would come after an hour.
+const lane = makeRequestsFirst({ paceMs: 3_600_000, congestedMs: 0 })
+let server: NatsServerProcess
+let client: WorkingMemoryClient
+let runtime: ManagedRuntime.ManagedRuntime<unknown, unknown>
+
+beforeAll(async () => {
+  server = await startNatsServer()
+  const s = settingsFor(server.url)
+  const models = Layer.merge(
+    Layer.succeed(Summarizer, offlineSummarizer),
+    Layer.sync(EmbeddingProvider, () => offlineProvider(hashedEmbedder())),
+  )
+  const layer = Layer.mergeAll(
+    workingService(s("wm-working")),
+    gatewayService(s("wm-gateway")),
+    fadeService(s("wm-fade"), FadeWorkerSettings.make({ intervalMs: 3_600_000 }), models),
+  ).pipe(Layer.provide(Layer.succeed(RequestsFirst, lane)))
+  runtime = ManagedRuntime.make(layer) as unknown as ManagedRuntime.ManagedRuntime<unknown, unknown>
+  await runtime.runPromise(Effect.void)
+  client = await WorkingMemoryClient.connect({ servers: server.url })
+})
+afterAll(async () => {
+  await client?.close()
+  await runtime?.dispose()
+  await server?.stop()
+})
+
+const fadeEventsOf = async (agentId: string) =>
+  (await readLog(server.url))
+    .map((s) => s.event)
+    .filter((e) => (e._tag === "RungChanged" || e._tag === "EntryDemoted") && e.agentId === agentId)
+
+it("decides nothing while a request is in flight, then works off what waited", async () => {
+  const fade = await runtime.runPromise(FadeWorker as unknown as Effect.Effect<FadeWorkerShape>)
+  const held = await runtime.runPromise(Deferred.make<void>())
+  const request = await runtime.runPromise(Effect.forkDetach(lane.serve(Deferred.await(held))))
+  const agent = client.agent("pressed-behind-a-request")
+  await agent.register({ role: "custom", budget: 600 })
+  for (let i = 0; i < 40; i++)
+    await agent.record({
+      origin: "SYSTEM",
+      content: `Note ${i}: the supplier confirmed batch ${i} ships Tuesday. Quality checks passed on every pallet.`,
+    })
+  // The worker has seen every record and waits for a turn.
+  await eventually(
+    "the fade worker to wait for a turn",
+    () => (fade.view(agent.agentId)?.lastSeq ?? 0) >= agent.lastSeq && lane.stats().waiting > 0,
+    30_000,
+    25,
+  )
+  expect(await fadeEventsOf(agent.agentId)).toEqual([])
+
+  await runtime.runPromise(Deferred.succeed(held, undefined))
+  await runtime.runPromise(Fiber.join(request))
+  await eventually(
+    "fading to bring usage back under τ",
+    async () => (await agent.view()).usage <= 0.8 * 600,
+    60_000,
+    100,
+  )
+  expect((await fadeEventsOf(agent.agentId)).length).toBeGreaterThan(0)
+  const recorded = (await readLog(server.url)).filter(
+    (s) => s.event._tag === "EntryRecorded" && s.event.agentId === agent.agentId,
+  )
+  expect(recorded).toHaveLength(40)
+})
