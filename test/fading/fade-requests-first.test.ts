@@ -1,7 +1,7 @@
 /**
  * Fading waits for its turn behind requests (services/platform/scheduling/requests-first.ts): while a request
  * keeps the process's event loop busy, the fade worker decides nothing (the lane here counts the loop busy
- * whenever a request is in flight, and paces turns an hour apart); once the request ends it works off what
+ * whenever a request is in flight, and then holds turns back an hour); once the request ends it works off what
  * waited, and nothing is lost.
  */
 import { Deferred, Effect, Fiber, Layer, ManagedRuntime } from "effect"
@@ -18,8 +18,8 @@ import { eventually } from "../support/eventually.ts"
 import { readLog } from "../support/log.ts"
 import { settingsFor } from "../support/system.ts"
 
-// The loop counts as busy whenever a request is in flight, and a paced turn would come after an hour.
-const lane = makeRequestsFirst({ paceMs: 3_600_000, congestedMs: 0 })
+// The loop counts as busy whenever a request is in flight, and a turn is then held back an hour.
+const lane = makeRequestsFirst({ busyShare: 0.25, congestedMs: 0, minHoldMs: 3_600_000 })
 let server: NatsServerProcess
 let client: WorkingMemoryClient
 let runtime: ManagedRuntime.ManagedRuntime<unknown, unknown>
@@ -84,4 +84,20 @@ it("decides nothing while a request is in flight, then works off what waited", a
     (s) => s.event._tag === "EntryRecorded" && s.event.agentId === agent.agentId,
   )
   expect(recorded).toHaveLength(40)
+})
+
+it("counts an API request in flight until it is answered", async () => {
+  const once = await WorkingMemoryClient.connect({ servers: server.url, attempts: 1 })
+  const agent = once.agent("reading-ahead-of-the-log")
+  await agent.register({ role: "main" })
+  // A read that waits for a sequence the log has not reached: it is answered NotCaughtUp after its wait.
+  agent.lastSeq += 1_000_000
+  const read = agent.view().then(
+    () => "answered",
+    (error: unknown) => (error instanceof Error ? error.name : String(error)),
+  )
+  await eventually("the read to be in flight", () => lane.stats().inFlight > 0, 30_000, 5)
+  expect(await read).toBe("NotCaughtUp")
+  await eventually("the read to be answered and no longer in flight", () => lane.stats().inFlight === 0, 30_000, 5)
+  await once.close()
 })

@@ -2,9 +2,9 @@
  * Requests first (services/platform/scheduling/requests-first.ts): background work that asks for a turn
  * before each unit waits while the loop is busy with requests, except for one turn per pace; it resumes
  * when the last request ends; requests that only wait do not hold it back; and its turns come one per turn
- * of the event loop, so what arrives on a socket is read between two units. The pace here is a minute, so
- * no paced turn falls inside a test, and the loop counts as busy whenever a request is in flight
- * (`congestedMs: 0`) unless a test says otherwise.
+ * of the event loop, so what arrives on a socket is read between two units. Here the loop counts as busy
+ * whenever a request is in flight (`congestedMs: 0`) and a turn is then held back a minute, so no held turn
+ * comes inside a test, unless the test says otherwise.
  */
 import { Deferred, Effect, Fiber } from "effect"
 import { describe, expect, it } from "vitest"
@@ -12,7 +12,7 @@ import { makeRequestsFirst } from "../../services/platform/scheduling/requests-f
 
 const MINUTE = 60_000
 /** The loop counts as busy whenever a request is in flight. */
-const busyLoop = { paceMs: MINUTE, congestedMs: 0 }
+const busyLoop = { busyShare: 0.25, congestedMs: 0, minHoldMs: MINUTE }
 
 /** Background work: `units` units, each after a turn; `done` counts the units finished. */
 const background = (lane: ReturnType<typeof makeRequestsFirst>, units: number, done: { count: number }) =>
@@ -57,8 +57,8 @@ describe("requests first", () => {
     )
   })
 
-  it("requests in flight that only wait do not hold background work back", async () => {
-    const lane = makeRequestsFirst({ paceMs: MINUTE, congestedMs: MINUTE })
+  it("a request in flight does not hold background work back while the loop comes round at once", async () => {
+    const lane = makeRequestsFirst({ busyShare: 0.25, congestedMs: MINUTE, minHoldMs: MINUTE })
     const done = { count: 0 }
     await Effect.runPromise(
       Effect.gen(function* () {
@@ -72,6 +72,50 @@ describe("requests first", () => {
         yield* Fiber.join(request)
       }),
     )
+  })
+
+  it("background work slows down while the loop is busy with requests, but never stops", async () => {
+    const lane = makeRequestsFirst({ busyShare: 0.5, congestedMs: 0, minHoldMs: 1 })
+    const done = { count: 0 }
+    await Effect.runPromise(
+      Effect.gen(function* () {
+        const release = yield* Deferred.make<void>()
+        const request = yield* Effect.forkChild(lane.serve(Deferred.await(release)))
+        yield* Effect.yieldNow
+        yield* background(lane, 20, done)
+        expect(done.count).toBe(20)
+        expect(lane.stats().inFlight).toBe(1)
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(request)
+      }),
+    )
+  })
+
+  it("the turn freed by the last request to end is given on a turn of the loop of its own, not in that request", async () => {
+    const lane = makeRequestsFirst(busyLoop)
+    const order: string[] = []
+    await Effect.runPromise(
+      Effect.gen(function* () {
+        const release = yield* Deferred.make<void>()
+        const request = yield* Effect.forkChild(
+          lane.serve(Deferred.await(release)).pipe(Effect.tap(() => Effect.sync(() => order.push("request ended")))),
+        )
+        yield* Effect.yieldNow
+        const work = yield* Effect.forkChild(
+          Effect.andThen(
+            lane.backgroundTurn,
+            Effect.sync(() => order.push("unit")),
+          ),
+        )
+        yield* loopTurns(5)
+        yield* Effect.sync(() => order.push("released"))
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(request)
+        yield* Fiber.join(work)
+      }),
+    )
+    // "request ended" stands for the reply, which serve.ts sends once the counted part has ended.
+    expect(order).toEqual(["released", "request ended", "unit"])
   })
 
   it("a request that fails or is interrupted is no longer in flight", async () => {

@@ -178,7 +178,6 @@ export const serveOperation = <O extends OperationName, R>(
           )
         : Effect.fail(ValidationError.one("agentId", "must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'"))
       return measured(work).pipe(
-        requestsFirst.serve,
         withServerSpan(`wm.${operation.subject}`, msg.headers, {
           "wm.operation": name,
           "wm.agent_id": agentId,
@@ -218,6 +217,8 @@ export const serveOperation = <O extends OperationName, R>(
             )
           }),
         ),
+        // In flight until its reply is sent: background work on this event loop waits behind it.
+        requestsFirst.serve,
       )
     }
 

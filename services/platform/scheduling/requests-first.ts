@@ -3,24 +3,26 @@
  * wait behind whatever background work (fading's key points, summaries and embeddings) happens to be queued
  * on it. Requests are counted while they run; background work asks for a turn before each unit of CPU-heavy
  * work, and turns are given one at a time, each on a turn of the event loop of its own, so what arrived on
- * the sockets meanwhile is read first. A turn is due when the loop comes round to it; if that took longer
- * than `congestedMs` while requests are in flight, the loop is busy with them, and the turn waits `paceMs`
- * more: background work slows down under a load of requests but never stops, and what it leaves behind is
- * what back-pressure (`Overloaded`) measures. Requests in flight that only wait (on the log, on a peer) do
- * not hold background work back.
+ * the sockets meanwhile is read first. A turn is due when the loop comes round to it. If that took
+ * `congestedMs` or more while requests are in flight, the loop is busy with them, and background work keeps
+ * to `busyShare` of the time: after a unit that ran d ms, the next turn waits d × (1 − share) / share. So it
+ * slows down under a load of requests but never stops, and what it leaves behind is what back-pressure
+ * (`Overloaded`) measures; short units (a plan that finds nothing to move) are hardly held back.
  *
  * One lane per event loop (a module-level instance: each worker thread has its own).
  */
 import { Context, Effect } from "effect"
 
 export interface RequestsFirstOptions {
-  /** How long a turn waits, while the loop is busy with requests. */
-  readonly paceMs: number
-  /** How long the loop may take to come round to a turn before it counts as busy (0: always busy). */
+  /** The share of the time background work keeps while the loop is busy with requests. */
+  readonly busyShare: number
+  /** How long the loop may take to come round to a turn before it counts as busy (0: always, with a request in flight). */
   readonly congestedMs: number
+  /** The least a turn waits while the loop is busy. */
+  readonly minHoldMs: number
 }
 
-export const DEFAULT_REQUESTS_FIRST: RequestsFirstOptions = { paceMs: 10, congestedMs: 5 }
+export const DEFAULT_REQUESTS_FIRST: RequestsFirstOptions = { busyShare: 0.25, congestedMs: 5, minHoldMs: 0 }
 
 export interface RequestsFirstShape {
   /** Runs `request`, counted as in flight until it ends. */
@@ -32,16 +34,24 @@ export interface RequestsFirstShape {
 }
 
 export const makeRequestsFirst = (options: RequestsFirstOptions = DEFAULT_REQUESTS_FIRST): RequestsFirstShape => {
+  const holdPerMs = (1 - options.busyShare) / options.busyShare
   let inFlight = 0
   const waiting: Array<() => void> = []
-  /** A turn is on its way (asked of the loop, or paced). */
+  /** A turn is on its way (asked of the loop, or held back). */
   let due = false
-  let paced: NodeJS.Timeout | undefined
+  let held: NodeJS.Timeout | undefined
+  /** How long the last unit ran: a resumed fiber runs its unit at once, until its next wait. */
+  let lastUnitMs = 0
 
   const giveNext = () => {
     due = false
-    paced = undefined
-    waiting.shift()?.()
+    held = undefined
+    const give = waiting.shift()
+    if (give !== undefined) {
+      const started = performance.now()
+      give()
+      lastUnitMs = performance.now() - started
+    }
     schedule()
   }
   const schedule = () => {
@@ -49,19 +59,23 @@ export const makeRequestsFirst = (options: RequestsFirstOptions = DEFAULT_REQUES
     due = true
     const asked = performance.now()
     setImmediate(() => {
-      if (inFlight > 0 && performance.now() - asked >= options.congestedMs) {
-        paced = setTimeout(giveNext, options.paceMs)
-        paced.unref()
+      const busy = inFlight > 0 && performance.now() - asked >= options.congestedMs
+      const holdMs = busy ? Math.max(options.minHoldMs, lastUnitMs * holdPerMs) : 0
+      if (holdMs >= 1) {
+        held = setTimeout(giveNext, holdMs)
+        held.unref()
       } else giveNext()
     })
   }
 
   const ended = Effect.sync(() => {
     inFlight--
-    // The last request ended while a turn was paced: it is due now.
-    if (inFlight === 0 && paced !== undefined) {
-      clearTimeout(paced)
-      giveNext()
+    // The last request ended while a turn was held back: it is due on the next turn of the loop, not in
+    // this request's own finalizer (its reply is not sent yet).
+    if (inFlight === 0 && held !== undefined) {
+      clearTimeout(held)
+      held = undefined
+      setImmediate(giveNext)
     }
   })
 
