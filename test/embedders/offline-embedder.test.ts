@@ -55,6 +55,29 @@ describe("offline embedder", () => {
     }
   })
 
+  it("embeds background texts one per turn of the event loop, and a query's at once, with the same vectors", async () => {
+    const texts = ["The supplier ships on Tuesday.", "Quality checks passed.", "Marketing owns it.", "Launch in March."]
+    /** How many turns of the loop (callbacks re-queued each turn, as a socket's data would be) ran during `call`. */
+    const turnsDuring = async (call: () => Promise<ReadonlyArray<Float32Array>>) => {
+      let turns = 0
+      let running = true
+      const arrive = () => {
+        if (!running) return
+        turns++
+        setImmediate(arrive)
+      }
+      setImmediate(arrive)
+      const vectors = await call()
+      running = false
+      return { turns, vectors }
+    }
+    const background = await turnsDuring(() => embedder.embed(texts, { priority: "background" }))
+    const query = await turnsDuring(() => embedder.embed(texts))
+    expect(background.turns).toBeGreaterThanOrEqual(texts.length - 1)
+    expect(query.turns).toBe(0)
+    expect(background.vectors.map((v) => Array.from(v))).toEqual(query.vectors.map((v) => Array.from(v)))
+  })
+
   it("returns L2-normalised Float32Arrays of the stated length", async () => {
     const vs = await embedder.embed([
       "short",

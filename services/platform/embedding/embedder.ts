@@ -1,7 +1,8 @@
 /**
  * Whose texts these are: `query` (the default) is a request waiting for its answer — a step's focus,
  * the working entries a query ranks; `background` is work nobody waits on — a demotion's embedding.
- * An embedder that runs its model in worker threads serves queries first; the others ignore it.
+ * An embedder that runs its model in worker threads serves queries first; the offline embedder, which runs
+ * on the event loop serving requests, embeds background texts one per turn of the loop (requests first).
  */
 export type EmbedPriority = "query" | "background"
 

