@@ -4,7 +4,7 @@
  * whenever a request is in flight, and then holds turns back an hour); once the request ends it works off what
  * waited, and nothing is lost.
  */
-import { Deferred, Effect, Fiber, Layer, ManagedRuntime } from "effect"
+import { Deferred, Effect, Fiber, Layer } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
@@ -16,13 +16,13 @@ import { makeRequestsFirst, RequestsFirst } from "../../services/platform/schedu
 import { fadeService, gatewayService, workingService } from "../../services/system.ts"
 import { eventually } from "../support/eventually.ts"
 import { readLog } from "../support/log.ts"
-import { settingsFor } from "../support/system.ts"
+import { type RunningServices, settingsFor, startServices } from "../support/system.ts"
 
 // The loop counts as busy whenever a request is in flight, and a turn is then held back an hour.
 const lane = makeRequestsFirst({ busyShare: 0.25, congestedMs: 0, minHoldMs: 3_600_000 })
 let server: NatsServerProcess
 let client: WorkingMemoryClient
-let runtime: ManagedRuntime.ManagedRuntime<unknown, unknown>
+let services: RunningServices
 
 beforeAll(async () => {
   server = await startNatsServer()
@@ -31,18 +31,18 @@ beforeAll(async () => {
     Layer.succeed(Summarizer, offlineSummarizer),
     Layer.sync(EmbeddingProvider, () => offlineProvider(hashedEmbedder())),
   )
-  const layer = Layer.mergeAll(
-    workingService(s("wm-working")),
-    gatewayService(s("wm-gateway")),
-    fadeService(s("wm-fade"), FadeWorkerSettings.make({ intervalMs: 3_600_000 }), models),
-  ).pipe(Layer.provide(Layer.succeed(RequestsFirst, lane)))
-  runtime = ManagedRuntime.make(layer) as unknown as ManagedRuntime.ManagedRuntime<unknown, unknown>
-  await runtime.runPromise(Effect.void)
+  services = await startServices(
+    Layer.mergeAll(
+      workingService(s("wm-working")),
+      gatewayService(s("wm-gateway")),
+      fadeService(s("wm-fade"), FadeWorkerSettings.make({ intervalMs: 3_600_000 }), models),
+    ).pipe(Layer.provide(Layer.succeed(RequestsFirst, lane))),
+  )
   client = await WorkingMemoryClient.connect({ servers: server.url })
 })
 afterAll(async () => {
   await client?.close()
-  await runtime?.dispose()
+  await services?.stop()
   await server?.stop()
 })
 
@@ -52,9 +52,9 @@ const fadeEventsOf = async (agentId: string) =>
     .filter((e) => (e._tag === "RungChanged" || e._tag === "EntryDemoted") && e.agentId === agentId)
 
 it("decides nothing while a request is in flight, then works off what waited", async () => {
-  const fade = await runtime.runPromise(FadeWorker as unknown as Effect.Effect<FadeWorkerShape>)
-  const held = await runtime.runPromise(Deferred.make<void>())
-  const request = await runtime.runPromise(Effect.forkDetach(lane.serve(Deferred.await(held))))
+  const fade = await services.runtime.runPromise(FadeWorker as unknown as Effect.Effect<FadeWorkerShape>)
+  const held = await services.runtime.runPromise(Deferred.make<void>())
+  const request = await services.runtime.runPromise(Effect.forkDetach(lane.serve(Deferred.await(held))))
   const agent = client.agent("pressed-behind-a-request")
   await agent.register({ role: "custom", budget: 600 })
   for (let i = 0; i < 40; i++)
@@ -71,8 +71,8 @@ it("decides nothing while a request is in flight, then works off what waited", a
   )
   expect(await fadeEventsOf(agent.agentId)).toEqual([])
 
-  await runtime.runPromise(Deferred.succeed(held, undefined))
-  await runtime.runPromise(Fiber.join(request))
+  await services.runtime.runPromise(Deferred.succeed(held, undefined))
+  await services.runtime.runPromise(Fiber.join(request))
   await eventually(
     "fading to bring usage back under τ",
     async () => (await agent.view()).usage <= 0.8 * 600,

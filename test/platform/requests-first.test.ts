@@ -57,25 +57,17 @@ describe("requests first", () => {
     )
   })
 
-  it("a request in flight does not hold background work back while the loop comes round at once", async () => {
-    const lane = makeRequestsFirst({ busyShare: 0.25, congestedMs: MINUTE, minHoldMs: MINUTE })
-    const done = { count: 0 }
-    await Effect.runPromise(
-      Effect.gen(function* () {
-        const release = yield* Deferred.make<void>()
-        const request = yield* Effect.forkChild(lane.serve(Deferred.await(release)))
-        yield* Effect.yieldNow
-        yield* background(lane, 20, done)
-        expect(done.count).toBe(20)
-        expect(lane.stats().inFlight).toBe(1)
-        yield* Deferred.succeed(release, undefined)
-        yield* Fiber.join(request)
-      }),
-    )
-  })
-
-  it("background work slows down while the loop is busy with requests, but never stops", async () => {
-    const lane = makeRequestsFirst({ busyShare: 0.5, congestedMs: 0, minHoldMs: 1 })
+  it.each([
+    {
+      case: "a request in flight does not hold background work back while the loop comes round at once",
+      options: { busyShare: 0.25, congestedMs: MINUTE, minHoldMs: MINUTE },
+    },
+    {
+      case: "background work slows down while the loop is busy with requests, but never stops",
+      options: { busyShare: 0.5, congestedMs: 0, minHoldMs: 1 },
+    },
+  ])("$case", async ({ options }) => {
+    const lane = makeRequestsFirst(options)
     const done = { count: 0 }
     await Effect.runPromise(
       Effect.gen(function* () {
