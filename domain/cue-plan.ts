@@ -8,7 +8,7 @@
  */
 import type { Encoding } from "../contracts/agent.ts"
 import type { EventOf } from "../contracts/events.ts"
-import { RECALLED_KEY_POINTS_CAP, recalledKeyPoints } from "./key-points.ts"
+import { type FocusTerms, RECALLED_KEY_POINTS_CAP, recalledKeyPoints } from "./key-points.ts"
 import type { Renderable } from "./render.ts"
 
 export interface CueSizes {
@@ -56,14 +56,14 @@ type Recalled = EventOf<"CueRehydrated">["recalled"]
 
 /**
  * A cue recalled with its raw text: shown whole while the builder has room,
- * else by its extract for the step's focus (`focus`: the focus's lexical
- * terms), else by the key points made at fading.
+ * else by its extract for the step's focus (`focus`: the focus's weighed
+ * lexical terms), else by the key points made at fading.
  */
 export const rawCue = (
   meta: Renderable & Omit<Recalled, "form" | "text" | "tokens" | "keyPoints">,
   raw: { readonly content: string; readonly tokens: number },
   fadingKeyPoints: { readonly text: string; readonly tokens: number } | undefined,
-  focus: ReadonlySet<string>,
+  focus: FocusTerms,
   encoding: Encoding,
 ): Recalled => {
   const shown = recalledKeyPoints(meta, raw.content, focus, encoding) ?? fadingKeyPoints

@@ -33,12 +33,12 @@ interface Unit {
   readonly text: string
   readonly index: number
   readonly tokens: number
-  /** Distinct terms of the focus the unit holds (0 without a focus). */
-  readonly focus: number
+  /** The distinct terms of the focus the unit holds (none without a focus). */
+  readonly focus: ReadonlySet<string>
   readonly score: number
 }
 
-const scoreUnits = (parts: ReadonlyArray<string>, encoding: Encoding, focus: ReadonlySet<string>): Unit[] => {
+const scoreUnits = (parts: ReadonlyArray<string>, encoding: Encoding, focus: FocusTerms): Unit[] => {
   const frequency = new Map<string, number>()
   const termsOf = parts.map((p) => terms(p))
   for (const ts of termsOf) for (const t of new Set(ts)) frequency.set(t, (frequency.get(t) ?? 0) + 1)
@@ -47,8 +47,8 @@ const scoreUnits = (parts: ReadonlyArray<string>, encoding: Encoding, focus: Rea
     let weight = 0
     for (const t of ts) weight += 1 + Math.log(frequency.get(t) ?? 1)
     const density = ts.size === 0 ? 0 : weight / Math.sqrt(ts.size + 1)
-    let matched = 0
-    for (const t of ts) if (focus.has(t)) matched++
+    const matched = new Set<string>()
+    for (const t of ts) if (focus.has(t)) matched.add(t)
     return {
       text,
       index,
@@ -70,7 +70,19 @@ export const speakerOf = (text: string): string => {
 
 const GAP = "…"
 
-const NO_FOCUS: ReadonlySet<string> = new Set()
+/**
+ * A focus as its lexical terms (domain/terms.ts), each with its weight: how
+ * much keeping a sentence that holds it is worth. The recall weighs a term by
+ * how rare it is among the agent's entries, so the word that names what the
+ * question is about outweighs the words every entry shares.
+ */
+export type FocusTerms = ReadonlyMap<string, number>
+
+/** The terms of a focus, each of weight 1 unless `weightOf` says otherwise. */
+export const focusTerms = (text: string, weightOf: (term: string) => number = () => 1): FocusTerms =>
+  new Map(terms(text).map((t) => [t, weightOf(t)] as const))
+
+const NO_FOCUS: FocusTerms = new Map()
 
 /** The key points of `text` within `share` of its tokens (at least one unit is always kept); the text itself when that is not smaller. */
 export const extractKeyPoints = (text: string, share: number, encoding: Encoding): string =>
@@ -84,7 +96,7 @@ export const extractKeyPoints = (text: string, share: number, encoding: Encoding
  */
 export const focusedKeyPoints = (
   text: string,
-  focus: ReadonlySet<string>,
+  focus: FocusTerms,
   share: number,
   encoding: Encoding,
   cap = Infinity,
@@ -105,13 +117,70 @@ export const RECALLED_KEY_POINTS_SHARE = 0.35
  */
 export const RECALLED_KEY_POINTS_CAP = 32
 
-const keyPointsOf = (
-  text: string,
-  share: number,
-  encoding: Encoding,
-  focus: ReadonlySet<string>,
-  cap = Infinity,
-): string => {
+/** The units of highest score within `target` tokens (the first always). */
+const byScore = (units: ReadonlyArray<Unit>, target: number): Unit[] => {
+  const chosen: Unit[] = []
+  let used = 0
+  for (const unit of [...units].sort((a, b) => b.score - a.score || a.index - b.index)) {
+    if (chosen.length > 0 && used + unit.tokens > target) continue
+    chosen.push(unit)
+    used += unit.tokens
+  }
+  return chosen
+}
+
+/**
+ * Units chosen one at a time for the weight of the focus's terms they add to
+ * those already kept, so two sentences naming the same thing do not crowd out the
+ * one that holds the rest of the question; among equals, a unit next to one
+ * already kept (the line after a heading, the sentence after the one that
+ * names the subject), then the higher score. Once no unit adds a focus term,
+ * the rest go by score.
+ */
+const byFocusCovered = (units: ReadonlyArray<Unit>, target: number, focus: FocusTerms): Unit[] => {
+  const chosen: Unit[] = []
+  const kept = new Set<number>()
+  const covered = new Set<string>()
+  let used = 0
+  const fits = (unit: Unit) => chosen.length === 0 || used + unit.tokens <= target
+  for (;;) {
+    let best: Unit | undefined
+    let bestAdds = 0
+    let bestNext = false
+    for (const unit of units) {
+      if (kept.has(unit.index) || !fits(unit)) continue
+      let adds = 0
+      for (const t of unit.focus) if (!covered.has(t)) adds += focus.get(t) ?? 1
+      if (adds <= 0) continue
+      const next = kept.has(unit.index - 1) || kept.has(unit.index + 1)
+      if (
+        best === undefined ||
+        adds > bestAdds ||
+        (adds === bestAdds && (next !== bestNext ? next : unit.score > best.score))
+      ) {
+        best = unit
+        bestAdds = adds
+        bestNext = next
+      }
+    }
+    if (best === undefined) break
+    chosen.push(best)
+    kept.add(best.index)
+    for (const t of best.focus) covered.add(t)
+    used += best.tokens
+  }
+  for (const unit of byScore(
+    units.filter((u) => !kept.has(u.index)),
+    Infinity,
+  )) {
+    if (!fits(unit)) continue
+    chosen.push(unit)
+    used += unit.tokens
+  }
+  return chosen
+}
+
+const keyPointsOf = (text: string, share: number, encoding: Encoding, focus: FocusTerms, cap = Infinity): string => {
   const whole = text.trim()
   const speaker = speakerOf(whole)
   const body = whole.slice(speaker.length)
@@ -121,13 +190,7 @@ const keyPointsOf = (
   const units = scoreUnits(parts, encoding, focus)
   const total = units.reduce((s, u) => s + u.tokens, 0)
   const target = Math.max(1, Math.min(cap, Math.floor(total * share)))
-  const chosen: Unit[] = []
-  let used = 0
-  for (const unit of [...units].sort((a, b) => b.focus - a.focus || b.score - a.score || a.index - b.index)) {
-    if (chosen.length > 0 && used + unit.tokens > target) continue
-    chosen.push(unit)
-    used += unit.tokens
-  }
+  const chosen = focus.size === 0 ? byScore(units, target) : byFocusCovered(units, target, focus)
   chosen.sort((a, b) => a.index - b.index)
   let extract = ""
   let next = 0
@@ -150,7 +213,7 @@ const keyPointsOf = (
 export const recalledKeyPoints = (
   entry: Renderable,
   raw: string,
-  focus: ReadonlySet<string>,
+  focus: FocusTerms,
   encoding: Encoding,
 ): { readonly text: string; readonly tokens: number } | null => {
   const text = focusedKeyPoints(raw, focus, RECALLED_KEY_POINTS_SHARE, encoding, RECALLED_KEY_POINTS_CAP)

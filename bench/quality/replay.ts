@@ -30,7 +30,7 @@ import type { AgentView } from "../../domain/agent-view.ts"
 import { buildContext, type Candidate } from "../../domain/context-builder.ts"
 import { planCueForms, rawCue } from "../../domain/cue-plan.ts"
 import { DEFAULT_FADE_CONFIG } from "../../domain/fade-score.ts"
-import { extractKeyPoints } from "../../domain/key-points.ts"
+import { extractKeyPoints, focusTerms } from "../../domain/key-points.ts"
 import { blockTokens } from "../../domain/render.ts"
 import { terms } from "../../domain/terms.ts"
 import { makeEmbeddedStore } from "../../services/memory/longterm/embedded-store.ts"
@@ -253,7 +253,7 @@ const main = async () => {
           ranked[d]! += found / question.evidence.length
         })
       }
-      const focus = new Set(terms(question.question))
+      const focus = focusTerms(question.question, (t) => sources.lexical.inverseDocumentFrequency(agentId, t))
       const longTermHits = hits.filter((h) => h.tier === "long-term")
       const planned = planCueForms(longTermHits, AGENT_BUDGET, (hit) => {
         const e = entries.get(hit.entryId)!

@@ -2,16 +2,16 @@ import { describe, expect, it } from "vitest"
 import {
   extractKeyPoints,
   focusedKeyPoints,
+  focusTerms,
   RECALLED_KEY_POINTS_CAP,
   RECALLED_KEY_POINTS_SHARE,
   recalledKeyPoints,
 } from "../../domain/key-points.ts"
 import { blockTokens } from "../../domain/render.ts"
-import { terms } from "../../domain/terms.ts"
 import { countTokens } from "../../domain/tokens.ts"
 
 const ENCODING = "o200k_base" as const
-const focusOf = (question: string) => new Set(terms(question))
+const focusOf = (question: string) => focusTerms(question)
 
 /** A long turn whose answer sits in a sentence that is not the turn's most "central" one. */
 const TURN =
@@ -84,5 +84,46 @@ describe("a long recalled entry", () => {
     const long = `Bob: ${"word ".repeat(80).trim()} about taekwondo. Short one.`
     const kept = focusedKeyPoints(long, focusOf("taekwondo"), RECALLED_KEY_POINTS_SHARE, ENCODING, 32)
     expect(kept).toContain("about taekwondo.")
+  })
+})
+
+describe("the units an extract is cut from", () => {
+  const entry = { timestamp: Date.UTC(2023, 4, 8), origin: "USER" as const }
+
+  it("end at a line break (a list item is a unit of its own), so the item is kept without its paragraph", () => {
+    const reply = [
+      "Assistant: The temple is filled with undead warriors and constructs guarding its treasures, and every hall holds a trap that must be disarmed before moving on",
+      "",
+      "Here are the stat blocks for the enemies",
+      "* Mummies (4):",
+      "\t+ Armor Class: 11",
+      "\t+ Hit Points: 45 (6d8 + 18)",
+      "* Constructs (2):",
+      "\t+ Armor Class: 17",
+      "\t+ Hit Points: 60 (8d10 + 16)",
+      "",
+      "The treasure of the temple includes a ring of protection, a cloak of elvenkind and a bag of holding to keep once the final battle is won",
+    ].join("\n")
+    const shown = recalledKeyPoints(entry, reply, focusOf("How many mummies will the party face?"), ENCODING)!
+    expect(shown.text).toContain("Mummies (4)")
+    expect(shown.tokens).toBeLessThanOrEqual(RECALLED_KEY_POINTS_CAP + 8)
+  })
+
+  it("keep the sentence holding the rest of the focus over a second one naming what the first already named", () => {
+    const text =
+      "Ana: The lost temple lies in the desert. Everyone says the lost temple is haunted at night. Four mummies guard it."
+    const kept = focusedKeyPoints(text, focusOf("Who guards the lost temple at night? Mummies?"), 0.8, ENCODING)
+    expect(kept).toContain("Four mummies guard it.")
+  })
+
+  it("weigh the focus's terms: a sentence with the rare word the question is about outweighs one with two common ones", () => {
+    const text =
+      "Sam: We talked about the party and what everyone will wear to it on the weekend after the exams. " +
+      "The caterer said the smoker arrives Tuesday."
+    const question = "When does the smoker arrive for the party weekend?"
+    const rare = new Set(["smoker"])
+    const weighed = focusTerms(question, (t) => (rare.has(t) ? 5 : 1))
+    expect(focusedKeyPoints(text, weighed, 0.4, ENCODING)).toContain("The caterer said the smoker arrives Tuesday.")
+    expect(focusedKeyPoints(text, focusTerms(question), 0.4, ENCODING)).not.toContain("smoker")
   })
 })

@@ -26,7 +26,7 @@ const TURN =
   "Family is what keeps me going when work gets heavy and the days are long. " +
   "I'm off to do some taekwondo at the gym on Elm Street tonight!"
 
-const events = async () => (await readLog(system.server.url)).filter((s) => s.event.agentId === AGENT)
+const events = async (agentId = AGENT) => (await readLog(system.server.url)).filter((s) => s.event.agentId === agentId)
 
 describe("recalled key points", () => {
   it("a long recalled turn shown as key points keeps the sentence the focus asks about", {
@@ -54,6 +54,34 @@ describe("recalled key points", () => {
     expect(tight.items.find((i) => i.entryId === entryId)).toMatchObject({ cue: true, form: "keyPoints" })
     expect(tight.text).toContain("taekwondo at the gym on Elm Street")
     expect(tight.text).not.toContain("cherishing the time")
+    await agent.endStep(stepId)
+  })
+
+  it("the extract goes by the focus's rare words: the agent's everyday words weigh less than the one its question is about", {
+    timeout: 60_000,
+  }, async () => {
+    const agent = system.client.agent(`${AGENT}-rare`)
+    await agent.register({ role: "custom", budget: 200 })
+    const clock = steppingClock(T0, MINUTE)
+    for (let i = 0; i < 12; i++)
+      await agent.record({
+        origin: "USER",
+        content: `Gym again this weekend, round ${i + 1}: legs on Saturday and a long swim on Sunday.`,
+        timestamp: clock.next(),
+      })
+    const turn =
+      "Sam: We talked about the gym and what everyone will do on the weekend once the long exams are finally over. " +
+      "The caterer said the smoker comes Tuesday. " +
+      "Family is what keeps me going as work gets heavy and the days are long."
+    const entryId = await recordThenDemote(agent, system.server.url, turn, clock)
+    agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
+
+    const { stepId } = await agent.beginStep({ focus: { query: "When does the smoker arrive for the gym weekend?" } })
+    await agent.buildContext({ stepId })
+    const cue = (await events(agent.agentId))
+      .map((s) => s.event)
+      .find((e): e is EventOf<"CueRehydrated"> => e._tag === "CueRehydrated" && e.entryId === entryId)!
+    expect(cue.recalled.keyPoints?.text).toContain("the smoker comes Tuesday")
     await agent.endStep(stepId)
   })
 })

@@ -9,6 +9,7 @@ import type { WorkingEntry } from "../../../contracts/entry.ts"
 import type { AgentView } from "../../../domain/agent-view.ts"
 import type { Recalled } from "../../../domain/cue-decide.ts"
 import { planCueForms, rawCue } from "../../../domain/cue-plan.ts"
+import type { FocusTerms } from "../../../domain/key-points.ts"
 import type { SubstrateReaderShape } from "../../platform/substrate-reader.ts"
 import { hitText, type RankedHit } from "./rank.ts"
 
@@ -53,7 +54,7 @@ export const planCues = (
   view: AgentView,
   hits: ReadonlyArray<RankedHit>,
   room: number,
-  focus: ReadonlySet<string>,
+  focus: FocusTerms,
 ) => {
   const planned = planCueForms(hits, room, (hit) => ({
     rawTokens: hit.working?.tokens.raw ?? hit.record?.rawTokens ?? Infinity,

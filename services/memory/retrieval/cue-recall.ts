@@ -12,7 +12,7 @@ import type { EventOf } from "../../../contracts/events.ts"
 import { focusText } from "../../../contracts/focus.ts"
 import { type AgentView, currentFocus } from "../../../domain/agent-view.ts"
 import { type CueTrigger, decideRecall } from "../../../domain/cue-decide.ts"
-import { terms } from "../../../domain/terms.ts"
+import { focusTerms } from "../../../domain/key-points.ts"
 import type { SubstrateReaderShape } from "../../platform/substrate-reader.ts"
 import type { OpenStepMemo } from "../../platform/views/open-step-memo.ts"
 import type { CaughtUpReads } from "./caught-up.ts"
@@ -62,7 +62,7 @@ export const makeCueRecall = ({
       view,
       eligible,
       Math.floor(view.budgetInForce * settings.cueBudgetShare),
-      new Set(terms(query)),
+      focusTerms(query, (t) => sources.lexical.inverseDocumentFrequency(view.config.id, t)),
     )
     const [ranked, ...rehydrated] = yield* decided(
       decideRecall(

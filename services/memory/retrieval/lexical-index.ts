@@ -256,6 +256,13 @@ export class LexicalIndex {
     return this.#indexes.get(agentId)?.termsOf.size ?? 0
   }
 
+  /** How much `term` tells the agent's entries apart, as BM25 weighs it: the rarer, the higher (a term no entry holds, the highest). */
+  inverseDocumentFrequency(agentId: string, term: string): number {
+    const documents = this.documentCount(agentId)
+    const df = this.documentFrequency(agentId, term)
+    return Math.log(1 + (documents - df + 0.5) / (df + 0.5))
+  }
+
   /**
    * The `limit` best entries by BM25+ over `terms` (best first, ties by
    * insertion order); a term in `boosts` counts that much (default 1), a term
