@@ -94,10 +94,20 @@ export const startTestSystem = async (
       return running
     },
     liveView: async (agentId, afterSeq) => {
-      const { running, working } = await ownerOf(agentId)
       const seq = afterSeq ?? (await lastSeq(server.url))
-      await running.runtime.runPromise(working.waitApplied(seq, agentId))
-      return working.view(agentId)
+      // A loaded machine can delay a lease's renewal past its margin: the partition stops answering
+      // until the renewal lands, and a wait begun then is refused. The owner is asked again.
+      const { view } = await eventually(
+        `the view of ${agentId} at ${seq}`,
+        async () => {
+          const { running, working } = await ownerOf(agentId)
+          await running.runtime.runPromise(working.waitApplied(seq, agentId))
+          return { view: working.view(agentId) }
+        },
+        30_000,
+        50,
+      )
+      return view
     },
     restartServices: async () => {
       await system.services.stop()
