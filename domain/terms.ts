@@ -6,8 +6,12 @@
 import { stemmer } from "stemmer"
 import { eng } from "stopword"
 
-/** English stopwords: words that carry no term of their own. */
-export const STOPWORDS: ReadonlySet<string> = new Set(eng)
+/**
+ * English stopwords: words that carry no term of their own. The package's list
+ * lacks some question words; a question's "when" or "does" is rare among the
+ * statements an agent records, so as a term it would outweigh what is asked about.
+ */
+export const STOPWORDS: ReadonlySet<string> = new Set([...eng, "when", "why", "does", "doing", "will"])
 const WORD = /[\p{L}\p{N}]+(?:['’][\p{L}]+)?/gu
 
 export const terms = (text: string): string[] => {

@@ -114,3 +114,21 @@ describe("weighted rank fusion", () => {
     expect(fuseRankings([["a"], ["a"]], 2).get("a")).toBeCloseTo(1)
   })
 })
+
+describe("a question's own words", () => {
+  it("'when', 'why', 'does', 'doing' and 'will' are not terms", () => {
+    expect(terms("When does Ana move? Why? Will it? What is she doing?")).toEqual(terms("Ana move she"))
+  })
+
+  it("so an entry that happens to say 'when' does not outrank the one the question is about", () => {
+    const index = indexOf([
+      "Ana laughed when the film ended",
+      "Ana arrives on the Tuesday train",
+      "The parcel arrives tomorrow",
+      "Guests arrive at eight",
+      "The new sofa arrives next week",
+      "Work was busy today",
+    ])
+    expect(index.search("a", terms("When does Ana arrive?"), 1)[0]?.entryId).toBe("e1")
+  })
+})
