@@ -18,7 +18,7 @@ import { type Focus, focusText } from "../contracts/focus.ts"
 import { type AgentView, currentFocus } from "./agent-view.ts"
 import { statsOf } from "./entry-memo.ts"
 import { bm25Scaled, DEFAULT_RELEVANCE, frequencyOf, fuseRankings, recencyOf, relevance } from "./relevance.ts"
-import { type TermStats, termStats } from "./terms.ts"
+import { queryTerms, type TermStats } from "./terms.ts"
 
 export interface Candidate {
   readonly entry: WorkingEntry
@@ -76,7 +76,7 @@ export const entryStats = (entry: WorkingEntry): TermStats => statsOf(entry)
  */
 export const priorityFor = (view: AgentView): ((entry: WorkingEntry, cue: boolean) => number) => {
   const focus = currentFocus(view)
-  const query = termStats(focusText(focus)).terms
+  const query = queryTerms(focusText(focus))
   if (query.length === 0) return recencyPriority
   const weights = view.config.relevance ?? DEFAULT_RELEVANCE
   // Once retrieval has recalled for the step, its similarities rank natives and cues alike.

@@ -19,7 +19,7 @@ import type { WorkingEntry } from "../contracts/entry.ts"
 import type { FadeScoreParts } from "../contracts/fade.ts"
 import { focusText } from "../contracts/focus.ts"
 import { type AgentView, currentFocus, fullestText } from "./agent-view.ts"
-import { termStats, terms } from "./terms.ts"
+import { queryTerms, termStats } from "./terms.ts"
 
 export interface FadeWeights {
   readonly age: number
@@ -79,7 +79,7 @@ export const scoringContext = (view: AgentView, config: FadeConfig): ScoringCont
   config,
   entryCount: view.entryCount,
   now: view.clock,
-  focusTerms: new Set(terms(focusText(currentFocus(view)))),
+  focusTerms: new Set(queryTerms(focusText(currentFocus(view)))),
   usageRatio: view.budgetInForce > 0 ? view.usage / view.budgetInForce : 0,
   tau: tauFor(view, config),
 })

@@ -15,7 +15,7 @@
  */
 import type { Encoding } from "../contracts/agent.ts"
 import { blockTokens, type Renderable } from "./render.ts"
-import { terms } from "./terms.ts"
+import { queryTerms, terms } from "./terms.ts"
 import { countTokens } from "./tokens.ts"
 
 const sentenceSegmenter = new Intl.Segmenter("en", { granularity: "sentence" })
@@ -78,9 +78,15 @@ const GAP = "…"
  */
 export type FocusTerms = ReadonlyMap<string, number>
 
-/** The terms of a focus, each of weight 1 unless `weightOf` says otherwise. */
-export const focusTerms = (text: string, weightOf: (term: string) => number = () => 1): FocusTerms =>
-  new Map(terms(text).map((t) => [t, weightOf(t)] as const))
+/** The terms of a focus (domain/terms.ts `queryTerms`), each of weight 1 unless `weightOf` gives one; a weight that is not a positive number leaves its term out. */
+export const focusTerms = (text: string, weightOf: (term: string) => number = () => 1): FocusTerms => {
+  const weighed = new Map<string, number>()
+  for (const t of queryTerms(text)) {
+    const weight = weightOf(t)
+    if (Number.isFinite(weight) && weight > 0) weighed.set(t, weight)
+  }
+  return weighed
+}
 
 const NO_FOCUS: FocusTerms = new Map()
 
@@ -89,9 +95,9 @@ export const extractKeyPoints = (text: string, share: number, encoding: Encoding
   keyPointsOf(text, share, encoding, NO_FOCUS)
 
 /**
- * The key points of `text` for a focus given by its lexical terms
- * (domain/terms.ts): the units holding more distinct focus terms come first,
- * then the text's own key sentences; within `share` of its tokens, and the
+ * The key points of `text` for a focus given by its weighed terms
+ * (`FocusTerms`): first the units that add the most weight of the focus's
+ * terms to those already kept, then the text's own key sentences; within `share` of its tokens, and the
  * text itself when that is not smaller.
  */
 export const focusedKeyPoints = (
@@ -149,8 +155,9 @@ const byFocusCovered = (units: ReadonlyArray<Unit>, target: number, focus: Focus
     let bestNext = false
     for (const unit of units) {
       if (kept.has(unit.index) || !fits(unit)) continue
+      // Summed in the focus's order, so units adding the same terms weigh exactly the same.
       let adds = 0
-      for (const t of unit.focus) if (!covered.has(t)) adds += focus.get(t) ?? 1
+      for (const [t, weight] of focus) if (unit.focus.has(t) && !covered.has(t)) adds += weight
       if (adds <= 0) continue
       const next = kept.has(unit.index - 1) || kept.has(unit.index + 1)
       if (
@@ -207,7 +214,7 @@ const keyPointsOf = (text: string, share: number, encoding: Encoding, focus: Foc
 
 /**
  * What a recalled entry carries besides its raw text: its key points for the
- * step's focus (`focus`: the focus's lexical terms), with the token count of
+ * step's focus (`focus`: its weighed terms), with the token count of
  * their block, or null when they would not be smaller than the raw text.
  */
 export const recalledKeyPoints = (

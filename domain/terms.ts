@@ -6,23 +6,30 @@
 import { stemmer } from "stemmer"
 import { eng } from "stopword"
 
+/** English stopwords: words that carry no term of their own. */
+export const STOPWORDS: ReadonlySet<string> = new Set(eng)
+
 /**
- * English stopwords: words that carry no term of their own. The package's list
- * lacks some question words; a question's "when" or "does" is rare among the
- * statements an agent records, so as a term it would outweigh what is asked about.
+ * …and in a query (a focus, a search), the words a question is asked with
+ * that the list lacks. The statements an agent records seldom say "when" or
+ * "does", so as a query's terms they would be rare ones and outweigh what
+ * is asked about; in a recorded text they stay terms ("Will" is a name).
  */
-export const STOPWORDS: ReadonlySet<string> = new Set([...eng, "when", "why", "does", "doing", "will"])
+const QUERY_STOPWORDS: ReadonlySet<string> = new Set([...eng, "when", "why", "does", "doing", "will"])
 const WORD = /[\p{L}\p{N}]+(?:['’][\p{L}]+)?/gu
 
-export const terms = (text: string): string[] => {
+export const terms = (text: string, stopwords: ReadonlySet<string> = STOPWORDS): string[] => {
   const out: string[] = []
   for (const match of text.toLowerCase().matchAll(WORD)) {
     const word = match[0].replace(/['’].*$/, "")
-    if (word.length === 0 || STOPWORDS.has(word)) continue
+    if (word.length === 0 || stopwords.has(word)) continue
     out.push(stemmer(word))
   }
   return out
 }
+
+/** The terms of a query: a focus, a search (the question words dropped as well). */
+export const queryTerms = (text: string): string[] => terms(text, QUERY_STOPWORDS)
 
 export interface TermStats {
   readonly terms: ReadonlyArray<string>

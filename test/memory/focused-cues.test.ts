@@ -80,8 +80,9 @@ describe("recalled key points", () => {
     await agent.buildContext({ stepId })
     const cue = (await events(agent.agentId))
       .map((s) => s.event)
-      .find((e): e is EventOf<"CueRehydrated"> => e._tag === "CueRehydrated" && e.entryId === entryId)!
-    expect(cue.recalled.keyPoints?.text).toContain("the smoker comes Tuesday")
+      .find((e): e is EventOf<"CueRehydrated"> => e._tag === "CueRehydrated" && e.entryId === entryId)
+    expect(cue, "the turn recalled as a cue").toBeDefined()
+    expect(cue!.recalled.keyPoints?.text).toContain("the smoker comes Tuesday")
     await agent.endStep(stepId)
   })
 })

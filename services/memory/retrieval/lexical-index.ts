@@ -214,6 +214,9 @@ interface Cursor {
   bound: number
 }
 
+/** BM25's weight of a term held by `df` of `documents` entries: the rarer, the higher, and always above 0. */
+const bm25Idf = (documents: number, df: number): number => Math.log(1 + (documents - df + 0.5) / (df + 0.5))
+
 export class LexicalIndex {
   readonly #indexes = new Map<string, AgentIndex>()
 
@@ -258,9 +261,7 @@ export class LexicalIndex {
 
   /** How much `term` tells the agent's entries apart, as BM25 weighs it: the rarer, the higher (a term no entry holds, the highest). */
   inverseDocumentFrequency(agentId: string, term: string): number {
-    const documents = this.documentCount(agentId)
-    const df = this.documentFrequency(agentId, term)
-    return Math.log(1 + (documents - df + 0.5) / (df + 0.5))
+    return bm25Idf(this.documentCount(agentId), this.documentFrequency(agentId, term))
   }
 
   /**
@@ -290,7 +291,7 @@ export class LexicalIndex {
         const list = index.postings.get(t)
         if (list === undefined) continue
         const df = index.documentFrequency.get(t)!
-        const idf = Math.log(1 + (documents - df + 0.5) / (df + 0.5))
+        const idf = bm25Idf(documents, df)
         const boost = boosts?.get(t) ?? 1
         // Bounds need exact arithmetic: a negative boost, or one so small that its products lose their precision
         // (subnormal), is scored exhaustively.

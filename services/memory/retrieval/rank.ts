@@ -27,7 +27,7 @@ import {
   recencyOf,
   relevance,
 } from "../../../domain/relevance.ts"
-import { distinctiveWords, terms } from "../../../domain/terms.ts"
+import { distinctiveWords, queryTerms } from "../../../domain/terms.ts"
 import type { EmbeddingProviderShape } from "../../platform/embedding/embedding-provider.ts"
 import type { LongTermStoreShape } from "../longterm/store.ts"
 import type { EpisodeIndex } from "./episodes.ts"
@@ -136,8 +136,8 @@ export const rankBothTiers = (
 
     // Lexical: one index over both tiers.
     // Every indexed entry is in working or long-term (forgotten ones leave the index); filters apply below.
-    const queryTerms = terms(query)
-    let lexicalHits = sources.lexical.search(agentId, queryTerms, depth)
+    const searchTerms = queryTerms(query)
+    let lexicalHits = sources.lexical.search(agentId, searchTerms, depth)
     let fused = fuseRankings([denseRanking, ...otherRankings, lexicalHits.map((h) => h.entryId)], 2)
     // The best fused matches expand the query; the expanded search is one more ranking, at a lower weight.
     const expansion = DEFAULT_EXPANSION
@@ -145,14 +145,14 @@ export const rankBothTiers = (
       const best = [...fused].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, expansion.documents)
       const added = expansionTerms(
         best.map(([id, weight]) => ({ terms: sources.lexical.termsOf(agentId, id), weight })),
-        queryTerms,
+        searchTerms,
         (t) => sources.lexical.documentFrequency(agentId, t),
         sources.lexical.documentCount(agentId),
         expansion.terms,
       )
       if (added.length > 0) {
         const boosts = new Map(added.map((t) => [t.term, expansion.weight * t.weight]))
-        const expanded = sources.lexical.search(agentId, [...queryTerms, ...boosts.keys()], depth, boosts)
+        const expanded = sources.lexical.search(agentId, [...searchTerms, ...boosts.keys()], depth, boosts)
         const w = expansion.rankingWeight
         fused = fuseRankings(
           [denseRanking, ...otherRankings, lexicalHits.map((h) => h.entryId), expanded.map((h) => h.entryId)],
