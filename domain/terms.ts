@@ -10,26 +10,48 @@ import { eng } from "stopword"
 export const STOPWORDS: ReadonlySet<string> = new Set(eng)
 
 /**
- * …and in a query (a focus, a search), the words a question is asked with
- * that the list lacks. The statements an agent records seldom say "when" or
- * "does", so as a query's terms they would be rare ones and outweigh what
- * is asked about; in a recorded text they stay terms ("Will" is a name).
+ * Words a question is asked with that the stopword list lacks. The statements
+ * an agent records seldom say "when" or "does", so as a query's terms they
+ * would be rare ones and outweigh what is asked about. Recorded texts keep
+ * them as terms, and a query keeps one written as a name ("what did Will say").
  */
-const QUERY_STOPWORDS: ReadonlySet<string> = new Set([...eng, "when", "why", "does", "doing", "will"])
+const QUESTION_WORDS: ReadonlySet<string> = new Set(["when", "why", "does", "doing", "will"])
+/** What ends a sentence, so that the capital after it opens one. */
+const SENTENCE_ENDS = new Set([".", "!", "?", ":", ";", "\n"])
 const WORD = /[\p{L}\p{N}]+(?:['’][\p{L}]+)?/gu
 
-export const terms = (text: string, stopwords: ReadonlySet<string> = STOPWORDS): string[] => {
+export const terms = (text: string): string[] => {
   const out: string[] = []
   for (const match of text.toLowerCase().matchAll(WORD)) {
     const word = match[0].replace(/['’].*$/, "")
-    if (word.length === 0 || stopwords.has(word)) continue
+    if (word.length === 0 || STOPWORDS.has(word)) continue
     out.push(stemmer(word))
   }
   return out
 }
 
-/** The terms of a query: a focus, a search (the question words dropped as well). */
-export const queryTerms = (text: string): string[] => terms(text, QUERY_STOPWORDS)
+/** The terms of a query (a focus, a search): those of `terms`, without the words a question is asked with. */
+export const queryTerms = (text: string): string[] => {
+  const out: string[] = []
+  for (const match of text.matchAll(WORD)) {
+    const word = match[0].toLowerCase().replace(/['’].*$/, "")
+    if (word.length === 0 || STOPWORDS.has(word)) continue
+    if (QUESTION_WORDS.has(word) && !writtenAsName(text, match[0], match.index)) continue
+    out.push(stemmer(word))
+  }
+  return out
+}
+
+/** A capitalised word that does not open the text or a sentence. */
+const writtenAsName = (text: string, word: string, at: number): boolean => {
+  if (word[0] === word[0]!.toLowerCase()) return false
+  for (let i = at - 1; i >= 0; i--) {
+    const c = text[i]!
+    if (SENTENCE_ENDS.has(c)) return false
+    if (c.trim() !== "") return true
+  }
+  return false
+}
 
 export interface TermStats {
   readonly terms: ReadonlyArray<string>

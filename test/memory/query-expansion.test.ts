@@ -121,6 +121,11 @@ describe("a question's own words", () => {
     expect(terms("Will called when the doing was done")).toEqual(expect.arrayContaining(["will", "when"]))
   })
 
+  it("a question word written as a name inside a sentence stays a query's term", () => {
+    expect(queryTerms("What did Will say? Will Ana come?")).toEqual(terms("Will say Ana come"))
+    expect(queryTerms("Lunch plans.\nWhen is it?")).toEqual(terms("lunch plans"))
+  })
+
   it("so an entry that happens to say 'when' does not outrank the one the question is about", () => {
     const index = indexOf([
       "Ana laughed when the film ended",
