@@ -187,7 +187,11 @@ describe("getRaw from the event log", () => {
 })
 
 describe("a deployment upgraded from a version with the wm_substrate bucket", () => {
-  it("forgetting an agent erases its records from the bucket; the stale substrate checkpoint holds nothing up", async () => {
+  // The forget waits for every projection to confirm (up to its --wait), then the store's bytes are checked: on
+  // a machine loaded with other tests each can take far longer than the second they take alone.
+  it("forgetting an agent erases its records from the bucket; the stale substrate checkpoint holds nothing up", {
+    timeout: 150_000,
+  }, async () => {
     const SECRET = "HERON4471BASALT"
     const agent = system.client.agent("upgraded")
     await agent.register({ role: "main" })
@@ -201,7 +205,7 @@ describe("a deployment upgraded from a version with the wm_substrate bucket", ()
     await checkpoints.put(checkpointKey("substrate"), "1")
     expect(await legacyMessages()).toBe(2)
 
-    const report = JSON.parse((await wm("forget", "--agent", "upgraded", "--json")).stdout) as {
+    const report = JSON.parse((await wm("forget", "--agent", "upgraded", "--wait", "60", "--json")).stdout) as {
       complete: boolean
       pending: string[]
       confirmed: string[]
@@ -213,7 +217,11 @@ describe("a deployment upgraded from a version with the wm_substrate bucket", ()
     expect(report.confirmed).not.toContain("substrate")
     expect(await legacyMessages()).toBe(1)
     expect((await kv.get("kept.e-1"))?.string()).toContain("another agent's record")
-    await eventually("no store file to hold it", () => filesHolding([system.server.storeDir], SECRET).length === 0)
+    await eventually(
+      "no store file to hold it",
+      () => filesHolding([system.server.storeDir], SECRET).length === 0,
+      60_000,
+    )
   })
 
   it("the eraser beside the substrate erases it too, for a tombstone no command finished", async () => {
