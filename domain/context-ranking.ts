@@ -77,10 +77,11 @@ export const entryStats = (entry: WorkingEntry): TermStats => statsOf(entry)
 export const priorityFor = (view: AgentView): ((entry: WorkingEntry, cue: boolean) => number) => {
   const focus = currentFocus(view)
   const query = queryTerms(focusText(focus))
-  if (query.length === 0) return recencyPriority
-  const weights = view.config.relevance ?? DEFAULT_RELEVANCE
-  // Once retrieval has recalled for the step, its similarities rank natives and cues alike.
+  // Once retrieval has recalled for the step, its similarities rank natives and cues alike (a focus of
+  // question words only, "Why?", has no terms yet was recalled for by its meaning).
   const recalledNative = view.step?.similarities ?? null
+  if (query.length === 0 && recalledNative === null) return recencyPriority
+  const weights = view.config.relevance ?? DEFAULT_RELEVANCE
   const pool = [...HashMap.values(view.entries), ...HashMap.values(view.cues)]
   const lexical = recalledNative ? [] : bm25Scaled(query, pool.map(entryStats))
   const ranked = pool

@@ -32,23 +32,30 @@ export const terms = (text: string): string[] => {
 
 /** The terms of a query (a focus, a search): those of `terms`, without the words a question is asked with. */
 export const queryTerms = (text: string): string[] => {
+  const lowered = text.toLowerCase()
+  // Where lower-casing changed a length ("İ"), positions no longer match the original's capitals.
+  const aligned = lowered.length === text.length
   const out: string[] = []
-  for (const match of text.matchAll(WORD)) {
-    const word = match[0].toLowerCase().replace(/['’].*$/, "")
+  for (const match of lowered.matchAll(WORD)) {
+    const word = match[0].replace(/['’].*$/, "")
     if (word.length === 0 || STOPWORDS.has(word)) continue
-    if (QUESTION_WORDS.has(word) && !writtenAsName(text, match[0], match.index)) continue
+    if (QUESTION_WORDS.has(word) && !(aligned && writtenAsName(text, match.index))) continue
     out.push(stemmer(word))
   }
   return out
 }
 
-/** A capitalised word that does not open the text or a sentence. */
-const writtenAsName = (text: string, word: string, at: number): boolean => {
-  if (word[0] === word[0]!.toLowerCase()) return false
+/**
+ * A word capitalised as a name ("Will", not "WILL") after a word of the same
+ * sentence: quotes, brackets and marks between are passed over, a sentence's
+ * end or the text's start make it a sentence's first word.
+ */
+const writtenAsName = (text: string, at: number): boolean => {
+  if (!/^\p{Lu}\p{Ll}/u.test(text.slice(at, at + 2))) return false
   for (let i = at - 1; i >= 0; i--) {
     const c = text[i]!
     if (SENTENCE_ENDS.has(c)) return false
-    if (c.trim() !== "") return true
+    if (/[\p{L}\p{N}]/u.test(c)) return true
   }
   return false
 }

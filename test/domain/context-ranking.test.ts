@@ -253,6 +253,25 @@ describe("context build with the view's ranking remembered", () => {
     expect(rankedCandidates(cited)).not.toBe(rankedCandidates(focused))
   })
 
+  it("ranks by the recall's similarities a focus of question words only, which has no lexical terms", () => {
+    const older = recorded("e1", "the puppy chewed the lease papers in the garden", T0)
+    const chatter = Array.from({ length: 8 }, (_, i) =>
+      recorded(`c${i}`, `note ${i}: the office review moved to the budget table`, T0 + (i + 1) * MINUTE),
+    )
+    const focused = folded(
+      viewOf(registered(), older, ...chatter),
+      stepStarted("s1", T0 + 10 * MINUTE, { query: "Why? When does it?" }),
+      11,
+    )
+    const view = folded(
+      focused,
+      recalled([["e1", 0.9], ...chatter.map((_, i) => [`c${i}`, 0.1] as const)], T0 + 11 * MINUTE),
+      12,
+    )
+    const served = contextOfView(view, { limit: 40 }).items.map((item) => item.entryId)
+    expect(served[0]).toBe("e1")
+  })
+
   it("serves an entry of high emotional weight before recent entries its focus does not name", () => {
     const constraint = (emotionalWeight: number) =>
       recorded("e1", "my partner uses a wheelchair, stairs are a problem", T0, { emotionalWeight })

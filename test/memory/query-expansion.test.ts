@@ -124,6 +124,9 @@ describe("a question's own words", () => {
   it("a question word written as a name inside a sentence stays a query's term", () => {
     expect(queryTerms("What did Will say? Will Ana come?")).toEqual(terms("Will say Ana come"))
     expect(queryTerms("Lunch plans.\nWhen is it?")).toEqual(terms("lunch plans"))
+    expect(queryTerms('He said "no." "Why did Ana leave?" (Will it rain?) WHEN DOES IT SHIP')).toEqual(
+      terms("said no Ana leave rain ship"),
+    )
   })
 
   it("so an entry that happens to say 'when' does not outrank the one the question is about", () => {
