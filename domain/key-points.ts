@@ -123,11 +123,14 @@ export const RECALLED_KEY_POINTS_SHARE = 0.35
  */
 export const RECALLED_KEY_POINTS_CAP = 32
 
+/** Highest score first, then the earlier. */
+const scoreOrder = (a: Unit, b: Unit): number => b.score - a.score || a.index - b.index
+
 /** The units of highest score within `target` tokens (the first always). */
 const byScore = (units: ReadonlyArray<Unit>, target: number): Unit[] => {
   const chosen: Unit[] = []
   let used = 0
-  for (const unit of [...units].sort((a, b) => b.score - a.score || a.index - b.index)) {
+  for (const unit of [...units].sort(scoreOrder)) {
     if (chosen.length > 0 && used + unit.tokens > target) continue
     chosen.push(unit)
     used += unit.tokens
@@ -176,10 +179,7 @@ const byFocusCovered = (units: ReadonlyArray<Unit>, target: number, focus: Focus
     for (const t of best.focus) covered.add(t)
     used += best.tokens
   }
-  for (const unit of byScore(
-    units.filter((u) => !kept.has(u.index)),
-    Infinity,
-  )) {
+  for (const unit of units.filter((u) => !kept.has(u.index)).sort(scoreOrder)) {
     if (!fits(unit)) continue
     chosen.push(unit)
     used += unit.tokens
