@@ -47,6 +47,8 @@ export interface ContentKeysShape {
   readonly unsealOrRedact: Unseal
   /** True when a stored record (on `subject`, when known) has sealed content whose key is not loaded yet. */
   readonly needsLoad: (data: Uint8Array, subject?: string) => boolean
+  /** True when a stored record (on `subject`, when known) has no sealed content, or its key is in memory. */
+  readonly holdsKey: (data: Uint8Array, subject?: string) => boolean
   /** Loads the key a stored record (on `subject`, when known) needs, whether it exists or was destroyed. */
   readonly load: (data: Uint8Array, subject?: string) => Promise<void>
   /** Drops what is in memory of a forgotten agent's or entry's keys. */
@@ -95,6 +97,10 @@ export const makeContentKeys = (store: ContentKeyStore): ContentKeysShape => {
     needsLoad: (data, subject) => {
       const ref = refOf(data, subject)
       return ref !== null && keyOf(ref) === undefined
+    },
+    holdsKey: (data, subject) => {
+      const ref = refOf(data, subject)
+      return ref === null || store.cached(ref) !== undefined
     },
     load,
     evict: (agentId, entryId) => {

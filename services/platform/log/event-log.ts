@@ -29,6 +29,7 @@ import { Nats } from "../nats/connection.ts"
 import { NatsSettings } from "../nats/settings.ts"
 import { ensureTopology } from "../nats/topology.ts"
 import { eventTraceparent, headersOf, TRACEPARENT } from "../tracing/trace-context.ts"
+import { decodedRecord } from "./decoded-records.ts"
 
 /** Another event reached the subject first: re-read and re-decide. */
 export class SequenceConflict extends Schema.TaggedError<SequenceConflict>()("SequenceConflict", {
@@ -95,6 +96,8 @@ export interface EventLogShape {
    * content whose key is destroyed does not decode ("forgotten").
    */
   readonly decode: (data: Uint8Array) => Decoded
+  /** Decodes a record this log delivered, as this process last decoded it when it did (decoded-records.ts). */
+  readonly decodeRecord: (record: LogRecord) => Decoded
 }
 
 /** The last message on a subject, not yet decoded. */
@@ -419,8 +422,10 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
       getOnSubject(subject, { seq: fromSeq, next_by_subj: subject } as unknown as MsgRequest)
 
     const decode = (data: Uint8Array) => decodeEvent(data, keys.unseal)
+    const decodeRecord = (record: LogRecord) =>
+      decodedRecord(record.seq, record.data, (data) => keys.holdsKey(data, record.subject), decode)
 
-    return { append, follow, lastSeq, lastOnSubject, nextOnSubject, decode } satisfies EventLogShape
+    return { append, follow, lastSeq, lastOnSubject, nextOnSubject, decode, decodeRecord } satisfies EventLogShape
   })
 
   /** The log and the content keys it seals and opens with (ContentKeys, for readers beside it). */

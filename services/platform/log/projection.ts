@@ -150,7 +150,7 @@ export const runProjection = (options: ProjectionOptions) =>
         if (record.seq > halt.seq) passedOver++
         return
       }
-      const decoded = log.decode(record.data)
+      const decoded = log.decodeRecord(record)
       if (!decoded.ok && decoded.future !== undefined) return stopAt(record, decoded.future)
       if (decoded.ok) {
         const event = decoded.event
