@@ -35,14 +35,16 @@ const failed = (error: unknown) =>
   new LongTermStoreError({ reason: `content keys: ${error instanceof Error ? error.message : String(error)}` })
 
 export const sealedLongTermStore = (inner: LongTermStoreShape, keys: ContentKeyStore): LongTermStoreShape => {
-  const keyOf = (payload: LongTermPayload, forWrite: boolean) =>
-    Effect.tryPromise({
-      try: () => {
-        const ref = { agentId: payload.agentId, entryId: payload.entryId }
-        return forWrite ? keys.forWrite(ref, false) : keys.forRead(ref)
-      },
+  const keyOf = (payload: LongTermPayload, forWrite: boolean) => {
+    const ref = { agentId: payload.agentId, entryId: payload.entryId }
+    // A key in memory is one not destroyed (a forget evicts it): no round trip to the key store.
+    const cached = forWrite ? undefined : keys.cached(ref)
+    if (cached !== undefined) return Effect.succeed<Buffer | null>(cached)
+    return Effect.tryPromise({
+      try: () => (forWrite ? keys.forWrite(ref, false) : keys.forRead(ref)),
       catch: failed,
     })
+  }
 
   const sealRecord = (record: LongTermRecord) =>
     Effect.map(keyOf(record.payload, true), (key): LongTermRecord | null => {
@@ -71,6 +73,35 @@ export const sealedLongTermStore = (inner: LongTermStoreShape, keys: ContentKeyS
         : payload.keyPoints
       if (summary === null || (payload.keyPoints !== null && keyPoints === null)) return null
       return { ...payload, summary, keyPoints }
+    })
+  }
+  /**
+   * A searched record, its texts opened when first read: a search returns many more records than its caller
+   * shows the text of. One its key does not open reads with an empty summary and no key points.
+   */
+  const openLazily = (payload: LongTermPayload) => {
+    if (!isSealedText(payload.summary) && !isSealedText(payload.keyPoints)) return Effect.succeed(payload)
+    return Effect.map(keyOf(payload, false), (key): LongTermPayload | null => {
+      if (key === null) return null
+      const opened = (field: "summary" | "keyPoints") => {
+        const text = payload[field]
+        return isSealedText(text) ? openText(key, payload, field, text) : text
+      }
+      let summary: string | undefined
+      let keyPoints: { readonly text: string | null } | undefined
+      return Object.defineProperties(
+        { ...payload },
+        {
+          summary: { enumerable: true, get: () => (summary ??= opened("summary") ?? "") },
+          keyPoints: {
+            enumerable: true,
+            get: () => {
+              keyPoints ??= { text: opened("keyPoints") }
+              return keyPoints.text
+            },
+          },
+        },
+      )
     })
   }
   const openAll = (payloads: ReadonlyArray<LongTermPayload>) =>
@@ -107,7 +138,7 @@ export const sealedLongTermStore = (inner: LongTermStoreShape, keys: ContentKeyS
       Effect.flatMap(inner.searchDense(agentId, model, vector, limit, filter), (hits) =>
         Effect.map(
           Effect.forEach(hits, (hit) =>
-            Effect.map(openPayload(hit.payload), (payload) => (payload === null ? null : { ...hit, payload })),
+            Effect.map(openLazily(hit.payload), (payload) => (payload === null ? null : { ...hit, payload })),
           ),
           (opened) => opened.filter((h) => h !== null),
         ),
