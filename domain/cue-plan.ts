@@ -55,6 +55,36 @@ export const planCueForms = <H>(
 type Recalled = EventOf<"CueRehydrated">["recalled"]
 
 /**
+ * A raw cue by its sizes alone, before its text is read: what a build needs to choose among cues (their
+ * ranks come from the recall's similarities, their forms from token counts). Shown short, it is taken to
+ * cost what planCueForms counts for it: its extract at the most, or the key points made at fading when
+ * smaller. It is never recorded: a recall reads and extracts only the cues a build would serve this way.
+ */
+export const sizedRawCue = (
+  meta: Renderable & Omit<Recalled, "form" | "text" | "tokens" | "keyPoints">,
+  rawTokens: number,
+  fadingKeyPoints: { readonly tokens: number } | undefined,
+): Recalled => {
+  const extract = RECALLED_KEY_POINTS_CAP + EXTRACT_OVERHEAD
+  const shortTokens = fadingKeyPoints
+    ? Math.min(fadingKeyPoints.tokens, extract)
+    : rawTokens > extract
+      ? extract
+      : undefined
+  return {
+    timestamp: meta.timestamp,
+    origin: meta.origin,
+    tags: [...meta.tags],
+    moodSnapshot: meta.moodSnapshot,
+    emotionalWeight: meta.emotionalWeight,
+    form: "raw",
+    text: "",
+    tokens: rawTokens,
+    ...(shortTokens !== undefined ? { keyPoints: { text: "", tokens: shortTokens } } : {}),
+  } as Recalled
+}
+
+/**
  * A cue recalled with its raw text: shown whole while the builder has room,
  * else by its extract for the step's focus (`focus`: the focus's weighed
  * lexical terms), else by the key points made at fading.

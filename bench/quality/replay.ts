@@ -28,7 +28,8 @@ import type { LongTermPayload } from "../../contracts/longterm.ts"
 import { settings } from "../../contracts/settings.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import { buildContext, type Candidate } from "../../domain/context-builder.ts"
-import { planCueForms, rawCue } from "../../domain/cue-plan.ts"
+import type { Recalled } from "../../domain/cue-decide.ts"
+import { planCueForms, rawCue, sizedRawCue } from "../../domain/cue-plan.ts"
 import { DEFAULT_FADE_CONFIG } from "../../domain/fade-score.ts"
 import { extractKeyPoints, focusTerms } from "../../domain/key-points.ts"
 import { blockTokens } from "../../domain/render.ts"
@@ -52,6 +53,8 @@ const RECALL_DEPTH = settings.WM_RECALL_DEPTH.default === "150" ? 150 : Number(s
 const RANK_DEPTHS = [10, 20, 40, 80, 150]
 /** The budget of the benchmarks' agents (role `main`): the room recalled cues may fill. */
 const AGENT_BUDGET = 8_000
+/** Rounds of reading the cues a build would serve, as a recall reads them (services/memory/retrieval/cue-recall.ts). */
+const CUE_READ_ROUNDS = 3
 
 const entryOf = (turn: Turn, ordinal: number, transient: boolean): WorkingEntry => {
   const keyPoints = extractKeyPoints(turn.content, DEFAULT_FADE_CONFIG.keyPointsShare, ENCODING)
@@ -263,26 +266,52 @@ const main = async () => {
           summaryTokens: Infinity,
         }
       })
-      const candidates: Candidate[] = planned.map(({ hit, keyPoints }) => {
+      // As a recall does, only the cues a build at the agent's budget would serve are read and extracted: chosen
+      // by their sizes, then again with the extracts made, until no other would be served.
+      const cueOf = (hit: (typeof planned)[number]["hit"], recalled: Recalled): Candidate => {
         const entry = entries.get(hit.entryId)!
-        const recalled = rawCue(
-          { ...entry, tags: [] },
-          { content: entry.content!, tokens: entry.tokens.raw },
-          keyPoints,
-          focus,
-          ENCODING,
-        )
         const cue: WorkingEntry = {
           ...entry,
           keyPoints: recalled.keyPoints?.text ?? null,
           tokens: { raw: entry.tokens.raw, ...(recalled.keyPoints ? { keyPoints: recalled.keyPoints.tokens } : {}) },
         }
         return { entry: cue, priority: hit.relevance, cue: true }
-      })
-      if (asked !== null) {
-        const hit = hits.find((h) => h.entryId === asked.id)
-        candidates.push({ entry: asked, priority: hit?.relevance ?? 0, cue: false })
       }
+      const askedCandidates = (): Candidate[] => {
+        if (asked === null) return []
+        const hit = hits.find((h) => h.entryId === asked.id)
+        return [{ entry: asked, priority: hit?.relevance ?? 0, cue: false }]
+      }
+      const read = new Map<string, Candidate>()
+      for (let round = 0; round < CUE_READ_ROUNDS; round++) {
+        const trial = planned.map(
+          ({ hit, keyPoints }) =>
+            read.get(hit.entryId) ??
+            cueOf(
+              hit,
+              sizedRawCue({ ...entries.get(hit.entryId)!, tags: [] }, entries.get(hit.entryId)!.tokens.raw, keyPoints),
+            ),
+        )
+        const served = new Set(
+          buildContext([...trial, ...askedCandidates()], AGENT_BUDGET, "timestamp", ENCODING)
+            .items.filter((i) => i.cue)
+            .map((i) => i.entryId),
+        )
+        const unread = planned.filter((p) => served.has(p.hit.entryId) && !read.has(p.hit.entryId))
+        if (unread.length === 0) break
+        for (const { hit, keyPoints } of unread) {
+          const entry = entries.get(hit.entryId)!
+          const recalled = rawCue(
+            { ...entry, tags: [] },
+            { content: entry.content!, tokens: entry.tokens.raw },
+            keyPoints,
+            focus,
+            ENCODING,
+          )
+          read.set(hit.entryId, cueOf(hit, recalled))
+        }
+      }
+      const candidates: Candidate[] = [...planned.flatMap((p) => read.get(p.hit.entryId) ?? []), ...askedCandidates()]
       const cues = new Set(planned.map((p) => p.hit.entryId))
       const state = { working: new Set<string>(), cues, rank: position, depth: RECALL_DEPTH }
       const bm25Ranking = bm25.rank(question.question)

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { planCueForms } from "../../domain/cue-plan.ts"
+import { planCueForms, sizedRawCue } from "../../domain/cue-plan.ts"
 import { RECALLED_KEY_POINTS_CAP } from "../../domain/key-points.ts"
 
 describe("cue planning", () => {
@@ -32,5 +32,25 @@ describe("cue planning", () => {
 
   it("stops once the room is spent", () => {
     expect(planCueForms([hit("a", 20)], 0, (h) => h.sizes)).toEqual([])
+  })
+})
+
+describe("a cue by its sizes, before its text is read", () => {
+  const meta = { timestamp: 1, origin: "USER" as const, tags: [], moodSnapshot: null, emotionalWeight: 0 }
+  const extract = RECALLED_KEY_POINTS_CAP + 8
+
+  it("costs its raw tokens whole and, shown short, what its plan counted: its extract at most", () => {
+    const long = sizedRawCue(meta, 600, undefined)
+    expect(long).toMatchObject({ form: "raw", tokens: 600, text: "" })
+    expect(long.keyPoints?.tokens).toBe(extract)
+  })
+
+  it("falls back to the key points made at fading when they are smaller than an extract", () => {
+    expect(sizedRawCue(meta, 600, { tokens: 12 }).keyPoints?.tokens).toBe(12)
+    expect(sizedRawCue(meta, 600, { tokens: 300 }).keyPoints?.tokens).toBe(extract)
+  })
+
+  it("has no short form when its text is no longer than an extract", () => {
+    expect(sizedRawCue(meta, extract, undefined).keyPoints).toBeUndefined()
   })
 })

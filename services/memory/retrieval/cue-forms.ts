@@ -8,7 +8,7 @@ import { Effect } from "effect"
 import type { WorkingEntry } from "../../../contracts/entry.ts"
 import type { AgentView } from "../../../domain/agent-view.ts"
 import type { Recalled } from "../../../domain/cue-decide.ts"
-import { planCueForms, rawCue } from "../../../domain/cue-plan.ts"
+import { planCueForms, rawCue, sizedRawCue } from "../../../domain/cue-plan.ts"
 import type { FocusTerms } from "../../../domain/key-points.ts"
 import type { SubstrateReaderShape } from "../../platform/substrate-reader.ts"
 import { hitText, type RankedHit } from "./rank.ts"
@@ -46,17 +46,10 @@ export const recalledOfCue = (cue: WorkingEntry): Recalled => {
 /**
  * Chooses each hit's representation while `room` lasts: the raw text
  * (from the substrate) while it fits, else key points, else the summary.
- * Sizes are known without reading anything; raw texts are then fetched
- * together.
+ * Sizes are known without reading anything.
  */
-export const planCues = (
-  substrate: SubstrateReaderShape,
-  view: AgentView,
-  hits: ReadonlyArray<RankedHit>,
-  room: number,
-  focus: FocusTerms,
-) => {
-  const planned = planCueForms(hits, room, (hit) => ({
+export const planCueSizes = (hits: ReadonlyArray<RankedHit>, room: number) =>
+  planCueForms(hits, room, (hit) => ({
     rawTokens: hit.working?.tokens.raw ?? hit.record?.rawTokens ?? Infinity,
     keyPoints:
       hit.working?.keyPoints != null && hit.working.tokens.keyPoints !== undefined
@@ -66,24 +59,49 @@ export const planCues = (
           : undefined,
     summaryTokens: hit.working?.tokens.summary ?? hit.record?.summaryTokens ?? Infinity,
   }))
-  return Effect.forEach(
+
+export type PlannedCue = ReturnType<typeof planCueSizes>[number]
+
+/** A planned cue by its sizes alone (domain/cue-plan.ts, sizedRawCue): what a build would choose it by. */
+export const sizedCue = ({ hit, form, keyPoints }: PlannedCue): Recalled | null => {
+  const meta = hit.working ?? hit.record!
+  if (form === "raw")
+    return sizedRawCue(meta, hit.working?.tokens.raw ?? hit.record?.rawTokens ?? Number.MAX_SAFE_INTEGER, keyPoints)
+  return unreadCue(hit, meta, form, keyPoints)
+}
+
+/** A cue of key points or a summary: what the hit already holds, nothing to read (null: no text). */
+const unreadCue = (
+  hit: RankedHit,
+  meta: NonNullable<RankedHit["working"] | RankedHit["record"]>,
+  form: PlannedCue["form"],
+  keyPoints: PlannedCue["keyPoints"],
+): Recalled | null => {
+  const base = recalledMeta(meta)
+  if (keyPoints && form !== "summary") return { ...base, form: "keyPoints", ...keyPoints } as Recalled
+  const summary = hitText(hit)
+  const tokens = hit.working?.tokens.summary ?? hit.record?.summaryTokens ?? 0
+  return summary.text.length > 0 ? ({ ...base, form: summary.form, text: summary.text, tokens } as Recalled) : null
+}
+
+/** What the planned cues carry back: raw texts read from the substrate (and extracted for the focus) together. */
+export const readCues = (
+  substrate: SubstrateReaderShape,
+  view: AgentView,
+  planned: ReadonlyArray<PlannedCue>,
+  focus: FocusTerms,
+) =>
+  Effect.forEach(
     planned,
     ({ hit, form, keyPoints }) =>
       Effect.gen(function* () {
         const meta = hit.working ?? hit.record!
-        const base = recalledMeta(meta)
         if (form === "raw") {
           const raw = yield* substrate.get(view.config.id, hit.entryId)
           if (raw !== null) return { hit, recalled: rawCue(meta, raw, keyPoints, focus, view.config.encoding) }
         }
-        if (keyPoints && form !== "summary")
-          return { hit, recalled: { ...base, form: "keyPoints", ...keyPoints } as Recalled }
-        const summary = hitText(hit)
-        const tokens = hit.working?.tokens.summary ?? hit.record?.summaryTokens ?? 0
-        return summary.text.length > 0
-          ? { hit, recalled: { ...base, form: summary.form, text: summary.text, tokens } as Recalled }
-          : null
+        const recalled = unreadCue(hit, meta, form, keyPoints)
+        return recalled === null ? null : { hit, recalled }
       }),
     { concurrency: 16 },
   ).pipe(Effect.map((xs) => xs.filter((x) => x !== null)))
-}

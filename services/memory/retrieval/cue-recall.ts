@@ -11,15 +11,18 @@ import { InvalidState } from "../../../contracts/errors.ts"
 import type { EventOf } from "../../../contracts/events.ts"
 import { focusText } from "../../../contracts/focus.ts"
 import { type AgentView, currentFocus } from "../../../domain/agent-view.ts"
-import { type CueTrigger, decideRecall } from "../../../domain/cue-decide.ts"
+import { type CueTrigger, decideRecall, type Recalled } from "../../../domain/cue-decide.ts"
 import { focusTerms } from "../../../domain/key-points.ts"
 import type { SubstrateReaderShape } from "../../platform/substrate-reader.ts"
 import type { OpenStepMemo } from "../../platform/views/open-step-memo.ts"
 import type { CaughtUpReads } from "./caught-up.ts"
-import { planCues } from "./cue-forms.ts"
+import { planCueSizes, readCues, sizedCue } from "./cue-forms.ts"
 import { type CueWrites, decided, notHeldInFull, stepOpen } from "./cue-writes.ts"
-import { type RankingSources, rankBothTiers } from "./rank.ts"
+import { type RankedHit, type RankingSources, rankBothTiers } from "./rank.ts"
 import type { RetrievalSettingsShape } from "./settings.ts"
+
+/** Rounds of reading the cues a build would serve: the first by sizes alone, the next with the extracts made. */
+const READ_ROUNDS = 3
 
 /** What a recall recorded: how many cues, and the sequence of its last event. */
 export interface RecalledCues {
@@ -57,32 +60,55 @@ export const makeCueRecall = ({
         !HashMap.has(view.cues, hit.entryId) &&
         (hit.dense >= settings.cueThreshold || hit.lexical >= settings.cueThreshold),
     )
-    const cues = yield* planCues(
-      substrate,
-      view,
-      eligible,
-      Math.floor(view.budgetInForce * settings.cueBudgetShare),
-      focusTerms(query, (t) => sources.lexical.inverseDocumentFrequency(view.config.id, t)),
-    )
-    const [ranked, ...rehydrated] = yield* decided(
-      decideRecall(
-        view,
-        step.stepId,
-        {
-          trigger,
-          similarities: hits
-            .filter((h) => h.tier === "working")
-            .map((h) => ({ entryId: h.entryId, similarity: h.similarity })),
-          cues: cues.map(({ hit, recalled }) => ({
-            entryId: hit.entryId,
-            relevance: hit.similarity,
-            correlationId: (hit.working ?? hit.record!).correlationId,
-            recalled,
-          })),
-        },
-        { at: yield* Clock.currentTimeMillis },
-      ),
-    )
+    const planned = planCueSizes(eligible, Math.floor(view.budgetInForce * settings.cueBudgetShare))
+    const similarities = hits
+      .filter((h) => h.tier === "working")
+      .map((h) => ({ entryId: h.entryId, similarity: h.similarity }))
+    const at = yield* Clock.currentTimeMillis
+    const decide = (cues: ReadonlyArray<{ readonly hit: RankedHit; readonly recalled: Recalled | null }>) =>
+      decided(
+        decideRecall(
+          view,
+          step.stepId,
+          {
+            trigger,
+            similarities,
+            cues: cues.flatMap(({ hit, recalled }) =>
+              recalled === null
+                ? []
+                : [
+                    {
+                      entryId: hit.entryId,
+                      relevance: hit.similarity,
+                      correlationId: (hit.working ?? hit.record!).correlationId,
+                      recalled,
+                    },
+                  ],
+            ),
+          },
+          { at },
+        ),
+      )
+    // Only the cues a build would serve are read and extracted for the focus: chosen by their sizes, then again
+    // with the sizes of those read (an extract is often shorter than its bound), until no other would be served.
+    const focus = focusTerms(query, (t) => sources.lexical.inverseDocumentFrequency(view.config.id, t))
+    const read = new Map<string, { readonly hit: RankedHit; readonly recalled: Recalled } | null>()
+    for (let round = 0; round < READ_ROUNDS; round++) {
+      const [, ...served] = yield* decide(
+        planned.map((p) =>
+          read.has(p.hit.entryId)
+            ? (read.get(p.hit.entryId) ?? { hit: p.hit, recalled: null })
+            : { hit: p.hit, recalled: sizedCue(p) },
+        ),
+      )
+      const ids = new Set(served.map((event) => (event as EventOf<"CueRehydrated">).entryId))
+      const unread = planned.filter((p) => ids.has(p.hit.entryId) && !read.has(p.hit.entryId))
+      if (unread.length === 0) break
+      const cues = yield* readCues(substrate, view, unread, focus)
+      for (const p of unread) read.set(p.hit.entryId, null)
+      for (const cue of cues) read.set(cue.hit.entryId, cue)
+    }
+    const [ranked, ...rehydrated] = yield* decide(planned.flatMap((p) => read.get(p.hit.entryId) ?? []))
     const first = yield* writes.appendWhile(view.config.id, ranked!, stepOpen(step.stepId)).pipe(Effect.orDie)
     const seqs = yield* Effect.forEach(
       rehydrated as ReadonlyArray<EventOf<"CueRehydrated">>,
