@@ -1,14 +1,17 @@
 /**
  * A step's cue drops are appended by retrieval after the step ended, while
  * the agent may already be in its next step with a fresh cue for the same
- * entry. Against a real nats-server with every service running.
+ * entry; and a cue is appended at the entry subject's position as retrieval
+ * last saw it, which the log may have moved past. Against a real nats-server
+ * with every service running.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../../contracts/events.ts"
+import { entrySubject } from "../../contracts/subjects.ts"
 import { steppingClock } from "../support/clock.ts"
 import { eventually } from "../support/eventually.ts"
 import { recordThenDemote } from "../support/fillers.ts"
-import { appendEvents, readLog } from "../support/log.ts"
+import { appendEvents, publishRaw, readLog } from "../support/log.ts"
 import { startTestSystem, type TestSystem } from "../support/system.ts"
 
 const MINUTE = 60_000
@@ -63,5 +66,36 @@ describe("cue drops and the next step", () => {
     expect(built.items.find((i) => i.entryId === garden)).toMatchObject({ cue: true })
     expect(built.text).toContain("first ripe courgettes")
     await agent.endStep(second.stepId)
+  })
+})
+
+describe("a cue's append about a long-term entry", () => {
+  it("expects the entry's subject where retrieval last saw it, and on a subject moved on since, reads the log and still records the cue once", {
+    timeout: 60_000,
+  }, async () => {
+    const id = "cue-subject-mover"
+    const agent = system.client.agent(id)
+    await agent.register({ role: "custom", budget: 200 })
+    const clock = steppingClock(T0, MINUTE)
+    const tent = await recordThenDemote(
+      agent,
+      system.server.url,
+      "The camping tent has a torn zip on its left door.",
+      clock,
+    )
+    // A record on the entry's subject that no projection decodes: it moves the subject, and retrieval
+    // dead-letters it instead of applying it, so what it remembers of the subject is behind the log.
+    const moved = await publishRaw(system.server.url, entrySubject(id, tent), "\u0000not an event")
+    agent.lastSeq = Math.max(agent.lastSeq, moved)
+
+    const step = await agent.beginStep({ focus: { query: "what is wrong with the camping tent?" } })
+    const built = await agent.buildContext({ stepId: step.stepId })
+    expect(built.items.find((i) => i.entryId === tent)).toMatchObject({ cue: true })
+    expect(built.text).toContain("torn zip")
+    const cues = (await readLog(system.server.url))
+      .map((s) => s.event)
+      .filter((e) => e._tag === "CueRehydrated" && e.stepId === step.stepId && e.entryId === tent)
+    expect(cues).toHaveLength(1)
+    await agent.endStep(step.stepId)
   })
 })

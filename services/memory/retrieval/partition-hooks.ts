@@ -5,8 +5,9 @@
  * agent whose partition answers here.
  */
 import { Effect, HashMap, Option } from "effect"
-import type { MemoryEvent } from "../../../contracts/events.ts"
+import { entryIdOf, type MemoryEvent } from "../../../contracts/events.ts"
 import type { AgentView } from "../../../domain/agent-view.ts"
+import type { SubjectPositions } from "../../platform/log/subject-positions.ts"
 import type { PartitionedViews, PartitionHooks } from "../../platform/partitions/partitioned-views.ts"
 import type { OpenStepMemo } from "../../platform/views/open-step-memo.ts"
 import type { LongTermShape } from "../longterm/longterm.ts"
@@ -18,13 +19,21 @@ export type React = (before: AgentView | undefined, after: AgentView, event: Mem
 
 export interface PartitionHooksDependencies {
   readonly indexes: MemoryIndexes
+  /** Where the views last saw each entry's subject: the position a cue's append expects. */
+  readonly positions: SubjectPositions
   readonly recalledSteps: Pick<OpenStepMemo<unknown>, "forget">
   readonly longTerm: LongTermShape
   /** Forks into the service's scope. */
   readonly runFork: (effect: Effect.Effect<void>) => unknown
 }
 
-export const makePartitionHooks = ({ indexes, recalledSteps, longTerm, runFork }: PartitionHooksDependencies) => {
+export const makePartitionHooks = ({
+  indexes,
+  positions,
+  recalledSteps,
+  longTerm,
+  runFork,
+}: PartitionHooksDependencies) => {
   const { lexical, episodes, texts, workingVectors } = indexes
   /** Set once the views exist and every handler is defined: reactions run only for agents whose partition answers. */
   let reacting: { readonly views: PartitionedViews; readonly react: React } | null = null
@@ -45,7 +54,8 @@ export const makePartitionHooks = ({ indexes, recalledSteps, longTerm, runFork }
       const stored = longTerm.partitions().get(partition)
       return stored === undefined ? null : { seq: stored.storedSeq(), records: stored.backlog() }
     },
-    applied: (event, before, after) => {
+    applied: (event, before, after, record) => {
+      if (entryIdOf(event) !== null) positions.applied(record.subject, record.seq)
       indexEvent(lexical, episodes, texts, event, after)
       if (after === undefined) {
         if (event._tag === "AgentForgotten") dropAgents([event.agentId])

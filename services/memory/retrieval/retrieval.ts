@@ -28,6 +28,7 @@ import { serveOperation } from "../../platform/api/serve.ts"
 import { EmbeddingProvider } from "../../platform/embedding/embedding-provider.ts"
 import { makeCommandHandler } from "../../platform/log/command-handler.ts"
 import { EventLog } from "../../platform/log/event-log.ts"
+import { makeSubjectPositions } from "../../platform/log/subject-positions.ts"
 import { Metrics } from "../../platform/observability/metrics.ts"
 import { inspectionOf, type PartitionedServiceInspection } from "../../platform/partitions/inspection.ts"
 import { partitionOwner } from "../../platform/partitions/partition-owner.ts"
@@ -70,12 +71,17 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
 
     const indexes = makeMemoryIndexes({ store, embeddings })
     const recalledSteps = makeOpenStepMemo<RecalledCues>()
-    const partitions = makePartitionHooks({ indexes, recalledSteps, longTerm, runFork })
+    const positions = makeSubjectPositions()
+    const partitions = makePartitionHooks({ indexes, positions, recalledSteps, longTerm, runFork })
     const views = yield* projectPartitionedViews("memory", partitions.hooks)
     // Runs before the views' own finalizers (last added, first run), which release the leases.
     yield* Effect.addFinalizer(() => Effect.sync(partitions.stop))
     // Cue writes are decided on this service's views and guarded on their subject, like every write.
-    const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
+    const commands = yield* makeCommandHandler({
+      get: views.get,
+      waitFor: views.projection.waitFor,
+      lastSeqOnSubject: positions.lastSeq,
+    })
     const writes = makeCueWrites({ commands, metrics, clock })
     const { caughtUpTo, viewAfter } = makeCaughtUpReads({ views, longTerm })
     const { recallCues, recall } = makeCueRecall({

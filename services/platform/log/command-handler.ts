@@ -30,7 +30,7 @@ import {
   Unavailable,
 } from "../../../contracts/errors.ts"
 import { entryIdOf, type MemoryEvent } from "../../../contracts/events.ts"
-import { agentEvents } from "../../../contracts/subjects.ts"
+import { agentEvents, entrySubject } from "../../../contracts/subjects.ts"
 import { type AgentView, expectedSeqOf } from "../../../domain/agent-view.ts"
 import type { Decision } from "../../../domain/decision.ts"
 import { type EntryFact, type EntryFacts, NO_ENTRY_FACTS } from "../../../domain/entry-standing.ts"
@@ -44,6 +44,8 @@ export interface ViewSource {
   readonly get: (agentId: string) => AgentView | undefined
   /** With an agent, a partitioned source waits in that agent's partition only. */
   readonly waitFor: (seq: number, timeout?: Duration.Input, agentId?: string) => Effect.Effect<void, NotCaughtUp>
+  /** Where these views last saw an entry's subject, when they remember it (subject-positions.ts). */
+  readonly lastSeqOnSubject?: (subject: string) => number | undefined
 }
 
 export interface Outcome<D> {
@@ -189,15 +191,23 @@ export const makeCommandHandler = (views: ViewSource) =>
             return { view, decided: decision.event, seq: view.lastSeq, duplicate: true, recorded: false }
           let expected = expectedSeqOf(view, event)
           if (expected === null) {
-            // An entry the view does not hold natively: its subject's position is the log's.
+            // An entry the view does not hold natively: its subject's position is the log's, as these views last
+            // saw it on a first attempt (the append checks it), else as read from the log.
             const entryId = entryIdOf(event)!
-            const fact = known.get(entryId) ?? (yield* readEntryFact(log, command.agentId, entryId))
-            if (!viewHas(view, fact)) {
-              // The subject moved on past the view, as a lost race would say: catch up and decide again.
-              yield* catchUpTo(command.agentId, fact.standingSeq)
-              continue
+            const remembered =
+              attempt === 1 && !known.has(entryId)
+                ? views.lastSeqOnSubject?.(entrySubject(command.agentId, entryId))
+                : undefined
+            if (remembered !== undefined) expected = remembered
+            else {
+              const fact = known.get(entryId) ?? (yield* readEntryFact(log, command.agentId, entryId))
+              if (!viewHas(view, fact)) {
+                // The subject moved on past the view, as a lost race would say: catch up and decide again.
+                yield* catchUpTo(command.agentId, fact.standingSeq)
+                continue
+              }
+              expected = fact.subjectSeq
             }
-            expected = fact.subjectSeq
           }
           const appended = yield* log
             .append(event, { expectLastSubjectSeq: expected })
