@@ -76,8 +76,8 @@ export const sealedLongTermStore = (inner: LongTermStoreShape, keys: ContentKeyS
     })
   }
   /**
-   * A searched record, its texts opened when first read: a search returns many more records than its caller
-   * shows the text of. One its key does not open reads with an empty summary and no key points.
+   * A record searched or looked up, its texts opened when first read: a search returns many more records than
+   * its caller shows the text of. One its key does not open reads with an empty summary and no key points.
    */
   const openLazily = (payload: LongTermPayload) => {
     if (!isSealedText(payload.summary) && !isSealedText(payload.keyPoints)) return Effect.succeed(payload)
@@ -144,7 +144,10 @@ export const sealedLongTermStore = (inner: LongTermStoreShape, keys: ContentKeyS
         ),
       ),
     list: (query) => Effect.flatMap(inner.list(query), openAll),
-    get: (agentId, entryIds) => Effect.flatMap(inner.get(agentId, entryIds), openAll),
+    get: (agentId, entryIds) =>
+      Effect.flatMap(inner.get(agentId, entryIds), (payloads) =>
+        Effect.map(Effect.forEach(payloads, openLazily), (opened) => opened.filter((p) => p !== null)),
+      ),
   }
 }
 
