@@ -14,6 +14,7 @@ import type { LongTermPayload } from "../../contracts/longterm.ts"
 import { allPartitions, partitionOf } from "../../contracts/partitions.ts"
 import { DURABLE_STORE_FILE, makeDurableStore } from "../../services/memory/longterm/durable-store.ts"
 import type { LongTermRecord } from "../../services/memory/longterm/store.ts"
+import { eventually } from "../support/eventually.ts"
 
 const dirs: string[] = []
 afterEach(() => {
@@ -76,6 +77,45 @@ describe("the durable embedded store", () => {
     reopened.close()
   })
 
+  it("searches committed upserts at once and writes them to the file together, with the checkpoint they move", async () => {
+    const dir = freshDir()
+    const store = makeDurableStore(dir)
+    const checkpointOnDisk = () => {
+      const reader = new DatabaseSync(join(dir, DURABLE_STORE_FILE), { readOnly: true })
+      try {
+        return (reader.prepare("SELECT seq FROM partition_checkpoints WHERE partition = ?").get(PA) as { seq: number })
+          ?.seq
+      } finally {
+        reader.close()
+      }
+    }
+    await run(store.checkpointed.commit([{ upsert: [record("a", "e1", "the first demotion")] }], "log", PA, 7))
+    await run(store.checkpointed.commit([{ upsert: [record("a", "e2", "the second demotion")] }], "log", PA, 8))
+    const hits = await run(store.searchDense("a", "test-model", Float32Array.from([0.6, 0.8, 0]), 5))
+    expect(hits.map((h) => h.payload.entryId).sort()).toEqual(["e1", "e2"])
+    await eventually("both upserts and their checkpoint on disk", () => checkpointOnDisk() === 8, 5_000)
+    expect(filesContain(dir, "the first demotion")).not.toEqual([])
+    expect(filesContain(dir, "the second demotion")).not.toEqual([])
+    store.close()
+  })
+
+  it("writes the upserts waiting before a removal in the removal's transaction, and what waits at close", async () => {
+    const dir = freshDir()
+    const store = makeDurableStore(dir)
+    await run(store.checkpointed.commit([{ upsert: [record("a", "e1", "kept before the removal")] }], "log", PA, 5))
+    await run(store.checkpointed.commit([{ upsert: [record("a", "e2", "removed at once")] }], "log", PA, 6))
+    await run(store.checkpointed.commit([{ remove: { agentId: "a", entryIds: ["e2"] } }], "log", PA, 7))
+    // No wait: the removal's commit wrote what came before it.
+    expect(filesContain(dir, "kept before the removal")).not.toEqual([])
+    expect(filesContain(dir, "removed at once")).toEqual([])
+    await run(store.checkpointed.commit([{ upsert: [record("a", "e3", "written at close")] }], "log", PA, 9))
+    store.close()
+    const reopened = makeDurableStore(dir)
+    expect(await run(reopened.checkpointed.resume("log", PA, 100))).toBe(9)
+    expect((await run(reopened.list({}))).map((p) => p.entryId).sort()).toEqual(["e1", "e3"])
+    reopened.close()
+  })
+
   it("opened against another log, or one shorter than its checkpoint, starts again from nothing", async () => {
     const dir = freshDir()
     const store = makeDurableStore(dir)
@@ -110,7 +150,7 @@ describe("the durable embedded store", () => {
         3,
       ),
     )
-    expect(filesContain(dir, secret)).not.toEqual([])
+    await eventually("the upserts on disk", () => filesContain(dir, secret).length > 0, 5_000)
     expect(filesContain(dir, agentSecret)).not.toEqual([])
 
     await run(store.remove("a", ["secret"]))

@@ -38,6 +38,9 @@ import {
 
 export const DURABLE_STORE_FILE = "longterm.sqlite"
 
+/** How long, at most, committed upserts wait in memory (searched already) before they are on disk. */
+export const GROUP_COMMIT_MS = 100
+
 const decodePayload = Schema.decodeUnknownSync(Schema.fromJsonString(LongTermPayload))
 
 const vectorBytes = (v: Float32Array) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength)
@@ -136,23 +139,67 @@ export const makeDurableStore = (
             ),
           )
 
+  // Upserts are searched at once and written to the file together, at most GROUP_COMMIT_MS later, in one
+  // transaction with the checkpoints they move: a commit syncs the disk, and one per demotion held the event
+  // loop. A removal, and anything else that reads or changes the file, writes what waits first, with itself.
+  const waiting: StoreWrite[] = []
+  const waitingCheckpoints = new Map<number, { readonly log: string; readonly seq: number }>()
+  let flushTimer: ReturnType<typeof setTimeout> | undefined
+  const writeWaiting = () => {
+    for (const w of waiting) writeOnDisk(w)
+    for (const [partition, { log, seq }] of waitingCheckpoints) putCheckpoint.run(partition, log, seq)
+    waiting.length = 0
+    waitingCheckpoints.clear()
+  }
+  const flushLater = () => {
+    flushTimer ??= setTimeout(() => {
+      flushTimer = undefined
+      Effect.runSync(
+        transaction("group commit", writeWaiting).pipe(
+          Effect.catch((error) =>
+            Effect.andThen(Effect.logError("[longterm] the durable store's group commit failed; retried", error), () =>
+              Effect.sync(flushLater),
+            ),
+          ),
+        ),
+      )
+    }, GROUP_COMMIT_MS)
+    flushTimer.unref?.()
+  }
+  /** What waits is written with `body`, in its transaction. */
+  const withWaiting = (what: string, body: () => void) =>
+    transaction(what, () => {
+      writeWaiting()
+      body()
+    })
+
   const apply = (
     what: string,
     writes: ReadonlyArray<StoreWrite>,
     checkpoint?: { readonly log: string; readonly partition: number; readonly seq: number },
-  ) =>
-    Effect.andThen(
-      transaction(what, () => {
+  ) => {
+    if (checkpoint !== undefined && writes.every((w) => "upsert" in w))
+      return Effect.andThen(
+        Effect.forEach(writes, writeInMemory, { discard: true }),
+        Effect.sync(() => {
+          waiting.push(...writes)
+          waitingCheckpoints.set(checkpoint.partition, { log: checkpoint.log, seq: checkpoint.seq })
+          flushLater()
+        }),
+      )
+    return Effect.andThen(
+      withWaiting(what, () => {
         for (const w of writes) writeOnDisk(w)
         if (checkpoint) putCheckpoint.run(checkpoint.partition, checkpoint.log, checkpoint.seq)
       }),
       Effect.forEach(writes, writeInMemory, { discard: true }),
     )
+  }
 
   /** The partition's agents' records and its checkpoint, gone from the file and the index. */
   const dropPartition = (partition: number, agents: ReadonlyArray<string>, then?: { log: string }) =>
     Effect.andThen(
-      transaction(`drop partition ${partition}`, () => {
+      withWaiting(`drop partition ${partition}`, () => {
         for (const agentId of agents) deleteAgent.run(agentId)
         if (then) putCheckpoint.run(partition, then.log, 0)
         else deleteCheckpoint.run(partition)
@@ -167,6 +214,7 @@ export const makeDurableStore = (
   const checkpointed: CheckpointedStore = {
     resume: (log, partition, lastSeq) =>
       Effect.gen(function* () {
+        yield* withWaiting(`resume partition ${partition}`, () => undefined)
         const row = readCheckpoint.get(partition) as { log: string; seq: number } | undefined
         if (row !== undefined && row.log === log && row.seq <= lastSeq) return row.seq
         // Another log, or one shorter than the checkpoint: the partition starts again from nothing.
@@ -183,7 +231,12 @@ export const makeDurableStore = (
     upsert: (records) => apply("upsert", [{ upsert: records }]),
     remove: (agentId, entryIds) => apply("remove", [{ remove: { agentId, entryIds } }]),
     checkpointed,
-    close: () => db.close(),
+    close: () => {
+      clearTimeout(flushTimer)
+      flushTimer = undefined
+      Effect.runSync(Effect.ignore(withWaiting("close", () => undefined)))
+      db.close()
+    },
   }
 }
 
