@@ -89,19 +89,17 @@ export const sealedLongTermStore = (inner: LongTermStoreShape, keys: ContentKeyS
       }
       let summary: string | undefined
       let keyPoints: { readonly text: string | null } | undefined
-      return Object.defineProperties(
-        { ...payload },
-        {
-          summary: { enumerable: true, get: () => (summary ??= opened("summary") ?? "") },
-          keyPoints: {
-            enumerable: true,
-            get: () => {
-              keyPoints ??= { text: opened("keyPoints") }
-              return keyPoints.text
-            },
-          },
+      return {
+        ...payload,
+        get summary() {
+          summary ??= opened("summary") ?? ""
+          return summary
         },
-      )
+        get keyPoints() {
+          keyPoints ??= { text: opened("keyPoints") }
+          return keyPoints.text
+        },
+      }
     })
   }
   const openAll = (payloads: ReadonlyArray<LongTermPayload>) =>
