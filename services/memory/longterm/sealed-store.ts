@@ -37,7 +37,7 @@ const failed = (error: unknown) =>
 export const sealedLongTermStore = (inner: LongTermStoreShape, keys: ContentKeyStore): LongTermStoreShape => {
   const keyOf = (payload: LongTermPayload, forWrite: boolean) => {
     const ref = { agentId: payload.agentId, entryId: payload.entryId }
-    // A key in memory is one not destroyed (a forget evicts it): no round trip to the key store.
+    // A key in memory is used as the log's reader uses it (keys/content-keys.ts): no round trip to the key store.
     const cached = forWrite ? undefined : keys.cached(ref)
     if (cached !== undefined) return Effect.succeed<Buffer | null>(cached)
     return Effect.tryPromise({

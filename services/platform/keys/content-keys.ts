@@ -47,8 +47,11 @@ export interface ContentKeysShape {
   readonly unsealOrRedact: Unseal
   /** True when a stored record (on `subject`, when known) has sealed content whose key is not loaded yet. */
   readonly needsLoad: (data: Uint8Array, subject?: string) => boolean
-  /** True when a stored record (on `subject`, when known) has no sealed content, or its key is in memory. */
-  readonly holdsKey: (data: Uint8Array, subject?: string) => boolean
+  /**
+   * The key in memory a stored record's (on `subject`, when known) sealed content opens with: null when it has
+   * none sealed, undefined when its key is not in memory.
+   */
+  readonly heldKeyOf: (data: Uint8Array, subject?: string) => Buffer | null | undefined
   /** Loads the key a stored record (on `subject`, when known) needs, whether it exists or was destroyed. */
   readonly load: (data: Uint8Array, subject?: string) => Promise<void>
   /** Drops what is in memory of a forgotten agent's or entry's keys. */
@@ -98,9 +101,9 @@ export const makeContentKeys = (store: ContentKeyStore): ContentKeysShape => {
       const ref = refOf(data, subject)
       return ref !== null && keyOf(ref) === undefined
     },
-    holdsKey: (data, subject) => {
+    heldKeyOf: (data, subject) => {
       const ref = refOf(data, subject)
-      return ref === null || store.cached(ref) !== undefined
+      return ref === null ? null : store.cached(ref)
     },
     load,
     evict: (agentId, entryId) => {

@@ -423,7 +423,7 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
 
     const decode = (data: Uint8Array) => decodeEvent(data, keys.unseal)
     const decodeRecord = (record: LogRecord) =>
-      decodedRecord(record.seq, record.data, (data) => keys.holdsKey(data, record.subject), decode)
+      decodedRecord(record.seq, record.data, (data) => keys.heldKeyOf(data, record.subject), decode)
 
     return { append, follow, lastSeq, lastOnSubject, nextOnSubject, decode, decodeRecord } satisfies EventLogShape
   })
