@@ -12,7 +12,7 @@ import { Effect } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import type { LongTermPayload } from "../../contracts/longterm.ts"
 import { allPartitions, partitionOf } from "../../contracts/partitions.ts"
-import { DURABLE_STORE_FILE, makeDurableStore } from "../../services/memory/longterm/durable-store.ts"
+import { DURABLE_STORE_FILE, GROUP_COMMIT_MS, makeDurableStore } from "../../services/memory/longterm/durable-store.ts"
 import type { LongTermRecord } from "../../services/memory/longterm/store.ts"
 import { eventually } from "../support/eventually.ts"
 
@@ -114,6 +114,37 @@ describe("the durable embedded store", () => {
     expect(await run(reopened.checkpointed.resume("log", PA, 100))).toBe(9)
     expect((await run(reopened.list({}))).map((p) => p.entryId).sort()).toEqual(["e1", "e3"])
     reopened.close()
+  })
+
+  it("keeps what waits through a failed write: another connection holding the file's lock fails the group write and the commits after it, and nothing is lost once it lets go", async () => {
+    const dir = freshDir()
+    const store = makeDurableStore(dir)
+    await run(store.checkpointed.commit([{ upsert: [record("a", "e0", "stored first")] }], "log", PA, 1))
+    store.close()
+    const reopened = makeDurableStore(dir)
+    await run(reopened.checkpointed.commit([{ upsert: [record("a", "e1", "waiting for the lock")] }], "log", PA, 5))
+    const locker = new DatabaseSync(join(dir, DURABLE_STORE_FILE))
+    locker.exec("BEGIN IMMEDIATE")
+    // The group write fails behind the lock; the commits after it are written at once, and fail to their caller.
+    await new Promise((resolve) => setTimeout(resolve, 3 * GROUP_COMMIT_MS))
+    const refused = await Effect.runPromiseExit(
+      reopened.checkpointed.commit([{ remove: { agentId: "a", entryIds: ["e0"] } }], "log", PA, 6),
+    )
+    expect(refused._tag).toBe("Failure")
+    const alsoRefused = await Effect.runPromiseExit(
+      reopened.checkpointed.commit([{ upsert: [record("a", "e2", "after the failure")] }], "log", PA, 7),
+    )
+    expect(alsoRefused._tag).toBe("Failure")
+    locker.exec("ROLLBACK")
+    locker.close()
+    // The writer retries what failed; what waited before it is written with it.
+    await run(reopened.checkpointed.commit([{ remove: { agentId: "a", entryIds: ["e0"] } }], "log", PA, 6))
+    await run(reopened.checkpointed.commit([{ upsert: [record("a", "e2", "after the failure")] }], "log", PA, 7))
+    reopened.close()
+    const last = makeDurableStore(dir)
+    expect(await run(last.checkpointed.resume("log", PA, 100))).toBe(7)
+    expect((await run(last.list({}))).map((p) => p.entryId).sort()).toEqual(["e1", "e2"])
+    last.close()
   })
 
   it("opened against another log, or one shorter than its checkpoint, starts again from nothing", async () => {

@@ -142,23 +142,44 @@ export const makeDurableStore = (
   // Upserts are searched at once and written to the file together, at most GROUP_COMMIT_MS later, in one
   // transaction with the checkpoints they move: a commit syncs the disk, and one per demotion held the event
   // loop. A removal, and anything else that reads or changes the file, writes what waits first, with itself.
+  // While a group write fails, commits are written at once again, so their failure reaches the writer, which
+  // retries them and holds back its reads, as before.
   const waiting: StoreWrite[] = []
   const waitingCheckpoints = new Map<number, { readonly log: string; readonly seq: number }>()
   let flushTimer: ReturnType<typeof setTimeout> | undefined
-  const writeWaiting = () => {
-    for (const w of waiting) writeOnDisk(w)
-    for (const [partition, { log, seq }] of waitingCheckpoints) putCheckpoint.run(partition, log, seq)
-    waiting.length = 0
-    waitingCheckpoints.clear()
+  let groupFailing = false
+  let closed = false
+  /** Runs `body` in one transaction with what waits; what waits is let go only once it is committed. */
+  const withWaiting = (what: string, body: () => void) => {
+    const writes = waiting.slice()
+    const checkpoints = [...waitingCheckpoints]
+    return transaction(what, () => {
+      for (const w of writes) writeOnDisk(w)
+      for (const [partition, { log, seq }] of checkpoints) putCheckpoint.run(partition, log, seq)
+      body()
+    }).pipe(
+      Effect.tap(() =>
+        Effect.sync(() => {
+          waiting.splice(0, writes.length)
+          for (const [partition, checkpoint] of checkpoints)
+            if (waitingCheckpoints.get(partition) === checkpoint) waitingCheckpoints.delete(partition)
+          groupFailing = false
+        }),
+      ),
+    )
   }
   const flushLater = () => {
+    if (closed) return
     flushTimer ??= setTimeout(() => {
       flushTimer = undefined
       Effect.runSync(
-        transaction("group commit", writeWaiting).pipe(
+        withWaiting("group commit", () => undefined).pipe(
           Effect.catch((error) =>
-            Effect.andThen(Effect.logError("[longterm] the durable store's group commit failed; retried", error), () =>
-              Effect.sync(flushLater),
+            Effect.andThen(
+              Effect.logError("[longterm] the durable store's group write failed; the next commit retries it", error),
+              Effect.sync(() => {
+                groupFailing = true
+              }),
             ),
           ),
         ),
@@ -166,19 +187,14 @@ export const makeDurableStore = (
     }, GROUP_COMMIT_MS)
     flushTimer.unref?.()
   }
-  /** What waits is written with `body`, in its transaction. */
-  const withWaiting = (what: string, body: () => void) =>
-    transaction(what, () => {
-      writeWaiting()
-      body()
-    })
 
   const apply = (
     what: string,
     writes: ReadonlyArray<StoreWrite>,
     checkpoint?: { readonly log: string; readonly partition: number; readonly seq: number },
   ) => {
-    if (checkpoint !== undefined && writes.every((w) => "upsert" in w))
+    if (closed) return Effect.fail(new LongTermStoreError({ reason: `${what}: the store is closed` }))
+    if (checkpoint !== undefined && !groupFailing && writes.every((w) => "upsert" in w))
       return Effect.andThen(
         Effect.forEach(writes, writeInMemory, { discard: true }),
         Effect.sync(() => {
@@ -234,7 +250,13 @@ export const makeDurableStore = (
     close: () => {
       clearTimeout(flushTimer)
       flushTimer = undefined
-      Effect.runSync(Effect.ignore(withWaiting("close", () => undefined)))
+      closed = true
+      // What could not be written stays behind the checkpoint on disk: the projection replays it at the next start.
+      Effect.runSync(
+        withWaiting("close", () => undefined).pipe(
+          Effect.catch((error) => Effect.logError("[longterm] the durable store's last group write failed", error)),
+        ),
+      )
       db.close()
     },
   }
