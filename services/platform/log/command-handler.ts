@@ -198,7 +198,8 @@ export const makeCommandHandler = (views: ViewSource) =>
               attempt === 1 && !known.has(entryId)
                 ? views.lastSeqOnSubject?.(entrySubject(command.agentId, entryId))
                 : undefined
-            if (remembered !== undefined) expected = remembered
+            // The view decides on what it has applied: a position it has not reached yet is read from the log.
+            if (remembered !== undefined && remembered <= view.lastSeq) expected = remembered
             else {
               const fact = known.get(entryId) ?? (yield* readEntryFact(log, command.agentId, entryId))
               if (!viewHas(view, fact)) {
