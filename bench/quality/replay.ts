@@ -53,8 +53,6 @@ const RECALL_DEPTH = settings.WM_RECALL_DEPTH.default === "150" ? 150 : Number(s
 const RANK_DEPTHS = [10, 20, 40, 80, 150]
 /** The budget of the benchmarks' agents (role `main`): the room recalled cues may fill. */
 const AGENT_BUDGET = 8_000
-/** Rounds of reading the cues a build would serve, as a recall reads them (services/memory/retrieval/cue-recall.ts). */
-const CUE_READ_ROUNDS = 3
 
 const entryOf = (turn: Turn, ordinal: number, transient: boolean): WorkingEntry => {
   const keyPoints = extractKeyPoints(turn.content, DEFAULT_FADE_CONFIG.keyPointsShare, ENCODING)
@@ -283,7 +281,7 @@ const main = async () => {
         return [{ entry: asked, priority: hit?.relevance ?? 0, cue: false }]
       }
       const read = new Map<string, Candidate>()
-      for (let round = 0; round < CUE_READ_ROUNDS; round++) {
+      for (let round = 0; round < planned.length; round++) {
         const trial = planned.map(
           ({ hit, keyPoints }) =>
             read.get(hit.entryId) ??

@@ -21,9 +21,6 @@ import { type CueWrites, decided, notHeldInFull, stepOpen } from "./cue-writes.t
 import { type RankedHit, type RankingSources, rankBothTiers } from "./rank.ts"
 import type { RetrievalSettingsShape } from "./settings.ts"
 
-/** Rounds of reading the cues a build would serve: the first by sizes alone, the next with the extracts made. */
-const READ_ROUNDS = 3
-
 /** What a recall recorded: how many cues, and the sequence of its last event. */
 export interface RecalledCues {
   readonly cues: number
@@ -93,7 +90,8 @@ export const makeCueRecall = ({
     // with the sizes of those read (an extract is often shorter than its bound), until no other would be served.
     const focus = focusTerms(query, (t) => sources.lexical.inverseDocumentFrequency(view.config.id, t))
     const read = new Map<string, { readonly hit: RankedHit; readonly recalled: Recalled } | null>()
-    for (let round = 0; round < READ_ROUNDS; round++) {
+    // Each round reads at least one cue more, so it ends within as many rounds as cues planned (two, mostly).
+    for (let round = 0; round < planned.length; round++) {
       const [, ...served] = yield* decide(
         planned.map((p) =>
           read.has(p.hit.entryId)
