@@ -103,8 +103,8 @@ export const makeDurableStore = (
   }
   Effect.runSync(memory.upsert(loaded))
 
-  /** Runs `body` in one transaction: all of it is on disk, or none. */
-  const transaction = (what: string, body: () => void) =>
+  /** Runs `body` in one transaction: all of it is on disk, or none; `committed` runs right after the commit. */
+  const transaction = (what: string, body: () => void, committed?: () => void) =>
     Effect.try({
       try: () => {
         db.exec("BEGIN IMMEDIATE")
@@ -115,6 +115,7 @@ export const makeDurableStore = (
           db.exec("ROLLBACK")
           throw error
         }
+        committed?.()
       },
       catch: (error) =>
         new LongTermStoreError({ reason: `${what}: ${error instanceof Error ? error.message : String(error)}` }),
@@ -149,29 +150,36 @@ export const makeDurableStore = (
   let flushTimer: ReturnType<typeof setTimeout> | undefined
   let groupFailing = false
   let closed = false
-  /** Runs `body` in one transaction with what waits; what waits is let go only once it is committed. */
+  /**
+   * Runs `body` in one transaction with what waits; what waits is let go only once it is committed. Taken,
+   * written and let go in one synchronous run: no other write comes between.
+   */
   const withWaiting = (what: string, body: () => void) => {
-    const writes = waiting.slice()
-    const checkpoints = [...waitingCheckpoints]
-    return transaction(what, () => {
-      for (const w of writes) writeOnDisk(w)
-      for (const [partition, { log, seq }] of checkpoints) putCheckpoint.run(partition, log, seq)
-      body()
-    }).pipe(
-      Effect.tap(() =>
-        Effect.sync(() => {
-          waiting.splice(0, writes.length)
-          for (const [partition, checkpoint] of checkpoints)
-            if (waitingCheckpoints.get(partition) === checkpoint) waitingCheckpoints.delete(partition)
-          groupFailing = false
-        }),
-      ),
+    let written = 0
+    let checkpoints: Array<[number, { readonly log: string; readonly seq: number }]> = []
+    return transaction(
+      what,
+      () => {
+        written = waiting.length
+        checkpoints = [...waitingCheckpoints]
+        for (let i = 0; i < written; i++) writeOnDisk(waiting[i]!)
+        for (const [partition, { log, seq }] of checkpoints) putCheckpoint.run(partition, log, seq)
+        body()
+      },
+      () => {
+        waiting.splice(0, written)
+        for (const [partition, checkpoint] of checkpoints)
+          if (waitingCheckpoints.get(partition) === checkpoint) waitingCheckpoints.delete(partition)
+        groupFailing = false
+      },
     )
   }
   const flushLater = () => {
     if (closed) return
     flushTimer ??= setTimeout(() => {
       flushTimer = undefined
+      // Written meanwhile with a removal, a drop or a commit written at once: nothing left to write.
+      if (waiting.length === 0 && waitingCheckpoints.size === 0) return
       Effect.runSync(
         withWaiting("group commit", () => undefined).pipe(
           Effect.catch((error) =>
