@@ -116,16 +116,18 @@ describe("the durable embedded store", () => {
     reopened.close()
   })
 
-  it("keeps what waits through a failed write: another connection holding the file's lock fails the group write and the commits after it, and nothing is lost once it lets go", async () => {
+  it("keeps what waits through a failed write: a reader holding the file fails the group write's commit and the commits after it, and nothing is lost once it lets go", async () => {
     const dir = freshDir()
     const store = makeDurableStore(dir)
     await run(store.checkpointed.commit([{ upsert: [record("a", "e0", "stored first")] }], "log", PA, 1))
     store.close()
     const reopened = makeDurableStore(dir)
     await run(reopened.checkpointed.commit([{ upsert: [record("a", "e1", "waiting for the lock")] }], "log", PA, 5))
+    // A reader in the middle of a read: a write gets as far as its commit, which fails.
     const locker = new DatabaseSync(join(dir, DURABLE_STORE_FILE))
-    locker.exec("BEGIN IMMEDIATE")
-    // The group write fails behind the lock; the commits after it are written at once, and fail to their caller.
+    locker.exec("BEGIN")
+    locker.prepare("SELECT count(*) FROM records").get()
+    // The group write fails at its commit; the commits after it are written at once, and fail to their caller.
     await new Promise((resolve) => setTimeout(resolve, 3 * GROUP_COMMIT_MS))
     const refused = await Effect.runPromiseExit(
       reopened.checkpointed.commit([{ remove: { agentId: "a", entryIds: ["e0"] } }], "log", PA, 6),
@@ -145,6 +147,31 @@ describe("the durable embedded store", () => {
     expect(await run(last.checkpointed.resume("log", PA, 100))).toBe(7)
     expect((await run(last.list({}))).map((p) => p.entryId).sort()).toEqual(["e1", "e2"])
     last.close()
+  })
+
+  it("a failed commit retried as it was made writes what waits when it runs again, not what waited when it was made", async () => {
+    const dir = freshDir()
+    const store = makeDurableStore(dir)
+    await run(store.checkpointed.commit([{ upsert: [record("b", "x", "to be removed")] }], "log", PB, 2))
+    await run(store.checkpointed.commit([{ upsert: [record("a", "e1", "first")] }], "log", PA, 10))
+    const locker = new DatabaseSync(join(dir, DURABLE_STORE_FILE))
+    locker.exec("BEGIN")
+    locker.prepare("SELECT count(*) FROM records").get()
+    await new Promise((resolve) => setTimeout(resolve, 3 * GROUP_COMMIT_MS))
+    // One effect, as a writer retries it.
+    const removal = store.checkpointed.commit([{ remove: { agentId: "b", entryIds: ["x"] } }], "log", PB, 20)
+    expect((await Effect.runPromiseExit(removal))._tag).toBe("Failure")
+    locker.exec("ROLLBACK")
+    locker.close()
+    await run(store.checkpointed.commit([{ upsert: [record("a", "e2", "second")] }], "log", PA, 11))
+    await run(store.checkpointed.commit([{ upsert: [record("a", "e3", "third, waiting")] }], "log", PA, 12))
+    await run(removal)
+    store.close()
+    const reopened = makeDurableStore(dir)
+    expect(await run(reopened.checkpointed.resume("log", PA, 100))).toBe(12)
+    expect(await run(reopened.checkpointed.resume("log", PB, 100))).toBe(20)
+    expect((await run(reopened.list({}))).map((p) => p.entryId).sort()).toEqual(["e1", "e2", "e3"])
+    reopened.close()
   })
 
   it("opened against another log, or one shorter than its checkpoint, starts again from nothing", async () => {

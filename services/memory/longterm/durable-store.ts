@@ -40,6 +40,8 @@ export const DURABLE_STORE_FILE = "longterm.sqlite"
 
 /** How long, at most, committed upserts wait in memory (searched already) before they are on disk. */
 export const GROUP_COMMIT_MS = 100
+/** How long a failed group write waits before it is tried again, when no commit comes first. */
+const GROUP_RETRY_MS = 1_000
 
 const decodePayload = Schema.decodeUnknownSync(Schema.fromJsonString(LongTermPayload))
 
@@ -174,7 +176,7 @@ export const makeDurableStore = (
       },
     )
   }
-  const flushLater = () => {
+  const flushLater = (delay = GROUP_COMMIT_MS) => {
     if (closed) return
     flushTimer ??= setTimeout(() => {
       flushTimer = undefined
@@ -187,12 +189,14 @@ export const makeDurableStore = (
               Effect.logError("[longterm] the durable store's group write failed; the next commit retries it", error),
               Effect.sync(() => {
                 groupFailing = true
+                // An idle store tries again on its own; a commit meanwhile writes what waits with itself.
+                flushLater(GROUP_RETRY_MS)
               }),
             ),
           ),
         ),
       )
-    }, GROUP_COMMIT_MS)
+    }, delay)
     flushTimer.unref?.()
   }
 
@@ -200,25 +204,27 @@ export const makeDurableStore = (
     what: string,
     writes: ReadonlyArray<StoreWrite>,
     checkpoint?: { readonly log: string; readonly partition: number; readonly seq: number },
-  ) => {
-    if (closed) return Effect.fail(new LongTermStoreError({ reason: `${what}: the store is closed` }))
-    if (checkpoint !== undefined && !groupFailing && writes.every((w) => "upsert" in w))
+  ) =>
+    // Decided when it runs, not when it is made: a writer retries the same effect.
+    Effect.suspend(() => {
+      if (closed) return Effect.fail(new LongTermStoreError({ reason: `${what}: the store is closed` }))
+      if (checkpoint !== undefined && !groupFailing && writes.every((w) => "upsert" in w))
+        return Effect.andThen(
+          Effect.forEach(writes, writeInMemory, { discard: true }),
+          Effect.sync(() => {
+            waiting.push(...writes)
+            waitingCheckpoints.set(checkpoint.partition, { log: checkpoint.log, seq: checkpoint.seq })
+            flushLater()
+          }),
+        )
       return Effect.andThen(
-        Effect.forEach(writes, writeInMemory, { discard: true }),
-        Effect.sync(() => {
-          waiting.push(...writes)
-          waitingCheckpoints.set(checkpoint.partition, { log: checkpoint.log, seq: checkpoint.seq })
-          flushLater()
+        withWaiting(what, () => {
+          for (const w of writes) writeOnDisk(w)
+          if (checkpoint) putCheckpoint.run(checkpoint.partition, checkpoint.log, checkpoint.seq)
         }),
+        Effect.forEach(writes, writeInMemory, { discard: true }),
       )
-    return Effect.andThen(
-      withWaiting(what, () => {
-        for (const w of writes) writeOnDisk(w)
-        if (checkpoint) putCheckpoint.run(checkpoint.partition, checkpoint.log, checkpoint.seq)
-      }),
-      Effect.forEach(writes, writeInMemory, { discard: true }),
-    )
-  }
+    })
 
   /** The partition's agents' records and its checkpoint, gone from the file and the index. */
   const dropPartition = (partition: number, agents: ReadonlyArray<string>, then?: { log: string }) =>
