@@ -16,7 +16,8 @@
  * come from one full run, or, for the steps phase, from `--only steps`. With
  * --only, the figures of the phases that did not run are kept from the --out
  * file. --profile writes a CPU profile of the memory services during the
- * retrieval phase into DIR. --step-embedders measures the steps phase once
+ * retrieval phase into DIR, and one of the services' main thread for each
+ * agent count of the steps phase. --step-embedders measures the steps phase once
  * per embedder, each on a system of its own (default: WM_EMBEDDER's);
  * --step-longterm memory keeps its long-term records in memory instead of on
  * disk (where `npm start` keeps them).

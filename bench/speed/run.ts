@@ -154,7 +154,7 @@ export interface SpeedOptions {
   readonly phases?: ReadonlyArray<SpeedPhase>
   /** Long-term records for the retrieval phase (default 100k, 2k when quick). */
   readonly records?: number
-  /** Where the memory services of the retrieval phase write a CPU profile. */
+  /** Where the memory services of the retrieval phase, and the services of each steps row, write a CPU profile. */
   readonly profileDir?: string
   readonly services?: ServicesMode
   /** Overrides the number of interleaved rounds. */
@@ -404,6 +404,7 @@ export const runSpeedBench = async (options: SpeedOptions = {}): Promise<SpeedRe
         embedders: options.stepEmbedders ?? [readSetting(settings.WM_EMBEDDER)],
         longTerm: options.stepLongTerm ?? "disk",
         log,
+        ...(options.profileDir !== undefined ? { profileDir: options.profileDir } : {}),
       })
     : undefined
   const firstSteps = steps?.[0]

@@ -10,7 +10,7 @@
  * the wire tapped (step-profile.ts), and, with more replicas of the gateway and the working service
  * started beside the system, how many of the requests each replica receives.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -369,6 +369,8 @@ export interface StepOptions {
   readonly embedders: ReadonlyArray<string>
   readonly longTerm: StepLongTerm
   readonly log: (line: string) => void
+  /** Where a CPU profile of the services' main thread is written for each agent count measured. */
+  readonly profileDir?: string
 }
 
 /** One system, on its own nats-server, with the given embedder: populated, then measured. */
@@ -378,6 +380,7 @@ const measureEmbedder = async (
   sizes: StepSizes,
   withFanOut: boolean,
   log: (line: string) => void,
+  profileDir?: string,
 ): Promise<EmbedderSteps> => {
   const monitorPort = await freePort()
   const server = await startNatsServer({ config: `http: "127.0.0.1:${monitorPort}"\n` })
@@ -452,6 +455,7 @@ const measureEmbedder = async (
       const loadStart = loadavg()[0]!
       let before = sampleCpu(pids)
       let after = before
+      if (profileDir !== undefined) await askProcess(services, "cpuProfileStart")
       const run = await runAgentLoops(
         agents.slice(0, n),
         { warmupMs: sizes.warmupSeconds * 1_000, measureMs: sizes.seconds * 1_000 },
@@ -462,6 +466,12 @@ const measureEmbedder = async (
         },
       )
       stepCounter += 100_000
+      if (profileDir !== undefined) {
+        const profiled = join(profileDir, `steps-${embedder}-${n}-agents.cpuprofile`)
+        mkdirSync(profileDir, { recursive: true })
+        copyFileSync(await askProcess(services, "cpuProfileStop"), profiled)
+        log(`  the services' CPU profile of the ${n}-agent row: ${profiled}`)
+      }
       const row = stepRow(n, run, cpuPerOperation(before, after, Math.max(1, run.endedInWindow)), [
         round(loadStart, 2),
         round(loadavg()[0]!, 2),
@@ -586,6 +596,6 @@ const measureEmbedder = async (
 export const measureSteps = async (options: StepOptions): Promise<ReadonlyArray<EmbedderSteps>> => {
   const out: EmbedderSteps[] = []
   for (const [i, embedder] of options.embedders.entries())
-    out.push(await measureEmbedder(embedder, options.longTerm, options.sizes, i === 0, options.log))
+    out.push(await measureEmbedder(embedder, options.longTerm, options.sizes, i === 0, options.log, options.profileDir))
   return out
 }
