@@ -54,6 +54,21 @@ export const planCueForms = <H>(
 
 type Recalled = EventOf<"CueRehydrated">["recalled"]
 
+/** The metadata a recalled entry carries back, from whatever holds it (a working entry, a record, the substrate). */
+export const recalledMeta = (m: {
+  readonly timestamp: number
+  readonly origin: Recalled["origin"]
+  readonly tags: ReadonlyArray<string>
+  readonly moodSnapshot: Recalled["moodSnapshot"]
+  readonly emotionalWeight: number
+}) => ({
+  timestamp: m.timestamp,
+  origin: m.origin,
+  tags: [...m.tags],
+  moodSnapshot: m.moodSnapshot,
+  emotionalWeight: m.emotionalWeight,
+})
+
 /**
  * A raw cue by its sizes alone, before its text is read: what a build needs to choose among cues (their
  * ranks come from the recall's similarities, their forms from token counts). Shown short, it is taken to
@@ -72,11 +87,7 @@ export const sizedRawCue = (
       ? extract
       : undefined
   return {
-    timestamp: meta.timestamp,
-    origin: meta.origin,
-    tags: [...meta.tags],
-    moodSnapshot: meta.moodSnapshot,
-    emotionalWeight: meta.emotionalWeight,
+    ...recalledMeta(meta),
     form: "raw",
     text: "",
     tokens: rawTokens,
@@ -98,11 +109,7 @@ export const rawCue = (
 ): Recalled => {
   const shown = recalledKeyPoints(meta, raw.content, focus, encoding) ?? fadingKeyPoints
   return {
-    timestamp: meta.timestamp,
-    origin: meta.origin,
-    tags: [...meta.tags],
-    moodSnapshot: meta.moodSnapshot,
-    emotionalWeight: meta.emotionalWeight,
+    ...recalledMeta(meta),
     form: "raw",
     text: raw.content,
     tokens: raw.tokens,

@@ -8,25 +8,11 @@ import { Effect } from "effect"
 import type { WorkingEntry } from "../../../contracts/entry.ts"
 import type { AgentView } from "../../../domain/agent-view.ts"
 import type { Recalled } from "../../../domain/cue-decide.ts"
-import { planCueForms, rawCue, sizedRawCue } from "../../../domain/cue-plan.ts"
+import { planCueForms, rawCue, recalledMeta, sizedRawCue } from "../../../domain/cue-plan.ts"
+
 import type { FocusTerms } from "../../../domain/key-points.ts"
 import type { SubstrateReaderShape } from "../../platform/substrate-reader.ts"
 import { hitText, type RankedHit } from "./rank.ts"
-
-/** The metadata a recalled entry carries back, from whatever holds it (a working entry, a record, the substrate). */
-export const recalledMeta = (m: {
-  readonly timestamp: number
-  readonly origin: Recalled["origin"]
-  readonly tags: ReadonlyArray<string>
-  readonly moodSnapshot: Recalled["moodSnapshot"]
-  readonly emotionalWeight: number
-}) => ({
-  timestamp: m.timestamp,
-  origin: m.origin,
-  tags: [...m.tags],
-  moodSnapshot: m.moodSnapshot,
-  emotionalWeight: m.emotionalWeight,
-})
 
 /** What a cue of the view brings back, as it was rehydrated. */
 export const recalledOfCue = (cue: WorkingEntry): Recalled => {

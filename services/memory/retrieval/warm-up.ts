@@ -6,10 +6,10 @@
 import { Clock, Effect, HashMap } from "effect"
 import type { RequestOf } from "../../../contracts/api.ts"
 import type { Recalled } from "../../../domain/cue-decide.ts"
+import { recalledMeta } from "../../../domain/cue-plan.ts"
 import type { CommandHandler } from "../../platform/log/command-handler.ts"
 import type { LongTermStoreShape } from "../longterm/store.ts"
 import type { CaughtUpReads } from "./caught-up.ts"
-import { recalledMeta } from "./cue-forms.ts"
 import type { CueWrites } from "./cue-writes.ts"
 import type { RetrievalSettingsShape } from "./settings.ts"
 
