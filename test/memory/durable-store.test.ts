@@ -53,6 +53,19 @@ const record = (agentId: string, entryId: string, summary: string): LongTermReco
   return { payload, vector: Float32Array.from([0.6, 0.8, 0]) }
 }
 
+/** Another connection in the middle of a read: a write of the store gets as far as its commit, which fails. */
+const readerHolding = (dir: string) => {
+  const reader = new DatabaseSync(join(dir, DURABLE_STORE_FILE))
+  reader.exec("BEGIN")
+  reader.prepare("SELECT count(*) FROM records").get()
+  return {
+    release: () => {
+      reader.exec("ROLLBACK")
+      reader.close()
+    },
+  }
+}
+
 /** Every file under the store's directory, as bytes. */
 const filesContain = (dir: string, text: string) =>
   readdirSync(dir).filter((name) => readFileSync(join(dir, name)).includes(Buffer.from(text, "utf8")))
@@ -123,12 +136,8 @@ describe("the durable embedded store", () => {
     store.close()
     const reopened = makeDurableStore(dir)
     await run(reopened.checkpointed.commit([{ upsert: [record("a", "e1", "waiting for the lock")] }], "log", PA, 5))
-    // A reader in the middle of a read: a write gets as far as its commit, which fails.
-    const locker = new DatabaseSync(join(dir, DURABLE_STORE_FILE))
-    locker.exec("BEGIN")
-    locker.prepare("SELECT count(*) FROM records").get()
-    // The group write fails at its commit; the commits after it are written at once, and fail to their caller.
-    await new Promise((resolve) => setTimeout(resolve, 3 * GROUP_COMMIT_MS))
+    const locker = readerHolding(dir)
+    // The removal fails at its commit, and what waits with it: the commits after it are written at once, and fail.
     const refused = await Effect.runPromiseExit(
       reopened.checkpointed.commit([{ remove: { agentId: "a", entryIds: ["e0"] } }], "log", PA, 6),
     )
@@ -137,8 +146,7 @@ describe("the durable embedded store", () => {
       reopened.checkpointed.commit([{ upsert: [record("a", "e2", "after the failure")] }], "log", PA, 7),
     )
     expect(alsoRefused._tag).toBe("Failure")
-    locker.exec("ROLLBACK")
-    locker.close()
+    locker.release()
     // The writer retries what failed; what waited before it is written with it.
     await run(reopened.checkpointed.commit([{ remove: { agentId: "a", entryIds: ["e0"] } }], "log", PA, 6))
     await run(reopened.checkpointed.commit([{ upsert: [record("a", "e2", "after the failure")] }], "log", PA, 7))
@@ -154,15 +162,13 @@ describe("the durable embedded store", () => {
     const store = makeDurableStore(dir)
     await run(store.checkpointed.commit([{ upsert: [record("b", "x", "to be removed")] }], "log", PB, 2))
     await run(store.checkpointed.commit([{ upsert: [record("a", "e1", "first")] }], "log", PA, 10))
-    const locker = new DatabaseSync(join(dir, DURABLE_STORE_FILE))
-    locker.exec("BEGIN")
-    locker.prepare("SELECT count(*) FROM records").get()
+    const locker = readerHolding(dir)
+    // Time for the group write to fail too (the removal's failure below is enough for what this test checks).
     await new Promise((resolve) => setTimeout(resolve, 3 * GROUP_COMMIT_MS))
     // One effect, as a writer retries it.
     const removal = store.checkpointed.commit([{ remove: { agentId: "b", entryIds: ["x"] } }], "log", PB, 20)
     expect((await Effect.runPromiseExit(removal))._tag).toBe("Failure")
-    locker.exec("ROLLBACK")
-    locker.close()
+    locker.release()
     await run(store.checkpointed.commit([{ upsert: [record("a", "e2", "second")] }], "log", PA, 11))
     await run(store.checkpointed.commit([{ upsert: [record("a", "e3", "third, waiting")] }], "log", PA, 12))
     await run(removal)

@@ -174,6 +174,13 @@ export const makeDurableStore = (
           if (waitingCheckpoints.get(partition) === checkpoint) waitingCheckpoints.delete(partition)
         groupFailing = false
       },
+    ).pipe(
+      // What waits did not reach the file either: until a write succeeds, commits are written at once.
+      Effect.tapError(() =>
+        Effect.sync(() => {
+          if (waiting.length > 0 || waitingCheckpoints.size > 0) groupFailing = true
+        }),
+      ),
     )
   }
   const flushLater = (delay = GROUP_COMMIT_MS) => {
