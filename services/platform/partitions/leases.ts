@@ -83,6 +83,8 @@ interface Held {
 const PREPARE_BEFORE_TAKING_MS = 500
 /** How soon a failed first round is tried again. */
 const FIRST_ROUND_RETRY_MS = 200
+/** A replica holding its share looks for partitions without an owner every this many rounds. */
+const OWNERLESS_EVERY = 4
 
 /** How many partitions each of `live` replicas should hold. */
 export const fairShare = (partitions: number, live: number): number => Math.ceil(partitions / Math.max(1, live))
@@ -139,6 +141,7 @@ export const holdPartitionLeases = (
     let settled = false
     let share = partitions
     let unowned: ReadonlyArray<number> = []
+    let roundsSinceOwnerless = 0
     const metrics = yield* Metrics
     const label = { service: serviceLabel(service) }
     const clock = yield* Clock.Clock
@@ -175,11 +178,14 @@ export const holdPartitionLeases = (
       return live
     }
 
-    /** The partitions whose lease entry is missing or names a replica that is not live. */
+    /**
+     * The partitions whose lease entry is missing or names a replica that is not live. Those this replica
+     * holds have an owner (it is live: its heartbeat was just written), so only the others are read.
+     */
     const partitionsWithoutOwner = async (live: ReadonlySet<string>): Promise<number[]> => {
-      const all = allPartitions(partitions)
-      const entries = await Promise.all(all.map((p) => kv.get(leaseKey(service, p)).catch(() => undefined)))
-      return all.filter((_, i) => {
+      const others = allPartitions(partitions).filter((p) => !held.has(p))
+      const entries = await Promise.all(others.map((p) => kv.get(leaseKey(service, p)).catch(() => undefined)))
+      return others.filter((_, i) => {
         const entry = entries[i]
         if (entry === undefined) return false
         if (entry === null || entry.operation !== "PUT") return true
@@ -269,7 +275,12 @@ export const holdPartitionLeases = (
       const candidates = order.filter((p) => !held.has(p))
       while (held.size < share && candidates.length > 0 && !stopped)
         await Promise.all(candidates.splice(0, share - held.size).map(take))
-      unowned = await partitionsWithoutOwner(live)
+      // Read every round while this replica lacks its share (readiness names what it should take) or some
+      // partition had no owner (the metric clears as soon as it has one); otherwise every OWNERLESS_EVERY rounds.
+      if (held.size < share || unowned.length > 0 || ++roundsSinceOwnerless >= OWNERLESS_EVERY) {
+        roundsSinceOwnerless = 0
+        unowned = await partitionsWithoutOwner(live)
+      }
     }
 
     /** The free partitions this replica would take first, from its share of the replicas it sees now. */

@@ -26,6 +26,9 @@ export interface PartitionedProjection extends Projection {
   ) => Effect.Effect<void, NotCaughtUp>
 }
 
+/** How often the lagging partitions are read: one request to the stream's leader each. */
+const TRACK_PERIOD = "1 second"
+
 interface PositionDeps {
   readonly states: PartitionStates
   readonly log: EventLogShape
@@ -35,13 +38,15 @@ interface PositionDeps {
 /**
  * Forks, in the current scope, the position tracker: a partition that has applied its last record is
  * complete up to the stream's end as read before that record was asked for. One stream read, and one
- * read per lagging partition, every 250 ms.
+ * read per lagging partition, every TRACK_PERIOD. A read that waits for a sequence asks for its own
+ * partition at once (waitInPartition), so only the position without an agent (the progress reports, the
+ * operator) waits for the tracker.
  */
 export const trackPositions = ({ states, log, lastSeqOf }: PositionDeps) =>
   Effect.forkScoped(
     Effect.forever(
       Effect.gen(function* () {
-        yield* Effect.sleep("250 millis")
+        yield* Effect.sleep(TRACK_PERIOD)
         const streamLast = yield* log.lastSeq.pipe(Effect.orElseSucceed(() => 0))
         for (const state of states.values()) {
           const projection = state.projection

@@ -1,8 +1,9 @@
 /**
  * The progress reports (progress.ts) of the partitions this replica answers for: where the service's work
  * on each has got and how many of its records that work is behind, the projection's position and what the
- * log still holds for it, and what the service has left behind the projection (`hooks.behind`). Sent when
- * that changed, at most every REPORT_PERIOD_MS, and at least every third of the lease TTL so it stays live.
+ * log still holds for it, and what the service has left behind the projection (`hooks.behind`). A changed lag
+ * (what back-pressure refuses on) is sent within REPORT_PERIOD_MS; the position alone, which moves with every
+ * record of any partition, goes with the report sent at least every third of the lease TTL to keep it live.
  */
 import { Clock, Effect } from "effect"
 import type { PartitionLeases } from "./leases.ts"
@@ -22,7 +23,7 @@ export const reportProgress = (deps: {
   readonly leaseTtlMs: number
 }) => {
   const { hooks, states, leases, answering } = deps
-  const reportedAt = new Map<number, { seq: number; lag: number; at: number }>()
+  const reportedAt = new Map<number, { lag: number; at: number }>()
   const keepAliveMs = Math.max(REPORT_PERIOD_MS, Math.floor(deps.leaseTtlMs / 3))
   return Effect.forkScoped(
     Effect.forever(
@@ -40,8 +41,8 @@ export const reportProgress = (deps: {
           // Behind the projection, and still in the log for it.
           const lag = Math.max(0, behind?.records ?? 0) + state.pending
           const last = reportedAt.get(state.partition)
-          if (last !== undefined && last.seq === seq && last.lag === lag && now - last.at < keepAliveMs) continue
-          reportedAt.set(state.partition, { seq, lag, at: now })
+          if (last !== undefined && last.lag === lag && now - last.at < keepAliveMs) continue
+          reportedAt.set(state.partition, { lag, at: now })
           reports.push(
             leases.report(state.partition, encodeProgress({ replica: leases.replicaId, seq, applied, lag, at: now })),
           )
