@@ -16,7 +16,7 @@
 import type { Encoding } from "../contracts/agent.ts"
 import { blockTokens, type Renderable } from "./render.ts"
 import { queryTerms, terms } from "./terms.ts"
-import { countTokens } from "./tokens.ts"
+import { countTokens, tokensAtLeast } from "./tokens.ts"
 
 const sentenceSegmenter = new Intl.Segmenter("en", { granularity: "sentence" })
 
@@ -32,13 +32,14 @@ const clauses = (sentence: string): string[] =>
 interface Unit {
   readonly text: string
   readonly index: number
-  readonly tokens: number
+  /** At most its token count (domain/tokens.ts `tokensAtLeast`), known without encoding it. */
+  readonly atLeast: number
   /** The distinct terms of the focus the unit holds (none without a focus). */
   readonly focus: ReadonlySet<string>
   readonly score: number
 }
 
-const scoreUnits = (parts: ReadonlyArray<string>, encoding: Encoding, focus: FocusTerms): Unit[] => {
+const scoreUnits = (parts: ReadonlyArray<string>, focus: FocusTerms): Unit[] => {
   const frequency = new Map<string, number>()
   const termsOf = parts.map((p) => terms(p))
   for (const ts of termsOf) for (const t of new Set(ts)) frequency.set(t, (frequency.get(t) ?? 0) + 1)
@@ -49,15 +50,30 @@ const scoreUnits = (parts: ReadonlyArray<string>, encoding: Encoding, focus: Foc
     const density = ts.size === 0 ? 0 : weight / Math.sqrt(ts.size + 1)
     const matched = new Set<string>()
     for (const t of ts) if (focus.has(t)) matched.add(t)
-    return {
-      text,
-      index,
-      tokens: countTokens(text, encoding),
-      focus: matched,
-      score: density + (index === 0 ? 1.5 : 0),
-    }
+    return { text, index, atLeast: tokensAtLeast(text), focus: matched, score: density + (index === 0 ? 1.5 : 0) }
   })
 }
+
+/**
+ * The units' token counts, each encoded only when a choice needs it: a long text's extract is cut to a few
+ * tens of tokens, so most of its sentences are too long to fit by their lower bound alone.
+ */
+const unitTokens = (encoding: Encoding) => {
+  const counted = new Map<Unit, number>()
+  const tokensOf = (unit: Unit): number => {
+    let tokens = counted.get(unit)
+    if (tokens === undefined) {
+      tokens = countTokens(unit.text, encoding)
+      counted.set(unit, tokens)
+    }
+    return tokens
+  }
+  /** Whether `unit` fits in `room` tokens. */
+  const fitsIn = (unit: Unit, room: number): boolean => unit.atLeast <= room && tokensOf(unit) <= room
+  return { tokensOf, fitsIn }
+}
+
+type UnitTokens = ReturnType<typeof unitTokens>
 
 /** "Ana: " or "Dr. Ruiz: " at the start of a transcript line. */
 const SPEAKER = /^([^:\n]{1,40}):\s+/
@@ -127,13 +143,13 @@ export const RECALLED_KEY_POINTS_CAP = 32
 const scoreOrder = (a: Unit, b: Unit): number => b.score - a.score || a.index - b.index
 
 /** The units of highest score within `target` tokens (the first always). */
-const byScore = (units: ReadonlyArray<Unit>, target: number): Unit[] => {
+const byScore = (units: ReadonlyArray<Unit>, target: number, { tokensOf, fitsIn }: UnitTokens): Unit[] => {
   const chosen: Unit[] = []
   let used = 0
   for (const unit of [...units].sort(scoreOrder)) {
-    if (chosen.length > 0 && used + unit.tokens > target) continue
+    if (chosen.length > 0 && !fitsIn(unit, target - used)) continue
     chosen.push(unit)
-    used += unit.tokens
+    used += tokensOf(unit)
   }
   return chosen
 }
@@ -146,22 +162,27 @@ const byScore = (units: ReadonlyArray<Unit>, target: number): Unit[] => {
  * names the subject), then the higher score. Once no unit adds a focus term,
  * the rest go by score.
  */
-const byFocusCovered = (units: ReadonlyArray<Unit>, target: number, focus: FocusTerms): Unit[] => {
+const byFocusCovered = (
+  units: ReadonlyArray<Unit>,
+  target: number,
+  focus: FocusTerms,
+  { tokensOf, fitsIn }: UnitTokens,
+): Unit[] => {
   const chosen: Unit[] = []
   const kept = new Set<number>()
   const covered = new Set<string>()
   let used = 0
-  const fits = (unit: Unit) => chosen.length === 0 || used + unit.tokens <= target
+  const fits = (unit: Unit) => chosen.length === 0 || fitsIn(unit, target - used)
   for (;;) {
     let best: Unit | undefined
     let bestAdds = 0
     let bestNext = false
     for (const unit of units) {
-      if (kept.has(unit.index) || !fits(unit)) continue
+      if (kept.has(unit.index)) continue
       // Summed in the focus's order, so units adding the same terms weigh exactly the same.
       let adds = 0
       for (const [t, weight] of focus) if (unit.focus.has(t) && !covered.has(t)) adds += weight
-      if (adds <= 0) continue
+      if (adds <= 0 || !fits(unit)) continue
       const next = kept.has(unit.index - 1) || kept.has(unit.index + 1)
       if (
         best === undefined ||
@@ -177,12 +198,12 @@ const byFocusCovered = (units: ReadonlyArray<Unit>, target: number, focus: Focus
     chosen.push(best)
     kept.add(best.index)
     for (const t of best.focus) covered.add(t)
-    used += best.tokens
+    used += tokensOf(best)
   }
   for (const unit of units.filter((u) => !kept.has(u.index)).sort(scoreOrder)) {
     if (!fits(unit)) continue
     chosen.push(unit)
-    used += unit.tokens
+    used += tokensOf(unit)
   }
   return chosen
 }
@@ -194,10 +215,10 @@ const keyPointsOf = (text: string, share: number, encoding: Encoding, focus: Foc
   let parts = sentences(body)
   if (parts.length <= 1) parts = clauses(body.trim())
   if (parts.length <= 1) return whole
-  const units = scoreUnits(parts, encoding, focus)
-  const total = units.reduce((s, u) => s + u.tokens, 0)
-  const target = Math.max(1, Math.min(cap, Math.floor(total * share)))
-  const chosen = focus.size === 0 ? byScore(units, target) : byFocusCovered(units, target, focus)
+  const units = scoreUnits(parts, focus)
+  const counts = unitTokens(encoding)
+  const target = targetOf(units, share, cap, counts)
+  const chosen = focus.size === 0 ? byScore(units, target, counts) : byFocusCovered(units, target, focus, counts)
   chosen.sort((a, b) => a.index - b.index)
   let extract = ""
   let next = 0
@@ -209,7 +230,19 @@ const keyPointsOf = (text: string, share: number, encoding: Encoding, focus: Foc
   }
   if (next < units.length) extract += ` ${GAP}`
   const keyPoints = `${speaker}${extract}`
-  return countTokens(keyPoints, encoding) < countTokens(whole, encoding) ? keyPoints : whole
+  const kept = countTokens(keyPoints, encoding)
+  return kept < tokensAtLeast(whole) || kept < countTokens(whole, encoding) ? keyPoints : whole
+}
+
+/**
+ * `share` of the units' tokens, at most `cap` and at least one: a text whose lower bound already reaches
+ * the cap needs none of its units encoded for it.
+ */
+const targetOf = (units: ReadonlyArray<Unit>, share: number, cap: number, { tokensOf }: UnitTokens): number => {
+  const atLeast = units.reduce((s, u) => s + u.atLeast, 0)
+  if (cap >= 1 && Math.floor(atLeast * share) >= cap) return cap
+  const total = units.reduce((s, u) => s + tokensOf(u), 0)
+  return Math.max(1, Math.min(cap, Math.floor(total * share)))
 }
 
 /**

@@ -20,12 +20,34 @@ const QUESTION_WORDS: ReadonlySet<string> = new Set(["when", "why", "does", "doi
 const SENTENCE_ENDS = new Set([".", "!", "?", ":", ";", "\n"])
 const WORD = /[\p{L}\p{N}]+(?:['’][\p{L}]+)?/gu
 
+/** Stems of words seen lately: the same words recur in every text of an agent, and stemming one is most of `terms`. */
+const stems = new Map<string, string>()
+const REMEMBERED_STEMS = 50_000
+
+/** "it's" → "it": the word before an apostrophe (most words have none; no expression is run for them). */
+const withoutSuffix = (word: string): string => {
+  const straight = word.indexOf("'")
+  const curly = word.indexOf("’")
+  const at = straight < 0 ? curly : curly < 0 ? straight : Math.min(straight, curly)
+  return at < 0 ? word : word.slice(0, at)
+}
+
+const stemOf = (word: string): string => {
+  let stem = stems.get(word)
+  if (stem === undefined) {
+    stem = stemmer(word)
+    if (stems.size >= REMEMBERED_STEMS) stems.clear()
+    stems.set(word, stem)
+  }
+  return stem
+}
+
 export const terms = (text: string): string[] => {
   const out: string[] = []
   for (const match of text.toLowerCase().matchAll(WORD)) {
-    const word = match[0].replace(/['’].*$/, "")
+    const word = withoutSuffix(match[0])
     if (word.length === 0 || STOPWORDS.has(word)) continue
-    out.push(stemmer(word))
+    out.push(stemOf(word))
   }
   return out
 }
@@ -37,10 +59,10 @@ export const queryTerms = (text: string): string[] => {
   const aligned = lowered.length === text.length
   const out: string[] = []
   for (const match of lowered.matchAll(WORD)) {
-    const word = match[0].replace(/['’].*$/, "")
+    const word = withoutSuffix(match[0])
     if (word.length === 0 || STOPWORDS.has(word)) continue
     if (QUESTION_WORDS.has(word) && !(aligned && writtenAsName(text, match.index))) continue
-    out.push(stemmer(word))
+    out.push(stemOf(word))
   }
   return out
 }
@@ -104,8 +126,8 @@ export const distinctiveWords = (
   const kept: string[] = []
   let dropped = false
   for (const match of text.matchAll(WORD)) {
-    const word = match[0].toLowerCase().replace(/['’].*$/, "")
-    if (word.length > 0 && !STOPWORDS.has(word) && documentFrequency(stemmer(word)) / documents > maxShare) {
+    const word = withoutSuffix(match[0].toLowerCase())
+    if (word.length > 0 && !STOPWORDS.has(word) && documentFrequency(stemOf(word)) / documents > maxShare) {
       dropped = true
       continue
     }

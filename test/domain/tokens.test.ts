@@ -10,7 +10,7 @@ import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { Encoding } from "../../contracts/agent.ts"
 import { MAX_CONTENT_BYTES } from "../../contracts/api.ts"
-import { countTokens, encodeTokens, LONG_PIECE_BYTES } from "../../domain/tokens.ts"
+import { countTokens, encodeTokens, LONG_PIECE_BYTES, tokensAtLeast } from "../../domain/tokens.ts"
 
 const require = createRequire(import.meta.url)
 const { GptEncoding } = require("gpt-tokenizer/cjs/GptEncoding") as {
@@ -76,5 +76,63 @@ describe("the merge cache", () => {
     for (let i = 0; i < 100; i++) countTokens(`${i} ${"xy".repeat(2_000 + i)}`, "o200k_base")
     const long = [...cache.keys()].filter((k) => k.length > LONG_PIECE_BYTES)
     expect(long.length).toBeLessThanOrEqual(32)
+  })
+})
+
+describe("the lower bound of a token count", () => {
+  /** Texts mixing words, numbers, punctuation runs, slashes and line breaks, odd whitespace, CJK, emoji and special-token markers. */
+  const mixed = fc
+    .array(
+      fc.oneof(
+        fc.constantFrom(
+          "word",
+          "Words",
+          "it's",
+          "123456",
+          "!!!",
+          "?!/",
+          "/",
+          "//path/to",
+          "a/b",
+          "<|endoftext|>",
+          "日本語の文",
+          "😀👍",
+          "e.g.",
+          "—",
+          "\u00a0",
+          "\u3000",
+          "\t",
+          "\r\n",
+          "\n\n/",
+          "'s",
+          "x",
+        ),
+        fc.string({ maxLength: 12 }),
+        fc.constantFrom(" ", "  ", "\n", " \n "),
+      ),
+      { maxLength: 60 },
+    )
+    .map((parts) => parts.join(""))
+
+  for (const encoding of Encoding.literals) {
+    it(`${encoding}: never exceeds the count`, () => {
+      fc.assert(
+        fc.property(mixed, (text) => {
+          expect(tokensAtLeast(text)).toBeLessThanOrEqual(countTokens(text, encoding))
+        }),
+        { numRuns: 400 },
+      )
+    })
+  }
+
+  it("counts the runs of non-whitespace that do not open with a slash", () => {
+    expect(tokensAtLeast("")).toBe(0)
+    expect(tokensAtLeast("  \n ")).toBe(0)
+    expect(tokensAtLeast("Book the one by the river.")).toBe(6)
+    expect(tokensAtLeast("a\u00a0b\u3000c\td")).toBe(4)
+    expect(tokensAtLeast("see !\n/usr and /tmp")).toBe(3)
+    const prose = "The hotel by the river has a ramp at its side entrance, and the lift reaches every floor."
+    expect(tokensAtLeast(prose)).toBe(prose.split(/\s+/).length)
+    expect(countTokens(prose, "o200k_base")).toBeGreaterThanOrEqual(tokensAtLeast(prose))
   })
 })
