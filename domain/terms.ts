@@ -23,6 +23,11 @@ const WORD = /[\p{L}\p{N}]+(?:['’][\p{L}]+)?/gu
 /** Stems of words seen lately: the same words recur in every text of an agent, and stemming one is most of `terms`. */
 const stems = new Map<string, string>()
 const REMEMBERED_STEMS = 50_000
+/**
+ * Only words shorter than this are remembered: a longer match can be a view into the whole text it was
+ * found in (V8 slices strings from 13 characters), which a remembered key would keep in memory.
+ */
+const REMEMBERED_WORD_LENGTH = 13
 
 /** "it's" → "it": the word before an apostrophe (most words have none; no expression is run for them). */
 const withoutSuffix = (word: string): string => {
@@ -33,6 +38,7 @@ const withoutSuffix = (word: string): string => {
 }
 
 const stemOf = (word: string): string => {
+  if (word.length >= REMEMBERED_WORD_LENGTH) return stemmer(word)
   let stem = stems.get(word)
   if (stem === undefined) {
     stem = stemmer(word)

@@ -49,13 +49,21 @@ const MAX_CACHED_LONG_PIECES = 32
 class MergeCache extends Map<string, number[]> {
   readonly #long: string[] = []
   override set(key: string, value: number[]): this {
-    if (key.length > LONG_PIECE_BYTES && !super.has(key)) {
-      this.#long.push(key)
+    // A piece of 13 characters or more can be a view into the whole text it was cut from (a V8 sliced
+    // string): kept as a key, it would keep that text in memory. Such keys are kept as copies.
+    const own = key.length >= SLICED_FROM ? copyOf(key) : key
+    if (own.length > LONG_PIECE_BYTES && !super.has(own)) {
+      this.#long.push(own)
       while (this.#long.length > MAX_CACHED_LONG_PIECES) super.delete(this.#long.shift()!)
     }
-    return super.set(key, value)
+    return super.set(own, value)
   }
 }
+
+/** The length from which V8 may make a substring a view into its parent instead of a copy. */
+const SLICED_FROM = 13
+/** A string with characters of its own. */
+const copyOf = (text: string): string => Buffer.from(text, "utf16le").toString("utf16le")
 
 const installFastMerge = (encoding: Encoding, api: object): void => {
   const core = (api as { bytePairEncodingCoreProcessor?: BytePairCore }).bytePairEncodingCoreProcessor
