@@ -1,9 +1,10 @@
 /**
  * The progress reports (progress.ts) of the partitions this replica answers for: where the service's work
  * on each has got and how many of its records that work is behind, the projection's position and what the
- * log still holds for it, and what the service has left behind the projection (`hooks.behind`). A changed lag
- * (what back-pressure refuses on) is sent within REPORT_PERIOD_MS; the position alone, which moves with every
- * record of any partition, goes with the report sent at least every third of the lease TTL to keep it live.
+ * log still holds for it, and what the service has left behind the projection (`hooks.behind`). A change is
+ * sent within REPORT_PERIOD_MS, except a position that moved while nothing is behind (it moves with every
+ * record of any partition): that goes with the report sent at least every third of the lease TTL to keep it
+ * live.
  */
 import { Clock, Effect } from "effect"
 import type { PartitionLeases } from "./leases.ts"
@@ -23,7 +24,7 @@ export const reportProgress = (deps: {
   readonly leaseTtlMs: number
 }) => {
   const { hooks, states, leases, answering } = deps
-  const reportedAt = new Map<number, { lag: number; at: number }>()
+  const reportedAt = new Map<number, { seq: number; lag: number; at: number }>()
   const keepAliveMs = Math.max(REPORT_PERIOD_MS, Math.floor(deps.leaseTtlMs / 3))
   return Effect.forkScoped(
     Effect.forever(
@@ -41,8 +42,10 @@ export const reportProgress = (deps: {
           // Behind the projection, and still in the log for it.
           const lag = Math.max(0, behind?.records ?? 0) + state.pending
           const last = reportedAt.get(state.partition)
-          if (last !== undefined && last.lag === lag && now - last.at < keepAliveMs) continue
-          reportedAt.set(state.partition, { lag, at: now })
+          // A position that moved with nothing behind it is news to no one until the report is kept live.
+          const unchanged = last !== undefined && last.lag === lag && (lag === 0 || last.seq === seq)
+          if (unchanged && now - last.at < keepAliveMs) continue
+          reportedAt.set(state.partition, { seq, lag, at: now })
           reports.push(
             leases.report(state.partition, encodeProgress({ replica: leases.replicaId, seq, applied, lag, at: now })),
           )
