@@ -7,9 +7,9 @@
  * long-term writes) — and its lag: how many records of the partition its work is behind, those its
  * projection has applied but the work behind it has not done yet, plus those the log still held for the
  * projection after the last one delivered (its consumer's pending count). Reports go to the lease bucket
- * (`<service>.progress.<p>`) within half a second of a change in the lag, and at least every third of the
- * lease TTL (which carries the position as it stands); an entry expires with the bucket's TTL, so a
- * replica that stops reporting stops being counted, as its lease lapses with it.
+ * (`<service>.progress.<p>`) within half a second of a change (a position that moved with nothing behind
+ * waits for the next keep-alive), and at least every third of the lease TTL; an entry expires with the
+ * bucket's TTL, so a replica that stops reporting stops being counted, as its lease lapses with it.
  */
 import type { KV } from "@nats-io/kv"
 import { progressKey } from "../../../contracts/buckets.ts"
