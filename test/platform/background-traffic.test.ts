@@ -41,6 +41,8 @@ beforeAll(async () => {
 afterEach(async () => {
   await running?.dispose()
   running = undefined
+  // The bucket keeps the TTL it was made with: each test makes its own.
+  await (await jetstreamManager(nc)).streams.delete(`KV_${LEASE_BUCKET}`).catch(() => undefined)
 })
 afterAll(async () => {
   await nc?.close()
@@ -84,15 +86,16 @@ const count = async (
 
 describe("a replica's traffic on the lease bucket", () => {
   it("holding every partition, it reads no lease in its rounds", async () => {
-    // A TTL of 400 ms: a lease round every 100 ms, so the window below spans about fifteen of them.
-    await startWorking(400)
+    // A TTL of 4 s: a lease round every second, so the window below spans about four of them (a renewal
+    // late past the TTL would read its lease again, which takes a stall of seconds).
+    await startWorking(4_000)
     const leaseReads = await count(
       [
         `$JS.API.DIRECT.GET.KV_${LEASE_BUCKET}`,
         `$JS.API.DIRECT.GET.KV_${LEASE_BUCKET}.>`,
         `$JS.API.STREAM.MSG.GET.KV_${LEASE_BUCKET}`,
       ],
-      1_500,
+      4_000,
       (subject, body) => `${subject} ${body}`.includes("working.partition."),
     )
     expect(leaseReads).toBe(0)

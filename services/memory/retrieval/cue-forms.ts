@@ -9,7 +9,6 @@ import type { WorkingEntry } from "../../../contracts/entry.ts"
 import type { AgentView } from "../../../domain/agent-view.ts"
 import type { Recalled } from "../../../domain/cue-decide.ts"
 import { planCueForms, rawCue, recalledMeta, sizedRawCue } from "../../../domain/cue-plan.ts"
-
 import type { FocusTerms } from "../../../domain/key-points.ts"
 import type { SubstrateReaderShape } from "../../platform/substrate-reader.ts"
 import { hitText, type RankedHit } from "./rank.ts"
