@@ -41,10 +41,10 @@ interface Unit {
 
 const scoreUnits = (parts: ReadonlyArray<string>, focus: FocusTerms): Unit[] => {
   const frequency = new Map<string, number>()
-  const termsOf = parts.map((p) => terms(p))
-  for (const ts of termsOf) for (const t of new Set(ts)) frequency.set(t, (frequency.get(t) ?? 0) + 1)
+  const termsOf = parts.map((p) => new Set(terms(p)))
+  for (const ts of termsOf) for (const t of ts) frequency.set(t, (frequency.get(t) ?? 0) + 1)
   return parts.map((text, index) => {
-    const ts = new Set(termsOf[index])
+    const ts = termsOf[index]!
     let weight = 0
     for (const t of ts) weight += 1 + Math.log(frequency.get(t) ?? 1)
     const density = ts.size === 0 ? 0 : weight / Math.sqrt(ts.size + 1)
