@@ -10,6 +10,7 @@
  * (a redelivered event reacted to twice) is stored once.
  */
 import { HashMap, HashSet, Option } from "effect"
+import type { RepresentationKind } from "../contracts/entry.ts"
 import { InvalidState } from "../contracts/errors.ts"
 import type { EventOf, MemoryEvent } from "../contracts/events.ts"
 import { type AgentView, evolve } from "./agent-view.ts"
@@ -97,24 +98,42 @@ export const decideRecall = (
       }),
     )
   const served = cuesServed(view, [recalled, ...cues])
-  return accept([recalled, ...cues.filter((cue) => served.has(cue.entryId))])
+  return accept([
+    recalled,
+    ...cues.flatMap((cue) => {
+      const form = served.get(cue.entryId)
+      return form === undefined ? [] : [form === "raw" ? cue : shownShort(cue)]
+    }),
+  ])
 }
 
 /**
- * The cues of `events` that a context built on the view they lead to, at the budget in force (the largest a
- * build may ask), serves. Any other cue would be appended, applied by every projection and dropped at the
- * step's end without ever being read; a smaller build serves a part of these.
+ * The form each cue of `events` is served in by a context built on the view they lead to, at the budget in
+ * force (the largest a build may ask). Any cue not served would be appended, applied by every projection and
+ * dropped at the step's end without ever being read; a smaller build serves a part of these.
  */
-const cuesServed = (view: AgentView, events: ReadonlyArray<MemoryEvent>): ReadonlySet<string> => {
+const cuesServed = (view: AgentView, events: ReadonlyArray<MemoryEvent>): ReadonlyMap<string, RepresentationKind> => {
   let next = view
   events.forEach((event, i) => {
     next = evolve(next, event, { seq: view.lastSeq + 1 + i }) ?? next
   })
-  return new Set(
+  return new Map(
     contextOfView(next)
       .items.filter((item) => item.cue)
-      .map((item) => item.entryId),
+      .map((item) => [item.entryId, item.form] as const),
   )
+}
+
+/**
+ * A raw cue the largest build shows by its extract carries the extract alone: builds asking for less room
+ * show it so too (all but rarely: the packer reaches fewer raw texts with less room), and the raw text
+ * carried would be sealed, stored and opened by every projection for nothing. A promotion of the cue reads
+ * the raw text back from the substrate.
+ */
+const shownShort = (cue: EventOf<"CueRehydrated">): EventOf<"CueRehydrated"> => {
+  const { keyPoints, ...recalled } = cue.recalled
+  if (recalled.form !== "raw" || keyPoints === undefined) return cue
+  return { ...cue, recalled: { ...recalled, form: "keyPoints", text: keyPoints.text, tokens: keyPoints.tokens } }
 }
 
 /**

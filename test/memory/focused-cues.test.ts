@@ -39,13 +39,50 @@ describe("recalled key points", () => {
     agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
 
     const { stepId } = await agent.beginStep({ focus: { query: "Where does John do taekwondo?" } })
-    const whole = await agent.buildContext({ stepId })
-    expect(whole.items.find((i) => i.entryId === entryId)).toMatchObject({ cue: true })
-    expect(whole.text).toContain("taekwondo at the gym on Elm Street")
+    const built = await agent.buildContext({ stepId })
+    expect(built.items.find((i) => i.entryId === entryId)).toMatchObject({ cue: true, form: "keyPoints" })
+    expect(built.text).toContain("taekwondo at the gym on Elm Street")
+    expect(built.text).not.toContain("cherishing the time")
     const cue = (await events())
       .map((s) => s.event)
       .find((e): e is EventOf<"CueRehydrated"> => e._tag === "CueRehydrated" && e.entryId === entryId)!
-    // The cue carries the raw text, and the extract for the focus beside it.
+    // Even the largest build (the budget in force) shows the extract: the cue carries it alone, not the raw text.
+    expect(cue.recalled).toMatchObject({ form: "keyPoints" })
+    expect(cue.recalled.text).toContain("taekwondo at the gym on Elm Street")
+    expect(cue.recalled.text).not.toContain("cherishing the time")
+    expect(cue.recalled.keyPoints).toBeUndefined()
+
+    // Used, it comes back whole: its raw text is read back from the substrate.
+    await agent.reference(stepId, [entryId])
+    await expect
+      .poll(async () => (await agent.view()).entries.find((e) => e.id === entryId && !e.transient)?.content, {
+        timeout: 5_000,
+      })
+      .toBe(TURN)
+    const promoted = (await events())
+      .map((s) => s.event)
+      .find((e): e is EventOf<"CuePromoted"> => e._tag === "CuePromoted" && e.entryId === entryId)!
+    expect(promoted.recalled).toMatchObject({ form: "raw", text: TURN })
+    expect(promoted.recalled.keyPoints?.text).toBe(cue.recalled.text)
+    await agent.endStep(stepId)
+  })
+
+  it("a recalled turn the largest build shows whole carries its raw text, and its extract for smaller builds", {
+    timeout: 60_000,
+  }, async () => {
+    const agent = system.client.agent(`${AGENT}-whole`)
+    await agent.register({ role: "custom", budget: 200 })
+    const clock = steppingClock(T0, MINUTE)
+    const entryId = await recordThenDemote(agent, system.server.url, TURN, clock)
+    agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
+    await agent.retuneBudget(2_000)
+
+    const { stepId } = await agent.beginStep({ focus: { query: "Where does John do taekwondo?" } })
+    const whole = await agent.buildContext({ stepId })
+    expect(whole.items.find((i) => i.entryId === entryId)).toMatchObject({ cue: true, form: "raw" })
+    const cue = (await events(`${AGENT}-whole`))
+      .map((s) => s.event)
+      .find((e): e is EventOf<"CueRehydrated"> => e._tag === "CueRehydrated" && e.entryId === entryId)!
     expect(cue.recalled).toMatchObject({ form: "raw", text: TURN })
     expect(cue.recalled.keyPoints?.text).toContain("taekwondo at the gym on Elm Street")
 

@@ -5,6 +5,7 @@
  * during an open step recalls for the new task. Each is an event; the long-term record is never changed.
  */
 import { Clock, Effect, HashMap, Option } from "effect"
+import type { WorkingEntry } from "../../../contracts/entry.ts"
 import type { EventOf } from "../../../contracts/events.ts"
 import type { AgentView } from "../../../domain/agent-view.ts"
 import { decideCueDrops, decideExplicitRehydration, type Recalled } from "../../../domain/cue-decide.ts"
@@ -42,6 +43,17 @@ export const makeReactions = ({
 }: ReactionsDependencies): React => {
   const cueOf = (view: AgentView, id: string) => Option.getOrUndefined(HashMap.get(view.cues, id))
 
+  /** What a used cue is promoted with: a cue recalled as its extract alone gets its raw text back from the substrate. */
+  const fullestOfCue = (agentId: string, id: string, cue: WorkingEntry) =>
+    Effect.gen(function* () {
+      const recalled = recalledOfCue(cue)
+      if (recalled.form !== "keyPoints") return recalled
+      const raw = yield* substrate.get(agentId, id)
+      if (raw === null) return recalled
+      const keyPoints = { text: recalled.text, tokens: recalled.tokens }
+      return { ...recalledMeta(cue), form: "raw", text: raw.content, tokens: raw.tokens, keyPoints } satisfies Recalled
+    })
+
   /** Promotes a referenced cue; rehydrates and promotes a referenced long-term entry. */
   const referenced = (after: AgentView, event: EventOf<"EntriesReferenced">) =>
     Effect.forEach(
@@ -49,7 +61,10 @@ export const makeReactions = ({
       (id) =>
         Effect.gen(function* () {
           const cue = cueOf(after, id)
-          if (cue) return yield* writes.promote(after, event.stepId, id, "similarity", recalledOfCue(cue), event.stepId)
+          if (cue) {
+            const recalled = yield* fullestOfCue(after.config.id, id, cue)
+            return yield* writes.promote(after, event.stepId, id, "similarity", recalled, event.stepId)
+          }
           if (HashMap.has(after.entries, id)) return
           // Whether the entry is in long-term is the log's word (its subject), not the view's.
           const known = yield* readEntryFacts(log, after.config.id, [id]).pipe(Effect.orDie)
