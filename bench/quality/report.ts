@@ -199,6 +199,8 @@ export interface Details {
     readonly ingestMs: number
     readonly settleMs: number
     readonly questionsMs: number
+    /** How much the log grew while the questions were asked (absent in files written before it was measured). */
+    readonly questionLogBytes?: number
     readonly baselinesMs: number
     readonly turnsPerSecond: number
     readonly record: LatencyStats
@@ -331,6 +333,11 @@ export const formatTimings = (details: Details): string[] => {
     lat("beginStep", t.beginStep),
     lat("buildContext", t.buildContext),
     lat("endStep", t.endStep),
+    ...(t.questionLogBytes !== undefined && t.beginStep.calls > 0
+      ? [
+          `  log grew ${(t.questionLogBytes / 1024).toFixed(0)} KiB while the questions were asked (${(t.questionLogBytes / 1024 / t.beginStep.calls).toFixed(1)} KiB a question)`,
+        ]
+      : []),
   ]
 }
 

@@ -241,6 +241,8 @@ export const runQualityBenchmark = async (options: QualityOptions): Promise<Qual
   let ingestMs = 0
   let settleMs = 0
   let questionsMs = 0
+  /** How much the log grew while the questions were asked: their steps, recalls and cues, and fading meanwhile. */
+  let questionLogBytes = 0
   try {
     const rt = ManagedRuntime.make(systemLayer((name) => NatsSettings.make({ servers: [server.url], name })))
     runtime = rt as ManagedRuntime.ManagedRuntime<unknown, unknown>
@@ -305,6 +307,8 @@ export const runQualityBenchmark = async (options: QualityOptions): Promise<Qual
     settleMs = performance.now() - settleStart
 
     // Ask: one step per question, one build per budget.
+    const logBytes = async () => (await jsm.streams.info(EVENTS_STREAM)).state.bytes
+    const bytesBeforeQuestions = await logBytes()
     const questionsStart = performance.now()
     progress.update(status("asking"), true)
     await pool([...conversations.keys()], CONVERSATIONS_IN_FLIGHT, async (c) => {
@@ -370,6 +374,7 @@ export const runQualityBenchmark = async (options: QualityOptions): Promise<Qual
       }
     })
     questionsMs = performance.now() - questionsStart
+    questionLogBytes = (await logBytes()) - bytesBeforeQuestions
   } finally {
     progress.update(status("stopping"), true)
     await client?.close()
@@ -443,6 +448,7 @@ export const runQualityBenchmark = async (options: QualityOptions): Promise<Qual
       ingestMs: Math.round(ingestMs),
       settleMs: Math.round(settleMs),
       questionsMs: Math.round(questionsMs),
+      questionLogBytes,
       baselinesMs: Math.round(baselinesMs),
       turnsPerSecond: ingestMs > 0 ? Math.round(totalTurns / (ingestMs / 1000)) : 0,
       record: latencyStats(latencies.record),
