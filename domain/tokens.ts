@@ -126,7 +126,12 @@ const installFastMerge = (encoding: Encoding, api: object): void => {
     }
     return merged < 0 ? undefined : merged
   }
-  if (core.mergeCache !== undefined) core.mergeCache = new MergeCache(core.mergeCache)
+  if (core.mergeCache !== undefined) {
+    // Filled after construction: Map's constructor would call the overridden `set` before its fields exist.
+    const cache = new MergeCache()
+    for (const [piece, tokens] of core.mergeCache) cache.set(piece, tokens)
+    core.mergeCache = cache
+  }
   const reference = core.bytePairMerge.bind(core)
   core.bytePairMerge = (piece: Uint8Array): number[] => {
     if (piece.length <= LONG_PIECE_BYTES) return reference(piece)

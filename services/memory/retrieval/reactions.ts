@@ -43,13 +43,16 @@ export const makeReactions = ({
 }: ReactionsDependencies): React => {
   const cueOf = (view: AgentView, id: string) => Option.getOrUndefined(HashMap.get(view.cues, id))
 
-  /** What a used cue is promoted with: a cue recalled as its extract alone gets its raw text back from the substrate. */
+  /**
+   * What a used cue is promoted with: a cue recalled as its extract alone gets its raw text back from the
+   * substrate; null when the substrate no longer has the entry (forgotten meanwhile): nothing to promote.
+   */
   const fullestOfCue = (agentId: string, id: string, cue: WorkingEntry) =>
     Effect.gen(function* () {
       const recalled = recalledOfCue(cue)
       if (recalled.form !== "keyPoints") return recalled
       const raw = yield* substrate.get(agentId, id)
-      if (raw === null) return recalled
+      if (raw === null) return null
       const keyPoints = { text: recalled.text, tokens: recalled.tokens }
       return { ...recalledMeta(cue), form: "raw", text: raw.content, tokens: raw.tokens, keyPoints } satisfies Recalled
     })
@@ -63,6 +66,7 @@ export const makeReactions = ({
           const cue = cueOf(after, id)
           if (cue) {
             const recalled = yield* fullestOfCue(after.config.id, id, cue)
+            if (recalled === null) return
             return yield* writes.promote(after, event.stepId, id, "similarity", recalled, event.stepId)
           }
           if (HashMap.has(after.entries, id)) return
