@@ -26,26 +26,38 @@ const TURN =
   "Family is what keeps me going when work gets heavy and the days are long. " +
   "I'm off to do some taekwondo at the gym on Elm Street tonight!"
 
-const events = async (agentId = AGENT) => (await readLog(system.server.url)).filter((s) => s.event.agentId === agentId)
+/** The agent's event of type `tag` about `entryId`, as the log holds it. */
+const eventAbout = async <T extends "CueRehydrated" | "CuePromoted">(agentId: string, tag: T, entryId: string) =>
+  (await readLog(system.server.url))
+    .map((s) => s.event)
+    .find((e): e is EventOf<T> => e._tag === tag && e.agentId === agentId && "entryId" in e && e.entryId === entryId)
+
+/**
+ * A new agent (budget 200) that recorded `earlier`, then `turn`, then enough filler to demote `turn`; its
+ * client is caught up with the log.
+ */
+const agentWithDemoted = async (agentId: string, turn: string, earlier: ReadonlyArray<string> = []) => {
+  const agent = system.client.agent(agentId)
+  await agent.register({ role: "custom", budget: 200 })
+  const clock = steppingClock(T0, MINUTE)
+  for (const content of earlier) await agent.record({ origin: "USER", content, timestamp: clock.next() })
+  const entryId = await recordThenDemote(agent, system.server.url, turn, clock)
+  agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
+  return { agent, entryId }
+}
 
 describe("recalled key points", () => {
   it("a long recalled turn shown as key points keeps the sentence the focus asks about", {
     timeout: 60_000,
   }, async () => {
-    const agent = system.client.agent(AGENT)
-    await agent.register({ role: "custom", budget: 200 })
-    const clock = steppingClock(T0, MINUTE)
-    const entryId = await recordThenDemote(agent, system.server.url, TURN, clock)
-    agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
+    const { agent, entryId } = await agentWithDemoted(AGENT, TURN)
 
     const { stepId } = await agent.beginStep({ focus: { query: "Where does John do taekwondo?" } })
     const built = await agent.buildContext({ stepId })
     expect(built.items.find((i) => i.entryId === entryId)).toMatchObject({ cue: true, form: "keyPoints" })
     expect(built.text).toContain("taekwondo at the gym on Elm Street")
     expect(built.text).not.toContain("cherishing the time")
-    const cue = (await events())
-      .map((s) => s.event)
-      .find((e): e is EventOf<"CueRehydrated"> => e._tag === "CueRehydrated" && e.entryId === entryId)!
+    const cue = (await eventAbout(AGENT, "CueRehydrated", entryId))!
     // Even the largest build (the budget in force) shows the extract: the cue carries it alone, not the raw text.
     expect(cue.recalled).toMatchObject({ form: "keyPoints" })
     expect(cue.recalled.text).toContain("taekwondo at the gym on Elm Street")
@@ -56,12 +68,10 @@ describe("recalled key points", () => {
     await agent.reference(stepId, [entryId])
     await expect
       .poll(async () => (await agent.view()).entries.find((e) => e.id === entryId && !e.transient)?.content, {
-        timeout: 5_000,
+        timeout: 15_000,
       })
       .toBe(TURN)
-    const promoted = (await events())
-      .map((s) => s.event)
-      .find((e): e is EventOf<"CuePromoted"> => e._tag === "CuePromoted" && e.entryId === entryId)!
+    const promoted = (await eventAbout(AGENT, "CuePromoted", entryId))!
     expect(promoted.recalled).toMatchObject({ form: "raw", text: TURN })
     expect(promoted.recalled.keyPoints?.text).toBe(cue.recalled.text)
     await agent.endStep(stepId)
@@ -70,19 +80,13 @@ describe("recalled key points", () => {
   it("a recalled turn the largest build shows whole carries its raw text, and its extract for smaller builds", {
     timeout: 60_000,
   }, async () => {
-    const agent = system.client.agent(`${AGENT}-whole`)
-    await agent.register({ role: "custom", budget: 200 })
-    const clock = steppingClock(T0, MINUTE)
-    const entryId = await recordThenDemote(agent, system.server.url, TURN, clock)
-    agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
+    const { agent, entryId } = await agentWithDemoted(`${AGENT}-whole`, TURN)
     await agent.retuneBudget(2_000)
 
     const { stepId } = await agent.beginStep({ focus: { query: "Where does John do taekwondo?" } })
     const whole = await agent.buildContext({ stepId })
     expect(whole.items.find((i) => i.entryId === entryId)).toMatchObject({ cue: true, form: "raw" })
-    const cue = (await events(`${AGENT}-whole`))
-      .map((s) => s.event)
-      .find((e): e is EventOf<"CueRehydrated"> => e._tag === "CueRehydrated" && e.entryId === entryId)!
+    const cue = (await eventAbout(agent.agentId, "CueRehydrated", entryId))!
     expect(cue.recalled).toMatchObject({ form: "raw", text: TURN })
     expect(cue.recalled.keyPoints?.text).toContain("taekwondo at the gym on Elm Street")
 
@@ -97,27 +101,19 @@ describe("recalled key points", () => {
   it("the extract goes by the focus's rare words: the agent's everyday words weigh less than the one its question is about", {
     timeout: 60_000,
   }, async () => {
-    const agent = system.client.agent(`${AGENT}-rare`)
-    await agent.register({ role: "custom", budget: 200 })
-    const clock = steppingClock(T0, MINUTE)
-    for (let i = 0; i < 12; i++)
-      await agent.record({
-        origin: "USER",
-        content: `Gym again this weekend, round ${i + 1}: legs on Saturday and a long swim on Sunday.`,
-        timestamp: clock.next(),
-      })
     const turn =
       "Sam: We talked about the gym and what everyone will do on the weekend once the long exams are finally over. " +
       "The caterer said the smoker comes Tuesday. " +
       "Family is what keeps me going as work gets heavy and the days are long."
-    const entryId = await recordThenDemote(agent, system.server.url, turn, clock)
-    agent.lastSeq = Math.max(agent.lastSeq, ...(await readLog(system.server.url)).map((s) => s.seq))
+    const gym = Array.from(
+      { length: 12 },
+      (_, i) => `Gym again this weekend, round ${i + 1}: legs on Saturday and a long swim on Sunday.`,
+    )
+    const { agent, entryId } = await agentWithDemoted(`${AGENT}-rare`, turn, gym)
 
     const { stepId } = await agent.beginStep({ focus: { query: "When does the smoker arrive for the gym weekend?" } })
     await agent.buildContext({ stepId })
-    const cue = (await events(agent.agentId))
-      .map((s) => s.event)
-      .find((e): e is EventOf<"CueRehydrated"> => e._tag === "CueRehydrated" && e.entryId === entryId)
+    const cue = await eventAbout(agent.agentId, "CueRehydrated", entryId)
     expect(cue, "the turn recalled as a cue").toBeDefined()
     expect(cue!.recalled.keyPoints?.text).toContain("the smoker comes Tuesday")
     await agent.endStep(stepId)
