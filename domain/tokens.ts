@@ -152,8 +152,26 @@ const tokenizer = (encoding: Encoding): Tokenizer => {
   return t
 }
 
-export const countTokens = (text: string, encoding: Encoding): number =>
-  tokenizer(encoding).countTokens(text, ORDINARY_TEXT)
+/** Texts up to this long (a word and its space, a date line, a label) are counted once and remembered: most recur. */
+const SHORT_TEXT = 24
+/** About the distinct short texts of a few thousand entries; past it the memo starts again. */
+const REMEMBERED_SHORT_COUNTS = 65_536
+const shortCounts = new Map<Encoding, Map<string, number>>()
+
+export const countTokens = (text: string, encoding: Encoding): number => {
+  if (text.length > SHORT_TEXT) return tokenizer(encoding).countTokens(text, ORDINARY_TEXT)
+  let counts = shortCounts.get(encoding)
+  if (counts === undefined) {
+    counts = new Map()
+    shortCounts.set(encoding, counts)
+  }
+  const known = counts.get(text)
+  if (known !== undefined) return known
+  const count = tokenizer(encoding).countTokens(text, ORDINARY_TEXT)
+  if (counts.size >= REMEMBERED_SHORT_COUNTS) counts.clear()
+  counts.set(text.length >= SLICED_FROM ? copyOf(text) : text, count)
+  return count
+}
 
 /** Token ids, with the same merge as `countTokens` (for tests and tools). */
 export const encodeTokens = (text: string, encoding: Encoding): number[] =>

@@ -66,6 +66,32 @@ describe("token counting", () => {
   })
 })
 
+describe("counting short texts", () => {
+  it("gives the library's count in every encoding, the first time and every time after", () => {
+    const expected = Object.fromEntries(Encoding.literals.map((e) => [e, reference(e)]))
+    const short = fc.oneof(
+      fc.string({ maxLength: 24 }),
+      fc.string({ unit: fc.constantFrom(" ", "a", "é", "1", "’", "汉", "😀", "\n"), maxLength: 24 }),
+      fc.lorem({ maxCount: 3 }).map((w) => ` ${w}`.slice(0, 24)),
+    )
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(short, fc.constantFrom(...Encoding.literals)), { minLength: 1, maxLength: 20 }),
+        (texts) => {
+          // Each text twice, in every encoding: a count remembered for one encoding is never given for another.
+          for (let round = 0; round < 2; round++)
+            for (const [text, first] of texts)
+              for (const encoding of [first, ...Encoding.literals])
+                expect(countTokens(text, encoding), `${JSON.stringify(text)} in ${encoding}`).toBe(
+                  expected[encoding]!(text).length,
+                )
+        },
+      ),
+      { numRuns: 40 },
+    )
+  })
+})
+
 describe("the merge cache", () => {
   it("keeps only a few long pieces: distinct 64 KiB runs do not accumulate in memory", () => {
     const { default: api } = require("gpt-tokenizer/cjs/encoding/o200k_base") as {
