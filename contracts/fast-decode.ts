@@ -1,6 +1,7 @@
 /**
  * A fast path for decoding the events a log is mostly made of (entries
- * recorded, reads, steps started and ended, references), checked by hand
+ * recorded, reads, steps started and ended, references, and a step's
+ * recall: its similarities, its cues, their promotion and drop), checked by hand
  * against the same rules as their Schema. It answers only when every field
  * is present, of its type and within its bounds and there is no other key;
  * anything else (another type, a mood, an odd field) returns undefined, and
@@ -91,6 +92,45 @@ const focus = (f: unknown): boolean => {
   return hasKeys(f, n)
 }
 
+const TRIGGERS = new Set(["explicit-reference", "similarity", "task-transition", "warm-up"])
+const isTrigger = (x: unknown): boolean => typeof x === "string" && TRIGGERS.has(x)
+const isText = (x: unknown, tokens: unknown): boolean => typeof x === "string" && isCount(tokens)
+
+/** What a cue carries back (RecalledEntry), without a mood. */
+const recalled = (r: unknown): boolean => {
+  if (!isObject(r)) return false
+  const keyPoints = r.keyPoints
+  if (
+    keyPoints !== undefined &&
+    !(isObject(keyPoints) && hasKeys(keyPoints, 2) && isText(keyPoints.text, keyPoints.tokens))
+  )
+    return false
+  if (!hasKeys(r, keyPoints === undefined ? 8 : 9) || !isEpoch(r.timestamp) || r.moodSnapshot !== null) return false
+  if (typeof r.origin !== "string" || !ORIGINS.has(r.origin) || typeof r.form !== "string" || !FORMS.has(r.form))
+    return false
+  const w = r.emotionalWeight
+  if (typeof w !== "number" || !(w >= 0 && w <= 1) || !isText(r.text, r.tokens)) return false
+  const tags = r.tags
+  if (!Array.isArray(tags)) return false
+  for (const t of tags) if (typeof t !== "string") return false
+  return true
+}
+
+const cueRehydrated = (e: Json): boolean =>
+  hasKeys(e, ENVELOPE_KEYS + 5) &&
+  isToken(e.stepId) &&
+  isToken(e.entryId) &&
+  isTrigger(e.trigger) &&
+  Number.isFinite(e.relevance) &&
+  recalled(e.recalled)
+
+const cuePromoted = (e: Json): boolean =>
+  hasKeys(e, ENVELOPE_KEYS + 4) &&
+  (e.stepId === null || isToken(e.stepId)) &&
+  isToken(e.entryId) &&
+  isTrigger(e.trigger) &&
+  recalled(e.recalled)
+
 const CHECKS: Readonly<Record<string, (e: Json) => boolean>> = {
   EntryRecorded: entryRecorded,
   EntriesRead: entriesRead,
@@ -98,6 +138,21 @@ const CHECKS: Readonly<Record<string, (e: Json) => boolean>> = {
   StepEnded: (e) => hasKeys(e, ENVELOPE_KEYS + 1) && isToken(e.stepId),
   EntriesReferenced: (e) => {
     if (!hasKeys(e, ENVELOPE_KEYS + 2) || !isToken(e.stepId) || !Array.isArray(e.entryIds)) return false
+    for (const id of e.entryIds) if (!isToken(id)) return false
+    return true
+  },
+  CueRehydrated: cueRehydrated,
+  CuePromoted: cuePromoted,
+  StepRecalled: (e) => {
+    if (!hasKeys(e, ENVELOPE_KEYS + 3) || !isToken(e.stepId) || !isTrigger(e.trigger)) return false
+    if (!Array.isArray(e.similarities)) return false
+    for (const s of e.similarities)
+      if (!(isObject(s) && hasKeys(s, 2) && isToken(s.entryId) && Number.isFinite(s.similarity))) return false
+    return true
+  },
+  CuesDropped: (e) => {
+    if (!hasKeys(e, ENVELOPE_KEYS + 2) || !isToken(e.stepId) || !Array.isArray(e.entryIds)) return false
+    if (e.entryIds.length === 0) return false
     for (const id of e.entryIds) if (!isToken(id)) return false
     return true
   },

@@ -68,7 +68,7 @@ export const readRecorded = async (
     // The message get takes `next_by_subj` on every server this runs on; the client's type names only seq and last_by_subj.
     (await jsm.streams.getMessage(EVENTS_STREAM, request as unknown as MsgRequest))
   if (message === null) return null
-  await keys.load(message.data)
+  await keys.load(message.data, message.subject)
   return substrateRecordOf(agentId, entryId, message, keys)
 }
 

@@ -80,8 +80,87 @@ const budgetChanged = fc.record({
   budget: fc.integer({ min: 16, max: 5000 }),
 })
 
+/** Mostly a valid value, now and then one the Schema refuses. */
+const mostly = <A, B>(valid: fc.Arbitrary<A>, invalid: fc.Arbitrary<B>) =>
+  fc.oneof({ weight: 9, arbitrary: valid }, { weight: 1, arbitrary: invalid })
+const trigger = mostly(
+  fc.constantFrom("explicit-reference", "similarity", "task-transition", "warm-up"),
+  fc.constantFrom("recall", 1),
+)
+const finite = mostly(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.constantFrom(Number.NaN, Infinity, "0.5"))
+const recalled = fc.record(
+  {
+    timestamp: mostly(fc.integer({ min: 0, max: 2 ** 45 }), fc.constantFrom(-1, 0.5, 8_640_000_000_000_001)),
+    origin: mostly(fc.constantFrom("INTERNAL", "USER", "ADVISOR", "SYSTEM"), fc.constant("user")),
+    tags: fc.array(mostly(fc.string(), fc.constant(1 as unknown as string)), { maxLength: 3 }),
+    moodSnapshot: mood,
+    emotionalWeight: mostly(fc.double({ min: 0, max: 1, noNaN: true }), fc.constantFrom(-0.1, 1.1, Number.NaN)),
+    form: mostly(fc.constantFrom("raw", "keyPoints", "summary"), fc.constant("full")),
+    text: mostly(fc.string(), fc.constant(null as unknown as string)),
+    tokens: mostly(fc.nat(), fc.constantFrom(-1, 1.5, 2 ** 53)),
+    keyPoints: fc.record({ text: mostly(fc.string(), fc.constant(3)), tokens: mostly(fc.nat(), fc.constant(-1)) }),
+  },
+  { requiredKeys: ["timestamp", "origin", "tags", "moodSnapshot", "emotionalWeight", "form", "text", "tokens"] },
+)
+const validToken = mostly(fc.stringMatching(/^[A-Za-z0-9_-]{1,64}$/), fc.constantFrom("", "a b"))
+const cueRehydrated = fc.record({
+  _tag: fc.constant("CueRehydrated"),
+  stepId: mostly(fc.stringMatching(/^[A-Za-z0-9_-]{1,64}$/), fc.constant(null as unknown as string)),
+  entryId: validToken,
+  trigger,
+  relevance: finite,
+  recalled,
+})
+const cuePromoted = fc.record({
+  _tag: fc.constant("CuePromoted"),
+  stepId: fc.oneof(validToken, fc.constant(null)),
+  entryId: validToken,
+  trigger,
+  recalled,
+})
+const stepRecalled = fc.record({
+  _tag: fc.constant("StepRecalled"),
+  stepId: validToken,
+  trigger,
+  similarities: fc.array(fc.record({ entryId: validToken, similarity: finite }), { maxLength: 4 }),
+})
+const cuesDropped = fc.record({
+  _tag: fc.constant("CuesDropped"),
+  stepId: validToken,
+  entryIds: fc.array(validToken, { maxLength: 4 }),
+})
+
+/** A step's recall, its cues, their promotion and drop, in a mostly valid envelope: each field's limits are met often. */
+const recallEvent = fc
+  .tuple(
+    fc.record({
+      v: mostly(fc.constant(1), fc.constantFrom(0, 2)),
+      eventId: mostly(fc.string({ minLength: 1, maxLength: 200 }), fc.constant("")),
+      agentId: validToken,
+      at: mostly(fc.integer({ min: 0, max: 2 ** 45 }), fc.constant(-1)),
+      causationId: nullOrString,
+      correlationId: nullOrString,
+    }),
+    fc.oneof(cueRehydrated, cuePromoted, stepRecalled, cuesDropped),
+  )
+  .map(([e, body]) => ({ ...e, ...body }) as Record<string, unknown>)
+
 const event = fc
-  .tuple(envelope, fc.oneof(entryRecorded, entriesRead, stepStarted, stepEnded, entriesReferenced, budgetChanged))
+  .tuple(
+    envelope,
+    fc.oneof(
+      entryRecorded,
+      entriesRead,
+      stepStarted,
+      stepEnded,
+      entriesReferenced,
+      budgetChanged,
+      cueRehydrated,
+      cuePromoted,
+      stepRecalled,
+      cuesDropped,
+    ),
+  )
   .map(([e, body]) => ({ ...e, ...body }) as Record<string, unknown>)
 
 /** A copy of `event` with one key removed, replaced by any JSON value, or one key added, at the top or one level down. */
@@ -92,9 +171,15 @@ const mutated = fc
     const nested = Object.values(copy).find((v) => typeof v === "object" && v !== null && !Array.isArray(v)) as
       | Record<string, unknown>
       | undefined
-    const served =
-      Array.isArray(copy.served) && copy.served.length > 0 ? (copy.served[0] as Record<string, unknown>) : undefined
-    const targets = [copy, ...(nested ? [nested] : []), ...(served ? [served] : [])]
+    const listed = [copy.served, copy.similarities].find((l) => Array.isArray(l) && l.length > 0) as
+      | Array<Record<string, unknown>>
+      | undefined
+    const served = listed?.[0]
+    const keyPoints =
+      nested !== undefined && typeof nested.keyPoints === "object" && nested.keyPoints !== null
+        ? (nested.keyPoints as Record<string, unknown>)
+        : undefined
+    const targets = [copy, ...(nested ? [nested] : []), ...(served ? [served] : []), ...(keyPoints ? [keyPoints] : [])]
     const target = targets[pick % targets.length]!
     const keys = Object.keys(target)
     const key = keys[pick % Math.max(1, keys.length)] ?? "x"
@@ -122,11 +207,40 @@ describe("the fast decoder of common events", () => {
     )
   })
 
+  it("decodes a recall's events as the Schema decoder does, at and past each field's limits", () => {
+    fc.assert(
+      fc.property(recallEvent, (json) => {
+        const reference = schemaDecode(json)
+        const fast = decodeCommonShape(json)
+        if (fast !== undefined) {
+          expect(Exit.isSuccess(reference)).toBe(true)
+          expect(fast).toEqual(Exit.isSuccess(reference) ? reference.value : undefined)
+        } else if (
+          Exit.isSuccess(reference) &&
+          (json.recalled as { moodSnapshot?: unknown } | undefined)?.moodSnapshot == null
+        )
+          expect.unreachable(`a valid ${String(json._tag)} without a mood took the Schema's path`)
+      }),
+      { numRuns: 3_000 },
+    )
+  })
+
   it("takes the fast path for every valid event of the common shapes without a mood", () => {
     fc.assert(
       fc.property(event, (json) => {
-        const common = ["EntryRecorded", "EntriesRead", "StepStarted", "StepEnded", "EntriesReferenced"]
-        fc.pre(common.includes(json._tag as string) && json.moodSnapshot == null)
+        const common = [
+          "EntryRecorded",
+          "EntriesRead",
+          "StepStarted",
+          "StepEnded",
+          "EntriesReferenced",
+          "CueRehydrated",
+          "CuePromoted",
+          "StepRecalled",
+          "CuesDropped",
+        ]
+        const mood = (json.recalled as { moodSnapshot?: unknown } | undefined)?.moodSnapshot ?? json.moodSnapshot
+        fc.pre(common.includes(json._tag as string) && mood == null)
         const reference = schemaDecode(json)
         fc.pre(Exit.isSuccess(reference))
         expect(decodeCommonShape(json)).toEqual(Exit.isSuccess(reference) ? reference.value : undefined)

@@ -76,7 +76,7 @@ export const readAgentEvents = (
           }
           // Records no projection can decode are skipped here as they are dead-lettered there; the event goes out
           // as stored (its encoded form, its sealed content opened), not as this service's decoding of it.
-          await keys.load(m.data)
+          await keys.load(m.data, m.subject)
           if (decodeEvent(m.data, keys.unseal).ok) {
             const traceparent = m.headers?.get(TRACEPARENT)
             const opened = keys.unseal(JSON.parse(textDecoder.decode(m.data)))

@@ -101,7 +101,7 @@ export const openRequestLedger = Effect.gen(function* () {
         for (let scanned = 0; scanned < MAX_SCAN; scanned++) {
           const stored = await jsm.direct.getMessage(EVENTS_STREAM, { next_by_subj: subject, seq })
           if (stored === null) return null
-          await keys.load(stored.data)
+          await keys.load(stored.data, stored.subject)
           const decoded = decodeEvent(stored.data, keys.unseal)
           if (decoded.ok && decoded.event.eventId === eventId) return { event: decoded.event, seq: stored.seq }
           seq = stored.seq + 1
