@@ -10,10 +10,11 @@
  */
 import { DeliverPolicy, type JetStreamClient } from "@nats-io/jetstream"
 import { Effect } from "effect"
-import { decodeEvent } from "../../../contracts/decode.ts"
+import { decodeEventJson } from "../../../contracts/decode.ts"
 import { Unavailable } from "../../../contracts/errors.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import { agentEvents, EVENTS_STREAM } from "../../../contracts/subjects.ts"
+import type { StoredJson } from "../../../contracts/upcasters.ts"
 import type { ContentKeyReader } from "../keys/content-keys.ts"
 import { TRACEPARENT } from "../tracing/trace-context.ts"
 
@@ -39,6 +40,16 @@ export interface AgentEventsOptions {
 }
 
 const textDecoder = new TextDecoder()
+
+/** A stored record's JSON object, parsed once for both its check and its opening (undefined: not JSON). */
+const storedJson = (data: Uint8Array): StoredJson | undefined => {
+  try {
+    const json: unknown = JSON.parse(textDecoder.decode(data))
+    return typeof json === "object" && json !== null && !Array.isArray(json) ? (json as StoredJson) : undefined
+  } catch {
+    return undefined
+  }
+}
 
 /** Gives up on a read that stalls (e.g. the events it expected were purged meanwhile). */
 const STALL_MS = 10_000
@@ -77,9 +88,10 @@ export const readAgentEvents = (
           // Records no projection can decode are skipped here as they are dead-lettered there; the event goes out
           // as stored (its encoded form, its sealed content opened), not as this service's decoding of it.
           await keys.load(m.data, m.subject)
-          if (decodeEvent(m.data, keys.unseal).ok) {
+          const stored = storedJson(m.data)
+          if (stored !== undefined && decodeEventJson(stored, keys.unseal).ok) {
             const traceparent = m.headers?.get(TRACEPARENT)
-            const opened = keys.unseal(JSON.parse(textDecoder.decode(m.data)))
+            const opened = keys.unseal(stored)
             events.push({
               seq: m.seq,
               subject: m.subject,
