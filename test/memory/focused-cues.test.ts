@@ -3,9 +3,13 @@
  * bear on the step's focus. Against a real nats-server with every service
  * running.
  */
+import { jetstreamManager } from "@nats-io/jetstream"
+import { connect } from "@nats-io/transport-node"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { EventOf } from "../../contracts/events.ts"
+import { EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { steppingClock } from "../support/clock.ts"
+import { eventually } from "../support/eventually.ts"
 import { recordThenDemote } from "../support/fillers.ts"
 import { readLog } from "../support/log.ts"
 import { startTestSystem, type TestSystem } from "../support/system.ts"
@@ -95,6 +99,41 @@ describe("recalled key points", () => {
     expect(tight.items.find((i) => i.entryId === entryId)).toMatchObject({ cue: true, form: "keyPoints" })
     expect(tight.text).toContain("taekwondo at the gym on Elm Street")
     expect(tight.text).not.toContain("cherishing the time")
+    await agent.endStep(stepId)
+  })
+
+  it("a cue held as its extract whose entry the substrate no longer has is not promoted when referenced", {
+    timeout: 60_000,
+  }, async () => {
+    const short = "John: Taekwondo class moved to Thursdays this month."
+    const { agent, entryId } = await agentWithDemoted(`${AGENT}-gone`, TURN, [short])
+    const shortId = (await readLog(system.server.url))
+      .map((s) => s.event)
+      .find(
+        (e): e is EventOf<"EntryRecorded"> =>
+          e._tag === "EntryRecorded" && e.agentId === agent.agentId && e.content === short,
+      )!.entryId
+    const { stepId } = await agent.beginStep({ focus: { query: "Where does John do taekwondo?" } })
+    const built = await agent.buildContext({ stepId })
+    expect(built.items.find((i) => i.entryId === entryId)).toMatchObject({ cue: true, form: "keyPoints" })
+    expect(built.items.find((i) => i.entryId === shortId)).toMatchObject({ cue: true })
+
+    // What the memory service meets when a forget's erasure has run and its view has not yet applied the
+    // tombstone: the cue is in its view, the entry's record is gone from the log.
+    const recorded = (await readLog(system.server.url)).find(
+      (s) => s.event._tag === "EntryRecorded" && s.event.agentId === agent.agentId && s.event.entryId === entryId,
+    )!
+    const nc = await connect({ servers: system.server.url })
+    try {
+      expect(await (await jetstreamManager(nc)).streams.deleteMessage(EVENTS_STREAM, recorded.seq)).toBe(true)
+    } finally {
+      await nc.close()
+    }
+
+    // The references are promoted in their order: once the second is, the first was decided.
+    await agent.reference(stepId, [entryId, shortId])
+    await eventually(`the cue ${shortId} to be promoted`, () => eventAbout(agent.agentId, "CuePromoted", shortId))
+    expect(await eventAbout(agent.agentId, "CuePromoted", entryId)).toBeUndefined()
     await agent.endStep(stepId)
   })
 
