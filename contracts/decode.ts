@@ -16,7 +16,7 @@
 import { Exit, Schema, SchemaIssue } from "effect"
 import { EVENT_TAGS, EVENT_VERSIONS, MemoryEvent, type MemoryEventTag } from "./events.ts"
 import { decodeCommonShape } from "./fast-decode.ts"
-import { sealedKeyOf } from "./sealed.ts"
+import { sealedKeysOf } from "./sealed.ts"
 import { type StoredJson, UPCASTERS } from "./upcasters.ts"
 
 /** A stored event of a schema version newer than this code understands. */
@@ -98,7 +98,7 @@ export const decodeEventJson = (stored: unknown, unseal?: Unseal): Decoded => {
   if (typeof stored !== "object" || stored === null || Array.isArray(stored))
     return { ok: false, reason: "not a JSON object" }
   let json = stored as StoredJson
-  if (sealedKeyOf(json) !== null) {
+  if (sealedKeysOf(json).length > 0) {
     if (unseal === undefined) return { ok: false, reason: "sealed content read without its keys" }
     const opened = unseal(json)
     if (!opened.ok) return opened

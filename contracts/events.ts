@@ -24,6 +24,7 @@ export const EVENT_VERSIONS = {
   RungChanged: 1,
   EntryDemoted: 2,
   CueRehydrated: 1,
+  CuesRehydrated: 1,
   StepRecalled: 1,
   CuePromoted: 1,
   CueDropped: 1,
@@ -174,6 +175,7 @@ export const RecalledEntry = Schema.Struct({
   keyPoints: Schema.optionalKey(Schema.Struct({ text: Schema.String, tokens: TokenCount })),
 })
 
+/** One cue on its entry's subject: a long-term entry named outright, or a recall as earlier versions wrote it. */
 export const CueRehydrated = Schema.TaggedStruct("CueRehydrated", {
   ...envelope,
   stepId: StepId,
@@ -181,6 +183,27 @@ export const CueRehydrated = Schema.TaggedStruct("CueRehydrated", {
   trigger: CueTrigger,
   relevance: Schema.Finite,
   recalled: RecalledEntry,
+})
+
+/**
+ * The cues one recall brought back for the open step, best first, in one event on the step's subject: each
+ * cue's content sealed under its own entry's key (contracts/sealed.ts), so a forget of the entry destroys
+ * its cue here too. A cue applies only while its step is open, working does not hold its entry in full,
+ * and its entry was not forgotten during the step (domain/agent-view.ts).
+ */
+export const CuesRehydrated = Schema.TaggedStruct("CuesRehydrated", {
+  ...envelope,
+  stepId: StepId,
+  trigger: CueTrigger,
+  cues: Schema.Array(
+    Schema.Struct({
+      entryId: EntryId,
+      relevance: Schema.Finite,
+      /** The entry's correlation id (its episode). */
+      correlationId: Schema.NullOr(Schema.String),
+      recalled: RecalledEntry,
+    }),
+  ),
 })
 
 /**
@@ -246,6 +269,7 @@ export const MemoryEvent = Schema.Union([
   RungChanged,
   EntryDemoted,
   CueRehydrated,
+  CuesRehydrated,
   StepRecalled,
   CuePromoted,
   CueDropped,

@@ -47,6 +47,24 @@ export const CONTENT_FIELDS: { readonly [T in MemoryEventTag]?: ReadonlyArray<Fi
   FocusChanged: FOCUS,
 }
 
+/**
+ * Content inside the items of an array, each item sealed under the key of its own entry (`entryId`): one
+ * event that carries several entries' content, such as a recall's cues.
+ */
+export interface ItemContent {
+  /** The array field holding the items. */
+  readonly array: string
+  /** The content fields of one item, inside it. */
+  readonly paths: ReadonlyArray<FieldPath>
+}
+
+export const ITEM_CONTENT: { readonly [T in MemoryEventTag]?: ItemContent } = {
+  CuesRehydrated: { array: "cues", paths: RECALLED },
+}
+
+/** The tag a stored record of per-item content carries, as it appears in the record's bytes. */
+export const ITEM_CONTENT_MARKS: ReadonlyArray<string> = Object.keys(ITEM_CONTENT).map((tag) => `"_tag":"${tag}"`)
+
 /** Whose key seals an event's content: the entry's, when the event concerns one, else the agent's. */
 export interface ContentKeyRef {
   readonly agentId: string
@@ -74,11 +92,102 @@ const withValue = (json: StoredJson, path: FieldPath, value: unknown): StoredJso
   return { ...json, [head]: rest.length === 0 ? value : withValue(json[head] as StoredJson, rest, value) }
 }
 
-/** The key a stored event's sealed fields need (null: none of its fields is sealed). */
+/** The key a stored event's sealed fields need (null: none of its fields is sealed, or its items have keys of their own). */
 export const sealedKeyOf = (json: StoredJson): ContentKeyRef | null => {
   const fields = fieldsOf(json)
   if (fields === undefined || !fields.some((path) => isSealed(at(json, path)))) return null
   return { agentId: String(json.agentId), entryId: typeof json.entryId === "string" ? json.entryId : null }
+}
+
+const itemContentOf = (json: StoredJson): ItemContent | undefined =>
+  typeof json._tag === "string" ? ITEM_CONTENT[json._tag as MemoryEventTag] : undefined
+
+/** The items of an event with per-item content, each with the key it is sealed under (none: not such an event). */
+export const contentItems = (
+  json: StoredJson,
+): ReadonlyArray<{ readonly item: StoredJson; readonly ref: ContentKeyRef }> | undefined => {
+  const content = itemContentOf(json)
+  if (content === undefined) return undefined
+  const items = json[content.array]
+  if (!Array.isArray(items)) return []
+  return items.flatMap((item: unknown) =>
+    typeof item === "object" && item !== null && !Array.isArray(item)
+      ? [
+          {
+            item: item as StoredJson,
+            ref: {
+              agentId: String(json.agentId),
+              entryId: typeof (item as StoredJson).entryId === "string" ? ((item as StoredJson).entryId as string) : "",
+            },
+          },
+        ]
+      : [],
+  )
+}
+
+/** Every key a stored event's sealed content needs: its own, or each of its items' (empty: nothing is sealed). */
+export const sealedKeysOf = (json: StoredJson): ReadonlyArray<ContentKeyRef> => {
+  const items = contentItems(json)
+  if (items === undefined) {
+    const ref = sealedKeyOf(json)
+    return ref === null ? [] : [ref]
+  }
+  const paths = itemContentOf(json)!.paths
+  return items.filter(({ item }) => hasSealedField(item, paths)).map(({ ref }) => ref)
+}
+
+/** Whether any of `paths` in `json` holds a sealed value. */
+export const hasSealedField = (json: StoredJson, paths: ReadonlyArray<FieldPath>): boolean =>
+  paths.some((path) => isSealed(at(json, path)))
+
+/** The authenticated data of one sealed field of an item: it opens only in an item of its own entry, in that field. */
+export const sealedItemFieldLabel = (json: StoredJson, ref: ContentKeyRef, path: FieldPath): string =>
+  sealedFieldLabel(ref, [itemContentOf(json)!.array, ...path])
+
+/**
+ * Replaces the items of an event with per-item content by what `change` gives for each (with its key): an item,
+ * null to leave the item out, or a string to fail with that reason. Returns `json` itself when nothing changed.
+ */
+export const mapItems = (
+  json: StoredJson,
+  change: (item: StoredJson, ref: ContentKeyRef, paths: ReadonlyArray<FieldPath>) => StoredJson | null | string,
+): { readonly ok: true; readonly json: StoredJson } | { readonly ok: false; readonly reason: string } => {
+  const content = itemContentOf(json)
+  const items = content === undefined ? undefined : json[content.array]
+  if (content === undefined || !Array.isArray(items)) return { ok: true, json }
+  const changed: unknown[] = []
+  let same = true
+  for (const [index, item] of items.entries()) {
+    // An item that is not an object is left for the schema to refuse.
+    if (typeof item !== "object" || item === null || Array.isArray(item)) {
+      changed.push(item)
+      continue
+    }
+    const entryId = (item as StoredJson).entryId
+    const ref = { agentId: String(json.agentId), entryId: typeof entryId === "string" ? entryId : "" }
+    const next = change(item as StoredJson, ref, content.paths)
+    if (typeof next === "string") return { ok: false, reason: `${content.array}.${index}.${next}` }
+    if (next !== item) same = false
+    if (next !== null) changed.push(next)
+  }
+  return same ? { ok: true, json } : { ok: true, json: { ...json, [content.array]: changed } }
+}
+
+/** One item's content fields replaced as `mapContent` does an event's (paths inside the item). */
+export const mapItemContent = (
+  item: StoredJson,
+  paths: ReadonlyArray<FieldPath>,
+  change: (value: unknown, path: FieldPath) => { readonly value: unknown } | string,
+): { readonly ok: true; readonly json: StoredJson } | { readonly ok: false; readonly reason: string } => {
+  let result = item
+  for (const path of paths) {
+    const value = at(result, path)
+    if (value === undefined || value === null) continue
+    const changed = change(value, path)
+    if (typeof changed === "string") return { ok: false, reason: `${path.join(".")}: ${changed}` }
+    if (changed.value !== value) result = withValue(result, path, changed.value)
+  }
+  return { ok: true, json: result }
 }
 
 /**
@@ -91,16 +200,7 @@ export const mapContent = (
   change: (value: unknown, path: FieldPath) => { readonly value: unknown } | string,
 ): { readonly ok: true; readonly json: StoredJson } | { readonly ok: false; readonly reason: string } => {
   const fields = fieldsOf(json)
-  if (fields === undefined) return { ok: true, json }
-  let result = json
-  for (const path of fields) {
-    const value = at(result, path)
-    if (value === undefined || value === null) continue
-    const changed = change(value, path)
-    if (typeof changed === "string") return { ok: false, reason: `${path.join(".")}: ${changed}` }
-    if (changed.value !== value) result = withValue(result, path, changed.value)
-  }
-  return { ok: true, json: result }
+  return fields === undefined ? { ok: true, json } : mapItemContent(json, fields, change)
 }
 
 /**

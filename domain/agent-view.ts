@@ -22,6 +22,8 @@ export interface OpenStep {
   readonly referenced: HashSet.HashSet<string>
   /** Retrieval's similarity of working entries to the step's focus, once recalled. */
   readonly similarities: HashMap.HashMap<string, number> | null
+  /** Entries forgotten while the step is open (absent: none): no cue of the step brings them back. */
+  readonly forgotten?: HashSet.HashSet<string>
 }
 
 export interface AgentView {
@@ -233,13 +235,11 @@ const demoted = (view: AgentView, event: EventOf<"EntryDemoted">): AgentView => 
   }
 }
 
+/** What a cue event (or one cue of a recall) carries of its entry. */
+type RecalledCue = Pick<EventOf<"CueRehydrated">, "entryId" | "correlationId" | "recalled">
+
 /** A working entry made from a record recalled from long-term. */
-const fromRecalled = (
-  view: AgentView,
-  event: EventOf<"CueRehydrated"> | EventOf<"CuePromoted">,
-  seq: number,
-  transient: boolean,
-): WorkingEntry => {
+const fromRecalled = (view: AgentView, event: RecalledCue, seq: number, transient: boolean): WorkingEntry => {
   const r = event.recalled
   const kp = r.form === "raw" ? r.keyPoints : undefined
   const rung: WorkingRung = r.form === "raw" ? (kp ? 1 : 0) : r.form === "keyPoints" ? 1 : 2
@@ -318,6 +318,33 @@ const referenced = (view: AgentView, event: EventOf<"EntriesReferenced">): Agent
   return { ...view, entries, step }
 }
 
+/**
+ * Cues of the open step: each brings back what working no longer holds (a long-term record, or the raw text of a
+ * summarised entry), unless its entry was forgotten during the step.
+ */
+const rehydrated = (
+  view: AgentView,
+  cues: ReadonlyArray<RecalledCue & { readonly relevance: number }>,
+  seq: number,
+): AgentView => {
+  const forgotten = view.step?.forgotten
+  const taken = cues.filter((cue) => {
+    if (forgotten !== undefined && HashSet.has(forgotten, cue.entryId)) return false
+    const native = Option.getOrUndefined(HashMap.get(view.entries, cue.entryId))
+    return native === undefined || native.rung >= 2
+  })
+  if (taken.length === 0) return view
+  return {
+    ...view,
+    cues: HashMap.mutate(view.cues, (m) => {
+      for (const cue of taken) HashMap.set(m, cue.entryId, fromRecalled(view, cue, seq, true))
+    }),
+    cueRelevance: HashMap.mutate(view.cueRelevance, (m) => {
+      for (const cue of taken) HashMap.set(m, cue.entryId, cue.relevance)
+    }),
+  }
+}
+
 const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
   switch (event._tag) {
     case "AgentRegistered":
@@ -362,17 +389,10 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
       return rungChanged(view, event, seq)
     case "EntryDemoted":
       return demoted(view, event)
-    case "CueRehydrated": {
-      if (view.step?.stepId !== event.stepId) return view
-      // A cue brings back what working no longer holds: a long-term record, or the raw text of a summarised entry.
-      const native = Option.getOrUndefined(HashMap.get(view.entries, event.entryId))
-      if (native !== undefined && native.rung < 2) return view
-      return {
-        ...view,
-        cues: HashMap.set(view.cues, event.entryId, fromRecalled(view, event, seq, true)),
-        cueRelevance: HashMap.set(view.cueRelevance, event.entryId, event.relevance),
-      }
-    }
+    case "CueRehydrated":
+      return view.step?.stepId === event.stepId ? rehydrated(view, [event], seq) : view
+    case "CuesRehydrated":
+      return view.step?.stepId === event.stepId ? rehydrated(view, event.cues, seq) : view
     case "StepRecalled":
       if (view.step?.stepId !== event.stepId) return view
       return {
@@ -401,8 +421,14 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
       }
     case "EntryForgotten": {
       const native = Option.getOrUndefined(HashMap.get(view.entries, event.entryId))
+      // A recall decided before the forget and stored after it must not bring the entry back in this step.
+      const step = view.step && {
+        ...view.step,
+        forgotten: HashSet.add(view.step.forgotten ?? HashSet.empty(), event.entryId),
+      }
       return {
         ...view,
+        step,
         entries: HashMap.remove(view.entries, event.entryId),
         cues: HashMap.remove(view.cues, event.entryId),
         cueRelevance: HashMap.remove(view.cueRelevance, event.entryId),
@@ -589,6 +615,7 @@ export const viewSnapshot = (view: AgentView) => ({
     ...view.step,
     referenced: Array.from(view.step.referenced).sort(),
     similarities: view.step.similarities && Array.from(view.step.similarities).sort(),
+    ...(view.step.forgotten !== undefined ? { forgotten: Array.from(view.step.forgotten).sort() } : {}),
   },
   focus: view.focus,
   taskKind: view.taskKind,

@@ -68,7 +68,7 @@ export const entryStats = (entry: WorkingEntry): TermStats => statsOf(entry)
  * The priority of a build: with a focus, the relevance of each entry to it,
  * r = α·sim + β·recency + γ·frequency. Once retrieval has recalled for the
  * step, sim is the similarity it recorded (StepRecalled for working
- * entries, CueRehydrated for cues): one ranking over both tiers. Before
+ * entries, the cues' own relevance for cues): one ranking over both tiers. Before
  * that, sim comes from an entry's BM25 rank against the focus among the
  * candidates, on the same reciprocal-rank scale. Without a focus, recency.
  * A pure function of the view, so an audit replay ranks exactly as the

@@ -1,6 +1,6 @@
 /**
  * Deciders of the cue lifecycle: what retrieval records when it recalls for
- * a step (StepRecalled and one CueRehydrated per cue), when the agent uses a
+ * a step (StepRecalled, and CuesRehydrated with its cues), when the agent uses a
  * cue (CuePromoted), when it names a long-term entry outright (CueRehydrated
  * by explicit reference) and when a step ends (one CuesDropped for the cues
  * it did not use). Pure: the service ranks, reads the substrate and chooses
@@ -65,15 +65,16 @@ const notOpen = (view: AgentView, stepId: string): InvalidState | null =>
     : new InvalidState({ field: "stepId", reason: `step '${stepId}' is not the open step` })
 
 /**
- * A recall for the open step: its similarities, then its cues best first. Cues working already holds are left
- * out, and so are those a context built at the budget in force would not serve.
+ * A recall for the open step: its similarities, then its cues best first, in one event (none when no cue is
+ * served). Cues working already holds are left out, and so are those a context built at the budget in force
+ * would not serve.
  */
 export const decideRecall = (
   view: AgentView,
   stepId: string,
   plan: RecallPlan,
   stamp: CueStamp,
-): Decision<ReadonlyArray<EventOf<"StepRecalled"> | EventOf<"CueRehydrated">>> => {
+): Decision<readonly [EventOf<"StepRecalled">, ...ReadonlyArray<EventOf<"CuesRehydrated">>]> => {
   const closed = notOpen(view, stepId)
   if (closed) return refuse(closed)
   const id = view.config.id
@@ -84,27 +85,28 @@ export const decideRecall = (
     trigger: plan.trigger,
     similarities: plan.similarities.map((s) => ({ entryId: s.entryId, similarity: s.similarity })),
   }
-  const cues = plan.cues
+  // One recall of each task transition in a step: its position on the step's subject tells them apart.
+  const cuesOf = (cues: EventOf<"CuesRehydrated">["cues"]): EventOf<"CuesRehydrated"> => ({
+    _tag: "CuesRehydrated",
+    ...stampOf(view, `${id}:cues:${stepId}:${plan.trigger}:${view.stepSeq}`, stamp, stepId, null),
+    stepId,
+    trigger: plan.trigger,
+    cues,
+  })
+  const planned = plan.cues
     .filter((cue) => !HashMap.has(view.cues, cue.entryId))
-    .map(
-      (cue): EventOf<"CueRehydrated"> => ({
-        _tag: "CueRehydrated",
-        ...stampOf(view, `${id}:cue:${stepId}:${cue.entryId}`, stamp, stepId, cue.correlationId),
-        stepId,
-        entryId: cue.entryId,
-        trigger: plan.trigger,
-        relevance: cue.relevance,
-        recalled: cue.recalled,
-      }),
-    )
-  const served = cuesServed(view, [recalled, ...cues])
-  return accept([
-    recalled,
-    ...cues.flatMap((cue) => {
-      const form = served.get(cue.entryId)
-      return form === undefined ? [] : [form === "raw" ? cue : shownShort(cue)]
-    }),
-  ])
+    .map((cue) => ({
+      entryId: cue.entryId,
+      relevance: cue.relevance,
+      correlationId: cue.correlationId,
+      recalled: cue.recalled,
+    }))
+  const served = cuesServed(view, [recalled, cuesOf(planned)])
+  const kept = planned.flatMap((cue) => {
+    const form = served.get(cue.entryId)
+    return form === undefined ? [] : [form === "raw" ? cue : shownShort(cue)]
+  })
+  return accept(kept.length === 0 ? [recalled] : [recalled, cuesOf(kept)])
 }
 
 /**
@@ -130,7 +132,7 @@ const cuesServed = (view: AgentView, events: ReadonlyArray<MemoryEvent>): Readon
  * carried would be sealed, stored and opened by every projection for nothing. A promotion of the cue reads
  * the raw text back from the substrate.
  */
-const shownShort = (cue: EventOf<"CueRehydrated">): EventOf<"CueRehydrated"> => {
+const shownShort = <C extends { readonly recalled: Recalled }>(cue: C): C => {
   const { keyPoints, ...recalled } = cue.recalled
   if (recalled.form !== "raw" || keyPoints === undefined) return cue
   return { ...cue, recalled: { ...recalled, form: "keyPoints", text: keyPoints.text, tokens: keyPoints.tokens } }

@@ -157,8 +157,9 @@ const questionState = async (
   const events = await wm.call(agent.agentId, "readEvents", { afterSeq, max: STEP_EVENTS })
   const cues = new Set<string>()
   for (const { event } of events.events) {
-    const e = event as { _tag?: string; entryId?: string }
+    const e = event as { _tag?: string; entryId?: string; cues?: ReadonlyArray<{ readonly entryId: string }> }
     if (e._tag === "CueRehydrated" && e.entryId !== undefined) cues.add(e.entryId)
+    if (e._tag === "CuesRehydrated") for (const cue of e.cues ?? []) cues.add(cue.entryId)
   }
   return {
     // Native working entries only: a recalled cue is listed in the view too, marked transient.

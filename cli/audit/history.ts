@@ -2,7 +2,8 @@
  * One entry's whole history, from the log: its own subject
  * (`wm.evt.<p>.<agent>.entry.<entry>`: recorded, rung changes, demotion, cues,
  * promotion) and the step events that mention it (`wm.evt.<p>.<agent>.step`:
- * the reads that served it, the references to it, the step's cue drops),
+ * the recalls that brought it back as a cue, the reads that served it, the
+ * references to it, the step's cue drops),
  * merged in stream order.
  */
 import type { NatsConnection } from "@nats-io/transport-node"
@@ -36,6 +37,8 @@ export const mentions = (event: MemoryEvent, entryId: string): boolean => {
     case "EntriesReferenced":
     case "CuesDropped":
       return event.entryIds.includes(entryId)
+    case "CuesRehydrated":
+      return event.cues.some((c) => c.entryId === entryId)
     default:
       return false
   }
@@ -167,6 +170,17 @@ export const describe = (
           event.recalled.form,
         )} of ${event.recalled.tokens} tokens`,
       }
+    case "CuesRehydrated": {
+      const cue = event.cues.find((c) => c.entryId === entryId)
+      return cue === undefined
+        ? { kind: "cue", text: `not among the ${event.cues.length} cues recalled for step ${event.stepId}` }
+        : {
+            kind: "cue",
+            text: `rehydrated from long-term by ${event.trigger} (relevance ${num(cue.relevance)}) for step ${event.stepId}, as ${formName(
+              cue.recalled.form,
+            )} of ${cue.recalled.tokens} tokens, with ${others(event.cues.length - 1)}`,
+          }
+    }
     case "CuePromoted":
       return {
         kind: "promoted",

@@ -129,6 +129,8 @@ export const describeEvent = (event: MemoryEvent): string => {
       return `rung ${event.from} → long-term (score ${event.score.total.toFixed(3)}, ${event.score.trigger})`
     case "CueRehydrated":
       return `cue (${event.trigger}, relevance ${event.relevance.toFixed(3)}): ${clip(event.recalled.text)}`
+    case "CuesRehydrated":
+      return `${event.cues.length} cue${event.cues.length === 1 ? "" : "s"} recalled (${event.trigger})`
     case "StepRecalled":
       return `recalled for the step (${event.trigger}), ${event.similarities.length} similarities`
     case "CuePromoted":
@@ -153,12 +155,14 @@ export const timelineItem = ({ seq, event }: LoggedEvent): TimelineItem => ({
   detail: describeEvent(event),
 })
 
-/** Does a step event concern this entry (a read that served it, a reference to it)? */
+/** Does a step event concern this entry (a read that served it, a reference to it, a cue of it)? */
 const mentions = (event: MemoryEvent, entryId: string): boolean =>
   (event._tag === "EntriesRead" && event.served.some((s) => s.entryId === entryId)) ||
-  (event._tag === "EntriesReferenced" && event.entryIds.includes(entryId))
+  (event._tag === "EntriesReferenced" && event.entryIds.includes(entryId)) ||
+  (event._tag === "CuesRehydrated" && event.cues.some((c) => c.entryId === entryId))
 
-const textOf = (event: MemoryEvent): string | null => {
+/** The entry's text an event carries. */
+const textOf = (event: MemoryEvent, entryId: string): string | null => {
   switch (event._tag) {
     case "EntryRecorded":
       return event.content
@@ -167,10 +171,21 @@ const textOf = (event: MemoryEvent): string | null => {
     case "CueRehydrated":
     case "CuePromoted":
       return event.recalled.text
+    case "CuesRehydrated":
+      return event.cues.find((c) => c.entryId === entryId)?.recalled.text ?? null
     default:
       return null
   }
 }
+
+/** The events of an agent once one of its entries is forgotten: none of its own, and no cue of it in a recall. */
+const withoutEntry = (events: ReadonlyArray<LoggedEvent>, entryId: string): LoggedEvent[] =>
+  events.flatMap((logged) => {
+    const { event } = logged
+    if (entryIdOf(event) === entryId) return []
+    if (event._tag !== "CuesRehydrated" || !event.cues.some((c) => c.entryId === entryId)) return [logged]
+    return [{ ...logged, event: { ...event, cues: event.cues.filter((c) => c.entryId !== entryId) } }]
+  })
 
 const card = (entry: WorkingEntry, cue: boolean): EntryCard => ({
   id: entry.id,
@@ -244,7 +259,7 @@ export class DashboardModel {
       this.#agents.set(event.agentId, agent)
     }
     if (event._tag === "AgentForgotten") agent.events = []
-    if (event._tag === "EntryForgotten") agent.events = agent.events.filter((e) => entryIdOf(e.event) !== event.entryId)
+    if (event._tag === "EntryForgotten") agent.events = withoutEntry(agent.events, event.entryId)
     agent.events.push(logged)
     trackLongTerm(agent.longTerm, agent.view, event, { seq: logged.seq })
     agent.view = evolve(agent.view, event, { seq: logged.seq })
@@ -325,7 +340,7 @@ export class DashboardModel {
       .map((e) => ({
         ...timelineItem(e),
         score: e.event._tag === "RungChanged" || e.event._tag === "EntryDemoted" ? e.event.score : null,
-        text: textOf(e.event),
+        text: textOf(e.event, entryId),
       }))
   }
 }

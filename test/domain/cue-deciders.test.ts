@@ -11,7 +11,17 @@ import {
 } from "../../domain/cue-decide.ts"
 import { NO_ENTRY_FACTS } from "../../domain/entry-standing.ts"
 import { given } from "../support/decider-spec.ts"
-import { AGENT, demoted, recorded, referenced, registered, stepEnded, stepStarted, viewOf } from "../support/events.ts"
+import {
+  AGENT,
+  demoted,
+  focusChanged,
+  recorded,
+  referenced,
+  registered,
+  stepEnded,
+  stepStarted,
+  viewOf,
+} from "../support/events.ts"
 
 const recalledText = (text: string, timestamp = 1): Recalled => ({
   timestamp,
@@ -212,13 +222,12 @@ describe("cue deciders", () => {
           eventId: `${AGENT}:recall:s1:similarity`,
         },
         {
-          _tag: "CueRehydrated",
+          _tag: "CuesRehydrated",
           stepId: "s1",
-          entryId: "e1",
-          relevance: 0.9,
-          correlationId: "lease",
+          trigger: "similarity",
           causationId: "s1",
-          eventId: `${AGENT}:cue:s1:e1`,
+          eventId: `${AGENT}:cues:s1:similarity:7`,
+          cues: [expect.objectContaining({ entryId: "e1", relevance: 0.9, correlationId: "lease" })],
         },
       )
   })
@@ -242,9 +251,47 @@ describe("cue deciders", () => {
       // Two of 3,000 tokens fit in 8,000; the third would only be dropped at the step's end.
       .then(
         { _tag: "StepRecalled", stepId: "s1" },
-        { _tag: "CueRehydrated", entryId: "e1" },
-        { _tag: "CueRehydrated", entryId: "e2" },
+        {
+          _tag: "CuesRehydrated",
+          cues: [expect.objectContaining({ entryId: "e1" }), expect.objectContaining({ entryId: "e2" })],
+        },
       )
+  })
+
+  it("gives each task transition's recall in a step an id of its own, and a retried decision the same", () => {
+    const plan = {
+      trigger: "task-transition" as const,
+      similarities: [],
+      cues: [{ entryId: "e1", relevance: 0.9, correlationId: null, recalled: recalledText("The lease ends.") }],
+    }
+    const idOf = (view: ReturnType<typeof viewOf>) => {
+      const decision = decideRecall(view, "s1", plan, { at: 9 })
+      return decision.ok ? decision.event[1]?.eventId : undefined
+    }
+    const first = viewOf(registered(), ...longTermEntry, stepStarted("s1", 3), focusChanged("sign the lease", 4))
+    const second = viewOf(
+      registered(),
+      ...longTermEntry,
+      stepStarted("s1", 3),
+      focusChanged("sign the lease", 4),
+      focusChanged("renew the lease", 5),
+    )
+    expect(idOf(first)).toBeDefined()
+    expect(idOf(first)).toBe(idOf(first))
+    expect(idOf(second)).not.toBe(idOf(first))
+  })
+
+  it("records a recall that finds no cue to serve as its similarities alone", () => {
+    given(registered(), stepStarted("s1", 1))
+      .when((view) =>
+        decideRecall(
+          view!,
+          "s1",
+          { trigger: "similarity", similarities: [{ entryId: "e9", similarity: 0.2 }], cues: [] },
+          { at: 2 },
+        ),
+      )
+      .then({ _tag: "StepRecalled", stepId: "s1" })
   })
 
   it("refuses a recall for a step that is not open", () => {

@@ -6,7 +6,8 @@ import { execFile } from "node:child_process"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { eventually } from "../support/eventually.ts"
-import { readLog } from "../support/log.ts"
+import { recordThenDemote } from "../support/fillers.ts"
+import { cuesOf, readLog } from "../support/log.ts"
 import { startTestSystem, type TestSystem } from "../support/system.ts"
 
 const run = promisify(execFile)
@@ -90,6 +91,67 @@ it("forgetting an entry removes its content from the log, every projection, the 
     20_000,
   )
   expect((await wm("verify")).stdout).toMatch(/ok {4}substrate: \d+ recorded entries compared/)
+})
+
+it("forgetting an entry recalled as a cue of the open step takes its cue out of the step, and leaves the recall's other cues", {
+  timeout: 120_000,
+}, async () => {
+  const agent = system.client.agent("forgets-a-cue")
+  await agent.register({ role: "custom", budget: 200 })
+  let t = T0
+  const clock = { next: () => (t += 60_000) }
+  const code = await recordThenDemote(
+    agent,
+    system.server.url,
+    "The gym locker code is 5-5-9-2, on the blue door.",
+    clock,
+  )
+  const hours = await recordThenDemote(agent, system.server.url, "The gym locker room closes at ten on Sundays.", clock)
+  agent.lastSeq = Math.max(...(await readLog(system.server.url)).map((s) => s.seq))
+
+  const { stepId } = await agent.beginStep({ focus: { query: "what do I need to know about the gym locker?" } })
+  const before = await agent.buildContext({ stepId })
+  expect(before.items.filter((i) => i.cue).map((i) => i.entryId)).toEqual(expect.arrayContaining([code, hours]))
+  const recall = (await readLog(system.server.url)).find(
+    (s) => s.event._tag === "CuesRehydrated" && s.event.stepId === stepId,
+  )!
+  expect(cuesOf([recall]).map((c) => c.entryId)).toEqual(expect.arrayContaining([code, hours]))
+
+  const { stdout } = await wm("forget", "--agent", "forgets-a-cue", "--entry", code, "--json")
+  const forgotten = JSON.parse(stdout) as { tombstoneSeq: number; complete: boolean }
+  expect(forgotten.complete).toBe(true)
+  agent.lastSeq = forgotten.tombstoneSeq
+
+  // The open step's context: the other cue stays, the forgotten one is gone.
+  const after = await agent.buildContext({ stepId })
+  expect(after.items.some((i) => i.entryId === code)).toBe(false)
+  expect(after.text).not.toContain("5-5-9-2")
+  expect(after.items.find((i) => i.entryId === hours)).toMatchObject({ cue: true })
+  // The recall's record stays for its other cues; read back, it holds the forgotten entry's cue no more.
+  const reread = (await readLog(system.server.url)).find((s) => s.seq === recall.seq)!
+  expect(cuesOf([reread]).map((c) => c.entryId)).toEqual(
+    cuesOf([recall])
+      .map((c) => c.entryId)
+      .filter((id) => id !== code),
+  )
+  expect((await readLog(system.server.url)).some((s) => JSON.stringify(s.event).includes("5-5-9-2"))).toBe(false)
+  // Rebuilt from the log, the open step's view has the other cue and not the forgotten one.
+  await system.restartServices()
+  const rebuilt = await agent.buildContext({ stepId })
+  expect(rebuilt.text).not.toContain("5-5-9-2")
+  expect(rebuilt.items.find((i) => i.entryId === hours)).toMatchObject({ cue: true })
+  const replayed = await wm(
+    "replay",
+    "--agent",
+    "forgets-a-cue",
+    "--at",
+    String(Date.now()),
+    "--entries",
+    "all",
+    "--json",
+  )
+  expect(replayed.stdout).not.toContain("5-5-9-2")
+  await agent.endStep(stepId)
 })
 
 it("forgetting an agent removes the agent and everything it recorded", async () => {

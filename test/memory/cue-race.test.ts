@@ -1,8 +1,8 @@
 /**
  * A step's cue drops are appended by retrieval after the step ended, while
  * the agent may already be in its next step with a fresh cue for the same
- * entry; and a cue is appended at the entry subject's position as retrieval
- * last saw it, which the log may have moved past. Against a real nats-server
+ * entry; and a promotion is appended at the entry subject's position as
+ * retrieval last saw it, which the log may have moved past. Against a real nats-server
  * with every service running.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -11,7 +11,7 @@ import { entrySubject } from "../../contracts/subjects.ts"
 import { steppingClock } from "../support/clock.ts"
 import { eventually } from "../support/eventually.ts"
 import { recordThenDemote } from "../support/fillers.ts"
-import { appendEvents, publishRaw, readLog } from "../support/log.ts"
+import { appendEvents, cuesOf, publishRaw, readLog } from "../support/log.ts"
 import { startTestSystem, type TestSystem } from "../support/system.ts"
 
 const MINUTE = 60_000
@@ -69,8 +69,8 @@ describe("cue drops and the next step", () => {
   })
 })
 
-describe("a cue's append about a long-term entry", () => {
-  it("expects the entry's subject where retrieval last saw it, and on a subject moved on since, reads the log and still records the cue once", {
+describe("an append about a long-term entry", () => {
+  it("a promotion expects the entry's subject where retrieval last saw it, and on a subject moved on since, reads the log and still records it once", {
     timeout: 60_000,
   }, async () => {
     const id = "cue-subject-mover"
@@ -92,10 +92,19 @@ describe("a cue's append about a long-term entry", () => {
     const built = await agent.buildContext({ stepId: step.stepId })
     expect(built.items.find((i) => i.entryId === tent)).toMatchObject({ cue: true })
     expect(built.text).toContain("torn zip")
-    const cues = (await readLog(system.server.url))
-      .map((s) => s.event)
-      .filter((e) => e._tag === "CueRehydrated" && e.stepId === step.stepId && e.entryId === tent)
-    expect(cues).toHaveLength(1)
+    expect(
+      cuesOf(await readLog(system.server.url)).filter((c) => c.stepId === step.stepId && c.entryId === tent),
+    ).toHaveLength(1)
+
+    await agent.reference(step.stepId, [tent])
+    await eventually("the tent's promotion", async () => (await promotions(id, tent)).length > 0, 20_000)
+    expect(await promotions(id, tent)).toHaveLength(1)
+    expect((await agent.view()).entries.find((e) => e.id === tent && !e.transient)?.content).toContain("torn zip")
     await agent.endStep(step.stepId)
   })
 })
+
+const promotions = async (agentId: string, entryId: string) =>
+  (await readLog(system.server.url))
+    .map((s) => s.event)
+    .filter((e) => e._tag === "CuePromoted" && e.agentId === agentId && e.entryId === entryId)

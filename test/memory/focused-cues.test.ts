@@ -11,7 +11,7 @@ import { EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { steppingClock } from "../support/clock.ts"
 import { eventually } from "../support/eventually.ts"
 import { recordThenDemote } from "../support/fillers.ts"
-import { readLog } from "../support/log.ts"
+import { cuesOf, readLog } from "../support/log.ts"
 import { startTestSystem, type TestSystem } from "../support/system.ts"
 
 const MINUTE = 60_000
@@ -30,11 +30,17 @@ const TURN =
   "Family is what keeps me going when work gets heavy and the days are long. " +
   "I'm off to do some taekwondo at the gym on Elm Street tonight!"
 
-/** The agent's event of type `tag` about `entryId`, as the log holds it. */
-const eventAbout = async <T extends "CueRehydrated" | "CuePromoted">(agentId: string, tag: T, entryId: string) =>
+/** The agent's promotion of `entryId`, as the log holds it. */
+const promotionOf = async (agentId: string, entryId: string) =>
   (await readLog(system.server.url))
     .map((s) => s.event)
-    .find((e): e is EventOf<T> => e._tag === tag && e.agentId === agentId && "entryId" in e && e.entryId === entryId)
+    .find(
+      (e): e is EventOf<"CuePromoted"> => e._tag === "CuePromoted" && e.agentId === agentId && e.entryId === entryId,
+    )
+
+/** The agent's cue of `entryId`, as the log holds it. */
+const cueOf = async (agentId: string, entryId: string) =>
+  cuesOf(await readLog(system.server.url)).find((cue) => cue.agentId === agentId && cue.entryId === entryId)
 
 /**
  * A new agent (budget 200) that recorded `earlier`, then `turn`, then enough filler to demote `turn`; its
@@ -61,7 +67,7 @@ describe("recalled key points", () => {
     expect(built.items.find((i) => i.entryId === entryId)).toMatchObject({ cue: true, form: "keyPoints" })
     expect(built.text).toContain("taekwondo at the gym on Elm Street")
     expect(built.text).not.toContain("cherishing the time")
-    const cue = (await eventAbout(AGENT, "CueRehydrated", entryId))!
+    const cue = (await cueOf(AGENT, entryId))!
     // Even the largest build (the budget in force) shows the extract: the cue carries it alone, not the raw text.
     expect(cue.recalled).toMatchObject({ form: "keyPoints" })
     expect(cue.recalled.text).toContain("taekwondo at the gym on Elm Street")
@@ -75,7 +81,7 @@ describe("recalled key points", () => {
         timeout: 15_000,
       })
       .toBe(TURN)
-    const promoted = (await eventAbout(AGENT, "CuePromoted", entryId))!
+    const promoted = (await promotionOf(AGENT, entryId))!
     expect(promoted.recalled).toMatchObject({ form: "raw", text: TURN })
     expect(promoted.recalled.keyPoints?.text).toBe(cue.recalled.text)
     await agent.endStep(stepId)
@@ -90,7 +96,7 @@ describe("recalled key points", () => {
     const { stepId } = await agent.beginStep({ focus: { query: "Where does John do taekwondo?" } })
     const whole = await agent.buildContext({ stepId })
     expect(whole.items.find((i) => i.entryId === entryId)).toMatchObject({ cue: true, form: "raw" })
-    const cue = (await eventAbout(agent.agentId, "CueRehydrated", entryId))!
+    const cue = (await cueOf(agent.agentId, entryId))!
     expect(cue.recalled).toMatchObject({ form: "raw", text: TURN })
     expect(cue.recalled.keyPoints?.text).toContain("taekwondo at the gym on Elm Street")
 
@@ -132,8 +138,8 @@ describe("recalled key points", () => {
 
     // The references are promoted in their order: once the second is, the first was decided.
     await agent.reference(stepId, [entryId, shortId])
-    await eventually(`the cue ${shortId} to be promoted`, () => eventAbout(agent.agentId, "CuePromoted", shortId))
-    expect(await eventAbout(agent.agentId, "CuePromoted", entryId)).toBeUndefined()
+    await eventually(`the cue ${shortId} to be promoted`, () => promotionOf(agent.agentId, shortId))
+    expect(await promotionOf(agent.agentId, entryId)).toBeUndefined()
     await agent.endStep(stepId)
   })
 
@@ -152,7 +158,7 @@ describe("recalled key points", () => {
 
     const { stepId } = await agent.beginStep({ focus: { query: "When does the smoker arrive for the gym weekend?" } })
     await agent.buildContext({ stepId })
-    const cue = await eventAbout(agent.agentId, "CueRehydrated", entryId)
+    const cue = await cueOf(agent.agentId, entryId)
     expect(cue, "the turn recalled as a cue").toBeDefined()
     expect(cue!.recalled.keyPoints?.text).toContain("the smoker comes Tuesday")
     await agent.endStep(stepId)

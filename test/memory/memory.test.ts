@@ -13,7 +13,7 @@ import { AgentSharing } from "../../services/platform/access/sharing.ts"
 import { steppingClock } from "../support/clock.ts"
 import { eventually } from "../support/eventually.ts"
 import { FILLER_TURNS } from "../support/fillers.ts"
-import { lastSeq, readLog } from "../support/log.ts"
+import { cuesOf, lastSeq, readLog } from "../support/log.ts"
 import { startLongTermAlone } from "../support/longterm.ts"
 import { startTestSystem, type TestSystem } from "../support/system.ts"
 
@@ -77,15 +77,16 @@ const demoted = async (agentId: string) =>
     .filter((s) => s.event._tag === "EntryDemoted" && s.event.agentId === agentId)
     .map((s) => (s.event as EventOf<"EntryDemoted">).entryId)
 
-const eventsOf = async <T extends EventOf<"CueRehydrated">["_tag"] | "CuePromoted" | "CuesDropped" | "StepRecalled">(
-  agentId: string,
-  tag: T,
-) =>
+const eventsOf = async <T extends "CuePromoted" | "CuesDropped">(agentId: string, tag: T) =>
   (await readLog(system.server.url))
     .map((s) => s.event)
     .filter((e) => e._tag === tag && e.agentId === agentId) as Array<
-    Extract<EventOf<"CueRehydrated"> | EventOf<"CuePromoted"> | EventOf<"CuesDropped">, { _tag: T }>
+    Extract<EventOf<"CuePromoted"> | EventOf<"CuesDropped">, { _tag: T }>
   >
+
+/** The cues recorded for an agent, from either event that carries them. */
+const cuesLogged = async (agentId: string) =>
+  cuesOf(await readLog(system.server.url)).filter((cue) => cue.agentId === agentId)
 
 const inWorking = async (agent: AgentClient, entryId: string) =>
   (await agent.view()).entries.find((e) => e.id === entryId && !e.transient)
@@ -132,7 +133,7 @@ describe("long-term memory and cues", () => {
     expect(built.text).toContain("golden retriever puppy named Biscuit")
     expect(built.tokens).toBeLessThanOrEqual(built.budget)
     expect(countTokens(built.text, "o200k_base")).toBe(built.tokens)
-    const cue = (await eventsOf("recaller", "CueRehydrated")).find((e) => e.entryId === puppy && e.stepId === stepId)
+    const cue = (await cuesLogged("recaller")).find((e) => e.entryId === puppy && e.stepId === stepId)
     expect(cue?.trigger).toBe("similarity")
 
     const before = await agent.view()
@@ -179,7 +180,7 @@ describe("reload triggers, each on its own", () => {
     await expect
       .poll(async () => (await inWorking(agent, ids[0]!))?.content, { timeout: 5_000 })
       .toBe("The spare key is under the blue flowerpot by the door.")
-    const cue = (await eventsOf("by-id", "CueRehydrated")).find((e) => e.entryId === ids[0])
+    const cue = (await cuesLogged("by-id")).find((e) => e.entryId === ids[0])
     expect(cue?.trigger).toBe("explicit-reference")
     await agent.endStep(stepId)
   })
@@ -215,8 +216,7 @@ describe("reload triggers, each on its own", () => {
     await expect
       .poll(
         async () =>
-          (await eventsOf("by-transition", "CueRehydrated")).find((e) => e.entryId === ids[0] && e.stepId === stepId)
-            ?.trigger,
+          (await cuesLogged("by-transition")).find((e) => e.entryId === ids[0] && e.stepId === stepId)?.trigger,
         { timeout: 5_000 },
       )
       .toBe("task-transition")

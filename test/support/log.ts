@@ -4,7 +4,7 @@ import { Kvm } from "@nats-io/kv"
 import { connect } from "@nats-io/transport-node"
 import { SNAPSHOT_BUCKET, snapshotChunkKey, snapshotManifestKey } from "../../contracts/buckets.ts"
 import { decodeEvent } from "../../contracts/decode.ts"
-import type { MemoryEvent } from "../../contracts/events.ts"
+import type { EventOf, MemoryEvent } from "../../contracts/events.ts"
 import { ALL_EVENTS, EVENTS_STREAM, entrySubject } from "../../contracts/subjects.ts"
 import { openBytes } from "../../services/platform/keys/aead.ts"
 import { openContentKeys } from "../../services/platform/keys/content-keys.ts"
@@ -41,6 +41,31 @@ export const readLog = async (url: string, filter = ALL_EVENTS): Promise<StoredE
     await nc.close()
   }
 }
+
+/** A cue as the log records it: one CueRehydrated, or one cue of a recall's CuesRehydrated. */
+export interface LoggedCue {
+  readonly seq: number
+  readonly agentId: string
+  readonly stepId: string
+  readonly entryId: string
+  readonly trigger: EventOf<"CueRehydrated">["trigger"]
+  readonly relevance: number
+  readonly recalled: EventOf<"CueRehydrated">["recalled"]
+}
+
+/** Every cue the log records, in stream order, whichever event carries it. */
+export const cuesOf = (events: ReadonlyArray<StoredEvent>): LoggedCue[] =>
+  events.flatMap(({ seq, event }) => {
+    if (event._tag === "CueRehydrated") return [{ seq, ...event }]
+    if (event._tag !== "CuesRehydrated") return []
+    return event.cues.map((cue) => ({
+      seq,
+      agentId: event.agentId,
+      stepId: event.stepId,
+      trigger: event.trigger,
+      ...cue,
+    }))
+  })
 
 export const lastSeq = async (
   url: string,

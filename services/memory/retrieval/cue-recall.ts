@@ -1,14 +1,13 @@
 /**
  * Recall for a focused step: the hits of both tiers for the step's focus that working does not hold in
  * full and whose similarity clears the threshold come back as cues, best first, in the forms the cues'
- * share of the budget allows; the recall (StepRecalled) and each cue (CueRehydrated) are events. The
+ * share of the budget allows; the recall (StepRecalled) and its cues (CuesRehydrated) are events. The
  * first build of a step asks for it (`recall`, answered once per step); a task transition during an open
  * step recalls again.
  */
 import { Clock, Effect, HashMap } from "effect"
 import type { RequestOf } from "../../../contracts/api.ts"
 import { InvalidState } from "../../../contracts/errors.ts"
-import type { EventOf } from "../../../contracts/events.ts"
 import { focusText } from "../../../contracts/focus.ts"
 import { type AgentView, currentFocus } from "../../../domain/agent-view.ts"
 import { type CueTrigger, decideRecall, type Recalled } from "../../../domain/cue-decide.ts"
@@ -17,7 +16,7 @@ import type { SubstrateReaderShape } from "../../platform/substrate-reader.ts"
 import type { OpenStepMemo } from "../../platform/views/open-step-memo.ts"
 import type { CaughtUpReads } from "./caught-up.ts"
 import { planCueSizes, readCues, sizedCue } from "./cue-forms.ts"
-import { type CueWrites, decided, notHeldInFull, stepOpen } from "./cue-writes.ts"
+import { type CueWrites, decided, stepOpen } from "./cue-writes.ts"
 import { type RankedHit, type RankingSources, rankBothTiers } from "./rank.ts"
 import type { RetrievalSettingsShape } from "./settings.ts"
 
@@ -92,38 +91,27 @@ export const makeCueRecall = ({
     const read = new Map<string, { readonly hit: RankedHit; readonly recalled: Recalled } | null>()
     // Each round reads at least one cue more, so it ends within as many rounds as cues planned (two, mostly).
     for (let round = 0; round < planned.length; round++) {
-      const [, ...served] = yield* decide(
+      const [, served] = yield* decide(
         planned.map((p) =>
           read.has(p.hit.entryId)
             ? (read.get(p.hit.entryId) ?? { hit: p.hit, recalled: null })
             : { hit: p.hit, recalled: sizedCue(p) },
         ),
       )
-      const ids = new Set(served.map((event) => (event as EventOf<"CueRehydrated">).entryId))
+      const ids = new Set(served?.cues.map((cue) => cue.entryId))
       const unread = planned.filter((p) => ids.has(p.hit.entryId) && !read.has(p.hit.entryId))
       if (unread.length === 0) break
       const cues = yield* readCues(substrate, view, unread, focus)
       for (const p of unread) read.set(p.hit.entryId, null)
       for (const cue of cues) read.set(cue.hit.entryId, cue)
     }
-    const [ranked, ...rehydrated] = yield* decide(planned.flatMap((p) => read.get(p.hit.entryId) ?? []))
-    const first = yield* writes.appendWhile(view.config.id, ranked!, stepOpen(step.stepId)).pipe(Effect.orDie)
-    const seqs = yield* Effect.forEach(
-      rehydrated as ReadonlyArray<EventOf<"CueRehydrated">>,
-      (event) =>
-        writes
-          .appendWhile(
-            view.config.id,
-            event,
-            (current) =>
-              stepOpen(step.stepId)(current) &&
-              notHeldInFull(event.entryId)(current) &&
-              !HashMap.has(current.cues, event.entryId),
-          )
-          .pipe(Effect.map((a) => a.seq)),
-      { concurrency: 64 },
-    ).pipe(Effect.orDie)
-    return { cues: rehydrated.length, seq: Math.max(first.seq, ...seqs) }
+    const [ranked, rehydrated] = yield* decide(planned.flatMap((p) => read.get(p.hit.entryId) ?? []))
+    // One event for the recall's cues, on the step's subject: applied only while the step is open, and, cue by
+    // cue, while working does not hold the entry in full and it was not forgotten since (domain/agent-view.ts).
+    let last = 0
+    for (const event of rehydrated === undefined ? [ranked] : [ranked, rehydrated])
+      last = (yield* writes.appendWhile(view.config.id, event, stepOpen(step.stepId)).pipe(Effect.orDie)).seq
+    return { cues: rehydrated?.cues.length ?? 0, seq: last }
   })
 
   const recall = Effect.fn("Retrieval.recall")(function* (agentId: string, request: RequestOf<"recall">) {

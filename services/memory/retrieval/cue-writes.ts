@@ -4,7 +4,8 @@
  * entry in full), retaken after a lost race. Cues promoted and dropped are counted.
  */
 import { type Clock, Effect, HashMap, Option } from "effect"
-import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
+import { type EventOf, entryIdOf, type MemoryEvent } from "../../../contracts/events.ts"
+import { eventSubject } from "../../../contracts/subjects.ts"
 import type { AgentView } from "../../../domain/agent-view.ts"
 import { type CueTrigger, decidePromotion, dropsStillDue, type Recalled } from "../../../domain/cue-decide.ts"
 import { accept, type Decision } from "../../../domain/decision.ts"
@@ -30,11 +31,15 @@ export interface CueWritesDependencies {
 }
 
 export const makeCueWrites = ({ commands, metrics, clock }: CueWritesDependencies) => {
-  /** Appends `event` unless, on the view as it stands, `holds` no longer does; retaken after a lost race. */
+  /**
+   * Appends `event` unless, on the view as it stands, `holds` no longer does; retaken after a lost race. An event
+   * on the agent's step subject takes its turn there and is applied before the next one decides.
+   */
   const appendWhile = (agentId: string, event: MemoryEvent, holds: (view: AgentView) => boolean) =>
     commands.handle({
       agentId,
       operation: event._tag,
+      ...(entryIdOf(event) === null ? { subject: eventSubject(event) } : {}),
       decide: (view) => accept(holds(view) ? event : null),
       reply: (outcome) => {
         if (outcome.recorded && event._tag === "CuePromoted") metrics.cuesPromoted.inc()

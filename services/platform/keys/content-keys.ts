@@ -10,7 +10,13 @@ import { Clock, Context, Effect, Layer, Option, Schedule } from "effect"
 import { KEY_BUCKET } from "../../../contracts/buckets.ts"
 import type { Unseal } from "../../../contracts/decode.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
-import { type ContentKeyRef, contentKeyRefOfSubject, sealedKeyOf } from "../../../contracts/sealed.ts"
+import {
+  type ContentKeyRef,
+  contentItems,
+  contentKeyRefOfSubject,
+  ITEM_CONTENT_MARKS,
+  sealedKeysOf,
+} from "../../../contracts/sealed.ts"
 import { settings } from "../../../contracts/settings.ts"
 import type { StoredJson } from "../../../contracts/upcasters.ts"
 import { Nats } from "../nats/connection.ts"
@@ -18,7 +24,7 @@ import { NatsSettings } from "../nats/settings.ts"
 import { parseKeyEncryptionKeys } from "./kek.ts"
 import { ContentKeyStore } from "./key-store.ts"
 import { Recent } from "./recent.ts"
-import { contentKeyOf, sealEvent, unsealOrRedact, unsealWith } from "./sealing.ts"
+import { contentKeyOf, hasItemContent, sealEvent, sealItems, unsealOrRedact, unsealWith } from "./sealing.ts"
 
 /** Two revisions per key: a destroyed key's mark is stored before the key is erased (destroy-keys.ts). */
 export const KEY_BUCKET_HISTORY = 2
@@ -31,6 +37,32 @@ export class ContentForgotten extends Error {
 const textDecoder = new TextDecoder()
 const MISSING_KEYS = 100_000
 const SEALED_MARK = Buffer.from('"$sealed"')
+/** A record whose items are sealed each under its own entry's key says so by its tag (contracts/sealed.ts). */
+const ITEM_MARKS = ITEM_CONTENT_MARKS.map((mark) => Buffer.from(mark))
+const isItemRecord = (data: Uint8Array) => {
+  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength)
+  return ITEM_MARKS.some((mark) => bytes.indexOf(mark) >= 0)
+}
+
+const ENTRY_ID_KEY = Buffer.from('"entryId":"')
+const QUOTE = 0x22
+
+/**
+ * The keys of a record's items, read off its bytes: each item names its entry as `"entryId":"<id>"`, and
+ * nothing else in such a record can hold those bytes (its content is sealed, and a quote inside a string is
+ * escaped). Every item's key counts, sealed or not: one more key loaded is harmless.
+ */
+const itemRefsOf = (bytes: Buffer, agentId: string): ReadonlyArray<ContentKeyRef> | null => {
+  const refs: ContentKeyRef[] = []
+  for (let at = bytes.indexOf(ENTRY_ID_KEY); at >= 0; at = bytes.indexOf(ENTRY_ID_KEY, at)) {
+    const start = at + ENTRY_ID_KEY.length
+    const end = bytes.indexOf(QUOTE, start)
+    if (end < 0) break
+    refs.push({ agentId, entryId: bytes.toString("utf8", start, end) })
+    at = end
+  }
+  return refs.length === 0 ? null : refs
+}
 
 const refName = (ref: ContentKeyRef) => `${ref.agentId}/${ref.entryId ?? ""}`
 
@@ -49,9 +81,10 @@ export interface ContentKeysShape {
   readonly needsLoad: (data: Uint8Array, subject?: string) => boolean
   /**
    * The key in memory a stored record's (on `subject`, when known) sealed content opens with: null when it has
-   * none sealed, undefined when its key is not in memory.
+   * none sealed, undefined when its key is not in memory; a record whose items have keys of their own gives
+   * each of them, in its order, or undefined when one is not in memory.
    */
-  readonly heldKeyOf: (data: Uint8Array, subject?: string) => Buffer | null | undefined
+  readonly heldKeyOf: (data: Uint8Array, subject?: string) => Buffer | ReadonlyArray<Buffer> | null | undefined
   /** Loads the key a stored record (on `subject`, when known) needs, whether it exists or was destroyed. */
   readonly load: (data: Uint8Array, subject?: string) => Promise<void>
   /** Drops what is in memory of a forgotten agent's or entry's keys. */
@@ -63,28 +96,51 @@ export const makeContentKeys = (store: ContentKeyStore): ContentKeysShape => {
   const missing = new Recent<true>(MISSING_KEYS)
   const keyOf = (ref: ContentKeyRef): Buffer | null | undefined =>
     store.cached(ref) ?? (missing.peek(refName(ref)) === true ? null : undefined)
-  const refOf = (data: Uint8Array, subject?: string): ContentKeyRef | null => {
-    if (Buffer.from(data.buffer, data.byteOffset, data.byteLength).indexOf(SEALED_MARK) < 0) return null
-    // Read off the subject when it is known: the record is not parsed twice (its reader parses it).
+  const refsOf = (data: Uint8Array, subject?: string): ReadonlyArray<ContentKeyRef> | null => {
+    const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength)
+    if (bytes.indexOf(SEALED_MARK) < 0) return null
+    // Read off the subject when it is known: the record is not parsed twice (its reader parses it). A record
+    // of items sealed each under its own entry's key is on its agent's step subject, and is parsed for them.
     const fromSubject = subject === undefined ? null : contentKeyRefOfSubject(subject)
-    if (fromSubject !== null) return fromSubject
+    if (fromSubject !== null && fromSubject.entryId !== null) return [fromSubject]
+    if (fromSubject !== null) return isItemRecord(data) ? itemRefsOf(bytes, fromSubject.agentId) : [fromSubject]
     try {
-      return sealedKeyOf(JSON.parse(textDecoder.decode(data)) as StoredJson)
+      const refs = sealedKeysOf(JSON.parse(textDecoder.decode(data)) as StoredJson)
+      return refs.length === 0 ? null : refs
     } catch {
       return null
     }
   }
   const load = async (data: Uint8Array, subject?: string) => {
-    const ref = refOf(data, subject)
-    if (ref === null || keyOf(ref) !== undefined) return
-    const key = await store.forRead(ref)
-    if (key === null) missing.set(refName(ref), true)
+    const refs = refsOf(data, subject)
+    if (refs === null) return
+    await Promise.all(
+      refs.map(async (ref) => {
+        if (keyOf(ref) !== undefined) return
+        const key = await store.forRead(ref)
+        if (key === null) missing.set(refName(ref), true)
+      }),
+    )
   }
   const unseal = unsealWith(keyOf)
+  /** The keys an event of items sealed each under its own entry's key is sealed with (null: the entry is forgotten). */
+  const itemKeys = async (event: MemoryEvent) => {
+    const refs = (contentItems(event as unknown as StoredJson) ?? []).map(({ ref }) => ref)
+    const keys = new Map<string, Buffer | null>()
+    await Promise.all(
+      refs.map(async (ref) => {
+        const key = await store.forWrite(ref, false)
+        if (key !== null) missing.delete(refName(ref))
+        keys.set(refName(ref), key)
+      }),
+    )
+    return (ref: ContentKeyRef) => keys.get(refName(ref)) ?? null
+  }
   return {
     store,
     seal: async (event) => {
       if (event._tag === "AgentRegistered") await store.agentKey(event.agentId, true, true)
+      if (hasItemContent(event)) return sealItems(event, await itemKeys(event))
       const ref = contentKeyOf(event)
       if (ref === null) return event as unknown as StoredJson
       const key = await store.forWrite(ref, event._tag === "EntryRecorded")
@@ -97,13 +153,18 @@ export const makeContentKeys = (store: ContentKeyStore): ContentKeysShape => {
     },
     unseal,
     unsealOrRedact: unsealOrRedact(keyOf),
-    needsLoad: (data, subject) => {
-      const ref = refOf(data, subject)
-      return ref !== null && keyOf(ref) === undefined
-    },
+    needsLoad: (data, subject) => refsOf(data, subject)?.some((ref) => keyOf(ref) === undefined) ?? false,
     heldKeyOf: (data, subject) => {
-      const ref = refOf(data, subject)
-      return ref === null ? null : store.cached(ref)
+      const refs = refsOf(data, subject)
+      if (refs === null) return null
+      if (!isItemRecord(data)) return store.cached(refs[0]!)
+      const keys: Buffer[] = []
+      for (const ref of refs) {
+        const key = store.cached(ref)
+        if (key === undefined) return undefined
+        keys.push(key)
+      }
+      return keys
     },
     load,
     evict: (agentId, entryId) => {

@@ -1,15 +1,21 @@
 /**
  * Sealing an event's content fields (contracts/sealed.ts) with its data key, and opening them again.
- * A field's value is sealed as its JSON text, labelled with its agent, entry and path.
+ * A field's value is sealed as its JSON text, labelled with its agent, entry and path. An event whose items
+ * each carry an entry's content (a recall's cues) seals each item under its own entry's key.
  */
 import type { Unseal } from "../../../contracts/decode.ts"
 import { entryIdOf, type MemoryEvent } from "../../../contracts/events.ts"
 import {
   CONTENT_FIELDS,
   type ContentKeyRef,
+  hasSealedField,
+  ITEM_CONTENT,
   isSealed,
   mapContent,
+  mapItemContent,
+  mapItems,
   sealedFieldLabel,
+  sealedItemFieldLabel,
   sealedKeyOf,
 } from "../../../contracts/sealed.ts"
 import type { StoredJson } from "../../../contracts/upcasters.ts"
@@ -19,29 +25,93 @@ import { Recent } from "./recent.ts"
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
-/** Whose key seals this event's content; null when it carries none: an entry's, else (a focus) its agent's. */
+/** Whose key seals this event's content; null when it carries none (or its items have keys of their own): an entry's, else (a focus) its agent's. */
 export const contentKeyOf = (event: MemoryEvent): ContentKeyRef | null => {
   if (CONTENT_FIELDS[event._tag] === undefined) return null
   if (event._tag === "StepStarted" && event.focus === null) return null
   return { agentId: event.agentId, entryId: entryIdOf(event) }
 }
 
+/** True when the event's items are sealed each under its own entry's key (contracts/sealed.ts ITEM_CONTENT). */
+export const hasItemContent = (event: MemoryEvent): boolean => ITEM_CONTENT[event._tag] !== undefined
+
+const sealValue = (key: Uint8Array, value: unknown, label: string) => ({
+  $sealed: seal(key, encoder.encode(JSON.stringify(value)), label),
+})
+
 /** The event's JSON with every content field sealed under `key`. */
 export const sealEvent = (event: MemoryEvent, ref: ContentKeyRef, key: Uint8Array): StoredJson => {
   const sealed = mapContent(event as unknown as StoredJson, (value, path) => ({
-    value: { $sealed: seal(key, encoder.encode(JSON.stringify(value)), sealedFieldLabel(ref, path)) },
+    value: sealValue(key, value, sealedFieldLabel(ref, path)),
   }))
   // mapContent fails only when `change` does.
   return sealed.ok ? sealed.json : (event as unknown as StoredJson)
 }
 
 /**
+ * The event's JSON with each item's content sealed under its entry's key (`keyOf`); an item whose key is
+ * destroyed (null) is left out: its entry is forgotten.
+ */
+export const sealItems = (event: MemoryEvent, keyOf: (ref: ContentKeyRef) => Uint8Array | null): StoredJson => {
+  const json = event as unknown as StoredJson
+  const sealed = mapItems(json, (item, ref, paths) => {
+    const key = keyOf(ref)
+    if (key === null) return null
+    const opened = mapItemContent(item, paths, (value, path) => ({
+      value: sealValue(key, value, sealedItemFieldLabel(json, ref, path)),
+    }))
+    return opened.ok ? opened.json : item
+  })
+  return sealed.ok ? sealed.json : json
+}
+
+/** A number per key in memory: what an opened field is remembered under, beside its label and sealing. */
+const keyNumbers = new WeakMap<Buffer, number>()
+let nextKeyNumber = 0
+const keyNumber = (key: Buffer) => {
+  let n = keyNumbers.get(key)
+  if (n === undefined) {
+    n = ++nextKeyNumber
+    keyNumbers.set(key, n)
+  }
+  return n
+}
+
+/**
+ * Opens one sealed field, once per process (every projection of a process reads the same record) and key: a
+ * key made since under the same name does not find what another opened.
+ */
+const openField = (key: Buffer, value: unknown, label: string): { readonly value: unknown } | string => {
+  if (!isSealed(value)) return { value }
+  const id = `${keyNumber(key)}|${label}|${value.$sealed.slice(0, OPENED_ID_CHARS)}`
+  const known = recentlyOpened.get(id)
+  if (known !== undefined) return { value: known }
+  const plain = open(key, value.$sealed, label)
+  if (plain === null) return "sealed content that its key does not open"
+  const opened = JSON.parse(decoder.decode(plain)) as unknown
+  recentlyOpened.set(id, opened)
+  return { value: opened }
+}
+
+/**
  * Opens a stored event's sealed fields with the key `keyOf` gives: undefined when it is not known here
- * yet, null when it is destroyed (the content is forgotten).
+ * yet, null when it is destroyed (the content is forgotten). An item of an event with per-item content whose
+ * key is destroyed is left out of it: the rest of the event still decodes.
  */
 export const unsealWith =
   (keyOf: (ref: ContentKeyRef) => Buffer | null | undefined): Unseal =>
   (json) => {
+    if (ITEM_CONTENT[json._tag as MemoryEvent["_tag"]] !== undefined)
+      return mapItems(json, (item, ref, paths) => {
+        if (!hasSealedField(item, paths)) return item
+        const key = keyOf(ref)
+        if (key === undefined) return "sealed content: its key is not loaded"
+        if (key === null) return null
+        const opened = mapItemContent(item, paths, (value, path) =>
+          openField(key, value, sealedItemFieldLabel(json, ref, path)),
+        )
+        return opened.ok ? opened.json : opened.reason
+      })
     const ref = sealedKeyOf(json)
     if (ref === null) return { ok: true, json }
     const key = keyOf(ref)
@@ -51,19 +121,7 @@ export const unsealWith =
         ok: false,
         reason: `forgotten: the key of ${ref.entryId === null ? `agent ${ref.agentId}` : `entry ${ref.entryId}`} is destroyed`,
       }
-    return mapContent(json, (value, path) => {
-      if (!isSealed(value)) return { value }
-      const label = sealedFieldLabel(ref, path)
-      // Every projection of a process reads the same record: it is opened once.
-      const id = `${label}|${value.$sealed.slice(0, OPENED_ID_CHARS)}`
-      const known = recentlyOpened.get(id)
-      if (known !== undefined) return { value: known }
-      const plain = open(key, value.$sealed, label)
-      if (plain === null) return "sealed content that its key does not open"
-      const opened = JSON.parse(decoder.decode(plain)) as unknown
-      recentlyOpened.set(id, opened)
-      return { value: opened }
-    })
+    return mapContent(json, (value, path) => openField(key, value, sealedFieldLabel(ref, path)))
   }
 
 /** The nonce and tag of a sealed value, in base64: what tells one sealing from every other. */
@@ -78,6 +136,17 @@ export const FORGOTTEN_TEXT = "(forgotten)"
 export const unsealOrRedact =
   (keyOf: (ref: ContentKeyRef) => Buffer | null | undefined): Unseal =>
   (json) => {
+    if (ITEM_CONTENT[json._tag as MemoryEvent["_tag"]] !== undefined)
+      return mapItems(json, (item, ref, paths) => {
+        const key = keyOf(ref)
+        const opened =
+          key === undefined || key === null
+            ? undefined
+            : mapItemContent(item, paths, (value, path) => openField(key, value, sealedItemFieldLabel(json, ref, path)))
+        if (opened?.ok) return opened.json
+        const redacted = mapItemContent(item, paths, (value) => ({ value: isSealed(value) ? FORGOTTEN_TEXT : value }))
+        return redacted.ok ? redacted.json : item
+      })
     const opened = unsealWith(keyOf)(json)
     if (opened.ok) return opened
     return mapContent(json, (value) => ({ value: isSealed(value) ? FORGOTTEN_TEXT : value }))

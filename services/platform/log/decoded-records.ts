@@ -10,11 +10,20 @@
 import type { Decoded } from "../../../contracts/decode.ts"
 import { Recent } from "../keys/recent.ts"
 
+/** The key a record's sealed content opens with, or each of its items' keys (null: none sealed). */
+type Keys = Buffer | ReadonlyArray<Buffer> | null
+
 interface Kept {
   readonly bytes: Buffer
-  /** The key its sealed content was opened with (null: none sealed). */
-  readonly key: Buffer | null
+  /** The key (or keys) its sealed content was opened with. */
+  readonly key: Keys
   readonly decoded: Decoded
+}
+
+const sameKeys = (a: Keys, b: Keys): boolean => {
+  if (a === b) return true
+  if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false
+  return a.every((key, i) => key === b[i])
 }
 
 /** Enough for the projections of one process, which follow the log close behind each other. */
@@ -27,19 +36,21 @@ const sameBytes = (kept: Buffer, data: Uint8Array) =>
 
 /**
  * The record at `seq` decoded: as this process last decoded the same bytes while `heldKeyOf` gives the key
- * it was opened with (null: nothing sealed; undefined: its key is not in memory), else by `decode` (kept
+ * it was opened with (null: nothing sealed; undefined: its key is not in memory; a record of items sealed each
+ * under its own entry's key: each of them), else by `decode` (kept
  * when it succeeds with a key in memory, or with nothing sealed).
  */
 export const decodedRecord = (
   seq: number,
   data: Uint8Array,
-  heldKeyOf: (data: Uint8Array) => Buffer | null | undefined,
+  heldKeyOf: (data: Uint8Array) => Keys | undefined,
   decode: (data: Uint8Array) => Decoded,
 ): Decoded => {
   const id = String(seq)
   const key = heldKeyOf(data)
   const kept = recent.get(id)
-  if (kept !== undefined && key !== undefined && kept.key === key && sameBytes(kept.bytes, data)) return kept.decoded
+  if (kept !== undefined && key !== undefined && sameKeys(kept.key, key) && sameBytes(kept.bytes, data))
+    return kept.decoded
   const decoded = decode(data)
   if (decoded.ok && key !== undefined) recent.set(id, { bytes: Buffer.from(data), key, decoded })
   return decoded

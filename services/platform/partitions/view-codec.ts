@@ -29,6 +29,7 @@ export const encodeView = (view: AgentView): Json => ({
     ...view.step,
     referenced: ids(view.step.referenced),
     similarities: view.step.similarities && pairs(view.step.similarities),
+    ...(view.step.forgotten !== undefined ? { forgotten: ids(view.step.forgotten) } : {}),
   },
   seen: encodeSeen(view.seen),
 })
@@ -90,6 +91,7 @@ export const decodeView = (value: unknown): AgentView => {
             ...step,
             referenced: hashSet(step.referenced, "step.referenced"),
             similarities: step.similarities === null ? null : hashMap(step.similarities, "step.similarities"),
+            ...(step.forgotten !== undefined ? { forgotten: hashSet(step.forgotten, "step.forgotten") } : {}),
           } as unknown as AgentView["step"]),
     seen: decodeSeen(v.seen),
   }
