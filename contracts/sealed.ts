@@ -102,6 +102,15 @@ export const sealedKeyOf = (json: StoredJson): ContentKeyRef | null => {
 const itemContentOf = (json: StoredJson): ItemContent | undefined =>
   typeof json._tag === "string" ? ITEM_CONTENT[json._tag as MemoryEventTag] : undefined
 
+const isObject = (value: unknown): value is StoredJson =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/** The key an item of `json` is sealed under: its entry's. */
+const itemRef = (json: StoredJson, item: StoredJson): ContentKeyRef => ({
+  agentId: String(json.agentId),
+  entryId: typeof item.entryId === "string" ? item.entryId : "",
+})
+
 /** The items of an event with per-item content, each with the key it is sealed under (none: not such an event). */
 export const contentItems = (
   json: StoredJson,
@@ -110,19 +119,7 @@ export const contentItems = (
   if (content === undefined) return undefined
   const items = json[content.array]
   if (!Array.isArray(items)) return []
-  return items.flatMap((item: unknown) =>
-    typeof item === "object" && item !== null && !Array.isArray(item)
-      ? [
-          {
-            item: item as StoredJson,
-            ref: {
-              agentId: String(json.agentId),
-              entryId: typeof (item as StoredJson).entryId === "string" ? ((item as StoredJson).entryId as string) : "",
-            },
-          },
-        ]
-      : [],
-  )
+  return items.filter(isObject).map((item) => ({ item, ref: itemRef(json, item) }))
 }
 
 /** Every key a stored event's sealed content needs: its own, or each of its items' (empty: nothing is sealed). */
@@ -159,13 +156,11 @@ export const mapItems = (
   let same = true
   for (const [index, item] of items.entries()) {
     // An item that is not an object is left for the schema to refuse.
-    if (typeof item !== "object" || item === null || Array.isArray(item)) {
+    if (!isObject(item)) {
       changed.push(item)
       continue
     }
-    const entryId = (item as StoredJson).entryId
-    const ref = { agentId: String(json.agentId), entryId: typeof entryId === "string" ? entryId : "" }
-    const next = change(item as StoredJson, ref, content.paths)
+    const next = change(item, itemRef(json, item), content.paths)
     if (typeof next === "string") return { ok: false, reason: `${content.array}.${index}.${next}` }
     if (next !== item) same = false
     if (next !== null) changed.push(next)
