@@ -5,6 +5,7 @@
 import { execFile } from "node:child_process"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import { readOwnEvents } from "../../sdk/own-events.ts"
 import { eventually } from "../support/eventually.ts"
 import { recordThenDemote } from "../support/fillers.ts"
 import { cuesOf, readLog } from "../support/log.ts"
@@ -135,6 +136,16 @@ it("forgetting an entry recalled as a cue of the open step takes its cue out of 
       .filter((id) => id !== code),
   )
   expect((await readLog(system.server.url)).some((s) => JSON.stringify(s.event).includes("5-5-9-2"))).toBe(false)
+  // The running services, which opened the recall with every cue's key before the forget, no longer open its cue:
+  // the agent's own events, read through them, hold the recall without it.
+  await eventually(
+    "the services to let go of the forgotten entry's key",
+    async () => {
+      const own = await readOwnEvents(system.client, "forgets-a-cue")
+      return !JSON.stringify(own).includes("5-5-9-2") && own.some((e) => e.event._tag === "CuesRehydrated")
+    },
+    20_000,
+  )
   // Rebuilt from the log, the open step's view has the other cue and not the forgotten one.
   await system.restartServices()
   const rebuilt = await agent.buildContext({ stepId })

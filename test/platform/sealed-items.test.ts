@@ -91,6 +91,22 @@ describe("a recall's cues sealed each under its entry's key", () => {
     expect(decodeEvent(data).ok).toBe(false)
   })
 
+  it("a sealed text moved into another field of its own cue does not open there", () => {
+    const ring = ring3()
+    const stored = sealItems(recall(["e1"]), (ref) => ring.keyOf(ref) ?? null)
+    const [cue] = stored.cues as Array<{ recalled: { text: unknown; keyPoints: { text: unknown } } }>
+    // The same key seals both fields: only the label, which names the field, tells them apart.
+    const moved = {
+      ...stored,
+      cues: [{ ...cue, recalled: { ...cue!.recalled, text: cue!.recalled.keyPoints.text } }],
+    }
+    const decoded = decodeEvent(bytes(moved as StoredJson), unsealWith(ring.keyOf))
+    expect(decoded.ok).toBe(false)
+    expect(decoded.ok ? "" : decoded.reason).toMatch(
+      /cues\.0\.recalled\.text: sealed content that its key does not open/,
+    )
+  })
+
   it("a cue moved into another cue's place does not open there", () => {
     const ring = ring3()
     const stored = sealItems(recall(["e1", "e2"]), (ref) => ring.keyOf(ref) ?? null)

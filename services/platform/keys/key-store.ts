@@ -162,10 +162,16 @@ export class ContentKeyStore {
     const shared = sharedCaches(`${created}|${[...this.keks.byId.keys()].join(",")}`)
     this.agentKeys = shared.agentKeys
     this.dataKeys = shared.dataKeys
-    // An agent forgotten elsewhere: its key is not kept here to open entry keys this process never read.
-    const dropAgentKeys = (agentId: string) => shared.agentKeys.deleteWhere((k) => k.startsWith(`${agentId}#`))
+    // An agent or an entry forgotten elsewhere: none of its keys is kept here, so nothing left of its content in
+    // the log (a recall's cue of the entry, sealed under its key) opens in this process either.
+    const dropAgentKeys = (agentId: string) => {
+      shared.agentKeys.deleteWhere((k) => k.startsWith(`${agentId}#`))
+      shared.dataKeys.deleteWhere((k) => k === `focus.${agentId}` || k.startsWith(entryKeyName(agentId, "")))
+    }
+    const dropEntryKey = (name: string) => shared.dataKeys.delete(name)
     if (own !== undefined) {
       own.onAgentDestroyed = dropAgentKeys
+      own.onEntryDestroyed = dropEntryKey
       const read = await own.start(this.jsm)
       this.watch = own
       this.stopWatch = () => own.stop()
@@ -175,6 +181,7 @@ export class ContentKeyStore {
     if (joined === undefined || joined.watch.ended) {
       const watch = new KeyWatch(KEY_STREAM)
       watch.onAgentDestroyed = dropAgentKeys
+      watch.onEntryDestroyed = dropEntryKey
       joined = { watch, started: watch.start(this.jsm), users: 0 }
       shared.watch = joined
     }

@@ -41,6 +41,8 @@ export class KeyWatch {
   private readonly stream: string
   /** Called when an agent's key is destroyed (its entry keys are erased without a mark of their own). */
   onAgentDestroyed: (agentId: string) => void = () => undefined
+  /** Called when an entry's key is destroyed (its name, `entry.<agent>.<entry>`). */
+  onEntryDestroyed: (name: string) => void = () => undefined
 
   constructor(stream: string) {
     this.stream = stream
@@ -138,7 +140,10 @@ export class KeyWatch {
         this.keys.deleteWhere((k) => k.startsWith(`${entryKeyName(agentId, "")}`))
         this.onAgentDestroyed(agentId)
       }
-    } else this.keys.set(name, key)
+    } else {
+      this.keys.set(name, key)
+      if (this.live && key.value !== null && isDestroyed(key.value)) this.onEntryDestroyed(name)
+    }
     this.position = Math.max(this.position, key.revision)
     for (const waiter of this.waiters)
       if (waiter.seq <= this.position) {
