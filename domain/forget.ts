@@ -11,7 +11,7 @@ import { HashMap } from "effect"
 import { AgentNotFound, UnknownEntries, ValidationError } from "../contracts/errors.ts"
 import type { EventOf } from "../contracts/events.ts"
 import { isSubjectToken } from "../contracts/ids.ts"
-import { agentEvents, entrySubject } from "../contracts/subjects.ts"
+import { agentConfigSubject, agentEvents, agentStepSubject, entrySubject } from "../contracts/subjects.ts"
 import type { AgentView } from "./agent-view.ts"
 import { accept, type Decision, envelope, refuse, type Stamp } from "./decision.ts"
 import { type EntryFacts, isLongTerm, NO_ENTRY_FACTS } from "./entry-standing.ts"
@@ -63,10 +63,11 @@ export interface StoredRecord {
  * - an entry's tombstone: every record on the entry's subject but the
  *   entry's tombstones (an entry id is never reused, so a record that
  *   reached the subject after the tombstone is about the forgotten entry too);
- * - an agent's tombstone: every record of the agent before it, and every
+ * - an agent's tombstone: every record of the agent before it, every
  *   later record on the subject of an entry recorded before it (a fade or
- *   cue decision that raced the forget). Records of the agent registered
- *   again after the tombstone are kept.
+ *   cue decision that raced the forget), and every later record on its step
+ *   subject until the agent is registered again (a recall that raced it).
+ *   Records of the agent registered again after the tombstone are kept.
  */
 export const erasedSequences = (
   tombstone: Tombstone,
@@ -81,11 +82,19 @@ export const erasedSequences = (
   }
   const before = new Set<string>()
   const entryPrefix = entrySubject(tombstone.agentId, "")
+  const steps = agentStepSubject(tombstone.agentId)
+  const config = agentConfigSubject(tombstone.agentId)
+  // A registration after the tombstone is the only record on the agent's configuration subject after it.
+  let registeredAgain = false
   for (const r of records) {
     if (r.seq < tombstoneSeq) {
       erased.push(r.seq)
       before.add(r.subject)
-    } else if (r.seq > tombstoneSeq && r.subject.startsWith(entryPrefix) && before.has(r.subject)) erased.push(r.seq)
+    } else if (r.seq > tombstoneSeq) {
+      if (r.subject === config) registeredAgain = true
+      if ((r.subject.startsWith(entryPrefix) && before.has(r.subject)) || (r.subject === steps && !registeredAgain))
+        erased.push(r.seq)
+    }
   }
   return erased
 }

@@ -132,6 +132,18 @@ describe("what a tombstone erases", () => {
     expect(erasedSequences(agentTombstone, 4, records)).toEqual([1, 2, 3, 5])
   })
 
+  it("an agent's tombstone erases a later record on its step subject (a recall that raced the forget) until the agent is registered again", () => {
+    const records = [
+      { seq: 1, subject: agentConfigSubject("a") },
+      { seq: 2, subject: agentStepSubject("a") },
+      { seq: 3, subject: agentConfigSubject("a") },
+      { seq: 4, subject: agentStepSubject("a") },
+      { seq: 5, subject: agentConfigSubject("a") },
+      { seq: 6, subject: agentStepSubject("a") },
+    ]
+    expect(erasedSequences(agentTombstone, 3, records)).toEqual([1, 2, 4])
+  })
+
   it("covers the entry's subject, or every subject of the agent, and no other agent's", () => {
     expect(coversSubject(entryTombstone, entrySubject("a", "e1"))).toBe(true)
     expect(coversSubject(entryTombstone, entrySubject("a", "e10"))).toBe(false)
