@@ -178,14 +178,17 @@ const textOf = (event: MemoryEvent, entryId: string): string | null => {
   }
 }
 
-/** The events of an agent once one of its entries is forgotten: none of its own, and no cue of it in a recall. */
-const withoutEntry = (events: ReadonlyArray<LoggedEvent>, entryId: string): LoggedEvent[] =>
-  events.flatMap((logged) => {
-    const { event } = logged
-    if (entryIdOf(event) === entryId) return []
-    if (event._tag !== "CuesRehydrated" || !event.cues.some((c) => c.entryId === entryId)) return [logged]
-    return [{ ...logged, event: { ...event, cues: event.cues.filter((c) => c.entryId !== entryId) } }]
-  })
+/** What the timeline shows of an event about an entry forgotten before it was stored. */
+const FORGOTTEN_DETAIL = "(forgotten)"
+
+/** An event without what it says of forgotten entries: none of their own events, and no cue of them in a recall. */
+const withoutForgotten = (logged: LoggedEvent, forgotten: ReadonlySet<string>): LoggedEvent | null => {
+  const { event } = logged
+  const entryId = entryIdOf(event)
+  if (entryId !== null && forgotten.has(entryId) && event._tag !== "EntryForgotten") return null
+  if (event._tag !== "CuesRehydrated" || !event.cues.some((c) => forgotten.has(c.entryId))) return logged
+  return { ...logged, event: { ...event, cues: event.cues.filter((c) => !forgotten.has(c.entryId)) } }
+}
 
 const card = (entry: WorkingEntry, cue: boolean): EntryCard => ({
   id: entry.id,
@@ -233,6 +236,8 @@ interface AgentLog {
   view: AgentView | undefined
   /** The ids of its entries in long-term (the view does not carry them). */
   readonly longTerm: Set<string>
+  /** Its entries forgotten so far. */
+  readonly forgotten: Set<string>
 }
 
 /** Every agent's events as the log holds them, and their live views. */
@@ -255,15 +260,24 @@ export class DashboardModel {
     this.#lastSeq = Math.max(this.#lastSeq, logged.seq)
     let agent = this.#agents.get(event.agentId)
     if (agent === undefined) {
-      agent = { events: [], view: undefined, longTerm: new Set() }
+      agent = { events: [], view: undefined, longTerm: new Set(), forgotten: new Set() }
       this.#agents.set(event.agentId, agent)
     }
-    if (event._tag === "AgentForgotten") agent.events = []
-    if (event._tag === "EntryForgotten") agent.events = withoutEntry(agent.events, event.entryId)
-    agent.events.push(logged)
+    if (event._tag === "AgentForgotten") {
+      agent.events = []
+      agent.forgotten.clear()
+    }
+    if (event._tag === "EntryForgotten") {
+      // Remembered: a recall stored after the forget, decided before it, must not show the entry's cue either.
+      agent.forgotten.add(event.entryId)
+      const only = new Set([event.entryId])
+      agent.events = agent.events.flatMap((e) => withoutForgotten(e, only) ?? [])
+    }
+    const kept = withoutForgotten(logged, agent.forgotten)
+    if (kept !== null) agent.events.push(kept)
     trackLongTerm(agent.longTerm, agent.view, event, { seq: logged.seq })
     agent.view = evolve(agent.view, event, { seq: logged.seq })
-    return timelineItem(logged)
+    return kept === null ? { ...timelineItem(logged), detail: FORGOTTEN_DETAIL } : timelineItem(kept)
   }
 
   #summary(agentId: string, view: AgentView, events: number, longTerm: number): AgentSummary {
