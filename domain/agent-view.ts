@@ -392,7 +392,15 @@ const apply = (view: AgentView, event: MemoryEvent, seq: number): AgentView => {
     case "CueRehydrated":
       return view.step?.stepId === event.stepId ? rehydrated(view, [event], seq) : view
     case "CuesRehydrated":
-      return view.step?.stepId === event.stepId ? rehydrated(view, event.cues, seq) : view
+      // A cue the step already holds keeps the form and relevance it came with (a recall for a task transition
+      // decided beside another).
+      return view.step?.stepId === event.stepId
+        ? rehydrated(
+            view,
+            event.cues.filter((cue) => !HashMap.has(view.cues, cue.entryId)),
+            seq,
+          )
+        : view
     case "StepRecalled":
       if (view.step?.stepId !== event.stepId) return view
       return {

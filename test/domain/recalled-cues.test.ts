@@ -69,6 +69,14 @@ describe("a recall's cues in one event", () => {
     )
   })
 
+  it("leaves a cue the step already holds as it came: the first recall of an entry in a step wins", () => {
+    const first = recall("s1", ["e1"], 7)
+    const second = { ...recall("s1", ["e2", "e1"], 8), eventId: "cues-s1-second" }
+    const view = viewOf(...history, stepStarted("s1", 6), first, second)
+    expect(cueIds(view)).toEqual(["e1", "e2"])
+    expect(HashMap.get(view.cueRelevance, "e1")).toEqual(expect.objectContaining({ value: 0.9 }))
+  })
+
   it("changes nothing once its step has ended, or for another step", () => {
     expect(cueIds(viewOf(...history, stepStarted("s1", 6), stepEnded("s1", 7), recall("s1", ["e1"], 8)))).toEqual([])
     expect(cueIds(viewOf(...history, stepStarted("s2", 6), recall("s1", ["e1"], 7)))).toEqual([])
