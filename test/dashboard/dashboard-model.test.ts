@@ -48,6 +48,62 @@ describe("the dashboard's read model", () => {
     expect(texts(model)).toContain("Lunch at noon.")
   })
 
+  it("shows no cue of a forgotten entry, in a recall stored before its forget or after it", () => {
+    const recall = (at: number, eventId: string): EventOf<"CuesRehydrated"> => ({
+      _tag: "CuesRehydrated",
+      v: 1,
+      eventId,
+      agentId: AGENT,
+      at,
+      causationId: "s1",
+      correlationId: null,
+      stepId: "s1",
+      trigger: "similarity",
+      cues: [
+        { entryId: "e-secret", text: "My PIN is 4471." },
+        { entryId: "e-kept", text: "Lunch at noon." },
+      ].map(({ entryId, text }) => ({
+        entryId,
+        relevance: 0.5,
+        correlationId: null,
+        recalled: {
+          timestamp: 1,
+          origin: "USER" as const,
+          tags: [],
+          moodSnapshot: null,
+          emotionalWeight: 0,
+          form: "raw" as const,
+          text,
+          tokens: 6,
+        },
+      })),
+    })
+    const step: EventOf<"StepStarted"> = {
+      _tag: "StepStarted",
+      v: 1,
+      eventId: "step-s1",
+      agentId: AGENT,
+      at: 30,
+      causationId: null,
+      correlationId: null,
+      stepId: "s1",
+      focus: null,
+    }
+    const model = fed(
+      registered(),
+      recorded("e-secret", "My PIN is 4471.", 10),
+      recorded("e-kept", "Lunch at noon.", 20),
+      step,
+      recall(40, "before"),
+      tombstone("EntryForgotten", 50, "e-secret"),
+      recall(60, "after"),
+    )
+    expect(texts(model)).not.toContain("4471")
+    expect(JSON.stringify(model.history(AGENT, "e-secret"))).not.toContain("4471")
+    expect(model.history(AGENT, "e-kept").filter((h) => h.type === "CuesRehydrated")).toHaveLength(2)
+    expect(model.history(AGENT, "e-kept").map((h) => h.text)).toContain("Lunch at noon.")
+  })
+
   it("drops every event of a forgotten agent, and lists it no more", () => {
     const model = fed(registered(), recorded("e-1", "Call the bank.", 10), tombstone("AgentForgotten", 20))
     expect(model.agents()).toEqual([])
