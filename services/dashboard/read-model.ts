@@ -270,8 +270,7 @@ export class DashboardModel {
     if (event._tag === "EntryForgotten") {
       // Remembered: a recall stored after the forget, decided before it, must not show the entry's cue either.
       agent.forgotten.add(event.entryId)
-      const only = new Set([event.entryId])
-      agent.events = agent.events.flatMap((e) => withoutForgotten(e, only) ?? [])
+      agent.events = agent.events.flatMap((e) => withoutForgotten(e, agent.forgotten) ?? [])
     }
     const kept = withoutForgotten(logged, agent.forgotten)
     if (kept !== null) agent.events.push(kept)

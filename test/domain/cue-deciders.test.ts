@@ -15,6 +15,7 @@ import {
   AGENT,
   demoted,
   focusChanged,
+  recalledEntry,
   recorded,
   referenced,
   registered,
@@ -23,16 +24,7 @@ import {
   viewOf,
 } from "../support/events.ts"
 
-const recalledText = (text: string, timestamp = 1): Recalled => ({
-  timestamp,
-  origin: "USER",
-  tags: [],
-  moodSnapshot: null,
-  emotionalWeight: 0,
-  form: "raw",
-  text,
-  tokens: 12,
-})
+const recalledText = (text: string, timestamp = 1): Recalled => recalledEntry(text, { timestamp })
 
 const rehydrated = (stepId: string, entryId: string, at: number): EventOf<"CueRehydrated"> => ({
   _tag: "CueRehydrated",

@@ -3,20 +3,17 @@ import { HashMap } from "effect"
 import { describe, expect, it } from "vitest"
 import type { EventOf } from "../../contracts/events.ts"
 import { evolve } from "../../domain/agent-view.ts"
-import type { Recalled } from "../../domain/cue-decide.ts"
 import { decodeView, encodeView } from "../../services/platform/partitions/view-codec.ts"
-import { AGENT, demoted, recorded, registered, stepEnded, stepStarted, viewOf } from "../support/events.ts"
-
-const recalled = (text: string): Recalled => ({
-  timestamp: 1,
-  origin: "USER",
-  tags: [],
-  moodSnapshot: null,
-  emotionalWeight: 0,
-  form: "raw",
-  text,
-  tokens: 12,
-})
+import {
+  AGENT,
+  demoted,
+  recalledEntry,
+  recorded,
+  registered,
+  stepEnded,
+  stepStarted,
+  viewOf,
+} from "../support/events.ts"
 
 const recall = (stepId: string, entryIds: ReadonlyArray<string>, at: number): EventOf<"CuesRehydrated"> => ({
   _tag: "CuesRehydrated",
@@ -32,7 +29,7 @@ const recall = (stepId: string, entryIds: ReadonlyArray<string>, at: number): Ev
     entryId,
     relevance: 0.9 - i / 10,
     correlationId: null,
-    recalled: recalled(`the text of ${entryId}`),
+    recalled: recalledEntry(`the text of ${entryId}`),
   })),
 })
 

@@ -11,7 +11,7 @@ import type { ContentKeyRef } from "../../contracts/sealed.ts"
 import type { StoredJson } from "../../contracts/upcasters.ts"
 import { FORGOTTEN_TEXT, sealItems, unsealOrRedact, unsealWith } from "../../services/platform/keys/sealing.ts"
 import { decodedRecord } from "../../services/platform/log/decoded-records.ts"
-import { AGENT } from "../support/events.ts"
+import { AGENT, recalledEntry } from "../support/events.ts"
 
 const keyRing = () => {
   const keys = new Map<string, Buffer | null>()
@@ -50,17 +50,10 @@ const recall = (entryIds: ReadonlyArray<string>): EventOf<"CuesRehydrated"> => (
     entryId,
     relevance: 0.5,
     correlationId: null,
-    recalled: {
-      timestamp: 1,
-      origin: "USER",
-      tags: [],
-      moodSnapshot: null,
-      emotionalWeight: 0,
-      form: "raw",
-      text: SECRETS[entryId]!,
+    recalled: recalledEntry(SECRETS[entryId]!, {
       tokens: 9,
       keyPoints: { text: SECRETS[entryId]!.slice(0, 12), tokens: 4 },
-    },
+    }),
   })),
 })
 

@@ -144,3 +144,19 @@ export const focusChanged = (task: string, at: number): EventOf<"FocusChanged"> 
   taskKind: null,
   transition: true,
 })
+
+/** What a cue carries back of an entry: `text` raw, 12 tokens unless `overrides` say otherwise. */
+export const recalledEntry = (
+  text: string,
+  overrides: Partial<EventOf<"CueRehydrated">["recalled"]> = {},
+): EventOf<"CueRehydrated">["recalled"] => ({
+  timestamp: 1,
+  origin: "USER",
+  tags: [],
+  moodSnapshot: null,
+  emotionalWeight: 0,
+  form: "raw",
+  text,
+  tokens: 12,
+  ...overrides,
+})

@@ -81,8 +81,8 @@ export interface ContentKeysShape {
   readonly needsLoad: (data: Uint8Array, subject?: string) => boolean
   /**
    * The key in memory a stored record's (on `subject`, when known) sealed content opens with: null when it has
-   * none sealed, undefined when its key is not in memory; a record whose items have keys of their own gives
-   * each of them, in its order, or undefined when one is not in memory.
+   * none sealed, undefined when its key is not in memory; a record whose items have several keys of their own
+   * gives each of them, in its order, or undefined when one is not in memory.
    */
   readonly heldKeyOf: (data: Uint8Array, subject?: string) => Buffer | ReadonlyArray<Buffer> | null | undefined
   /** Loads the key a stored record (on `subject`, when known) needs, whether it exists or was destroyed. */
@@ -157,7 +157,7 @@ export const makeContentKeys = (store: ContentKeyStore): ContentKeysShape => {
     heldKeyOf: (data, subject) => {
       const refs = refsOf(data, subject)
       if (refs === null) return null
-      if (!isItemRecord(data)) return store.cached(refs[0]!)
+      if (refs.length === 1) return store.cached(refs[0]!)
       const keys: Buffer[] = []
       for (const ref of refs) {
         const key = store.cached(ref)

@@ -8,6 +8,7 @@ import { entryIdOf, type MemoryEvent } from "../../../contracts/events.ts"
 import {
   CONTENT_FIELDS,
   type ContentKeyRef,
+  type FieldPath,
   hasSealedField,
   ITEM_CONTENT,
   isSealed,
@@ -33,7 +34,8 @@ export const contentKeyOf = (event: MemoryEvent): ContentKeyRef | null => {
 }
 
 /** True when the event's items are sealed each under its own entry's key (contracts/sealed.ts ITEM_CONTENT). */
-export const hasItemContent = (event: MemoryEvent): boolean => ITEM_CONTENT[event._tag] !== undefined
+export const hasItemContent = (event: MemoryEvent | StoredJson): boolean =>
+  ITEM_CONTENT[event._tag as MemoryEvent["_tag"]] !== undefined
 
 const sealValue = (key: Uint8Array, value: unknown, label: string) => ({
   $sealed: seal(key, encoder.encode(JSON.stringify(value)), label),
@@ -93,6 +95,15 @@ const openField = (key: Buffer, value: unknown, label: string): { readonly value
   return { value: opened }
 }
 
+/** One item's sealed fields of `json` opened with its entry's key. */
+const openItem = (
+  json: StoredJson,
+  item: StoredJson,
+  ref: ContentKeyRef,
+  paths: ReadonlyArray<FieldPath>,
+  key: Buffer,
+) => mapItemContent(item, paths, (value, path) => openField(key, value, sealedItemFieldLabel(json, ref, path)))
+
 /**
  * Opens a stored event's sealed fields with the key `keyOf` gives: undefined when it is not known here
  * yet, null when it is destroyed (the content is forgotten). An item of an event with per-item content whose
@@ -101,15 +112,13 @@ const openField = (key: Buffer, value: unknown, label: string): { readonly value
 export const unsealWith =
   (keyOf: (ref: ContentKeyRef) => Buffer | null | undefined): Unseal =>
   (json) => {
-    if (ITEM_CONTENT[json._tag as MemoryEvent["_tag"]] !== undefined)
+    if (hasItemContent(json))
       return mapItems(json, (item, ref, paths) => {
         if (!hasSealedField(item, paths)) return item
         const key = keyOf(ref)
         if (key === undefined) return "sealed content: its key is not loaded"
         if (key === null) return null
-        const opened = mapItemContent(item, paths, (value, path) =>
-          openField(key, value, sealedItemFieldLabel(json, ref, path)),
-        )
+        const opened = openItem(json, item, ref, paths, key)
         return opened.ok ? opened.json : opened.reason
       })
     const ref = sealedKeyOf(json)
@@ -136,13 +145,10 @@ export const FORGOTTEN_TEXT = "(forgotten)"
 export const unsealOrRedact =
   (keyOf: (ref: ContentKeyRef) => Buffer | null | undefined): Unseal =>
   (json) => {
-    if (ITEM_CONTENT[json._tag as MemoryEvent["_tag"]] !== undefined)
+    if (hasItemContent(json))
       return mapItems(json, (item, ref, paths) => {
         const key = keyOf(ref)
-        const opened =
-          key === undefined || key === null
-            ? undefined
-            : mapItemContent(item, paths, (value, path) => openField(key, value, sealedItemFieldLabel(json, ref, path)))
+        const opened = key === undefined || key === null ? undefined : openItem(json, item, ref, paths, key)
         if (opened?.ok) return opened.json
         const redacted = mapItemContent(item, paths, (value) => ({ value: isSealed(value) ? FORGOTTEN_TEXT : value }))
         return redacted.ok ? redacted.json : item
