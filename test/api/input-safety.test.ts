@@ -379,3 +379,31 @@ describe("a full JetStream store", () => {
     }
   }, 120_000)
 })
+
+describe("a server whose max_payload is below an event", () => {
+  it("answers a write whose event would be above it at once, naming the limit, and keeps what it accepted", async () => {
+    // 64 KiB: a request of 60 KB passes, its event (the content sealed, about 4/3 of it) does not.
+    const server = await startNatsServer({ config: "max_payload: 65536" })
+    const services = await startServices(systemLayer(settingsFor(server.url), { fade: false, memory: false }))
+    const client = await WorkingMemoryClient.connect({ servers: server.url })
+    try {
+      const agent = client.agent("small-payload")
+      await agent.register({ role: "main" })
+      const { entryId } = await agent.record({ origin: "USER", content: "A short note that fits." })
+      const refusal = await agent.record({ origin: "USER", content: "x".repeat(60_000) }).then(
+        () => null,
+        (error: unknown) => error,
+      )
+      // Each attempt is answered Unavailable at once (the SDK retries it), not left to time out.
+      expect((refusal as { readonly cause?: unknown }).cause).toMatchObject({
+        _tag: "Unavailable",
+        reason: expect.stringContaining("max_payload"),
+      })
+      expect((await agent.view()).entries.map((e) => e.id)).toEqual([entryId])
+    } finally {
+      await client.close()
+      await services.stop()
+      await server.stop()
+    }
+  }, 120_000)
+})

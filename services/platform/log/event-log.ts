@@ -147,6 +147,8 @@ class PublishFailed {
 const isTransient = (error: unknown): boolean => {
   // Refused by the broker's permissions: retrying cannot help.
   if (error instanceof errors.PermissionViolationError) return false
+  // Refused by the client before sending, such as an event above the server's max_payload: the same again fails the same.
+  if (error instanceof errors.InvalidArgumentError) return false
   if (error instanceof JetStreamApiError) {
     // 503 (no JetStream leader yet), 408 (timeout): an election or a restart; anything else is final.
     return error.status === 503 || error.status === 408 || error.code === ServerErrorCodes.ClusterNotAvailable
