@@ -65,9 +65,37 @@ const notOpen = (view: AgentView, stepId: string): InvalidState | null =>
     : new InvalidState({ field: "stepId", reason: `step '${stepId}' is not the open step` })
 
 /**
- * A recall for the open step: its similarities, then its cues best first, in one event (none when no cue is
- * served). Cues working already holds are left out, and so are those a context built at the budget in force
- * would not serve.
+ * The most a recall's event carries of its cues, as their JSON in UTF-8. Sealed, a cue's text takes about
+ * 4/3 of its bytes, so an event stays near 350 KB: well inside NATS's default max_payload of 1 MB, with room
+ * for a server set lower. A recall at a large budget (hundreds of thousands of tokens) serves more than that,
+ * and its cues go in as many events as they need; a single cue (at most one entry's 64 KB and its extract)
+ * always fits one.
+ */
+export const CUES_EVENT_BYTES = 256 * 1024
+
+/** The cues in order, cut into runs of at most CUES_EVENT_BYTES each (a cue larger than that alone). */
+const inParts = <C>(cues: ReadonlyArray<C>): C[][] => {
+  const parts: C[][] = []
+  let part: C[] = []
+  let bytes = 0
+  for (const cue of cues) {
+    const size = Buffer.byteLength(JSON.stringify(cue), "utf8")
+    if (part.length > 0 && bytes + size > CUES_EVENT_BYTES) {
+      parts.push(part)
+      part = []
+      bytes = 0
+    }
+    part.push(cue)
+    bytes += size
+  }
+  if (part.length > 0) parts.push(part)
+  return parts
+}
+
+/**
+ * A recall for the open step: its similarities, then its cues best first, in one event, or in several when
+ * they are more than CUES_EVENT_BYTES (none when no cue is served). Cues working already holds are left out,
+ * and so are those a context built at the budget in force would not serve.
  */
 export const decideRecall = (
   view: AgentView,
@@ -85,10 +113,17 @@ export const decideRecall = (
     trigger: plan.trigger,
     similarities: plan.similarities.map((s) => ({ entryId: s.entryId, similarity: s.similarity })),
   }
-  // One recall of each task transition in a step: its position on the step's subject tells them apart.
-  const cuesOf = (cues: EventOf<"CuesRehydrated">["cues"]): EventOf<"CuesRehydrated"> => ({
+  // One recall of each task transition in a step: its position on the step's subject tells them apart; the
+  // part after the first of a recall cut into several events adds its number.
+  const cuesOf = (cues: EventOf<"CuesRehydrated">["cues"], part = 0): EventOf<"CuesRehydrated"> => ({
     _tag: "CuesRehydrated",
-    ...stampOf(view, `${id}:cues:${stepId}:${plan.trigger}:${view.stepSeq}`, stamp, stepId, null),
+    ...stampOf(
+      view,
+      `${id}:cues:${stepId}:${plan.trigger}:${view.stepSeq}${part === 0 ? "" : `:${part}`}`,
+      stamp,
+      stepId,
+      null,
+    ),
     stepId,
     trigger: plan.trigger,
     cues,
@@ -106,7 +141,7 @@ export const decideRecall = (
     const form = served.get(cue.entryId)
     return form === undefined ? [] : [form === "raw" ? cue : shownShort(cue)]
   })
-  return accept(kept.length === 0 ? [recalled] : [recalled, cuesOf(kept)])
+  return accept([recalled, ...inParts(kept).map((cues, part) => cuesOf(cues, part))])
 }
 
 /**

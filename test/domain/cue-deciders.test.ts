@@ -2,6 +2,7 @@ import { HashMap } from "effect"
 import { describe, expect, it } from "vitest"
 import type { EventOf } from "../../contracts/events.ts"
 import {
+  CUES_EVENT_BYTES,
   decideCueDrops,
   decideExplicitRehydration,
   decidePromotion,
@@ -248,6 +249,50 @@ describe("cue deciders", () => {
           cues: [expect.objectContaining({ entryId: "e1" }), expect.objectContaining({ entryId: "e2" })],
         },
       )
+  })
+
+  it("spreads a recall's cues over events of at most CUES_EVENT_BYTES each, best first, each with an id of its own", () => {
+    // Twelve cues of 60 KB, each shown whole at a budget of a million tokens: 720 KB in all.
+    const cues = Array.from({ length: 12 }, (_, i) => ({
+      entryId: `e${i}`,
+      relevance: 1 - i / 100,
+      correlationId: null,
+      recalled: { ...recalledText(`Log ${i}: the hangar valve was checked. `.repeat(1_500)), tokens: 15_000 },
+    }))
+    const view = viewOf(registered({ budget: 1_000_000 }), stepStarted("s1", 1))
+    const decision = decideRecall(view, "s1", { trigger: "similarity", similarities: [], cues }, { at: 2 })
+    expect(decision.ok).toBe(true)
+    const [recalled, ...parts] = decision.ok ? decision.event : []
+    expect(recalled?._tag).toBe("StepRecalled")
+    expect(parts.length).toBeGreaterThan(1)
+    expect(parts.flatMap((part) => part.cues.map((cue) => cue.entryId))).toEqual(cues.map((cue) => cue.entryId))
+    for (const part of parts)
+      expect(Buffer.byteLength(JSON.stringify(part.cues), "utf8")).toBeLessThanOrEqual(CUES_EVENT_BYTES + 64)
+    expect(new Set(parts.map((part) => part.eventId)).size).toBe(parts.length)
+    // A retried decision gives the same events.
+    expect(decideRecall(view, "s1", { trigger: "similarity", similarities: [], cues }, { at: 2 })).toEqual(decision)
+  })
+
+  it("puts a single cue larger than CUES_EVENT_BYTES in an event of its own", () => {
+    const big = "Log: the hangar valve was checked and logged in full. ".repeat(6_000)
+    const cue = (entryId: string, text: string, relevance: number) => ({
+      entryId,
+      relevance,
+      correlationId: null,
+      recalled: { ...recalledText(text), tokens: 70_000 },
+    })
+    const view = viewOf(registered({ budget: 1_000_000 }), stepStarted("s1", 1))
+    const decision = decideRecall(
+      view,
+      "s1",
+      { trigger: "similarity", similarities: [], cues: [cue("small", "A short note.", 0.9), cue("big", big, 0.8)] },
+      { at: 2 },
+    )
+    const parts = decision.ok ? decision.event.slice(1) : []
+    expect(parts.map((part) => part._tag === "CuesRehydrated" && part.cues.map((c) => c.entryId))).toEqual([
+      ["small"],
+      ["big"],
+    ])
   })
 
   it("gives each task transition's recall in a step an id of its own, and a retried decision the same", () => {

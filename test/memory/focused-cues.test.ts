@@ -164,3 +164,52 @@ describe("recalled key points", () => {
     await agent.endStep(stepId)
   })
 })
+
+describe("a recall larger than one message", () => {
+  it("at a budget of a million tokens, a recall's cues go in as many events as the server takes, and are served", {
+    timeout: 120_000,
+  }, async () => {
+    const agent = system.client.agent(`${AGENT}-large`)
+    await agent.register({ role: "custom", budget: 200 })
+    const clock = steppingClock(T0, MINUTE)
+    // Each log is about 60 KB, so the 24 of them shown whole are more than the server's max_payload (1 MB).
+    const logs = Array.from({ length: 24 }, (_, i) =>
+      Array.from(
+        { length: 800 },
+        (_, j) => `Airship log ${i}, line ${j}: the zeppelin hangar crew checked valve ${(i * 800 + j) % 97} today.`,
+      ).join(" "),
+    )
+    const ids: string[] = []
+    for (const content of logs)
+      ids.push((await agent.record({ origin: "USER", content, timestamp: clock.next() })).entryId)
+    await eventually(
+      "every log to be demoted",
+      async () => {
+        const demoted = new Set(
+          (await readLog(system.server.url)).flatMap((s) =>
+            s.event._tag === "EntryDemoted" && s.event.agentId === agent.agentId ? [s.event.entryId] : [],
+          ),
+        )
+        return ids.every((id) => demoted.has(id))
+      },
+      60_000,
+    )
+    await agent.retuneBudget(1_000_000)
+
+    const { stepId } = await agent.beginStep({ focus: { query: "What did the zeppelin hangar crew check?" } })
+    // A reply holds less than the budget in force: one NATS message carries it.
+    const built = await agent.buildContext({ stepId, limit: 200_000 })
+    const served = built.items.filter((i) => i.cue && ids.includes(i.entryId))
+    expect(served.map((i) => i.entryId).sort()).toEqual([...ids].sort())
+    expect(served.filter((i) => i.form === "raw").length).toBeGreaterThan(1)
+
+    // Recalled for the budget in force, every log is carried whole, over more than one event.
+    const log = await readLog(system.server.url)
+    const cues = cuesOf(log).filter((cue) => cue.agentId === agent.agentId)
+    expect(cues.map((cue) => cue.entryId).sort()).toEqual([...ids].sort())
+    expect(cues.map((cue) => cue.recalled.text)).toEqual(expect.arrayContaining(logs))
+    const events = log.filter((s) => s.event._tag === "CuesRehydrated" && s.event.agentId === agent.agentId)
+    expect(events.length).toBeGreaterThan(1)
+    await agent.endStep(stepId)
+  })
+})

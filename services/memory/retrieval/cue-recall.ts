@@ -91,27 +91,31 @@ export const makeCueRecall = ({
     const read = new Map<string, { readonly hit: RankedHit; readonly recalled: Recalled } | null>()
     // Each round reads at least one cue more, so it ends within as many rounds as cues planned (two, mostly).
     for (let round = 0; round < planned.length; round++) {
-      const [, served] = yield* decide(
+      const [, ...served] = yield* decide(
         planned.map((p) =>
           read.has(p.hit.entryId)
             ? (read.get(p.hit.entryId) ?? { hit: p.hit, recalled: null })
             : { hit: p.hit, recalled: sizedCue(p) },
         ),
       )
-      const ids = new Set(served?.cues.map((cue) => cue.entryId))
+      const ids = new Set(served.flatMap((part) => part.cues.map((cue) => cue.entryId)))
       const unread = planned.filter((p) => ids.has(p.hit.entryId) && !read.has(p.hit.entryId))
       if (unread.length === 0) break
       const cues = yield* readCues(substrate, view, unread, focus)
       for (const p of unread) read.set(p.hit.entryId, null)
       for (const cue of cues) read.set(cue.hit.entryId, cue)
     }
-    const [ranked, rehydrated] = yield* decide(planned.flatMap((p) => read.get(p.hit.entryId) ?? []))
-    // One event for the recall's cues, on the step's subject: applied only while the step is open, and, cue by
-    // cue, while working does not hold the entry in full and it was not forgotten since (domain/agent-view.ts).
+    const events = yield* decide(planned.flatMap((p) => read.get(p.hit.entryId) ?? []))
+    // The recall's cues in one event on the step's subject (more for a very large budget): applied only while
+    // the step is open, and, cue by cue, while working does not hold the entry in full and it was not
+    // forgotten since (domain/agent-view.ts).
     let last = 0
-    for (const event of rehydrated === undefined ? [ranked] : [ranked, rehydrated])
+    let cues = 0
+    for (const event of events) {
       last = (yield* writes.appendWhile(view.config.id, event, stepOpen(step.stepId)).pipe(Effect.orDie)).seq
-    return { cues: rehydrated?.cues.length ?? 0, seq: last }
+      if (event._tag === "CuesRehydrated") cues += event.cues.length
+    }
+    return { cues, seq: last }
   })
 
   const recall = Effect.fn("Retrieval.recall")(function* (agentId: string, request: RequestOf<"recall">) {
