@@ -108,13 +108,14 @@ export const decideRecall = (
   const id = view.config.id
   const recalled: EventOf<"StepRecalled"> = {
     _tag: "StepRecalled",
-    ...stampOf(view, `${id}:recall:${stepId}:${plan.trigger}`, stamp, stepId, null),
+    ...stampOf(view, `${id}:recall:${stepId}:${plan.trigger}:${view.stepSeq}`, stamp, stepId, null),
     stepId,
     trigger: plan.trigger,
     similarities: plan.similarities.map((s) => ({ entryId: s.entryId, similarity: s.similarity })),
   }
-  // One recall of each task transition in a step: its position on the step's subject tells them apart; the
-  // part after the first of a recall cut into several events adds its number.
+  // One recall of each task transition in a step: its position on the step's subject tells them apart (for the
+  // similarities as for the cues: the builder ranks by the latest); the part after the first of a recall cut into
+  // several events adds its number.
   const cuesOf = (cues: EventOf<"CuesRehydrated">["cues"], part = 0): EventOf<"CuesRehydrated"> => ({
     _tag: "CuesRehydrated",
     ...stampOf(

@@ -212,7 +212,7 @@ describe("cue deciders", () => {
           stepId: "s1",
           trigger: "similarity",
           similarities: [{ entryId: "e3", similarity: 0.4 }],
-          eventId: `${AGENT}:recall:s1:similarity`,
+          eventId: `${AGENT}:recall:s1:similarity:7`,
         },
         {
           _tag: "CuesRehydrated",
@@ -295,7 +295,7 @@ describe("cue deciders", () => {
     ])
   })
 
-  it("gives each task transition's recall in a step an id of its own, and a retried decision the same", () => {
+  it("gives each task transition's recall in a step ids of its own (similarities and cues), and a retried decision the same", () => {
     const plan = {
       trigger: "task-transition" as const,
       similarities: [],
@@ -303,7 +303,7 @@ describe("cue deciders", () => {
     }
     const idOf = (view: ReturnType<typeof viewOf>) => {
       const decision = decideRecall(view, "s1", plan, { at: 9 })
-      return decision.ok ? decision.event[1]?.eventId : undefined
+      return decision.ok ? decision.event.map((event) => event.eventId).join(" ") : undefined
     }
     const first = viewOf(registered(), ...longTermEntry, stepStarted("s1", 3), focusChanged("sign the lease", 4))
     const second = viewOf(
@@ -313,9 +313,13 @@ describe("cue deciders", () => {
       focusChanged("sign the lease", 4),
       focusChanged("renew the lease", 5),
     )
-    expect(idOf(first)).toBeDefined()
+    expect(idOf(first)?.split(" ")).toHaveLength(2)
     expect(idOf(first)).toBe(idOf(first))
-    expect(idOf(second)).not.toBe(idOf(first))
+    // The similarities too: a transition's StepRecalled deduplicated away would leave the builder ranking by the last.
+    const [recalledFirst, cuesFirst] = idOf(first)!.split(" ")
+    const [recalledSecond, cuesSecond] = idOf(second)!.split(" ")
+    expect(recalledSecond).not.toBe(recalledFirst)
+    expect(cuesSecond).not.toBe(cuesFirst)
   })
 
   it("records a recall that finds no cue to serve as its similarities alone", () => {
