@@ -224,6 +224,30 @@ describe("reload triggers, each on its own", () => {
     expect(built.items.some((i) => i.entryId === ids[0] && i.cue)).toBe(true)
     await agent.endStep(stepId)
   })
+
+  it("each task transition of a step records its own similarities, so the builder ranks by the latest task", async () => {
+    const { agent, ids } = await agentWithHistory("by-transitions", [
+      { content: "The invoice for the Berlin conference has not been paid yet." },
+      { content: "The hotel in Lisbon still needs a booking for the June trip." },
+    ])
+    const { stepId } = await agent.beginStep()
+    const transitions = async () =>
+      (await readLog(system.server.url)).flatMap(({ event }) =>
+        event._tag === "StepRecalled" &&
+        event.agentId === "by-transitions" &&
+        event.stepId === stepId &&
+        event.trigger === "task-transition"
+          ? [event]
+          : [],
+      )
+    await agent.setFocus({ focus: { task: "pay the Berlin conference invoice" } })
+    await expect.poll(async () => (await transitions()).length, { timeout: 5_000 }).toBe(1)
+    await agent.setFocus({ focus: { task: "book the Lisbon hotel for June" } })
+    await expect.poll(async () => (await transitions()).length, { timeout: 5_000 }).toBe(2)
+    const built = await agent.buildContext({ stepId })
+    expect(built.items.some((i) => i.entryId === ids[1] && i.cue)).toBe(true)
+    await agent.endStep(stepId)
+  })
 })
 
 describe("filters, threads and warm-up", () => {
