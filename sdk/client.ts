@@ -105,6 +105,9 @@ export class WorkingMemoryClient {
       pingInterval: options.pingIntervalMs ?? DEFAULT_NATS_PING_INTERVAL_MS,
       maxPingOut: MAX_PINGS_OUT,
       reconnectToServer: dialLeastRecent,
+      // Every failure reaches the caller as the SDK's own error (NoResponse, a typed refusal); a stack trace
+      // captured for each request would cost the agent's process CPU on every call.
+      noAsyncTraces: true,
       ...(options.user !== undefined ? { user: options.user } : {}),
       ...(options.pass !== undefined ? { pass: options.pass } : {}),
       ...(options.inboxPrefix !== undefined ? { inboxPrefix: options.inboxPrefix } : {}),
