@@ -10,6 +10,7 @@ import type { Encoding } from "../contracts/agent.ts"
 import type { EventOf } from "../contracts/events.ts"
 import { type FocusTerms, RECALLED_KEY_POINTS_CAP, recalledKeyPoints } from "./key-points.ts"
 import type { Renderable } from "./render.ts"
+import type { PreparedText } from "./text-layout.ts"
 
 export interface CueSizes {
   readonly rawTokens: number
@@ -98,7 +99,8 @@ export const sizedRawCue = (
 /**
  * A cue recalled with its raw text: shown whole while the builder has room,
  * else by its extract for the step's focus (`focus`: the focus's weighed
- * lexical terms), else by the key points made at fading.
+ * lexical terms), else by the key points made at fading. `prepared`: the raw
+ * text's layout and terms, when the caller holds them (text-layout.ts).
  */
 export const rawCue = (
   meta: Renderable & Omit<Recalled, "form" | "text" | "tokens" | "keyPoints">,
@@ -106,8 +108,9 @@ export const rawCue = (
   fadingKeyPoints: { readonly text: string; readonly tokens: number } | undefined,
   focus: FocusTerms,
   encoding: Encoding,
+  prepared?: PreparedText,
 ): Recalled => {
-  const shown = recalledKeyPoints(meta, raw.content, focus, encoding) ?? fadingKeyPoints
+  const shown = recalledKeyPoints(meta, raw.content, focus, encoding, prepared) ?? fadingKeyPoints
   return {
     ...recalledMeta(meta),
     form: "raw",

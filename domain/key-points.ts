@@ -15,19 +15,11 @@
  */
 import type { Encoding } from "../contracts/agent.ts"
 import { blockTokens, type Renderable } from "./render.ts"
-import { queryTerms, terms } from "./terms.ts"
+import { locatedTerms, queryTerms, terms } from "./terms.ts"
+import { layoutOf, type PreparedText, speakerOf, UNIT_FIELDS } from "./text-layout.ts"
 import { countTokens, tokensAtLeast } from "./tokens.ts"
 
-const sentenceSegmenter = new Intl.Segmenter("en", { granularity: "sentence" })
-
-export const sentences = (text: string): string[] =>
-  Array.from(sentenceSegmenter.segment(text), (s) => s.segment.trim()).filter((s) => s.length > 0)
-
-const clauses = (sentence: string): string[] =>
-  sentence
-    .split(/(?<=[,;—–])\s+/)
-    .map((c) => c.trim().replace(/[,;—–]$/, ""))
-    .filter((c) => c.length > 0)
+export { speakerOf } from "./text-layout.ts"
 
 interface Unit {
   readonly text: string
@@ -39,9 +31,13 @@ interface Unit {
   readonly score: number
 }
 
-const scoreUnits = (parts: ReadonlyArray<string>, focus: FocusTerms): Unit[] => {
+/** The units with their scores: `termsOf` holds each part's distinct terms. */
+const scoreUnits = (
+  parts: ReadonlyArray<string>,
+  termsOf: ReadonlyArray<ReadonlySet<string>>,
+  focus: FocusTerms,
+): Unit[] => {
   const frequency = new Map<string, number>()
-  const termsOf = parts.map((p) => new Set(terms(p)))
   for (const ts of termsOf) for (const t of ts) frequency.set(t, (frequency.get(t) ?? 0) + 1)
   return parts.map((text, index) => {
     const ts = termsOf[index]!
@@ -74,15 +70,6 @@ const unitTokens = (encoding: Encoding) => {
 }
 
 type UnitTokens = ReturnType<typeof unitTokens>
-
-/** "Ana: " or "Dr. Ruiz: " at the start of a transcript line. */
-const SPEAKER = /^([^:\n]{1,40}):\s+/
-
-/** The speaker prefix of a text ("Ana: "), or "" when it does not open with one. */
-export const speakerOf = (text: string): string => {
-  const m = SPEAKER.exec(text)
-  return m !== null && m[1]!.trim().split(/\s+/).length <= 4 ? m[0] : ""
-}
 
 const GAP = "…"
 
@@ -122,7 +109,8 @@ export const focusedKeyPoints = (
   share: number,
   encoding: Encoding,
   cap = Infinity,
-): string => keyPointsOf(text, share, encoding, focus, cap)
+  prepared?: PreparedText,
+): string => keyPointsOf(text, share, encoding, focus, cap, prepared)
 
 /**
  * The share of its tokens a recalled entry's key points take: a third. They
@@ -208,14 +196,45 @@ const byFocusCovered = (
   return chosen
 }
 
-const keyPointsOf = (text: string, share: number, encoding: Encoding, focus: FocusTerms, cap = Infinity): string => {
+/** The units of `text` (text-layout.ts) with the distinct terms of each, or null when it has one unit or none. */
+const unitsOf = (
+  text: string,
+  prepared: PreparedText | undefined,
+): { readonly parts: string[]; readonly terms: Array<Set<string>> } | null => {
+  let layout = prepared?.layout
+  let located = prepared?.terms ?? []
+  if (layout === undefined) {
+    const own = locatedTerms(text)
+    const made = layoutOf(text, own)
+    if (made === null) return null
+    layout = made
+    located = own.terms
+  }
+  const { units, termsKnown } = layout
+  const parts: string[] = []
+  const termSets: Array<Set<string>> = []
+  for (let u = 0; u < units.length; u += UNIT_FIELDS) {
+    const part = text.slice(units[u]!, units[u + 1]!)
+    parts.push(part)
+    termSets.push(new Set(termsKnown ? located.slice(units[u + 2]!, units[u + 3]!) : terms(part)))
+  }
+  return { parts, terms: termSets }
+}
+
+const keyPointsOf = (
+  text: string,
+  share: number,
+  encoding: Encoding,
+  focus: FocusTerms,
+  cap = Infinity,
+  prepared?: PreparedText,
+): string => {
   const whole = text.trim()
   const speaker = speakerOf(whole)
-  const body = whole.slice(speaker.length)
-  let parts = sentences(body)
-  if (parts.length <= 1) parts = clauses(body.trim())
-  if (parts.length <= 1) return whole
-  const units = scoreUnits(parts, focus)
+  const found = unitsOf(text, prepared)
+  if (found === null) return whole
+  const { parts } = found
+  const units = scoreUnits(parts, found.terms, focus)
   const counts = unitTokens(encoding)
   const target = targetOf(units, share, cap, counts)
   const chosen = focus.size === 0 ? byScore(units, target, counts) : byFocusCovered(units, target, focus, counts)
@@ -249,13 +268,15 @@ const targetOf = (units: ReadonlyArray<Unit>, share: number, cap: number, { toke
  * What a recalled entry carries besides its raw text: its key points for the
  * step's focus (`focus`: its weighed terms), with the token count of
  * their block, or null when they would not be smaller than the raw text.
+ * `prepared`: the raw text's layout and terms when the caller holds them (text-layout.ts).
  */
 export const recalledKeyPoints = (
   entry: Renderable,
   raw: string,
   focus: FocusTerms,
   encoding: Encoding,
+  prepared?: PreparedText,
 ): { readonly text: string; readonly tokens: number } | null => {
-  const text = focusedKeyPoints(raw, focus, RECALLED_KEY_POINTS_SHARE, encoding, RECALLED_KEY_POINTS_CAP)
+  const text = focusedKeyPoints(raw, focus, RECALLED_KEY_POINTS_SHARE, encoding, RECALLED_KEY_POINTS_CAP, prepared)
   return text === raw.trim() ? null : { text, tokens: blockTokens(entry, "keyPoints", text, encoding) }
 }

@@ -58,6 +58,26 @@ export const terms = (text: string): string[] => {
   return out
 }
 
+/** A text's terms (as `terms` gives them) with where the word of each starts in the text. */
+export interface LocatedTerms {
+  readonly terms: ReadonlyArray<string>
+  /** Each term's word's position in the text; null where lower-casing changed the text's length ("İ"), so positions in the lower-cased text are not the text's. */
+  readonly starts: ReadonlyArray<number> | null
+}
+
+export const locatedTerms = (text: string): LocatedTerms => {
+  const lowered = text.toLowerCase()
+  const out: string[] = []
+  const starts: number[] = []
+  for (const match of lowered.matchAll(WORD)) {
+    const word = withoutSuffix(match[0])
+    if (word.length === 0 || STOPWORDS.has(word)) continue
+    out.push(stemOf(word))
+    starts.push(match.index)
+  }
+  return { terms: out, starts: lowered.length === text.length ? starts : null }
+}
+
 /** The terms of a query (a focus, a search): those of `terms`, without the words a question is asked with. */
 export const queryTerms = (text: string): string[] => {
   const lowered = text.toLowerCase()

@@ -11,6 +11,7 @@ import type { Recalled } from "../../../domain/cue-decide.ts"
 import { planCueForms, rawCue, recalledMeta, sizedRawCue } from "../../../domain/cue-plan.ts"
 import type { FocusTerms } from "../../../domain/key-points.ts"
 import type { SubstrateReaderShape } from "../../platform/substrate-reader.ts"
+import type { LexicalIndex } from "./lexical-index.ts"
 import { hitText, type RankedHit } from "./rank.ts"
 
 /** What a cue of the view brings back, as it was rehydrated. */
@@ -69,9 +70,13 @@ const unreadCue = (
   return summary.text.length > 0 ? ({ ...base, form: summary.form, text: summary.text, tokens } as Recalled) : null
 }
 
-/** What the planned cues carry back: raw texts read from the substrate (and extracted for the focus) together. */
+/**
+ * What the planned cues carry back: raw texts read from the substrate (and extracted for the focus, from the
+ * layouts the lexical index keeps where it has them) together.
+ */
 export const readCues = (
   substrate: SubstrateReaderShape,
+  lexical: LexicalIndex,
   view: AgentView,
   planned: ReadonlyArray<PlannedCue>,
   focus: FocusTerms,
@@ -83,7 +88,10 @@ export const readCues = (
         const meta = hit.working ?? hit.record!
         if (form === "raw") {
           const raw = yield* substrate.get(view.config.id, hit.entryId)
-          if (raw !== null) return { hit, recalled: rawCue(meta, raw, keyPoints, focus, view.config.encoding) }
+          if (raw !== null) {
+            const prepared = lexical.preparedText(view.config.id, hit.entryId)
+            return { hit, recalled: rawCue(meta, raw, keyPoints, focus, view.config.encoding, prepared) }
+          }
         }
         const recalled = unreadCue(hit, meta, form, keyPoints)
         return recalled === null ? null : { hit, recalled }

@@ -101,7 +101,7 @@ export const makeCueRecall = ({
       const ids = new Set(served.flatMap((part) => part.cues.map((cue) => cue.entryId)))
       const unread = planned.filter((p) => ids.has(p.hit.entryId) && !read.has(p.hit.entryId))
       if (unread.length === 0) break
-      const cues = yield* readCues(substrate, view, unread, focus)
+      const cues = yield* readCues(substrate, sources.lexical, view, unread, focus)
       for (const p of unread) read.set(p.hit.entryId, null)
       for (const cue of cues) read.set(cue.hit.entryId, cue)
     }

@@ -12,7 +12,8 @@
  */
 import type { EventOf, MemoryEvent } from "../../../contracts/events.ts"
 import type { AgentView } from "../../../domain/agent-view.ts"
-import { terms } from "../../../domain/terms.ts"
+import { locatedTerms } from "../../../domain/terms.ts"
+import { layoutOf } from "../../../domain/text-layout.ts"
 import { type KeptState, keptState } from "../../platform/partitions/partitioned-views.ts"
 import { fieldReaders } from "../../platform/partitions/snapshot-fields.ts"
 import type { EpisodeIndex, Point, TimelineParts } from "./episodes.ts"
@@ -53,7 +54,8 @@ export const indexEvent = (
 }
 
 const indexEntry = (lexical: LexicalIndex, episodes: EpisodeIndex, event: EventOf<"EntryRecorded">) => {
-  lexical.add(event.agentId, event.entryId, terms(event.content))
+  const located = locatedTerms(event.content)
+  lexical.add(event.agentId, event.entryId, located.terms, layoutOf(event.content, located))
   episodes.add(event.agentId, event.entryId, event.timestamp, event.correlationId)
 }
 

@@ -12,7 +12,13 @@
  * on what it can add to a score; once k documents are held, the terms whose
  * bounds together cannot lift a document past the k-th score are no longer
  * walked, only probed for the documents the other terms bring.
+ *
+ * Beside each entry's terms it keeps where the entry's sentences lie among them (domain/text-layout.ts),
+ * worked out when the entry is indexed: a recall cuts a long entry for its focus from them without
+ * segmenting it again. An entry restored from a snapshot has none; its layout is made when it is cut.
  */
+
+import type { PreparedText, TextLayout } from "../../../domain/text-layout.ts"
 
 export interface LexicalHit {
   readonly entryId: string
@@ -57,6 +63,8 @@ class Postings {
 class AgentIndex {
   readonly postings = new Map<string, Postings>()
   readonly termsOf = new Map<string, ReadonlyArray<string>>()
+  /** The layouts of the entries indexed with one (those of more than one sentence or clause). */
+  readonly layouts = new Map<string, TextLayout>()
   readonly documentFrequency = new Map<string, number>()
   readonly slotOf = new Map<string, number>()
   /** Entry id by slot; undefined once removed (its postings are skipped until the next compaction). */
@@ -64,8 +72,9 @@ class AgentIndex {
   lengths = new Int32Array(1024)
   totalLength = 0
 
-  add(entryId: string, terms: ReadonlyArray<string>): void {
+  add(entryId: string, terms: ReadonlyArray<string>, layout?: TextLayout | null): void {
     const slot = this.ids.length
+    if (layout) this.layouts.set(entryId, layout)
     const counts = new Map<string, number>()
     for (const t of terms) counts.set(t, (counts.get(t) ?? 0) + 1)
     this.ids.push(entryId)
@@ -104,20 +113,24 @@ class AgentIndex {
     this.totalLength -= this.lengths[slot]!
     this.slotOf.delete(entryId)
     this.termsOf.delete(entryId)
+    this.layouts.delete(entryId)
     const dead = this.ids.length - this.slotOf.size
     if (dead > 1024 && dead > this.slotOf.size) this.compact()
   }
 
   /** Renumbers the live entries in their order, dropping the postings of removed ones. */
   compact(): void {
-    const live = this.ids.flatMap((id) => (id === undefined ? [] : [[id, this.termsOf.get(id)!] as const]))
+    const live = this.ids.flatMap((id) =>
+      id === undefined ? [] : [[id, this.termsOf.get(id)!, this.layouts.get(id)] as const],
+    )
     this.postings.clear()
     this.termsOf.clear()
+    this.layouts.clear()
     this.documentFrequency.clear()
     this.slotOf.clear()
     this.ids = []
     this.totalLength = 0
-    for (const [id, terms] of live) this.add(id, terms)
+    for (const [id, terms, layout] of live) this.add(id, terms, layout)
   }
 }
 
@@ -220,14 +233,15 @@ const bm25Idf = (documents: number, df: number): number => Math.log(1 + (documen
 export class LexicalIndex {
   readonly #indexes = new Map<string, AgentIndex>()
 
-  add(agentId: string, entryId: string, terms: ReadonlyArray<string>): void {
+  /** Indexes an entry by its terms, with its layout when it has one (domain/text-layout.ts, over these terms). */
+  add(agentId: string, entryId: string, terms: ReadonlyArray<string>, layout?: TextLayout | null): void {
     let index = this.#indexes.get(agentId)
     if (index === undefined) {
       index = new AgentIndex()
       this.#indexes.set(agentId, index)
     }
     index.remove(entryId)
-    index.add(entryId, terms)
+    index.add(entryId, terms, layout)
   }
 
   remove(agentId: string, entryId: string): void {
@@ -248,6 +262,13 @@ export class LexicalIndex {
   /** The indexed terms of an entry (empty when it is not indexed). */
   termsOf(agentId: string, entryId: string): ReadonlyArray<string> {
     return this.#indexes.get(agentId)?.termsOf.get(entryId) ?? []
+  }
+
+  /** The entry's layout with the terms it indexes into, when it was indexed with one. */
+  preparedText(agentId: string, entryId: string): PreparedText | undefined {
+    const index = this.#indexes.get(agentId)
+    const layout = index?.layouts.get(entryId)
+    return layout === undefined ? undefined : { layout, terms: index!.termsOf.get(entryId)! }
   }
 
   /** How many of the agent's entries hold `term`, and how many entries there are. */

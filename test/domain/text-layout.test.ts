@@ -1,0 +1,84 @@
+import { describe, expect, it } from "vitest"
+import { focusTerms, recalledKeyPoints } from "../../domain/key-points.ts"
+import { locatedTerms, terms } from "../../domain/terms.ts"
+import { layoutOf, type TextLayout, UNIT_FIELDS } from "../../domain/text-layout.ts"
+
+const unitsOf = (text: string, layout: TextLayout): string[] => {
+  const out: string[] = []
+  for (let u = 0; u < layout.units.length; u += UNIT_FIELDS) out.push(text.slice(layout.units[u], layout.units[u + 1]))
+  return out
+}
+
+/** Texts whose units meet at marks, quotes, numbers, apostrophes and letters whose case is context-dependent. */
+const AWKWARD = [
+  "  Ana: The flat on Rua Augusta is 84 m². It's Sam’s, not mine!  Ask him?\n",
+  "Dr. Ruiz: Take 2.5 mg at 8:30. Don't skip it… Call if the rash (it's red) spreads.",
+  "ΤΟ ΣΠΙΤΙ ΤΟΥ ΚΩΣΤΑΣ? Ναι, ΟΔΟΣ ΕΡΜΟΥ. Μετά ΤΕΛΟΣ.",
+  "We met at the café—then walked on; the bakery, sadly, was shut, and it rained",
+  'He said "no." She said "yes!" Then: silence. See https://example.org/a?b=c. Done.',
+  "Line one without a stop\nLine two, also bare\n\nA third. And a fourth.",
+]
+
+describe("text layout", () => {
+  it("lays a text out by its sentences after the speaker, each trimmed", () => {
+    const text = "  Ana: First one here.  Second one?\nThird!\n"
+    expect(unitsOf(text, layoutOf(text)!)).toEqual(["First one here.", "Second one?", "Third!"])
+  })
+
+  it("lays a text of one sentence out by its clauses, without the marks they end with", () => {
+    const text = "Bob: We went to Lisbon, stayed by the river; ate well, then flew home."
+    expect(unitsOf(text, layoutOf(text)!)).toEqual([
+      "We went to Lisbon",
+      "stayed by the river",
+      "ate well",
+      "then flew home.",
+    ])
+  })
+
+  it("has no layout for a text of one unit", () => {
+    expect(layoutOf("Just one short sentence.")).toBeNull()
+    expect(layoutOf("Ana: Yes.")).toBeNull()
+  })
+
+  it("gives each unit the terms of its own text", () => {
+    for (const text of AWKWARD) {
+      const located = locatedTerms(text)
+      const layout = layoutOf(text, located)!
+      expect(layout, text).not.toBeNull()
+      expect(layout.termsKnown, text).toBe(true)
+      unitsOf(text, layout).forEach((unit, u) => {
+        const [from, to] = [layout.units[UNIT_FIELDS * u + 2]!, layout.units[UNIT_FIELDS * u + 3]!]
+        expect(located.terms.slice(from, to), `${text} / ${unit}`).toEqual(terms(unit))
+      })
+    }
+  })
+
+  it("keeps no term positions for a text lower-casing lengthens, and cuts it the same", () => {
+    const text = "İstanbul was hot in July. The ferry to Kadıköy took twenty minutes. We ate simit on board."
+    const layout = layoutOf(text)!
+    expect(layout.termsKnown).toBe(false)
+    const focus = focusTerms("How long did the ferry take?")
+    const entry = { timestamp: 0, origin: "USER" as const }
+    expect(recalledKeyPoints(entry, text, focus, "o200k_base", { layout, terms: locatedTerms(text).terms })).toEqual(
+      recalledKeyPoints(entry, text, focus, "o200k_base"),
+    )
+  })
+
+  it("cuts a text from a layout made beforehand exactly as from its text alone", () => {
+    const long = Array.from(
+      { length: 30 },
+      (_, i) => `Note ${i}: the ${["red", "blue", "green"][i % 3]} van left depot ${i % 7} at ${8 + (i % 9)}:15.`,
+    ).join(" ")
+    const focus = focusTerms("When did the blue van leave depot 4?", (t) => (t === "blue" ? 3 : 1))
+    for (const text of [...AWKWARD, long]) {
+      const located = locatedTerms(text)
+      const layout = layoutOf(text, located)!
+      for (const origin of ["USER", "INTERNAL"] as const) {
+        const entry = { timestamp: 0, origin }
+        expect(recalledKeyPoints(entry, text, focus, "o200k_base", { layout, terms: located.terms }), text).toEqual(
+          recalledKeyPoints(entry, text, focus, "o200k_base"),
+        )
+      }
+    }
+  })
+})
