@@ -16,7 +16,7 @@
 import type { Encoding } from "../contracts/agent.ts"
 import { blockTokens, type Renderable } from "./render.ts"
 import { locatedTerms, queryTerms, terms } from "./terms.ts"
-import { layoutOf, type PreparedText, speakerOf, UNIT_FIELDS } from "./text-layout.ts"
+import { forEachUnit, layoutOf, type PreparedText, speakerOf, termsKnown } from "./text-layout.ts"
 import { countTokens, tokensAtLeast } from "./tokens.ts"
 
 export { speakerOf } from "./text-layout.ts"
@@ -210,14 +210,14 @@ const unitsOf = (
     layout = made
     located = own.terms
   }
-  const { units, termsKnown } = layout
+  const known = termsKnown(layout)
   const parts: string[] = []
   const termSets: Array<Set<string>> = []
-  for (let u = 0; u < units.length; u += UNIT_FIELDS) {
-    const part = text.slice(units[u]!, units[u + 1]!)
+  forEachUnit(layout, (start, end, termFrom, termTo) => {
+    const part = text.slice(start, end)
     parts.push(part)
-    termSets.push(new Set(termsKnown ? located.slice(units[u + 2]!, units[u + 3]!) : terms(part)))
-  }
+    termSets.push(new Set(known ? located.slice(termFrom, termTo) : terms(part)))
+  })
   return { parts, terms: termSets }
 }
 

@@ -9,19 +9,30 @@
  */
 import { type LocatedTerms, locatedTerms } from "./terms.ts"
 
-export interface TextLayout {
-  /**
-   * Four numbers a unit, in order: its start and end (exclusive) in the text, then its terms as the first
-   * and the last-plus-one of them in the text's located terms. One array: a layout is kept for every long
-   * entry an agent recorded, and it costs about 230 bytes.
-   */
-  readonly units: Uint32Array
-  /** False when lower-casing changed the text's length: each unit's terms are then found in its own text. */
-  readonly termsKnown: boolean
-}
+/**
+ * A layout, packed in a string of one UTF-16 code unit a number (the memory service keeps one for every entry
+ * of more than one unit, and such a string costs a few tens of bytes where a typed array costs a few hundred):
+ * first 1 when the units' terms are known, 0 when lower-casing changed the text's length (each unit's terms
+ * are then found in its own text); then four numbers a unit, in order: its start and end (exclusive) in the
+ * text, and its terms as the first and the last-plus-one of them in the text's located terms. A text longer
+ * than a code unit counts (65,535 characters) has no layout.
+ */
+export type TextLayout = string & { readonly TextLayout: unique symbol }
 
-/** The numbers of a unit in `TextLayout.units`. */
-export const UNIT_FIELDS = 4
+const UNIT_FIELDS = 4
+const LONGEST = 0xffff
+
+/** Whether the layout's units' terms are ranges of the text's located terms. */
+export const termsKnown = (layout: TextLayout): boolean => layout.charCodeAt(0) === 1
+
+/** Calls `f` with each unit of the layout, in order: where it lies in the text, and its range of located terms. */
+export const forEachUnit = (
+  layout: TextLayout,
+  f: (start: number, end: number, termFrom: number, termTo: number) => void,
+): void => {
+  for (let i = 1; i + UNIT_FIELDS <= layout.length; i += UNIT_FIELDS)
+    f(layout.charCodeAt(i), layout.charCodeAt(i + 1), layout.charCodeAt(i + 2), layout.charCodeAt(i + 3))
+}
 
 /** A text's layout with the text's terms it indexes into: what a caller that already holds both passes on. */
 export interface PreparedText {
@@ -81,6 +92,7 @@ const clauseRanges = (sentence: string, at: number, out: number[]): void => {
 
 /** The layout of `text`, or null when it has one unit or none (key points of it are the text itself). */
 export const layoutOf = (text: string, located: LocatedTerms = locatedTerms(text)): TextLayout | null => {
+  if (text.length > LONGEST) return null
   const start = text.length - text.trimStart().length
   const whole = text.trim()
   const bodyStart = start + speakerOf(whole).length
@@ -93,18 +105,23 @@ export const layoutOf = (text: string, located: LocatedTerms = locatedTerms(text
     clauseRanges(body.trim(), bodyStart + lead, ranges)
   }
   if (ranges.length <= 2) return null
-  const units = new Uint32Array(ranges.length * 2)
   const starts = located.starts
+  const codes: number[] = [starts === null ? 0 : 1]
   // A unit's terms are those whose words start inside it: positions ascend, so one walk finds them.
   let t = 0
-  for (let r = 0, u = 0; r < ranges.length; r += 2, u += UNIT_FIELDS) {
-    units[u] = ranges[r]!
-    units[u + 1] = ranges[r + 1]!
-    if (starts === null) continue
+  for (let r = 0; r < ranges.length; r += 2) {
+    codes.push(ranges[r]!, ranges[r + 1]!)
+    if (starts === null) {
+      codes.push(0, 0)
+      continue
+    }
     while (t < starts.length && starts[t]! < ranges[r]!) t++
-    units[u + 2] = t
+    const from = t
     while (t < starts.length && starts[t]! < ranges[r + 1]!) t++
-    units[u + 3] = t
+    codes.push(from, t)
   }
-  return { units, termsKnown: starts !== null }
+  let packed = ""
+  // In slices: a text of thousands of short sentences would pass a call's limit on arguments.
+  for (let i = 0; i < codes.length; i += 8_192) packed += String.fromCharCode(...codes.slice(i, i + 8_192))
+  return packed as TextLayout
 }

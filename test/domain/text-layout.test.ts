@@ -1,13 +1,16 @@
 import { describe, expect, it } from "vitest"
 import { focusTerms, recalledKeyPoints } from "../../domain/key-points.ts"
 import { locatedTerms, terms } from "../../domain/terms.ts"
-import { layoutOf, type TextLayout, UNIT_FIELDS } from "../../domain/text-layout.ts"
+import { forEachUnit, layoutOf, type TextLayout, termsKnown } from "../../domain/text-layout.ts"
 
-const unitsOf = (text: string, layout: TextLayout): string[] => {
-  const out: string[] = []
-  for (let u = 0; u < layout.units.length; u += UNIT_FIELDS) out.push(text.slice(layout.units[u], layout.units[u + 1]))
+const rangesOf = (layout: TextLayout) => {
+  const out: Array<{ start: number; end: number; termFrom: number; termTo: number }> = []
+  forEachUnit(layout, (start, end, termFrom, termTo) => out.push({ start, end, termFrom, termTo }))
   return out
 }
+
+const unitsOf = (text: string, layout: TextLayout): string[] =>
+  rangesOf(layout).map(({ start, end }) => text.slice(start, end))
 
 /** Texts whose units meet at marks, quotes, numbers, apostrophes and letters whose case is context-dependent. */
 const AWKWARD = [
@@ -35,9 +38,18 @@ describe("text layout", () => {
     ])
   })
 
-  it("has no layout for a text of one unit", () => {
+  it("has no layout for a text of one unit, nor for one longer than 65,535 characters", () => {
     expect(layoutOf("Just one short sentence.")).toBeNull()
     expect(layoutOf("Ana: Yes.")).toBeNull()
+    // Positions past 65,535 do not fit the layout's code units: such a text is cut from itself.
+    expect(layoutOf("One more. ".repeat(7_000))).toBeNull()
+  })
+
+  it("lays out a text of thousands of sentences", () => {
+    const text = Array.from({ length: 6_000 }, (_, i) => `Go ${i}.`).join(" ")
+    const layout = layoutOf(text)!
+    expect(rangesOf(layout)).toHaveLength(6_000)
+    expect(unitsOf(text, layout).at(-1)).toBe("Go 5999.")
   })
 
   it("gives each unit the terms of its own text", () => {
@@ -45,18 +57,18 @@ describe("text layout", () => {
       const located = locatedTerms(text)
       const layout = layoutOf(text, located)!
       expect(layout, text).not.toBeNull()
-      expect(layout.termsKnown, text).toBe(true)
-      unitsOf(text, layout).forEach((unit, u) => {
-        const [from, to] = [layout.units[UNIT_FIELDS * u + 2]!, layout.units[UNIT_FIELDS * u + 3]!]
-        expect(located.terms.slice(from, to), `${text} / ${unit}`).toEqual(terms(unit))
-      })
+      expect(termsKnown(layout), text).toBe(true)
+      for (const { start, end, termFrom, termTo } of rangesOf(layout)) {
+        const unit = text.slice(start, end)
+        expect(located.terms.slice(termFrom, termTo), `${text} / ${unit}`).toEqual(terms(unit))
+      }
     }
   })
 
   it("keeps no term positions for a text lower-casing lengthens, and cuts it the same", () => {
     const text = "İstanbul was hot in July. The ferry to Kadıköy took twenty minutes. We ate simit on board."
     const layout = layoutOf(text)!
-    expect(layout.termsKnown).toBe(false)
+    expect(termsKnown(layout)).toBe(false)
     const focus = focusTerms("How long did the ferry take?")
     const entry = { timestamp: 0, origin: "USER" as const }
     expect(recalledKeyPoints(entry, text, focus, "o200k_base", { layout, terms: locatedTerms(text).terms })).toEqual(
