@@ -7,7 +7,8 @@
  */
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
-import { terms } from "../../domain/terms.ts"
+import { locatedTerms } from "../../domain/terms.ts"
+import { layoutOf } from "../../domain/text-layout.ts"
 import { DenseIndex } from "../../services/memory/longterm/dense-index.ts"
 import { LexicalIndex } from "../../services/memory/retrieval/lexical-index.ts"
 
@@ -50,7 +51,11 @@ export const retrievalMemoryProbe = () => {
       // Built one after the other so that each one's growth is measured alone.
       const start = used()
       lexical = new LexicalIndex()
-      for (const [id, text] of texts) lexical.add(agentId, id, terms(text))
+      for (const [id, text] of texts) {
+        // As the memory service indexes an entry (index-state.ts): its terms, and where its units lie among them.
+        const located = locatedTerms(text)
+        lexical.add(agentId, id, located.terms, layoutOf(text, located))
+      }
       afterLexical = used()
       for (const [id, vector] of vectors) {
         dims = vector.length
