@@ -1,11 +1,11 @@
 import type { NatsConnection } from "@nats-io/transport-node"
-import { Effect } from "effect"
+import { Effect, ManagedRuntime } from "effect"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import { apiSubject, eventSubject } from "../../contracts/subjects.ts"
 import { startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { encodeVector } from "../../services/platform/embedding/embedder.ts"
-import { EmbeddingProvider } from "../../services/platform/embedding/embedding-provider.ts"
+import { EmbeddingProvider, type EmbeddingProviderShape } from "../../services/platform/embedding/embedding-provider.ts"
 import { FULL_VIEW_T0, fadeScore, fullViewEvents } from "../support/full-view.ts"
 import { memoryQuestion, memoryText } from "../support/realistic-entries.ts"
 import { publishWindowed } from "../support/synthetic-log.ts"
@@ -117,13 +117,22 @@ const fillMemories = async (
   count: number,
   probe: ReturnType<typeof retrievalMemoryProbe>,
 ): Promise<string> => {
-  const provider = await Effect.runPromise(
-    Effect.gen(function* () {
-      return yield* EmbeddingProvider
-    }).pipe(Effect.provide(EmbeddingProvider.fromEnv())),
-  )
-  // Records are embedded offline, as the fade worker does without a remote embedder.
-  const embedder = provider.offline
+  // Kept until the memories are in: the sentence model's workers end with the layout's scope.
+  const runtime = ManagedRuntime.make(EmbeddingProvider.fromEnv())
+  try {
+    return await fillWith((await runtime.runPromise(Effect.service(EmbeddingProvider))).offline, nc, count, probe)
+  } finally {
+    await runtime.dispose()
+  }
+}
+
+const fillWith = async (
+  embedder: EmbeddingProviderShape["offline"],
+  nc: NatsConnection,
+  count: number,
+  probe: ReturnType<typeof retrievalMemoryProbe>,
+): Promise<string> => {
+  // Records are embedded in process, as the fade worker does without a remote embedder.
   const view = fullViewEvents({ agentId: AGENT })
   const message = (event: MemoryEvent) => ({
     subject: eventSubject(event),
