@@ -15,7 +15,16 @@ import {
   rankedCandidates,
 } from "../../domain/context-builder.ts"
 import { blockTokens } from "../../domain/render.ts"
-import { AGENT, faded, recorded, referenced, registered, stepStarted, viewOf } from "../support/events.ts"
+import {
+  AGENT,
+  faded,
+  recalledEntry,
+  recorded,
+  referenced,
+  registered,
+  stepStarted,
+  viewOf,
+} from "../support/events.ts"
 
 const MINUTE = 60_000
 const T0 = Date.UTC(2025, 4, 5, 8, 0)
@@ -71,16 +80,10 @@ const cue = (entryId: string, text: string, timestamp: number, relevance: number
   entryId,
   trigger: "similarity",
   relevance,
-  recalled: {
+  recalled: recalledEntry(text, {
     timestamp,
-    origin: "USER",
-    tags: [],
-    moodSnapshot: null,
-    emotionalWeight: 0,
-    form: "raw",
-    text,
     tokens: blockTokens({ timestamp, origin: "USER" }, "raw", text, "o200k_base"),
-  },
+  }),
 })
 
 const recalled = (similarities: ReadonlyArray<readonly [string, number]>, at: number): EventOf<"StepRecalled"> => ({

@@ -19,23 +19,14 @@ import {
 } from "../../domain/entry-standing.ts"
 import { decideForget } from "../../domain/forget.ts"
 import { given } from "../support/decider-spec.ts"
-import { AGENT, demoted, faded, recorded, registered, stepStarted } from "../support/events.ts"
+import { AGENT, demoted, faded, recalledEntry, recorded, registered, stepStarted } from "../support/events.ts"
 
 const stamp = (eventId: string): Stamp => ({ eventId, agentId: AGENT, at: 10, causationId: null, correlationId: null })
 
 const fact = (standing: EntryStanding, seq: number): EntryFact => ({ standing, standingSeq: seq, subjectSeq: seq })
 const knowing = (entryId: string, f: EntryFact): EntryFacts => new Map([[entryId, f]])
 
-const recalled: Recalled = {
-  timestamp: 1,
-  origin: "USER",
-  tags: [],
-  moodSnapshot: null,
-  emotionalWeight: 0,
-  form: "raw",
-  text: "The lease ends in May.",
-  tokens: 12,
-}
+const recalled: Recalled = recalledEntry("The lease ends in May.")
 
 /** e1 recorded then demoted (seq 2, 3): the view no longer holds it, in any form. */
 const leftWorking = [registered(), recorded("e1", "The lease ends in May.", 1), demoted("e1", 2)] as const
