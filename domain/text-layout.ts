@@ -55,13 +55,19 @@ const sentenceSegmenter = new Intl.Segmenter("en", { granularity: "sentence" })
 const SPACE = /\s/
 const isSpace = (text: string, at: number): boolean => SPACE.test(text[at]!)
 
+/** `text` from `from` to `to` without the spaces around it, as positions in it (empty: start equals end). */
+const trimmed = (text: string, from: number, to: number): readonly [number, number] => {
+  let start = from
+  let end = to
+  while (start < end && isSpace(text, start)) start++
+  while (end > start && isSpace(text, end - 1)) end--
+  return [start, end]
+}
+
 /** `text`'s sentences as positions in it, each trimmed, empty ones left out (`at`: where `text` starts in the whole). */
 const sentenceRanges = (text: string, at: number, out: number[]): void => {
   for (const { segment, index } of sentenceSegmenter.segment(text)) {
-    let start = index
-    let end = index + segment.length
-    while (start < end && isSpace(text, start)) start++
-    while (end > start && isSpace(text, end - 1)) end--
+    const [start, end] = trimmed(text, index, index + segment.length)
     if (end > start) out.push(at + start, at + end)
   }
 }
@@ -75,10 +81,7 @@ const CLAUSE_END = /[,;—–]/
  */
 const clauseRanges = (sentence: string, at: number, out: number[]): void => {
   const push = (from: number, to: number) => {
-    let start = from
-    let end = to
-    while (start < end && isSpace(sentence, start)) start++
-    while (end > start && isSpace(sentence, end - 1)) end--
+    let [start, end] = trimmed(sentence, from, to)
     if (end > start && CLAUSE_END.test(sentence[end - 1]!)) end--
     if (end > start) out.push(at + start, at + end)
   }
@@ -96,13 +99,13 @@ export const layoutOf = (text: string, located: LocatedTerms = locatedTerms(text
   const start = text.length - text.trimStart().length
   const whole = text.trim()
   const bodyStart = start + speakerOf(whole).length
+  // Trimmed at both ends: the speaker prefix takes the spaces after it.
   const body = text.slice(bodyStart, start + whole.length)
   const ranges: number[] = []
   sentenceRanges(body, bodyStart, ranges)
   if (ranges.length <= 2) {
     ranges.length = 0
-    const lead = body.length - body.trimStart().length
-    clauseRanges(body.trim(), bodyStart + lead, ranges)
+    clauseRanges(body, bodyStart, ranges)
   }
   if (ranges.length <= 2) return null
   const starts = located.starts
