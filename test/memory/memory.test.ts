@@ -241,9 +241,9 @@ describe("reload triggers, each on its own", () => {
           : [],
       )
     await agent.setFocus({ focus: { task: "pay the Berlin conference invoice" } })
-    await expect.poll(async () => (await transitions()).length, { timeout: 5_000 }).toBe(1)
+    await expect.poll(async () => (await transitions()).length, { timeout: 15_000 }).toBe(1)
     await agent.setFocus({ focus: { task: "book the Lisbon hotel for June" } })
-    await expect.poll(async () => (await transitions()).length, { timeout: 5_000 }).toBe(2)
+    await expect.poll(async () => (await transitions()).length, { timeout: 15_000 }).toBe(2)
     const built = await agent.buildContext({ stepId })
     expect(built.items.some((i) => i.entryId === ids[1] && i.cue)).toBe(true)
     await agent.endStep(stepId)
