@@ -84,6 +84,11 @@ export const QDRANT_COLLECTION_LAYOUTS = ["shared", "per-agent"] as const
 export type QdrantCollectionLayout = (typeof QDRANT_COLLECTION_LAYOUTS)[number]
 /** How far behind the log a background projection may be before new entries wait (WM_MAX_PROJECTION_LAG). */
 export const DEFAULT_MAX_PROJECTION_LAG = 10_000
+/**
+ * How many requests a gateway runs at once when WM_GATEWAY_CONCURRENT_REQUESTS is not set: a few beside the
+ * services that serve reads in one process (their requests share its event loop), no limit on its own.
+ */
+export const DEFAULT_GATEWAY_CONCURRENT_REQUESTS = { withOtherServices: 8, alone: 0 } as const
 /** The lease and snapshot defaults, which a partitioned service's test settings start from too. */
 export const DEFAULT_LEASE_TTL_MS = 6_000
 export const DEFAULT_LEASE_SETTLE_MS = 500
@@ -190,6 +195,19 @@ export const settings = {
     (n) => (n >= 0 ? null : "must be 0 (no limit) or more"),
     "how many events of an agent's partition the working, fade or memory service's work may be behind before the gateway refuses the agent's new entries with `Overloaded` (retryable, with `retryAfterMs`; nothing else is refused); 0: no limit",
   ),
+  WM_GATEWAY_CONCURRENT_REQUESTS: {
+    name: "WM_GATEWAY_CONCURRENT_REQUESTS",
+    type: "integer",
+    default: `${DEFAULT_GATEWAY_CONCURRENT_REQUESTS.withOtherServices} with the other services in one process (\`npm start\`), ${DEFAULT_GATEWAY_CONCURRENT_REQUESTS.alone} (no limit) on its own`,
+    meaning:
+      'how many requests one gateway runs at once; more wait their turn, the agent with the fewest running first, so that one agent\'s burst of writes does not slow the requests of others on the same event loop (see docs/api.md, "Back-pressure"); 0: no limit',
+    config: Config.option(
+      Config.schema(
+        Schema.Int.check(Schema.makeFilter((n: number) => (n >= 0 ? true : "must be 0 (no limit) or more"))),
+        "WM_GATEWAY_CONCURRENT_REQUESTS",
+      ),
+    ),
+  } satisfies Setting<Option.Option<number>>,
   WM_FADE_INTERVAL_MS: integer("WM_FADE_INTERVAL_MS", 30_000, "how often the fade worker re-evaluates every agent"),
   WM_FADE_TAU: number("WM_FADE_TAU", 0.8, "default τ: the share of the budget above which entries fade"),
   WM_SUMMARIZER_URL: optionalText(

@@ -10,6 +10,7 @@ import { FadeWorker, FadeWorkerSettings } from "./fade/fade-worker.ts"
 import { Summarizer } from "./fade/summarizer.ts"
 import type { Gateway } from "./gateway/gateway.ts"
 import { gatewayService } from "./gateway/service.ts"
+import { GatewaySettings } from "./gateway/settings.ts"
 import { LongTerm } from "./memory/longterm/longterm.ts"
 import { longTermStoreConfig } from "./memory/longterm/qdrant-config.ts"
 import { sealedStoreLayer } from "./memory/longterm/sealed-store.ts"
@@ -116,7 +117,11 @@ export const systemLayer = (
 ): Layer.Layer<Working | Gateway, unknown> => {
   // One instance of the models for the whole process: fading embeds records, retrieval embeds queries.
   const models = defaultModels()
-  const core = Layer.mergeAll(workingService(settings("wm-working")), gatewayService(settings("wm-gateway")))
+  const core = Layer.mergeAll(
+    workingService(settings("wm-working")),
+    // Its requests share this event loop with the reads the other services serve (api/admission.ts).
+    gatewayService(settings("wm-gateway"), PartitionSettings.fromEnv, GatewaySettings.fromEnv("withOtherServices")),
+  )
   const withFade =
     options.fade === false
       ? core

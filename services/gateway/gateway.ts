@@ -17,6 +17,7 @@
 
 import { Clock, Context, Effect, Layer } from "effect"
 import { preloadEncoding } from "../../domain/tokens.ts"
+import { makeAdmission } from "../platform/api/admission.ts"
 import { serveOperation } from "../platform/api/serve.ts"
 import { makeCommandHandler } from "../platform/log/command-handler.ts"
 import { EventLog } from "../platform/log/event-log.ts"
@@ -66,17 +67,19 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
     const { recordMany } = makeBatches(settings, backPressure, writes, entries)
     const { beginStep, setFocus, referenceEntries, endStep } = makeSteps(views, yield* makeQuoteResolver, writes)
     const { decidingOnCurrentLog } = writes
+    // A few requests at a time, the agent with the fewest running first: one agent's burst does not slow another's.
+    const admission = makeAdmission(settings.concurrentRequests)
 
-    yield* serveOperation("registerAgent", decidingOnCurrentLog(registerAgent), owner)
-    yield* serveOperation("retuneBudget", decidingOnCurrentLog(retuneBudget), owner)
-    yield* serveOperation("enterHyperfocus", decidingOnCurrentLog(enterHyperfocus), owner)
-    yield* serveOperation("exitHyperfocus", decidingOnCurrentLog(exitHyperfocus), owner)
-    yield* serveOperation("recordEntry", decidingOnCurrentLog(recordEntry), owner)
-    yield* serveOperation("recordMany", decidingOnCurrentLog(recordMany), owner)
-    yield* serveOperation("beginStep", decidingOnCurrentLog(beginStep), owner)
-    yield* serveOperation("setFocus", decidingOnCurrentLog(setFocus), owner)
-    yield* serveOperation("referenceEntries", decidingOnCurrentLog(referenceEntries), owner)
-    yield* serveOperation("endStep", decidingOnCurrentLog(endStep), owner)
+    yield* serveOperation("registerAgent", decidingOnCurrentLog(registerAgent), owner, admission)
+    yield* serveOperation("retuneBudget", decidingOnCurrentLog(retuneBudget), owner, admission)
+    yield* serveOperation("enterHyperfocus", decidingOnCurrentLog(enterHyperfocus), owner, admission)
+    yield* serveOperation("exitHyperfocus", decidingOnCurrentLog(exitHyperfocus), owner, admission)
+    yield* serveOperation("recordEntry", decidingOnCurrentLog(recordEntry), owner, admission)
+    yield* serveOperation("recordMany", decidingOnCurrentLog(recordMany), owner, admission)
+    yield* serveOperation("beginStep", decidingOnCurrentLog(beginStep), owner, admission)
+    yield* serveOperation("setFocus", decidingOnCurrentLog(setFocus), owner, admission)
+    yield* serveOperation("referenceEntries", decidingOnCurrentLog(referenceEntries), owner, admission)
+    yield* serveOperation("endStep", decidingOnCurrentLog(endStep), owner, admission)
 
     // Serving starts before warm-up ends: each partition answers once it has caught up (`views.owns`).
     const warmUp = yield* views.projection.warmedUp

@@ -10,6 +10,6 @@ import { GatewaySettings } from "./settings.ts"
 export const gatewayService = (
   settings: Layer.Layer<NatsSettings>,
   partitions: Layer.Layer<PartitionSettings> = PartitionSettings.fromEnv,
-  gateway: Layer.Layer<GatewaySettings> = GatewaySettings.fromEnv,
+  gateway: Layer.Layer<GatewaySettings> = GatewaySettings.fromEnv(),
 ) =>
   Gateway.layer.pipe(Layer.provide(Layer.mergeAll(foundation(settings), partitions, gateway, serviceLogs("gateway"))))

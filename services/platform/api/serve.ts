@@ -34,6 +34,7 @@ import { Metrics } from "../observability/metrics.ts"
 import { measureRequest } from "../observability/request-metrics.ts"
 import { RequestsFirst } from "../scheduling/requests-first.ts"
 import { withServerSpan } from "../tracing/server-span.ts"
+import { type AdmissionShape, unlimitedAdmission } from "./admission.ts"
 
 const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
 const textDecoder = new TextDecoder()
@@ -153,6 +154,7 @@ export const serveOperation = <O extends OperationName, R>(
   name: O,
   handler: Handler<O, R>,
   owner?: PartitionOwner,
+  admission: AdmissionShape = unlimitedAdmission,
 ): Effect.Effect<void, never, Nats | Scope.Scope | R> =>
   Effect.gen(function* () {
     const { nc } = yield* Nats
@@ -177,7 +179,7 @@ export const serveOperation = <O extends OperationName, R>(
                 ),
           )
         : Effect.fail(ValidationError.one("agentId", "must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'"))
-      return measured(work).pipe(
+      return measured(admission.admit(agentId, work)).pipe(
         withServerSpan(`wm.${operation.subject}`, msg.headers, {
           "wm.operation": name,
           "wm.agent_id": agentId,
