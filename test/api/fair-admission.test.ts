@@ -35,7 +35,10 @@ describe("admission by agent", () => {
 
     // One connection: the gateway receives the burst's 40 requests, then the bystander's.
     const burstRecords = Array.from({ length: 40 }, (_, i) =>
-      burst.record({ origin: "SYSTEM", content: `Burst output ${i}: rows ${i * 100} to ${i * 100 + 99} of the export.` }),
+      burst.record({
+        origin: "SYSTEM",
+        content: `Burst output ${i}: rows ${i * 100} to ${i * 100 + 99} of the export.`,
+      }),
     )
     const bystanderRecord = bystander.record({ origin: "USER", content: "Is the export finished?" })
     const [stored, own] = await Promise.all([Promise.all(burstRecords), bystanderRecord])
