@@ -85,8 +85,9 @@ export type QdrantCollectionLayout = (typeof QDRANT_COLLECTION_LAYOUTS)[number]
 /** How far behind the log a background projection may be before new entries wait (WM_MAX_PROJECTION_LAG). */
 export const DEFAULT_MAX_PROJECTION_LAG = 10_000
 /**
- * How many requests a gateway runs at once when WM_GATEWAY_CONCURRENT_REQUESTS is not set: a few beside the
- * services that serve reads in one process (their requests share its event loop), no limit on its own.
+ * How many requests a gateway runs at once besides those of idle agents when WM_GATEWAY_CONCURRENT_REQUESTS
+ * is not set: a few beside the services that serve reads in one process (their requests share its event loop), no
+ * limit on its own.
  */
 export const DEFAULT_GATEWAY_CONCURRENT_REQUESTS = { withOtherServices: 8, alone: 0 } as const
 /** The lease and snapshot defaults, which a partitioned service's test settings start from too. */
@@ -200,7 +201,7 @@ export const settings = {
     type: "integer",
     default: `${DEFAULT_GATEWAY_CONCURRENT_REQUESTS.withOtherServices} with the other services in one process (\`npm start\`), ${DEFAULT_GATEWAY_CONCURRENT_REQUESTS.alone} (no limit) on its own`,
     meaning:
-      'how many requests one gateway runs at once; more wait their turn, the agent with the fewest running first, so that one agent\'s burst of writes does not slow the requests of others on the same event loop (see docs/api.md, "Back-pressure"); 0: no limit',
+      'how many requests one gateway runs at once besides those of idle agents: a request of an agent with nothing running or waiting runs at once, and the rest wait for one of these places, the agent with the fewest running first, so that one agent\'s burst of writes does not slow the requests of others on the same event loop (see docs/api.md, "Back-pressure"); 0: no limit',
     config: Config.option(
       Config.schema(
         Schema.Int.check(Schema.makeFilter((n: number) => (n >= 0 ? true : "must be 0 (no limit) or more"))),

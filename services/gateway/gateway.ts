@@ -67,7 +67,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
     const { recordMany } = makeBatches(settings, backPressure, writes, entries)
     const { beginStep, setFocus, referenceEntries, endStep } = makeSteps(views, yield* makeQuoteResolver, writes)
     const { decidingOnCurrentLog } = writes
-    // A few requests at a time, the agent with the fewest running first: one agent's burst does not slow another's.
+    // An idle agent's request at once, a few places for the rest: one agent's burst does not slow another's.
     const admission = makeAdmission(settings.concurrentRequests)
 
     yield* serveOperation("registerAgent", decidingOnCurrentLog(registerAgent), owner, admission)

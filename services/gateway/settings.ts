@@ -13,7 +13,7 @@ export interface GatewaySettingsShape {
   readonly maxBatchEntries: number
   /** How many events of a partition a background projection may be behind before new entries are refused (0: no limit). */
   readonly maxProjectionLag: number
-  /** How many requests run at once (api/admission.ts; 0: no limit). */
+  /** How many requests run at once besides those of idle agents (api/admission.ts; 0: no limit). */
   readonly concurrentRequests: number
 }
 

@@ -1,8 +1,8 @@
 /**
  * One agent's burst does not queue another agent's request behind it (services/platform/api/admission.ts):
- * with the gateway running one request at a time, an agent sends 40 records at once and another agent one
- * record right after; the other agent's record is admitted as soon as a place frees, so it lands in the log
- * before almost all of the burst, and every record of both is stored once. Every service runs, against a real
+ * with one place besides the requests of idle agents, an agent sends 40 records at once and another agent
+ * one record right after; the other agent's record runs at once, so it lands in the log before almost all of
+ * the burst, and every record of both is stored once. Every service runs, against a real
  * nats-server.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"

@@ -1,8 +1,8 @@
 /**
- * Admission (services/platform/api/admission.ts): at most `limit` requests run at once; the next place goes
- * to the waiting agent with the fewest running, among equals the one admitted least recently, then the one
- * waiting longest; an agent's own requests keep their order; an interrupted request, waiting or running,
- * leaves nothing held.
+ * Admission (services/platform/api/admission.ts): a request of an agent with nothing running or waiting runs
+ * at once; the rest share `places`; a free place goes to the waiting agent with the fewest running, among
+ * equals the one admitted least recently; an agent's requests start in order; an interrupted request,
+ * waiting or running, leaves nothing held.
  */
 import { Deferred, Effect, Fiber } from "effect"
 import { describe, expect, it } from "vitest"
@@ -26,63 +26,87 @@ const heldRequest = (admission: AdmissionShape, agentId: string, label: string, 
   })
 
 describe("admission", () => {
-  it("runs at most its limit at once, and admits the next as one ends", async () => {
+  it("runs an idle agent's request at once, and what an agent sends beyond it within the places", async () => {
     const admission = makeAdmission(2)
     const started: string[] = []
     await Effect.runPromise(
       Effect.gen(function* () {
-        const a1 = yield* heldRequest(admission, "a", "a1", started)
-        const b1 = yield* heldRequest(admission, "b", "b1", started)
-        const c1 = yield* heldRequest(admission, "c", "c1", started)
-        expect(started).toEqual(["a1", "b1"])
-        expect(admission.stats()).toEqual({ running: 2, waiting: 1 })
-        yield* a1.finish
-        expect(started).toEqual(["a1", "b1", "c1"])
-        yield* b1.finish
-        yield* c1.finish
+        const a = []
+        for (let i = 1; i <= 5; i++) a.push(yield* heldRequest(admission, "a", `a${i}`, started))
+        expect(started).toEqual(["a1", "a2", "a3"])
+        expect(admission.stats()).toEqual({ running: 3, waiting: 2 })
+        // Another agent with nothing running is not queued behind the places a's burst holds.
+        const b = yield* heldRequest(admission, "b", "b1", started)
+        expect(started).toEqual(["a1", "a2", "a3", "b1"])
+        yield* a[1]!.finish
+        expect(started).toEqual(["a1", "a2", "a3", "b1", "a4"])
+        for (const request of [a[0]!, a[2]!, a[3]!, a[4]!, b]) yield* request.finish
+        expect(started).toEqual(["a1", "a2", "a3", "b1", "a4", "a5"])
         expect(admission.stats()).toEqual({ running: 0, waiting: 0 })
       }),
     )
   })
 
-  it("gives the next place to the agent with the fewest running, not to the one that sent the most", async () => {
-    const admission = makeAdmission(2)
-    const started: string[] = []
-    await Effect.runPromise(
-      Effect.gen(function* () {
-        // A burst of one agent fills both places and queues four more; then another agent sends one request.
-        const burst = []
-        for (let i = 1; i <= 6; i++) burst.push(yield* heldRequest(admission, "burst", `burst${i}`, started))
-        const bystander = yield* heldRequest(admission, "bystander", "bystander", started)
-        expect(started).toEqual(["burst1", "burst2"])
-        yield* burst[0]!.finish
-        // The bystander has none running, the burst one: the bystander goes first, then the burst in its order.
-        expect(started).toEqual(["burst1", "burst2", "bystander"])
-        yield* burst[1]!.finish
-        yield* bystander.finish
-        expect(started).toEqual(["burst1", "burst2", "bystander", "burst3", "burst4"])
-        for (const request of burst.slice(2)) yield* request.finish
-        expect(started).toEqual(["burst1", "burst2", "bystander", "burst3", "burst4", "burst5", "burst6"])
-      }),
-    )
-  })
-
-  it("among agents with as many running, admits the one admitted least recently, then the one waiting longest", async () => {
+  it("an agent with requests waiting gets no turn of its own when its running one ends: they wait for a place", async () => {
     const admission = makeAdmission(1)
     const started: string[] = []
     await Effect.runPromise(
       Effect.gen(function* () {
-        // With one place, the agent whose request just ended has none running, as the others waiting: its second
-        // request, though it came first, goes after theirs.
-        const first = yield* heldRequest(admission, "a", "a1", started)
+        const z1 = yield* heldRequest(admission, "z", "z1", started)
+        const z2 = yield* heldRequest(admission, "z", "z2", started)
+        const x1 = yield* heldRequest(admission, "x", "x1", started)
+        const x2 = yield* heldRequest(admission, "x", "x2", started)
+        expect(started).toEqual(["z1", "z2", "x1"])
+        yield* x1.finish
+        expect(started).toEqual(["z1", "z2", "x1"])
+        yield* z2.finish
+        expect(started).toEqual(["z1", "z2", "x1", "x2"])
+        // An agent idle again runs its next request at once.
+        yield* x2.finish
+        const x3 = yield* heldRequest(admission, "x", "x3", started)
+        expect(started).toEqual(["z1", "z2", "x1", "x2", "x3"])
+        for (const request of [x3, z1]) yield* request.finish
+        expect(admission.stats()).toEqual({ running: 0, waiting: 0 })
+      }),
+    )
+  })
+
+  it("gives a free place to the agent with the fewest running, not to the one that sent the most", async () => {
+    const admission = makeAdmission(2)
+    const started: string[] = []
+    await Effect.runPromise(
+      Effect.gen(function* () {
+        const x = []
+        for (let i = 1; i <= 4; i++) x.push(yield* heldRequest(admission, "x", `x${i}`, started))
+        const y1 = yield* heldRequest(admission, "y", "y1", started)
+        const y2 = yield* heldRequest(admission, "y", "y2", started)
+        expect(started).toEqual(["x1", "x2", "x3", "y1"])
+        // x waited first, but runs two to y's one: the place goes to y.
+        yield* x[1]!.finish
+        expect(started).toEqual(["x1", "x2", "x3", "y1", "y2"])
+        yield* x[2]!.finish
+        expect(started).toEqual(["x1", "x2", "x3", "y1", "y2", "x4"])
+        for (const request of [x[0]!, x[3]!, y1, y2]) yield* request.finish
+      }),
+    )
+  })
+
+  it("among agents with as many running, gives the place to the one admitted least recently", async () => {
+    const admission = makeAdmission(1)
+    const started: string[] = []
+    await Effect.runPromise(
+      Effect.gen(function* () {
+        const b1 = yield* heldRequest(admission, "b", "b1", started)
+        const a1 = yield* heldRequest(admission, "a", "a1", started)
         const a2 = yield* heldRequest(admission, "a", "a2", started)
-        const c = yield* heldRequest(admission, "c", "c1", started)
-        const b = yield* heldRequest(admission, "b", "b1", started)
-        yield* first.finish
-        yield* c.finish
-        yield* b.finish
+        const a3 = yield* heldRequest(admission, "a", "a3", started)
+        const b2 = yield* heldRequest(admission, "b", "b2", started)
+        expect(started).toEqual(["b1", "a1", "a2"])
+        // a3 waited longer than b2, and both agents run one: b was admitted less recently.
         yield* a2.finish
-        expect(started).toEqual(["a1", "c1", "b1", "a2"])
+        expect(started).toEqual(["b1", "a1", "a2", "b2"])
+        for (const request of [b2, a1, a3, b1]) yield* request.finish
+        expect(started).toEqual(["b1", "a1", "a2", "b2", "a3"])
       }),
     )
   })
@@ -92,20 +116,23 @@ describe("admission", () => {
     const started: string[] = []
     await Effect.runPromise(
       Effect.gen(function* () {
-        const running = yield* heldRequest(admission, "a", "a1", started)
-        const waiting = yield* heldRequest(admission, "b", "b1", started)
-        const last = yield* heldRequest(admission, "c", "c1", started)
-        yield* Fiber.interrupt(waiting.fiber)
-        expect(admission.stats()).toEqual({ running: 1, waiting: 1 })
-        yield* Fiber.interrupt(running.fiber)
-        expect(started).toEqual(["a1", "c1"])
-        yield* last.finish
+        const a1 = yield* heldRequest(admission, "a", "a1", started)
+        const a2 = yield* heldRequest(admission, "a", "a2", started)
+        const a3 = yield* heldRequest(admission, "a", "a3", started)
+        const a4 = yield* heldRequest(admission, "a", "a4", started)
+        expect(started).toEqual(["a1", "a2"])
+        yield* Fiber.interrupt(a3.fiber)
+        expect(admission.stats()).toEqual({ running: 2, waiting: 1 })
+        yield* Fiber.interrupt(a2.fiber)
+        expect(started).toEqual(["a1", "a2", "a4"])
+        yield* a4.finish
+        yield* a1.finish
         expect(admission.stats()).toEqual({ running: 0, waiting: 0 })
       }),
     )
   })
 
-  it("with a limit of 0 runs every request at once", async () => {
+  it("with 0 places runs every request at once", async () => {
     const admission = makeAdmission(0)
     const started: string[] = []
     await Effect.runPromise(
