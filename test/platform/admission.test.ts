@@ -71,6 +71,24 @@ describe("admission", () => {
     )
   })
 
+  it("an agent with a request still running waits for a place, though its first has ended", async () => {
+    const admission = makeAdmission(1)
+    const started: string[] = []
+    await Effect.runPromise(
+      Effect.gen(function* () {
+        const a1 = yield* heldRequest(admission, "a", "a1", started)
+        const a2 = yield* heldRequest(admission, "a", "a2", started)
+        yield* a1.finish
+        const a3 = yield* heldRequest(admission, "a", "a3", started)
+        expect(started).toEqual(["a1", "a2"])
+        yield* a2.finish
+        expect(started).toEqual(["a1", "a2", "a3"])
+        yield* a3.finish
+        expect(admission.stats()).toEqual({ running: 0, waiting: 0 })
+      }),
+    )
+  })
+
   it("gives a free place to the agent with the fewest running, not to the one that sent the most", async () => {
     const admission = makeAdmission(2)
     const started: string[] = []

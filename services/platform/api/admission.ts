@@ -148,7 +148,13 @@ export const makeAdmission = (places: number): AdmissionShape => {
           const own = requests
           // Taken at once, without a turn of the scheduler: the turn of an idle agent, else a place nobody waits for.
           const free: Slot | null =
-            own.waiting.length > 0 ? null : !own.ownRunning ? "own" : shared < places && waiting === 0 ? "shared" : null
+            own.waiting.length > 0
+              ? null
+              : runningOf(own) === 0
+                ? "own"
+                : shared < places && waiting === 0
+                  ? "shared"
+                  : null
           if (free !== null) {
             take(own, free)
             return Effect.ensuring(restore(request), release(agentId, own, free))
