@@ -79,6 +79,22 @@ const checkedInteger = (
     Config.withDefault(fallback),
   ),
 })
+/**
+ * An integer with no fixed default (the reader decides, e.g. by where it runs), checked when set: `problem`
+ * says why a value is not valid (null: it is).
+ */
+const optionalCheckedInteger = (
+  name: string,
+  documented: string,
+  problem: (n: number) => string | null,
+  meaning: string,
+): Setting<Option.Option<number>> => ({
+  name,
+  type: "integer",
+  default: documented,
+  meaning,
+  config: Config.option(Config.schema(Schema.Int.check(Schema.makeFilter((n: number) => problem(n) ?? true)), name)),
+})
 /** How Qdrant's collections divide the agents (WM_QDRANT_COLLECTIONS). */
 export const QDRANT_COLLECTION_LAYOUTS = ["shared", "per-agent"] as const
 export type QdrantCollectionLayout = (typeof QDRANT_COLLECTION_LAYOUTS)[number]
@@ -196,19 +212,12 @@ export const settings = {
     (n) => (n >= 0 ? null : "must be 0 (no limit) or more"),
     "how many events of an agent's partition the working, fade or memory service's work may be behind before the gateway refuses the agent's new entries with `Overloaded` (retryable, with `retryAfterMs`; nothing else is refused); 0: no limit",
   ),
-  WM_GATEWAY_CONCURRENT_REQUESTS: {
-    name: "WM_GATEWAY_CONCURRENT_REQUESTS",
-    type: "integer",
-    default: `${DEFAULT_GATEWAY_CONCURRENT_REQUESTS.withOtherServices} with the other services in one process (\`npm start\`), ${DEFAULT_GATEWAY_CONCURRENT_REQUESTS.alone} (no limit) on its own`,
-    meaning:
-      'how many requests one gateway runs at once besides those of idle agents: a request of an agent with nothing running or waiting runs at once, and the rest wait for one of these places, the agent with the fewest running first, so that one agent\'s burst of writes does not slow the requests of others on the same event loop (see docs/api.md, "Back-pressure"); 0: no limit',
-    config: Config.option(
-      Config.schema(
-        Schema.Int.check(Schema.makeFilter((n: number) => (n >= 0 ? true : "must be 0 (no limit) or more"))),
-        "WM_GATEWAY_CONCURRENT_REQUESTS",
-      ),
-    ),
-  } satisfies Setting<Option.Option<number>>,
+  WM_GATEWAY_CONCURRENT_REQUESTS: optionalCheckedInteger(
+    "WM_GATEWAY_CONCURRENT_REQUESTS",
+    `${DEFAULT_GATEWAY_CONCURRENT_REQUESTS.withOtherServices} with the other services in one process (\`npm start\`), ${DEFAULT_GATEWAY_CONCURRENT_REQUESTS.alone} (no limit) on its own`,
+    (n) => (n >= 0 ? null : "must be 0 (no limit) or more"),
+    'how many requests one gateway runs at once besides those of idle agents: a request of an agent with nothing running or waiting runs at once, and the rest wait for one of these places, the agent with the fewest running first, so that one agent\'s burst of writes does not slow the requests of others on the same event loop (see docs/api.md, "Back-pressure"); 0: no limit',
+  ),
   WM_FADE_INTERVAL_MS: integer("WM_FADE_INTERVAL_MS", 30_000, "how often the fade worker re-evaluates every agent"),
   WM_FADE_TAU: number("WM_FADE_TAU", 0.8, "default τ: the share of the budget above which entries fade"),
   WM_SUMMARIZER_URL: optionalText(
@@ -234,19 +243,12 @@ export const settings = {
   WM_EMBEDDER_API_KEY: optionalText("WM_EMBEDDER_API_KEY", "bearer token of the remote embedder", "secret"),
   WM_EMBEDDER_TIMEOUT_MS: integer("WM_EMBEDDER_TIMEOUT_MS", 10_000, "per attempt"),
   WM_EMBEDDER_RETRIES: integer("WM_EMBEDDER_RETRIES", 2, "retries before the in-process embedder takes over"),
-  WM_EMBEDDER_THREADS: {
-    name: "WM_EMBEDDER_THREADS",
-    type: "integer",
-    default: "cores − 1, 1 to 4",
-    meaning:
-      "worker threads a sentence model (`WM_EMBEDDER=minilm-int8`) runs in, each with its own copy, so inference never blocks the event loop serving requests; queries are served before demotions. 0: in the calling thread",
-    config: Config.option(
-      Config.schema(
-        Schema.Int.check(Schema.makeFilter((n: number) => (n >= 0 && n <= 64) || "an integer from 0 to 64")),
-        "WM_EMBEDDER_THREADS",
-      ),
-    ),
-  },
+  WM_EMBEDDER_THREADS: optionalCheckedInteger(
+    "WM_EMBEDDER_THREADS",
+    "cores − 1, 1 to 4",
+    (n) => (n >= 0 && n <= 64 ? null : "an integer from 0 to 64"),
+    "worker threads a sentence model (`WM_EMBEDDER=minilm-int8`) runs in, each with its own copy, so inference never blocks the event loop serving requests; queries are served before demotions. 0: in the calling thread",
+  ),
   WM_CACHE_DIR: optionalText(
     "WM_CACHE_DIR",
     "where the offline embedder's derived word-vector file lives",

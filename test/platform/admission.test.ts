@@ -25,11 +25,13 @@ const heldRequest = (admission: AdmissionShape, agentId: string, label: string, 
     return { fiber, finish: Effect.andThen(Deferred.succeed(release, undefined), Fiber.join(fiber)) }
   })
 
+/** Runs `test` against an admission of `places`, with the labels of the requests in the order they started. */
+const withAdmission = (places: number, test: (admission: AdmissionShape, started: string[]) => Effect.Effect<void>) =>
+  Effect.runPromise(test(makeAdmission(places), []))
+
 describe("admission", () => {
   it("runs an idle agent's request at once, and what an agent sends beyond it within the places", async () => {
-    const admission = makeAdmission(2)
-    const started: string[] = []
-    await Effect.runPromise(
+    await withAdmission(2, (admission, started) =>
       Effect.gen(function* () {
         const a = []
         for (let i = 1; i <= 5; i++) a.push(yield* heldRequest(admission, "a", `a${i}`, started))
@@ -48,9 +50,7 @@ describe("admission", () => {
   })
 
   it("an agent with requests waiting gets no turn of its own when its running one ends: they wait for a place", async () => {
-    const admission = makeAdmission(1)
-    const started: string[] = []
-    await Effect.runPromise(
+    await withAdmission(1, (admission, started) =>
       Effect.gen(function* () {
         const z1 = yield* heldRequest(admission, "z", "z1", started)
         const z2 = yield* heldRequest(admission, "z", "z2", started)
@@ -72,9 +72,7 @@ describe("admission", () => {
   })
 
   it("an agent with a request still running waits for a place, though its first has ended", async () => {
-    const admission = makeAdmission(1)
-    const started: string[] = []
-    await Effect.runPromise(
+    await withAdmission(1, (admission, started) =>
       Effect.gen(function* () {
         const a1 = yield* heldRequest(admission, "a", "a1", started)
         const a2 = yield* heldRequest(admission, "a", "a2", started)
@@ -90,9 +88,7 @@ describe("admission", () => {
   })
 
   it("gives a free place to the agent with the fewest running, not to the one that sent the most", async () => {
-    const admission = makeAdmission(2)
-    const started: string[] = []
-    await Effect.runPromise(
+    await withAdmission(2, (admission, started) =>
       Effect.gen(function* () {
         const x = []
         for (let i = 1; i <= 4; i++) x.push(yield* heldRequest(admission, "x", `x${i}`, started))
@@ -110,9 +106,7 @@ describe("admission", () => {
   })
 
   it("among agents with as many running, gives the place to the one admitted least recently", async () => {
-    const admission = makeAdmission(1)
-    const started: string[] = []
-    await Effect.runPromise(
+    await withAdmission(1, (admission, started) =>
       Effect.gen(function* () {
         const b1 = yield* heldRequest(admission, "b", "b1", started)
         const a1 = yield* heldRequest(admission, "a", "a1", started)
@@ -130,9 +124,7 @@ describe("admission", () => {
   })
 
   it("a request interrupted while it waits leaves the queue, and one interrupted while it runs frees its place", async () => {
-    const admission = makeAdmission(1)
-    const started: string[] = []
-    await Effect.runPromise(
+    await withAdmission(1, (admission, started) =>
       Effect.gen(function* () {
         const a1 = yield* heldRequest(admission, "a", "a1", started)
         const a2 = yield* heldRequest(admission, "a", "a2", started)
@@ -151,9 +143,7 @@ describe("admission", () => {
   })
 
   it("with 0 places runs every request at once", async () => {
-    const admission = makeAdmission(0)
-    const started: string[] = []
-    await Effect.runPromise(
+    await withAdmission(0, (admission, started) =>
       Effect.gen(function* () {
         const requests = []
         for (let i = 1; i <= 50; i++) requests.push(yield* heldRequest(admission, "a", `a${i}`, started))
