@@ -172,7 +172,7 @@ export const formatSteps = (s: EmbedderSteps): string => {
   ]
   if (s.fanOut)
     lines.push(
-      `fan-out, ${s.fanOut.replicas} replicas, ${s.fanOut.agents} agents for ${s.fanOut.seconds} s: ` +
+      `fan-out, ${s.fanOut.replicas} replicas, ${s.fanOut.agents} agents, ${s.fanOut.stepsPerAgent} steps each: ` +
         s.fanOut.services
           .map((f) => `${f.service} sent ${f.sent}, each replica received ${f.received.join("/")}`)
           .join("; ") +

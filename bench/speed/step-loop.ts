@@ -132,6 +132,37 @@ export const runAgentLoops = async (
   }
 }
 
+/**
+ * Every agent runs `stepsPerAgent` steps, one a second, the agents' first steps spread over the first
+ * second: each agent sends the same requests however long its steps take.
+ */
+export const runStepsEach = async (
+  agents: ReadonlyArray<AgentClient>,
+  stepsPerAgent: number,
+  seedOf: (agent: number, step: number) => number,
+): Promise<Pick<LoopRun, "steps" | "errors">> => {
+  const t0 = performance.now()
+  const steps: TimedStep[] = []
+  const errors: Record<string, number> = {}
+  await Promise.all(
+    agents.map(async (agent, k) => {
+      let next = t0 + (k * 1_000) / agents.length
+      for (let s = 0; s < stepsPerAgent; s++) {
+        const wait = next - performance.now()
+        if (wait > 0) await sleep(wait)
+        try {
+          steps.push(await runStep(agent, seedOf(k, s)))
+        } catch (error) {
+          const tag = (error as { _tag?: string; name?: string })._tag ?? (error as Error).name ?? "Error"
+          errors[tag] = (errors[tag] ?? 0) + 1
+        }
+        next = Math.max(next + 1_000, performance.now())
+      }
+    }),
+  )
+  return { steps, errors }
+}
+
 export interface Quantiles {
   readonly p50Ms: number
   readonly p99Ms: number

@@ -27,7 +27,7 @@ import { memoryText } from "../support/realistic-entries.ts"
 import { cpuPerOperation, findPid, sampleCpu } from "./cpu.ts"
 import { READINESS_PROBE, waitUntilServed } from "./replay.ts"
 import { createBenchTopology, type ServiceProcess, spawnService, stopChild } from "./services.ts"
-import { type LoopRun, runAgentLoops, STEP_CALLS, type StepCall, stepLatencies } from "./step-loop.ts"
+import { type LoopRun, runAgentLoops, runStepsEach, STEP_CALLS, type StepCall, stepLatencies } from "./step-loop.ts"
 import {
   type CpuProfile,
   type CpuRow,
@@ -55,7 +55,11 @@ export interface StepSizes {
   readonly profileSteps: number
   /** Seconds the processes' CPU is sampled with no agent stepping. */
   readonly idleSeconds: number
-  readonly fanOut: { readonly replicas: number; readonly agents: number; readonly seconds: number }
+  /**
+   * The fan-out phase: replicas of the gateway and the working service, and a fleet stepping through them, each
+   * agent a fixed number of steps, so that every agent sends as many requests however fast its replica answers.
+   */
+  readonly fanOut: { readonly replicas: number; readonly agents: number; readonly stepsPerAgent: number }
 }
 
 export const FULL_STEP_SIZES: StepSizes = {
@@ -68,7 +72,7 @@ export const FULL_STEP_SIZES: StepSizes = {
   budget: 2_048,
   profileSteps: 20,
   idleSeconds: 10,
-  fanOut: { replicas: 3, agents: 10, seconds: 20 },
+  fanOut: { replicas: 3, agents: 100, stepsPerAgent: 3 },
 }
 
 export const QUICK_STEP_SIZES: StepSizes = {
@@ -81,7 +85,7 @@ export const QUICK_STEP_SIZES: StepSizes = {
   budget: 2_048,
   profileSteps: 2,
   idleSeconds: 1,
-  fanOut: { replicas: 2, agents: 2, seconds: 3 },
+  fanOut: { replicas: 2, agents: 2, stepsPerAgent: 2 },
 }
 
 export interface StepRow {
@@ -107,7 +111,7 @@ export interface StepRow {
 export interface FanOutFigures {
   readonly replicas: number
   readonly agents: number
-  readonly seconds: number
+  readonly stepsPerAgent: number
   /** Requests the agents sent to each partitioned service, and what each of its replicas received. */
   readonly services: ReadonlyArray<{
     readonly service: string
@@ -517,9 +521,16 @@ const measureEmbedder = async (
 
     let fanOut: FanOutFigures | undefined
     if (withFanOut) {
-      const { replicas: count, agents: n, seconds } = sizes.fanOut
+      const { replicas: count, agents: n, stepsPerAgent } = sizes.fanOut
       log(
-        `  fan-out: ${count} replicas of the gateway and the working service, ${n} agents stepping for ${seconds} s...`,
+        `  fan-out: ${count} replicas of the gateway and the working service, ${n} agents stepping ${stepsPerAgent} times each...`,
+      )
+      // Agents beyond those with a history step with what they record.
+      const fleet = Array.from({ length: n }, (_, k) => agents[k] ?? client!.agent(`step-${k}`))
+      await forEachLimited(
+        fleet.slice(agents.length),
+        16,
+        async (agent) => void (await agent.register({ role: "custom", budget: sizes.budget })),
       )
       for (let r = 1; r < count; r++)
         replicas.push(spawnService("bench/speed/replica-runner.ts", server.url, [], { WM_EMBEDDER: embedder }))
@@ -528,9 +539,7 @@ const measureEmbedder = async (
         ...replicas.map((r) => r.exited()),
       ])
       const before = await receivedByReplica(monitorUrl)
-      const run = await runAgentLoops(agents.slice(0, n), { warmupMs: 0, measureMs: seconds * 1_000 }, (a, s) =>
-        seedOf(a, s + 700_000),
-      )
+      const run = await runStepsEach(fleet, stepsPerAgent, (a, s) => seedOf(a, s + 700_000))
       const after = await receivedByReplica(monitorUrl)
       const sent = (calls: (c: StepCall) => boolean) =>
         run.steps.reduce((sum, s) => sum + s.calls.filter((c) => calls(c.call)).length, 0)
@@ -545,7 +554,7 @@ const measureEmbedder = async (
       fanOut = {
         replicas: count,
         agents: n,
-        seconds,
+        stepsPerAgent,
         services,
         maxShareReceived: round(
           Math.max(...services.flatMap((s) => s.received.map((r) => (s.sent > 0 ? r / s.sent : 0)))),
@@ -556,7 +565,8 @@ const measureEmbedder = async (
       }
       log(
         `  fan-out: ${services.map((s) => `${s.service} sent ${s.sent}, received ${s.received.join("/")}`).join("; ")}; ` +
-          `largest share one replica received ${fanOut.maxShareReceived}`,
+          `largest share one replica received ${fanOut.maxShareReceived}` +
+          (Object.keys(run.errors).length > 0 ? `; failed steps ${JSON.stringify(run.errors)}` : ""),
       )
     }
 
