@@ -8,10 +8,12 @@
  *   2. renews each lease it holds with a compare-and-set on the revision it
  *      last wrote (`kv.update`);
  *   3. releases leases above its fair share, ceil(P / live replicas), so a
- *      joining replica finds free partitions;
+ *      joining replica finds free partitions, keeping those whose agents come
+ *      closest to its fair part of them (shares.ts);
  *   4. takes free partitions (no live entry: never taken, released, or
  *      expired with a dead owner) with `kv.create`, which only one replica
- *      can win, until it holds its share: as many at once as it lacks.
+ *      can win: as many at once as it lacks of floor(P / live replicas), then,
+ *      up to its share, those already free at its last round (shares.ts).
  *
  * A starting replica announces itself and settles (WM_LEASE_SETTLE_MS) before its first round, so
  * replicas started together divide the partitions at once; in its last half second the service prepares
@@ -39,6 +41,7 @@ import { NatsSettings } from "../nats/settings.ts"
 import { Metrics, serviceLabel } from "../observability/metrics.ts"
 import { Readiness } from "../observability/readiness.ts"
 import { PartitionSettings } from "./settings.ts"
+import { firstTake, partitionsToKeep } from "./shares.ts"
 
 export interface LeaseCallbacks {
   /** The partition became this replica's: start catching up (return at once; answering waits for readiness). */
@@ -50,6 +53,8 @@ export interface LeaseCallbacks {
    * order, as many as its share of the replicas it sees), to prepare them; runs beside the settle.
    */
   readonly settling?: (expected: ReadonlyArray<number>) => Effect.Effect<void>
+  /** The agents this replica holds in a partition it holds: what it keeps by when it gives partitions up. */
+  readonly weight?: (partition: number) => number
 }
 
 export interface PartitionLeases {
@@ -135,6 +140,7 @@ export const holdPartitionLeases = (
     const period = Math.max(100, Math.floor(leaseTtlMs / 4))
     const held = new Map<number, Held>()
     const order = preferenceOrder(replicaId, partitions)
+    const weight = callbacks.weight ?? (() => 0)
     const value = JSON.stringify({ replica: replicaId })
     const firstRound = yield* Deferred.make<void>()
     let stopped = false
@@ -270,11 +276,18 @@ export const holdPartitionLeases = (
       share = fairShare(partitions, live.size)
       await Promise.all([...held].map(([partition, lease]) => renew(partition, lease)))
       const mine = order.filter((p) => held.has(p))
-      for (const extra of mine.slice(share).reverse()) await release(extra)
-      // As many takes at once as the share still lacks, in preference order, until it is held or none is free.
+      const keep = new Set(partitionsToKeep(mine, share, weight, { partitions, replicas: live.size }))
+      for (const extra of mine.filter((p) => !keep.has(p)).reverse()) await release(extra)
+      // As many takes at once as the first take still lacks, in preference order, until it is held or none is
+      // free; then, up to the share, those that were free at the last round already (shares.ts).
       const candidates = order.filter((p) => !held.has(p))
-      while (held.size < share && candidates.length > 0 && !stopped)
-        await Promise.all(candidates.splice(0, share - held.size).map(take))
+      const atOnce = Math.min(share, firstTake(partitions, live.size))
+      while (held.size < atOnce && candidates.length > 0 && !stopped)
+        await Promise.all(candidates.splice(0, atOnce - held.size).map(take))
+      const freeBefore = new Set(unowned)
+      const late = order.filter((p) => !held.has(p) && freeBefore.has(p))
+      while (held.size < share && late.length > 0 && !stopped)
+        await Promise.all(late.splice(0, share - held.size).map(take))
       // Read every round while this replica lacks its share (readiness names what it should take) or some
       // partition had no owner (the metric clears as soon as it has one); otherwise every OWNERLESS_EVERY rounds.
       if (held.size < share || unowned.length > 0 || ++roundsSinceOwnerless >= OWNERLESS_EVERY) {

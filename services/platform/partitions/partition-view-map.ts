@@ -57,6 +57,11 @@ export class PartitionViewMap {
     this.#entries.delete(agentId)
   }
 
+  /** The agents it holds, their views decoded or not. */
+  get size(): number {
+    return this.#entries.size
+  }
+
   /** Lines not decoded yet. */
   get undecoded(): number {
     return this.#lines

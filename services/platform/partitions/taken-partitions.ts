@@ -107,6 +107,7 @@ export const makeTakenPartitions = (deps: {
     acquired: (partition: number) => acquired(partition),
     lost,
     settling,
+    weight: (partition: number) => states.get(partition)?.views.size ?? 0,
     /** Drops the snapshots read for partitions another replica took. */
     forgetPrefetches: () => prefetches.clear(),
   }

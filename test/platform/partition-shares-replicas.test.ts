@@ -1,0 +1,62 @@
+/**
+ * Replicas joining a replica that holds every partition: it keeps the partitions whose agents come closest to
+ * a third of them, and the two that join take five partitions each, so that no replica holds six of the
+ * heavier ones. Real nats-server, a gateway and working replicas in process (test/support/routing.ts).
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { partitionCount, partitionOf } from "../../contracts/partitions.ts"
+import { preferenceOrder } from "../../services/platform/partitions/leases.ts"
+import { eventually } from "../support/eventually.ts"
+import { type RoutedSystem, startReplica, startRoutedSystem } from "../support/routing.ts"
+
+const FIRST = "share-first"
+const P = partitionCount()
+/** The partitions the first replica prefers most: the ones it kept first before it weighed their agents. */
+const HEAVY = preferenceOrder(FIRST, P).slice(0, 4)
+
+/** Four agents in each of its four preferred partitions, one in each other: 28 agents over 16 partitions. */
+const agentsPlaced = (): string[] => {
+  const wanted = new Map(Array.from({ length: P }, (_, p) => [p, HEAVY.includes(p) ? 4 : 1]))
+  const ids: string[] = []
+  for (let i = 0; [...wanted.values()].some((n) => n > 0); i++) {
+    const id = `share-agent-${i}`
+    const p = partitionOf(id)
+    if ((wanted.get(p) ?? 0) > 0) {
+      ids.push(id)
+      wanted.set(p, wanted.get(p)! - 1)
+    }
+  }
+  return ids
+}
+
+describe("replicas that join divide the partitions by their agents", () => {
+  let system: RoutedSystem
+  const agents = agentsPlaced()
+  beforeAll(async () => {
+    system = await startRoutedSystem([FIRST])
+    await eventually("the first replica to answer for every partition", () =>
+      system.replicas[0]!.working.answeringPartitions().length === P ? true : undefined,
+    )
+    for (const id of agents) await system.client.agent(id).register({ role: "main" })
+  }, 120_000)
+  afterAll(() => system?.stop())
+
+  it("keeps about a third of the agents at the first replica and five partitions at each that joined", async () => {
+    const [first] = system.replicas
+    system.replicas.push(await startReplica(system.server.url, "share-second"))
+    system.replicas.push(await startReplica(system.server.url, "share-third"))
+    const held = () => system.replicas.map((r) => r.working.answeringPartitions())
+    await eventually("the partitions split between the three replicas", () =>
+      held().reduce((n, ps) => n + ps.length, 0) === P && held().every((ps) => ps.length > 0) ? true : undefined,
+    )
+    // Held a little longer: a partition taken late would show here.
+    await new Promise((resolve) => setTimeout(resolve, 3_000))
+    expect(held().map((ps) => ps.length)).toEqual([6, 5, 5])
+    const agentsOf = (partitions: ReadonlyArray<number>) => agents.filter((id) => partitions.includes(partitionOf(id)))
+    // A third of 28 is 9.3: one of the four heavy partitions and five light ones. Keeping its first six
+    // partitions, as it did before, it would hold all four heavy ones: 18 agents.
+    expect(agentsOf(first!.working.answeringPartitions()).length).toBe(9)
+    // Every agent still answered, from whichever replica holds it now.
+    for (const id of agents) expect((await system.client.agent(id).view()).agent.id).toBe(id)
+  }, 120_000)
+})
