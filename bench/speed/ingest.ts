@@ -134,6 +134,56 @@ export const systemIngest = async (
   return { millis: performance.now() - start, firstSeq, lastSeq }
 }
 
+/** Entries a batch carries when ingest imports with `entry.recordMany`. */
+export const INGEST_BATCH_ENTRIES = 64
+
+/**
+ * As `systemIngest`, importing with `entry.recordMany`: batches of INGEST_BATCH_ENTRIES entries, as many
+ * batches in flight as make the same window of entries, each agent's batches in turn.
+ */
+export const systemIngestMany = async (
+  client: WorkingMemoryClient,
+  label: string,
+  options: IngestOptions,
+): Promise<SystemIngestRun> => {
+  const agents: AgentClient[] = []
+  for (let k = 0; k < options.agents; k++) agents.push(client.agent(`ingest-${label}-${k}`))
+  const reader = client.agent(`ingest-${label}-reader`)
+  await Promise.all([...agents, reader].map((a) => a.register({ role: "supervisor" })))
+
+  let firstSeq = Number.MAX_SAFE_INTEGER
+  let lastSeq = 0
+  const batches = Math.ceil(options.entries / INGEST_BATCH_ENTRIES)
+  const start = performance.now()
+  await runWindowed(batches, Math.max(1, Math.floor(options.window / INGEST_BATCH_ENTRIES)), async (b) => {
+    const from = b * INGEST_BATCH_ENTRIES
+    const entries = Array.from({ length: Math.min(INGEST_BATCH_ENTRIES, options.entries - from) }, (_, j) => {
+      const entry = realisticEntry(from + j)
+      return {
+        origin: entry.origin,
+        content: entry.content,
+        tags: [...entry.tags],
+        emotionalWeight: entry.emotionalWeight,
+      }
+    })
+    const r = await agents[b % agents.length]!.recordMany(entries)
+    const refused = r.results.filter((result) => !result.ok).length
+    if (refused > 0) throw new Error(`${refused} entries of a batch were refused`)
+    if (r.seq > lastSeq) lastSeq = r.seq
+    for (const result of r.results) if (result.ok && result.seq < firstSeq) firstSeq = result.seq
+  })
+  reader.lastSeq = lastSeq
+  for (;;) {
+    try {
+      await reader.view()
+      break
+    } catch (error) {
+      if (!(error instanceof NotCaughtUp)) throw error
+    }
+  }
+  return { millis: performance.now() - start, firstSeq, lastSeq }
+}
+
 export interface StoredEntry {
   readonly agentId: string
   readonly data: Uint8Array

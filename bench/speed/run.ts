@@ -25,6 +25,7 @@ import {
   startSystem,
   storedEntries,
   systemIngest,
+  systemIngestMany,
 } from "./ingest.ts"
 import { type LoadFigures, type LoadSizes, measureLoad } from "./load.ts"
 import { rawConsumeMillis, type ServiceProcessFigures, serviceReplayMillis, workingProcessFigures } from "./replay.ts"
@@ -45,6 +46,8 @@ import {
 /** The figures of the phases that ran (every one in a full run). */
 export interface SpeedFigures {
   readonly ingestPerSec?: number
+  /** The same entries imported with `entry.recordMany` (INGEST_BATCH_ENTRIES a request), in the same rounds. */
+  readonly ingestManyPerSec?: number
   readonly rawPublishPerSec?: number
   readonly replayPerSec?: number
   readonly rawConsumePerSec?: number
@@ -142,7 +145,7 @@ export const SPEED_PHASES: ReadonlyArray<SpeedPhase> = ["context", "server", "re
 /** The figures each phase gives. */
 export const FIGURES_OF_PHASE: Readonly<Record<SpeedPhase, ReadonlyArray<keyof SpeedFigures>>> = {
   context: ["contextBuildP50Ms", "contextBuildP99Ms"],
-  server: ["ingestPerSec", "rawPublishPerSec", "replayPerSec", "rawConsumePerSec", "peakRssMb"],
+  server: ["ingestPerSec", "ingestManyPerSec", "rawPublishPerSec", "replayPerSec", "rawConsumePerSec", "peakRssMb"],
   retrieval: ["retrievalP50Ms", "retrievalP99Ms", "retrievalMB"],
   load: ["recordP50Ms", "recordP99Ms", "queryP50MsUnderLoad", "queryP99MsUnderLoad"],
   steps: ["steps", "stepsByAgents", "stepP99Over50Ms", "stepProfile", "fanOut", "stepsByEmbedder"],
@@ -180,9 +183,11 @@ export interface SpeedDetails {
   readonly services: ServicesMode
   readonly ingest?: {
     readonly systemMs: number[]
+    readonly manyMs: number[]
     readonly rawMs: number[]
     readonly payloadBytes: number
     readonly systemCpuUs: CpuPerOperation
+    readonly manyCpuUs: CpuPerOperation
     readonly rawCpuUs: CpuPerOperation
   }
   readonly replay?: {
@@ -243,9 +248,11 @@ export const describeMachine = (): string => {
 
 interface IngestResult {
   readonly systemMs: number[]
+  readonly manyMs: number[]
   readonly rawMs: number[]
   readonly payloadBytes: number
   readonly systemCpu: Array<Map<string, number>>
+  readonly manyCpu: Array<Map<string, number>>
   readonly rawCpu: Array<Map<string, number>>
 }
 
@@ -323,9 +330,11 @@ const serverPhases = async (
     await rawPublishMillis(rawNc, payloads, options.entries, options.window)
     const ingest: IngestResult = {
       systemMs: [],
+      manyMs: [],
       rawMs: [],
       payloadBytes: payloads.reduce((sum, p) => sum + p.data.length, 0) / payloads.length,
       systemCpu: [],
+      manyCpu: [],
       rawCpu: [],
     }
     const allPids = new Map([...benchPids, ...system.processes])
@@ -341,10 +350,17 @@ const serverPhases = async (
           (await withCpu(allPids, options.entries, ingest.systemCpu, () => systemIngest(client, `r${r}`, options)))
             .millis,
         )
-      if (r % 2 === 0) await raw().then(sys)
-      else await sys().then(raw)
+      const many = async () =>
+        ingest.manyMs.push(
+          (await withCpu(allPids, options.entries, ingest.manyCpu, () => systemIngestMany(client, `m${r}`, options)))
+            .millis,
+        )
+      // Each round in another order: none of the three always runs first.
+      const order = [raw, sys, many]
+      for (let k = 0; k < order.length; k++) await order[(k + r) % order.length]!()
       log(
-        `  round ${r + 1}: raw publish ${ingest.rawMs.at(-1)!.toFixed(0)} ms, system ingest ${ingest.systemMs.at(-1)!.toFixed(0)} ms`,
+        `  round ${r + 1}: raw publish ${ingest.rawMs.at(-1)!.toFixed(0)} ms, system ingest ${ingest.systemMs.at(-1)!.toFixed(0)} ms, ` +
+          `by recordMany ${ingest.manyMs.at(-1)!.toFixed(0)} ms`,
       )
     }
     return { replay, ingest }
@@ -414,6 +430,7 @@ export const runSpeedBench = async (options: SpeedOptions = {}): Promise<SpeedRe
     ...(server
       ? {
           ingestPerSec: Math.round(perSecond(sizes.ingestEntries, median(server.ingest.systemMs))),
+          ingestManyPerSec: Math.round(perSecond(sizes.ingestEntries, median(server.ingest.manyMs))),
           rawPublishPerSec: Math.round(perSecond(sizes.ingestEntries, median(server.ingest.rawMs))),
           replayPerSec: Math.round(perSecond(server.replay.events, median(server.replay.systemMs))),
           rawConsumePerSec: Math.round(perSecond(server.replay.events, median(server.replay.rawMs))),
@@ -462,9 +479,11 @@ export const runSpeedBench = async (options: SpeedOptions = {}): Promise<SpeedRe
         ? {
             ingest: {
               systemMs: server.ingest.systemMs,
+              manyMs: server.ingest.manyMs,
               rawMs: server.ingest.rawMs,
               payloadBytes: server.ingest.payloadBytes,
               systemCpuUs: medianCpu(server.ingest.systemCpu),
+              manyCpuUs: medianCpu(server.ingest.manyCpu),
               rawCpuUs: medianCpu(server.ingest.rawCpu),
             },
             replay: {

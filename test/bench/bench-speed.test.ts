@@ -7,6 +7,7 @@ import { runSpeedBench } from "../../bench/speed/run.ts"
 
 const KEYS = [
   "ingestPerSec",
+  "ingestManyPerSec",
   "rawPublishPerSec",
   "replayPerSec",
   "rawConsumePerSec",
