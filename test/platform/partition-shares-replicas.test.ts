@@ -10,6 +10,8 @@ import { eventually } from "../support/eventually.ts"
 import { type RoutedSystem, startReplica, startRoutedSystem } from "../support/routing.ts"
 
 const FIRST = "share-first"
+/** Longer than the default half second: two replicas built side by side on a loaded machine announce apart. */
+const JOINERS_SETTLE_MS = 2_500
 const P = partitionCount()
 /** The partitions the first replica prefers most: the ones it kept first before it weighed their agents. */
 const HEAVY = preferenceOrder(FIRST, P).slice(0, 4)
@@ -42,11 +44,12 @@ describe("replicas that join divide the partitions by their agents", () => {
   afterAll(() => system?.stop())
 
   it("keeps about a third of the agents at the first replica and five partitions at each that joined", async () => {
-    // Started together, as a deployment scaled from one replica to three starts them.
+    // Started together, as a deployment scaled from one replica to three starts them, each waiting long enough
+    // once announced to see the other (replicas that join one after the other can still end 6, 6 and 4).
     system.replicas.push(
       ...(await Promise.all([
-        startReplica(system.server.url, "share-second"),
-        startReplica(system.server.url, "share-third"),
+        startReplica(system.server.url, "share-second", JOINERS_SETTLE_MS),
+        startReplica(system.server.url, "share-third", JOINERS_SETTLE_MS),
       ])),
     )
     const agentsOf = (partitions: ReadonlyArray<number>) => agents.filter((id) => partitions.includes(partitionOf(id)))

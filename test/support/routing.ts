@@ -29,11 +29,16 @@ export const received = (subs: ReadonlyArray<Subscription>, replicaId: string) =
   }
 }
 
-export const startReplica = async (url: string, replicaId: string) => {
+/** A working replica in process; `leaseSettleMs`: how long it waits, announced, before taking partitions. */
+export const startReplica = async (url: string, replicaId: string, leaseSettleMs?: number) => {
   const services = await startInProcess(
     workingService(
       settingsFor(url)(`wm-working-${replicaId}`),
-      PartitionSettings.make({ leaseTtlMs: 5_000, replicaId }),
+      PartitionSettings.make({
+        leaseTtlMs: 5_000,
+        replicaId,
+        ...(leaseSettleMs !== undefined ? { leaseSettleMs } : {}),
+      }),
     ),
   )
   return { replicaId, services, working: await workingOf(services) }
