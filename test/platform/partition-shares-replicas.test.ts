@@ -72,3 +72,36 @@ describe("replicas that join divide the partitions by their agents", () => {
     for (const id of agents) expect((await system.client.agent(id).view()).agent.id).toBe(id)
   }, 120_000)
 })
+
+describe("a replica that joins after another has taken its share", () => {
+  let system: RoutedSystem
+  beforeAll(async () => {
+    system = await startRoutedSystem(["late-first"])
+    await eventually("the first replica to answer for every partition", () =>
+      system.replicas[0]!.working.answeringPartitions().length === P ? true : undefined,
+    )
+  }, 120_000)
+  afterAll(() => system?.stop())
+
+  it("is given partitions back until the three hold 6, 5 and 5", async () => {
+    const counts = () =>
+      system.replicas
+        .map((r) => r.working.answeringPartitions().length)
+        .sort((a, b) => a - b)
+        .join(", ")
+    system.replicas.push(await startReplica(system.server.url, "late-second"))
+    await eventually("the two replicas to hold 8 partitions each", () => (counts() === "8, 8" ? true : undefined))
+    // The first two give two partitions each up and hold their share of 6: the third finds 4 free. Before, it
+    // stayed at 4, below the 5 it takes at once, and the others at 6.
+    system.replicas.push(await startReplica(system.server.url, "late-third"))
+    await eventually(
+      "6, 5 and 5 partitions",
+      () => {
+        const now = counts()
+        if (now !== "5, 5, 6") throw new Error(`partitions ${now}`)
+        return true
+      },
+      30_000,
+    )
+  }, 120_000)
+})

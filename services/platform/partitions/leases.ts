@@ -9,7 +9,8 @@
  *      last wrote (`kv.update`);
  *   3. releases leases above its fair share, ceil(P / live replicas), so a
  *      joining replica finds free partitions, keeping those whose agents come
- *      closest to its fair part of them (shares.ts);
+ *      closest to its fair part of them, and one more when another replica
+ *      holds fewer than floor(P / live replicas) and none is free (shares.ts);
  *   4. takes free partitions (no live entry: never taken, released, or
  *      expired with a dead owner) with `kv.create`, which only one replica
  *      can win: as many at once as it lacks of floor(P / live replicas), then,
@@ -147,6 +148,8 @@ export const holdPartitionLeases = (
     let settled = false
     let share = partitions
     let unowned: ReadonlyArray<number> = []
+    /** Another live replica held fewer than the first take at the last read of the leases. */
+    let anotherBelowFirstTake = false
     let roundsSinceOwnerless = 0
     const metrics = yield* Metrics
     const label = { service: serviceLabel(service) }
@@ -185,19 +188,25 @@ export const holdPartitionLeases = (
     }
 
     /**
-     * The partitions whose lease entry is missing or names a replica that is not live. Those this replica
-     * holds have an owner (it is live: its heartbeat was just written), so only the others are read.
+     * The partitions whose lease entry is missing or names a replica that is not live, and how many each other
+     * live replica holds. Those this replica holds have an owner (it is live: its heartbeat was just written),
+     * so only the others are read.
      */
-    const partitionsWithoutOwner = async (live: ReadonlySet<string>): Promise<number[]> => {
+    const otherLeases = async (
+      live: ReadonlySet<string>,
+    ): Promise<{ readonly withoutOwner: number[]; readonly heldBy: ReadonlyMap<string, number> }> => {
       const others = allPartitions(partitions).filter((p) => !held.has(p))
       const entries = await Promise.all(others.map((p) => kv.get(leaseKey(service, p)).catch(() => undefined)))
-      return others.filter((_, i) => {
+      const withoutOwner: number[] = []
+      const heldBy = new Map<string, number>()
+      others.forEach((partition, i) => {
         const entry = entries[i]
-        if (entry === undefined) return false
-        if (entry === null || entry.operation !== "PUT") return true
-        const owner = ownerOf(entry)
-        return owner === undefined || !live.has(owner)
+        if (entry === undefined) return
+        const owner = entry === null || entry.operation !== "PUT" ? undefined : ownerOf(entry)
+        if (owner === undefined || !live.has(owner)) withoutOwner.push(partition)
+        else heldBy.set(owner, (heldBy.get(owner) ?? 0) + 1)
       })
+      return { withoutOwner, heldBy }
     }
 
     function holds(partition: number): boolean {
@@ -275,13 +284,20 @@ export const holdPartitionLeases = (
       const live = await liveReplicas()
       share = fairShare(partitions, live.size)
       await Promise.all([...held].map(([partition, lease]) => renew(partition, lease)))
+      const atOnce = Math.min(share, firstTake(partitions, live.size))
       const mine = order.filter((p) => held.has(p))
-      const keep = new Set(partitionsToKeep(mine, share, weight, { partitions, replicas: live.size }))
+      // Above the first take while another replica is below it and none is free (it joined after the others
+      // had taken their shares): one partition goes back, for it to take (shares.ts).
+      const keeps =
+        anotherBelowFirstTake && unowned.length === 0 && mine.length > atOnce && mine.length <= share
+          ? mine.length - 1
+          : share
+      anotherBelowFirstTake = false
+      const keep = new Set(partitionsToKeep(mine, keeps, weight, { partitions, replicas: live.size }))
       for (const extra of mine.filter((p) => !keep.has(p)).reverse()) await release(extra)
       // As many takes at once as the first take still lacks, in preference order, until it is held or none is
       // free; then, up to the share, those that were free at the last round already (shares.ts).
       const candidates = order.filter((p) => !held.has(p))
-      const atOnce = Math.min(share, firstTake(partitions, live.size))
       while (held.size < atOnce && candidates.length > 0 && !stopped)
         await Promise.all(candidates.splice(0, atOnce - held.size).map(take))
       const freeBefore = new Set(unowned)
@@ -292,7 +308,9 @@ export const holdPartitionLeases = (
       // partition had no owner (the metric clears as soon as it has one); otherwise every OWNERLESS_EVERY rounds.
       if (held.size < share || unowned.length > 0 || ++roundsSinceOwnerless >= OWNERLESS_EVERY) {
         roundsSinceOwnerless = 0
-        unowned = await partitionsWithoutOwner(live)
+        const leases = await otherLeases(live)
+        unowned = leases.withoutOwner
+        anotherBelowFirstTake = [...live].some((r) => r !== replicaId && (leases.heldBy.get(r) ?? 0) < atOnce)
       }
     }
 

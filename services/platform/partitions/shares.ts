@@ -10,6 +10,9 @@
  * - **Keeping.** A replica that holds more than ⌈P/R⌉ (others joined) keeps the partitions whose agents come
  *   closest to a replica's fair part of the agents it holds, the lightest first: holding the most partitions,
  *   it keeps the lighter ones. Without agents it keeps its first partitions in its order of preference.
+ * - **Giving back.** A replica that joins after the others have taken their shares can find fewer than ⌊P/R⌋
+ *   free (16 over 3, after 8 and 8: 6, 6 and 4). A replica above ⌊P/R⌋ that sees another below it, and no
+ *   partition free, gives one up (chosen as when keeping), for that one to take.
  */
 
 /** The partitions a replica takes at once, of `partitions` over `replicas`; the rest comes a round later. */
