@@ -72,8 +72,21 @@ const storeDirs = () => [natsStore, longTermStore]
 
 const filesHolding = (needle: string) => filesHoldingIn(storeDirs(), needle)
 
+// Killed, and failed naming itself, past its own deadlines: a phase that never ends says which it was.
 const wm = (...args: string[]) =>
-  run("node_modules/.bin/node", ["cli/wm.ts", ...args, "--server", server.url], { cwd: process.cwd() })
+  run("node_modules/.bin/node", ["cli/wm.ts", ...args, "--server", server.url], {
+    cwd: process.cwd(),
+    timeout: 60_000,
+  })
+
+/** `work`, or a failure naming `what` once `ms` have passed. */
+const within = <A>(what: string, ms: number, work: Promise<A>): Promise<A> => {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms)
+  })
+  return Promise.race([work, late]).finally(() => clearTimeout(timer))
+}
 
 /**
  * A forget test runs phases that each wait on their own condition, with their own deadline: the entry's demotion
@@ -276,16 +289,16 @@ it(
     const { results } = await keeper.query(KEEPER)
     expect(results.length).toBeGreaterThan(0)
     const keptSealed = await sealedContentOf(server.url, "keeper", results[0]!.entryId)
-    await client.close()
-    await nc.close()
-    await services?.stop()
+    await within("closing the client", 20_000, client.close())
+    await within("closing the connection", 20_000, nc.close())
+    await within("stopping the services", 30_000, services?.stop() ?? Promise.resolve())
     services = undefined
     // A graceful stop writes the stores' indexes and per-subject state; a restart rebuilds them.
-    await server.stop()
+    await within("stopping the server", 20_000, server.stop())
     expect(filesHolding(SECRET)).toEqual([])
     expect(filesHolding("QUOKKA7731ZEBRA")).toEqual([])
-    await server.restart()
-    await server.stop()
+    await within("restarting the server", 30_000, server.restart())
+    await within("stopping the server again", 20_000, server.stop())
     expect(filesHolding(SECRET)).toEqual([])
     expect(filesHolding("QUOKKA7731ZEBRA")).toEqual([])
     // The agent kept is on disk, sealed: its sealed bytes are found, its text in clear nowhere.
