@@ -93,6 +93,34 @@ export interface SystemIngestRun {
   readonly lastSeq: number
 }
 
+/** The realistic entry `i` as a record request. */
+const recordRequest = (i: number) => {
+  const entry = realisticEntry(i)
+  return { origin: entry.origin, content: entry.content, tags: [...entry.tags], emotionalWeight: entry.emotionalWeight }
+}
+
+/** `count` fresh agents of a run, and a reader that waits for their writes, all registered. */
+const freshAgents = async (client: WorkingMemoryClient, label: string, count: number) => {
+  const agents: AgentClient[] = []
+  for (let k = 0; k < count; k++) agents.push(client.agent(`ingest-${label}-${k}`))
+  const reader = client.agent(`ingest-${label}-reader`)
+  await Promise.all([...agents, reader].map((a) => a.register({ role: "supervisor" })))
+  return { agents, reader }
+}
+
+/** Visible in the working view: a read that waits until the write at `lastSeq` is applied. */
+const untilApplied = async (reader: AgentClient, lastSeq: number) => {
+  reader.lastSeq = lastSeq
+  for (;;) {
+    try {
+      await reader.view()
+      return
+    } catch (error) {
+      if (!(error instanceof NotCaughtUp)) throw error
+    }
+  }
+}
+
 /**
  * Records `entries` realistic entries through the SDK over fresh agents and
  * waits until the working view has applied the last one.
@@ -102,35 +130,16 @@ export const systemIngest = async (
   label: string,
   options: IngestOptions,
 ): Promise<SystemIngestRun> => {
-  const agents: AgentClient[] = []
-  for (let k = 0; k < options.agents; k++) agents.push(client.agent(`ingest-${label}-${k}`))
-  const reader = client.agent(`ingest-${label}-reader`)
-  await Promise.all([...agents, reader].map((a) => a.register({ role: "supervisor" })))
-
+  const { agents, reader } = await freshAgents(client, label, options.agents)
   let firstSeq = Number.MAX_SAFE_INTEGER
   let lastSeq = 0
   const start = performance.now()
   await runWindowed(options.entries, options.window, async (i) => {
-    const entry = realisticEntry(i)
-    const r = await agents[i % agents.length]!.record({
-      origin: entry.origin,
-      content: entry.content,
-      tags: [...entry.tags],
-      emotionalWeight: entry.emotionalWeight,
-    })
+    const r = await agents[i % agents.length]!.record(recordRequest(i))
     if (r.seq > lastSeq) lastSeq = r.seq
     if (r.seq < firstSeq) firstSeq = r.seq
   })
-  // Visible in the working view: a read that waits until the last write is applied.
-  reader.lastSeq = lastSeq
-  for (;;) {
-    try {
-      await reader.view()
-      break
-    } catch (error) {
-      if (!(error instanceof NotCaughtUp)) throw error
-    }
-  }
+  await untilApplied(reader, lastSeq)
   return { millis: performance.now() - start, firstSeq, lastSeq }
 }
 
@@ -146,41 +155,23 @@ export const systemIngestMany = async (
   label: string,
   options: IngestOptions,
 ): Promise<SystemIngestRun> => {
-  const agents: AgentClient[] = []
-  for (let k = 0; k < options.agents; k++) agents.push(client.agent(`ingest-${label}-${k}`))
-  const reader = client.agent(`ingest-${label}-reader`)
-  await Promise.all([...agents, reader].map((a) => a.register({ role: "supervisor" })))
-
+  const { agents, reader } = await freshAgents(client, label, options.agents)
   let firstSeq = Number.MAX_SAFE_INTEGER
   let lastSeq = 0
   const batches = Math.ceil(options.entries / INGEST_BATCH_ENTRIES)
   const start = performance.now()
   await runWindowed(batches, Math.max(1, Math.floor(options.window / INGEST_BATCH_ENTRIES)), async (b) => {
     const from = b * INGEST_BATCH_ENTRIES
-    const entries = Array.from({ length: Math.min(INGEST_BATCH_ENTRIES, options.entries - from) }, (_, j) => {
-      const entry = realisticEntry(from + j)
-      return {
-        origin: entry.origin,
-        content: entry.content,
-        tags: [...entry.tags],
-        emotionalWeight: entry.emotionalWeight,
-      }
-    })
+    const entries = Array.from({ length: Math.min(INGEST_BATCH_ENTRIES, options.entries - from) }, (_, j) =>
+      recordRequest(from + j),
+    )
     const r = await agents[b % agents.length]!.recordMany(entries)
     const refused = r.results.filter((result) => !result.ok).length
     if (refused > 0) throw new Error(`${refused} entries of a batch were refused`)
     if (r.seq > lastSeq) lastSeq = r.seq
     for (const result of r.results) if (result.ok && result.seq < firstSeq) firstSeq = result.seq
   })
-  reader.lastSeq = lastSeq
-  for (;;) {
-    try {
-      await reader.view()
-      break
-    } catch (error) {
-      if (!(error instanceof NotCaughtUp)) throw error
-    }
-  }
+  await untilApplied(reader, lastSeq)
   return { millis: performance.now() - start, firstSeq, lastSeq }
 }
 

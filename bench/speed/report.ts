@@ -7,41 +7,20 @@ const ms = (n: number) => `${n < 1 ? n.toFixed(3) : n.toFixed(2)} ms`
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`
 const verdict = (ok: boolean) => (ok ? "pass" : "MISS")
 
+/** A rate of the system against raw JetStream's, and whether it reaches `least` of it. */
+const againstRaw = (figure: string, system: number, raw: number, least: number): string[] => {
+  const ratio = system / raw
+  return [figure, thousands(system), thousands(raw), pct(ratio), `≥ ${Math.round(least * 100)}% of raw`, verdict(ratio >= least)]
+}
+
 export const formatReport = ({ figures: f, details: d }: SpeedReport): string => {
   const rows: string[][] = [["figure", "system", "raw JetStream", "ratio", "target", ""]]
-  if (f.ingestPerSec !== undefined && f.rawPublishPerSec !== undefined) {
-    const ratio = f.ingestPerSec / f.rawPublishPerSec
-    rows.push([
-      "ingest (entries/s)",
-      thousands(f.ingestPerSec),
-      thousands(f.rawPublishPerSec),
-      pct(ratio),
-      "≥ 70% of raw",
-      verdict(ratio >= 0.7),
-    ])
-  }
-  if (f.ingestManyPerSec !== undefined && f.rawPublishPerSec !== undefined) {
-    const ratio = f.ingestManyPerSec / f.rawPublishPerSec
-    rows.push([
-      "ingest by entry.recordMany (entries/s)",
-      thousands(f.ingestManyPerSec),
-      thousands(f.rawPublishPerSec),
-      pct(ratio),
-      "≥ 70% of raw",
-      verdict(ratio >= 0.7),
-    ])
-  }
-  if (f.replayPerSec !== undefined && f.rawConsumePerSec !== undefined) {
-    const ratio = f.replayPerSec / f.rawConsumePerSec
-    rows.push([
-      "replay (events/s)",
-      thousands(f.replayPerSec),
-      thousands(f.rawConsumePerSec),
-      pct(ratio),
-      "≥ 50% of raw",
-      verdict(ratio >= 0.5),
-    ])
-  }
+  if (f.ingestPerSec !== undefined && f.rawPublishPerSec !== undefined)
+    rows.push(againstRaw("ingest (entries/s)", f.ingestPerSec, f.rawPublishPerSec, 0.7))
+  if (f.ingestManyPerSec !== undefined && f.rawPublishPerSec !== undefined)
+    rows.push(againstRaw("ingest by entry.recordMany (entries/s)", f.ingestManyPerSec, f.rawPublishPerSec, 0.7))
+  if (f.replayPerSec !== undefined && f.rawConsumePerSec !== undefined)
+    rows.push(againstRaw("replay (events/s)", f.replayPerSec, f.rawConsumePerSec, 0.5))
   if (f.contextBuildP50Ms !== undefined && f.contextBuildP99Ms !== undefined)
     rows.push(
       ["context build p50", ms(f.contextBuildP50Ms), "", "", "", ""],

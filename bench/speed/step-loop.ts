@@ -33,6 +33,12 @@ export interface TimedStep {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
+/** A failed step counted under its error's tag or name. */
+const countFailure = (errors: Record<string, number>, error: unknown) => {
+  const tag = (error as { _tag?: string; name?: string })._tag ?? (error as Error).name ?? "Error"
+  errors[tag] = (errors[tag] ?? 0) + 1
+}
+
 /** One step of the loop; `seed` picks its texts. */
 export const runStep = async (agent: AgentClient, seed: number): Promise<TimedStep> => {
   const calls: TimedCall[] = []
@@ -115,8 +121,7 @@ export const runAgentLoops = async (
         try {
           all.push(await runStep(agent, seedOf(k, counter++)))
         } catch (error) {
-          const tag = (error as { _tag?: string; name?: string })._tag ?? (error as Error).name ?? "Error"
-          errors[tag] = (errors[tag] ?? 0) + 1
+          countFailure(errors, error)
         }
         next = Math.max(next + 1_000, performance.now())
       }
@@ -153,8 +158,7 @@ export const runStepsEach = async (
         try {
           steps.push(await runStep(agent, seedOf(k, s)))
         } catch (error) {
-          const tag = (error as { _tag?: string; name?: string })._tag ?? (error as Error).name ?? "Error"
-          errors[tag] = (errors[tag] ?? 0) + 1
+          countFailure(errors, error)
         }
         next = Math.max(next + 1_000, performance.now())
       }

@@ -37,7 +37,7 @@ describe("partitionsToKeep", () => {
 
   it("brings heavier partitions in while that comes closer to a fair third", () => {
     // Six partitions of 10 agents, ten empty: a third is 20 agents, two loaded partitions.
-    const counts = ALL.map((p) => (p % 3 === 0 && p < 18 ? 10 : 0))
+    const counts = ALL.map((p) => (p % 3 === 0 ? 10 : 0))
     const weight = agentsIn(counts)
     const kept = partitionsToKeep(ALL, 6, weight, SPLIT)
     expect(kept).toHaveLength(6)
