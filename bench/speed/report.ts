@@ -10,7 +10,14 @@ const verdict = (ok: boolean) => (ok ? "pass" : "MISS")
 /** A rate of the system against raw JetStream's, and whether it reaches `least` of it. */
 const againstRaw = (figure: string, system: number, raw: number, least: number): string[] => {
   const ratio = system / raw
-  return [figure, thousands(system), thousands(raw), pct(ratio), `≥ ${Math.round(least * 100)}% of raw`, verdict(ratio >= least)]
+  return [
+    figure,
+    thousands(system),
+    thousands(raw),
+    pct(ratio),
+    `≥ ${Math.round(least * 100)}% of raw`,
+    verdict(ratio >= least),
+  ]
 }
 
 export const formatReport = ({ figures: f, details: d }: SpeedReport): string => {
