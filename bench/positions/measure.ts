@@ -1,0 +1,130 @@
+/**
+ * What it costs to prove a partition's projection complete up to the log's end, the two ways: finding the
+ * partition's last stored record (a `last_by_subj` get on the wildcard `wm.evt.<p>.>`, as the position
+ * tracker and reads waiting for another partition's sequence did) and asking the partition's consumer where
+ * it stands (one consumer info, partition-position.ts). Measured on a log of the events stream's own
+ * configuration and subject layout: each agent's step subject and one subject per entry, three records per
+ * entry, round-robin over agents (so every partition's last record is recent), synthetic payloads.
+ */
+import { jetstream, jetstreamManager } from "@nats-io/jetstream"
+import { connect } from "@nats-io/transport-node"
+import { Effect } from "effect"
+import { agentStepSubject, EVENTS_STREAM, entrySubject, partitionEvents } from "../../contracts/subjects.ts"
+import { natsServerVersion, startNatsServer } from "../../infra/nats-server.ts"
+import { followEvents } from "../../services/platform/log/event-log.ts"
+import { NatsSettings } from "../../services/platform/nats/settings.ts"
+import { ensureTopology } from "../../services/platform/nats/topology.ts"
+import { cpuMillis, findPid } from "../speed/cpu.ts"
+import { percentile } from "../speed/stats.ts"
+
+export interface PositionOptions {
+  readonly events: number
+  readonly agents: number
+  readonly payloadBytes: number
+  /** Requests of each kind, round-robin over the 16 partitions. */
+  readonly requests: number
+}
+
+export interface ProofCost {
+  readonly p50Ms: number
+  readonly p99Ms: number
+  /** nats-server CPU per request (from /proc; null elsewhere). */
+  readonly serverCpuMs: number | null
+}
+
+export interface PositionFigures {
+  readonly natsServer: string | null
+  readonly events: number
+  readonly subjects: number
+  readonly bytes: number
+  readonly partitionLastRecord: ProofCost
+  readonly consumerPosition: ProofCost
+}
+
+const PARTITIONS = 16
+const WINDOW = 256
+
+const round = (x: number, digits = 3) => Number(x.toFixed(digits))
+
+const timeRequests = async (
+  pid: number | undefined,
+  requests: number,
+  request: (i: number) => Promise<unknown>,
+): Promise<ProofCost> => {
+  const millis: number[] = []
+  const cpuBefore = pid === undefined ? undefined : cpuMillis(pid)
+  for (let i = 0; i < requests; i++) {
+    const start = performance.now()
+    await request(i)
+    millis.push(performance.now() - start)
+  }
+  const cpuAfter = pid === undefined ? undefined : cpuMillis(pid)
+  return {
+    p50Ms: round(percentile(millis, 50)),
+    p99Ms: round(percentile(millis, 99)),
+    serverCpuMs: cpuBefore === undefined || cpuAfter === undefined ? null : round((cpuAfter - cpuBefore) / requests),
+  }
+}
+
+export const measurePositions = async (
+  options: PositionOptions,
+  log: (line: string) => void = () => undefined,
+): Promise<PositionFigures> => {
+  const server = await startNatsServer()
+  const nc = await connect({ servers: server.url, noAsyncTraces: true })
+  try {
+    const jsm = await jetstreamManager(nc)
+    const js = jetstream(nc)
+    await Effect.runPromise(
+      Effect.flatMap(NatsSettings, (settings) => ensureTopology(jsm, settings)).pipe(
+        Effect.provide(NatsSettings.make({ servers: [server.url], name: "bench-positions" })),
+      ),
+    )
+    const agents = Array.from({ length: options.agents }, (_, i) => `agent-${i}`)
+    const payload = new Uint8Array(options.payloadBytes).fill(120)
+    let window: Promise<unknown>[] = []
+    for (let i = 0; i < options.events; i++) {
+      const agentId = agents[i % agents.length] as string
+      const entry = Math.floor(i / (3 * agents.length))
+      const subject = i % 3 === 0 ? agentStepSubject(agentId) : entrySubject(agentId, `e${entry}-${i % agents.length}`)
+      window.push(js.publish(subject, payload))
+      if (window.length >= WINDOW) {
+        await Promise.all(window)
+        window = []
+      }
+      if ((i + 1) % 100_000 === 0) log(`  ${i + 1} events stored`)
+    }
+    await Promise.all(window)
+    const state = (await jsm.streams.info(EVENTS_STREAM)).state
+    const pid = findPid("nats-server", `-p ${server.port} `)
+
+    // Both proofs of the same partitions: one follower per partition, caught up, as a replica holds them.
+    const followers = await Promise.all(
+      Array.from({ length: PARTITIONS }, (_, p) =>
+        followEvents(js, { filter: partitionEvents(p), fromSeq: state.last_seq, onRecord: () => undefined }),
+      ),
+    )
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      const partitionLastRecord = await timeRequests(pid, options.requests, (i) =>
+        jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: partitionEvents(i % PARTITIONS) }),
+      )
+      const consumerPosition = await timeRequests(pid, options.requests, (i) =>
+        (followers[i % PARTITIONS] as (typeof followers)[number]).position(),
+      )
+      return {
+        natsServer: natsServerVersion() ?? null,
+        events: state.messages,
+        subjects: state.num_subjects ?? 0,
+        bytes: state.bytes,
+        partitionLastRecord,
+        consumerPosition,
+      }
+    } finally {
+      await Promise.all(followers.map((f) => f.stop()))
+    }
+  } finally {
+    await nc.close()
+    await server.stop()
+  }
+}
