@@ -1,17 +1,16 @@
 /**
- * What it costs to prove a partition's projection complete up to the log's end, the two ways: finding the
- * partition's last stored record (a `last_by_subj` get on the wildcard `wm.evt.<p>.>`, as the position
- * tracker and reads waiting for another partition's sequence did) and asking the partition's consumer where
- * it stands (one consumer info, partition-position.ts). Measured on a log of the events stream's own
- * configuration and subject layout: each agent's step subject and one subject per entry, three records per
- * entry, round-robin over agents (so every partition's last record is recent), synthetic payloads.
+ * What the two questions a replica can ask about where a partition stands cost the server: the partition's
+ * last stored record (a `last_by_subj` get on the wildcard `wm.evt.<p>.>`, what the position tracker and
+ * reads waiting for another partition's sequence ask, partition-position.ts) and the partition's consumer
+ * (one consumer info). Measured on a log of the events stream's own configuration and subject layout: each
+ * agent's step subject and one subject per entry, three records per entry, round-robin over agents (so every
+ * partition's last record is recent), synthetic payloads.
  */
-import { jetstream, jetstreamManager } from "@nats-io/jetstream"
+import { DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
 import { Effect } from "effect"
 import { agentStepSubject, EVENTS_STREAM, entrySubject, partitionEvents } from "../../contracts/subjects.ts"
 import { natsServerVersion, startNatsServer } from "../../infra/nats-server.ts"
-import { followEvents } from "../../services/platform/log/event-log.ts"
 import { NatsSettings } from "../../services/platform/nats/settings.ts"
 import { ensureTopology } from "../../services/platform/nats/topology.ts"
 import { cpuMillis, findPid } from "../speed/cpu.ts"
@@ -98,11 +97,17 @@ export const measurePositions = async (
     const state = (await jsm.streams.info(EVENTS_STREAM)).state
     const pid = findPid("nats-server", `-p ${server.port} `)
 
-    // Both proofs of the same partitions: one follower per partition, caught up, as a replica holds them.
+    // Both questions about the same partitions: one ordered consumer each, caught up, as a replica follows them.
     const followers = await Promise.all(
-      Array.from({ length: PARTITIONS }, (_, p) =>
-        followEvents(js, { filter: partitionEvents(p), fromSeq: state.last_seq, onRecord: () => undefined }),
-      ),
+      Array.from({ length: PARTITIONS }, async (_, p) => {
+        const consumer = await js.consumers.get(EVENTS_STREAM, {
+          filter_subjects: partitionEvents(p),
+          deliver_policy: DeliverPolicy.StartSequence,
+          opt_start_seq: state.last_seq,
+        })
+        const messages = await consumer.consume({ expires: 2_000, callback: () => undefined })
+        return { name: (await consumer.info(true)).name, stop: () => messages.close() }
+      }),
     )
     try {
       await new Promise((resolve) => setTimeout(resolve, 500))
@@ -110,7 +115,7 @@ export const measurePositions = async (
         jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: partitionEvents(i % PARTITIONS) }),
       )
       const consumerPosition = await timeRequests(pid, options.requests, (i) =>
-        (followers[i % PARTITIONS] as (typeof followers)[number]).position(),
+        jsm.consumers.info(EVENTS_STREAM, (followers[i % PARTITIONS] as (typeof followers)[number]).name),
       )
       return {
         natsServer: natsServerVersion() ?? null,

@@ -193,7 +193,7 @@ export class LongTerm extends Context.Service<LongTerm, LongTermShape>()("wm/Lon
             waitFor: (seq, timeout = READ_WAIT) =>
               stored.current() >= seq
                 ? Effect.void
-                : awaitPartitionApplied(projection, seq, timeout).pipe(
+                : awaitPartitionApplied(partition, projection, seq, timeout).pipe(
                     Effect.provideContext(context),
                     // Every record of the partition up to `seq` is applied: the last of them is the one to store.
                     Effect.andThen(() => storedTo(Math.min(seq, projection.appliedSeq()))),

@@ -67,24 +67,8 @@ export interface LogRecord {
   readonly traceparent?: string | undefined
 }
 
-/** Where a follower stands, as its consumer on the server says when asked. */
-export interface ConsumerPosition {
-  /**
-   * The stream sequence of the last record it received (0: none), once it has received every record the
-   * server had delivered to it when asked.
-   */
-  readonly received: number
-  /** Records of its filter the stream held, when asked, after the last one the server had delivered. */
-  readonly pending: number
-}
-
 export interface Subscription {
   readonly stop: () => Promise<void>
-  /**
-   * One request to the server: cheap, unlike finding the last record of a wildcard filter in a long log.
-   * Fails while records the server delivered are still on their way.
-   */
-  readonly position: () => Promise<ConsumerPosition>
 }
 
 export interface FollowOptions {
@@ -202,34 +186,20 @@ export const followEvents = async (js: JetStreamClient, options: FollowOptions):
     deliver_policy: DeliverPolicy.StartSequence,
     opt_start_seq: Math.max(1, options.fromSeq ?? 1),
   })
-  // The last record received, by the consumer that delivered it (an ordered consumer is remade after a gap).
-  let received: { readonly consumer: string; readonly delivery: number; readonly seq: number } | undefined
   const messages: ConsumerMessages = await consumer.consume({
     // After a broker restart the client re-checks the consumer, and on failure waits up to
     // `expires` (30 s by default) before trying again: keep that wait, and heartbeats, short.
     expires: 2_000,
-    callback: (m: JsMsg) => {
-      received = { consumer: m.info.consumer, delivery: m.info.deliverySequence, seq: m.seq }
+    callback: (m: JsMsg) =>
       options.onRecord({
         seq: m.seq,
         subject: m.subject,
         data: m.data,
         pending: m.info.pending,
         traceparent: m.headers?.get(TRACEPARENT) || undefined,
-      })
-    },
+      }),
   })
-  return {
-    stop: async () => void (await messages.close().catch(() => undefined)),
-    position: async () => {
-      const info = await consumer.info(false)
-      // The server's delivered stream sequence moves past records of other subjects: count deliveries instead.
-      const delivered = info.delivered.consumer_seq
-      if (delivered > 0 && (received?.consumer !== info.name || received.delivery < delivered))
-        throw new Error(`records delivered to ${info.name} are still on their way`)
-      return { received: received?.seq ?? 0, pending: info.num_pending }
-    },
-  }
+  return { stop: async () => void (await messages.close().catch(() => undefined)) }
 }
 
 /**
@@ -425,7 +395,6 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
               delivery.stop()
               await subscription.stop()
             },
-            position: subscription.position,
           }
         },
         catch: (error) => new Unavailable({ reason: `cannot read the event log: ${String(error)}` }),

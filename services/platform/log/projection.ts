@@ -19,12 +19,12 @@
 import type { JetStreamClient } from "@nats-io/jetstream"
 import { Clock, Deferred, type Duration, Effect } from "effect"
 import type { FutureEventVersion } from "../../../contracts/decode.ts"
-import { type NotCaughtUp, Unavailable } from "../../../contracts/errors.ts"
+import type { NotCaughtUp } from "../../../contracts/errors.ts"
 import type { MemoryEvent } from "../../../contracts/events.ts"
 import { deadLetterSubject } from "../../../contracts/subjects.ts"
 import { Nats } from "../nats/connection.ts"
 import { parentOfTraceparent } from "../tracing/trace-context.ts"
-import { type ConsumerPosition, EventLog, type LogRecord } from "./event-log.ts"
+import { EventLog, type LogRecord } from "./event-log.ts"
 import { makeSequenceGate } from "./sequence-gate.ts"
 
 export interface DeadLetter {
@@ -72,11 +72,6 @@ export interface Projection {
    * said then, and after a halt every record since the one it stopped at.
    */
   readonly behind: () => number
-}
-
-/** A projection of this process following the log: what its consumer on the server has delivered. */
-export interface FollowingProjection extends Projection {
-  readonly position: Effect.Effect<ConsumerPosition, Unavailable>
 }
 
 export interface Halt {
@@ -196,9 +191,5 @@ export const runProjection = (options: ProjectionOptions) =>
       warmedUp: Deferred.await(warm),
       halted: () => halt,
       behind: () => pendingAfterLast + (halt === null ? 0 : 1 + passedOver),
-      position: Effect.tryPromise({
-        try: () => subscription.position(),
-        catch: (error) => new Unavailable({ reason: `cannot read the consumer of ${options.name}: ${String(error)}` }),
-      }),
-    } satisfies FollowingProjection
+    } satisfies Projection
   })

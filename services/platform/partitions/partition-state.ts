@@ -5,7 +5,7 @@
  * in place, from the one map of the partitions taken.
  */
 import type { Deferred, Fiber, Scope } from "effect"
-import type { FollowingProjection } from "../log/projection.ts"
+import type { Projection } from "../log/projection.ts"
 import { PartitionViewMap } from "./partition-view-map.ts"
 import type { ReadSnapshot } from "./snapshots.ts"
 
@@ -13,7 +13,7 @@ export interface PartitionState {
   readonly partition: number
   readonly views: PartitionViewMap
   readonly scope: Scope.Closeable
-  projection: FollowingProjection | null
+  projection: Projection | null
   ready: boolean
   /** The partition has no record after this applied position up to this sequence (proven by asking). */
   completeTo: number

@@ -1,16 +1,15 @@
 /**
  * The position of the partitioned views, and waits on it, per partition: a partition's projection only
- * sees its own records, so "applied up to seq" is proven either by a record at or past seq, or by its
- * consumer having nothing more of the partition to deliver (partition-position.ts). A tracker proves the
- * same of idle partitions, so they do not hold the replica's position back.
+ * sees its own records, so "applied up to seq" is proven either by a record at or past seq, or by the
+ * partition's last stored sequence (asked of the stream leader) being one it has applied. A tracker
+ * proves the same of idle partitions, so they do not hold the replica's position back.
  */
 import { Clock, Effect } from "effect"
 import { NotCaughtUp } from "../../../contracts/errors.ts"
 import { partitionOf } from "../../../contracts/partitions.ts"
-import { EventLog, type EventLogShape } from "../log/event-log.ts"
-import { type Halt, type Projection, READ_WAIT, type WarmUp } from "../log/projection.ts"
+import type { EventLogShape } from "../log/event-log.ts"
+import type { Halt, Projection, WarmUp } from "../log/projection.ts"
 import type { PartitionLeases } from "./leases.ts"
-import { appliedAllStored, awaitPartitionApplied } from "./partition-position.ts"
 import { appliedOf, type PartitionState, type PartitionStates } from "./partition-state.ts"
 
 /** A projection whose waits and position can be asked for one agent's partition. */
@@ -27,22 +26,23 @@ export interface PartitionedProjection extends Projection {
   ) => Effect.Effect<void, NotCaughtUp>
 }
 
-/** How often the lagging partitions' consumers are asked: one request each. */
+/** How often the lagging partitions are read: one request to the stream's leader each. */
 const TRACK_PERIOD = "1 second"
 
 interface PositionDeps {
   readonly states: PartitionStates
   readonly log: EventLogShape
+  readonly lastSeqOf: (partition: number) => Effect.Effect<number, unknown>
 }
 
 /**
- * Forks, in the current scope, the position tracker: a partition whose projection has applied all its
- * consumer was delivered, with none pending, is complete up to the stream's end as read before it was
- * asked. One stream read, and one consumer read per lagging partition, every TRACK_PERIOD. A read that
- * waits for a sequence asks for its own partition at once (waitInPartition), so only the position without
- * an agent (the progress reports, the operator) waits for the tracker.
+ * Forks, in the current scope, the position tracker: a partition that has applied its last record is
+ * complete up to the stream's end as read before that record was asked for. One stream read, and one
+ * read per lagging partition, every TRACK_PERIOD. A read that waits for a sequence asks for its own
+ * partition at once (waitInPartition), so only the position without an agent (the progress reports, the
+ * operator) waits for the tracker.
  */
-export const trackPositions = ({ states, log }: PositionDeps) =>
+export const trackPositions = ({ states, log, lastSeqOf }: PositionDeps) =>
   Effect.forkScoped(
     Effect.forever(
       Effect.gen(function* () {
@@ -52,7 +52,8 @@ export const trackPositions = ({ states, log }: PositionDeps) =>
           const projection = state.projection
           if (!state.ready || projection === null || projection.halted() !== null) continue
           if (appliedOf(state) >= streamLast) continue
-          if (yield* appliedAllStored(projection)) state.completeTo = Math.max(state.completeTo, streamLast)
+          const last = yield* lastSeqOf(state.partition).pipe(Effect.orElseSucceed(() => Number.MAX_SAFE_INTEGER))
+          if (projection.appliedSeq() >= last) state.completeTo = Math.max(state.completeTo, streamLast)
         }
       }),
     ),
@@ -70,7 +71,7 @@ export const makePartitionedProjection = (
     readonly catchUpFailure: () => unknown
   },
 ): PartitionedProjection => {
-  const { states, log, partitions, leases, answering, ready } = deps
+  const { states, log, lastSeqOf, partitions, leases, answering, ready } = deps
 
   const waitInPartition = (partition: number, seq: number, timeout: Parameters<Projection["waitFor"]>[1]) =>
     Effect.gen(function* () {
@@ -78,10 +79,18 @@ export const makePartitionedProjection = (
       if (state === undefined || state.projection === null)
         return yield* Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: 0 }))
       if (appliedOf(state) >= seq) return
-      const complete = yield* awaitPartitionApplied(state.projection, seq, timeout ?? READ_WAIT).pipe(
-        Effect.provideService(EventLog, log),
-      )
-      state.completeTo = Math.max(state.completeTo, complete)
+      const projection = state.projection
+      if (projection.halted() !== null)
+        return yield* Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: appliedOf(state) }))
+      // The partition's last sequence proves something about `seq` only once the stream has reached it,
+      // and only when read after that was seen.
+      const streamLast = yield* log.lastSeq.pipe(Effect.orElseSucceed(() => 0))
+      if (streamLast < seq) return yield* projection.waitFor(seq, timeout)
+      const last = yield* lastSeqOf(partition).pipe(Effect.orElseSucceed(() => seq))
+      const target = Math.min(seq, last)
+      if (projection.appliedSeq() < target) yield* projection.waitFor(target, timeout)
+      // Everything of the partition up to `last` is applied, and `last` was read after `seq` was stored.
+      if (last <= projection.appliedSeq()) state.completeTo = Math.max(state.completeTo, seq)
     })
 
   return {

@@ -133,13 +133,14 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
     }
     const ready = () => allPartitions(settings.partitions).filter((p) => answering(p) !== undefined)
 
-    yield* trackPositions({ states, log })
+    yield* trackPositions({ states, log, lastSeqOf })
     yield* reportProgress({ hooks, states, leases, answering, leaseTtlMs: settings.leaseTtlMs })
     yield* reportPartitionHealth({ service, states, leases, metrics, readiness, clock })
 
     const projection = makePartitionedProjection({
       states,
       log,
+      lastSeqOf,
       partitions: settings.partitions,
       leases,
       answering,
