@@ -1,10 +1,10 @@
 /**
  * What proving a partition complete up to the log's end costs the server, on a long log: the partition's
- * last record (a wildcard `last_by_subj` get) against its consumer's position (a consumer info), side by
- * side on one nats-server (bench/positions/measure.ts).
+ * last record (a wildcard `last_by_subj` get), its next record after a recent sequence (`next_by_subj`) and
+ * its consumer's position (a consumer info), side by side on one nats-server (bench/positions/measure.ts).
  *
  *   npm run bench:positions [-- --events 300000 --agents 100 --payload 1000 --requests 300
- *                            --out bench/results/positions.json]
+ *                            --since 1000 --out bench/results/positions.json]
  */
 import { writeFileSync } from "node:fs"
 import { parseArgs } from "node:util"
@@ -16,6 +16,7 @@ const { values } = parseArgs({
     agents: { type: "string", default: "100" },
     payload: { type: "string", default: "1000" },
     requests: { type: "string", default: "300" },
+    since: { type: "string", default: "1000" },
     out: { type: "string" },
   },
 })
@@ -26,6 +27,7 @@ const figures = await measurePositions(
     agents: Number(values.agents),
     payloadBytes: Number(values.payload),
     requests: Number(values.requests),
+    since: Number(values.since),
   },
   console.log,
 )
@@ -37,6 +39,7 @@ console.log(
 )
 console.log(`${"proof".padEnd(34)} p50 / p99 round trip   server CPU a request`)
 console.log(row("partition's last record (wildcard)", figures.partitionLastRecord))
+console.log(row(`its next record after last-${values.since}`, figures.partitionNextRecord))
 console.log(row("consumer position (consumer info)", figures.consumerPosition))
 if (values.out !== undefined) {
   writeFileSync(values.out, `${JSON.stringify(figures, null, 2)}\n`)

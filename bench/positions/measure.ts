@@ -1,12 +1,13 @@
 /**
- * What the two questions a replica can ask about where a partition stands cost the server: the partition's
- * last stored record (a `last_by_subj` get on the wildcard `wm.evt.<p>.>`, what the position tracker and
- * reads waiting for another partition's sequence ask, partition-position.ts) and the partition's consumer
- * (one consumer info). Measured on a log of the events stream's own configuration and subject layout: each
+ * What the questions a replica can ask about where a partition stands cost the server: the partition's last
+ * stored record (a `last_by_subj` get on the wildcard `wm.evt.<p>.>`, what reads waiting for another
+ * partition's sequence ask, partition-position.ts), its first record after a recent sequence (`next_by_subj`
+ * from `since` records before the log's end, what the position tracker asks) and the partition's consumer (one
+ * consumer info). Measured on a log of the events stream's own configuration and subject layout: each
  * agent's step subject and one subject per entry, three records per entry, round-robin over agents (so every
  * partition's last record is recent), synthetic payloads.
  */
-import { DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream"
+import { DeliverPolicy, jetstream, jetstreamManager, type MsgRequest } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
 import { Effect } from "effect"
 import { agentStepSubject, EVENTS_STREAM, entrySubject, partitionEvents } from "../../contracts/subjects.ts"
@@ -22,6 +23,8 @@ export interface PositionOptions {
   readonly payloadBytes: number
   /** Requests of each kind, round-robin over the 16 partitions. */
   readonly requests: number
+  /** How far back the next-record question starts: about a second of appends for a tracker asking every second. */
+  readonly since: number
 }
 
 export interface ProofCost {
@@ -37,6 +40,8 @@ export interface PositionFigures {
   readonly subjects: number
   readonly bytes: number
   readonly partitionLastRecord: ProofCost
+  /** The partition's first record at or after `since` records before the log's end (what the tracker asks). */
+  readonly partitionNextRecord: ProofCost
   readonly consumerPosition: ProofCost
 }
 
@@ -114,6 +119,13 @@ export const measurePositions = async (
       const partitionLastRecord = await timeRequests(pid, options.requests, (i) =>
         jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: partitionEvents(i % PARTITIONS) }),
       )
+      const from = Math.max(1, state.last_seq - options.since)
+      const partitionNextRecord = await timeRequests(pid, options.requests, (i) =>
+        jsm.streams.getMessage(EVENTS_STREAM, {
+          seq: from,
+          next_by_subj: partitionEvents(i % PARTITIONS),
+        } as unknown as MsgRequest),
+      )
       const consumerPosition = await timeRequests(pid, options.requests, (i) =>
         jsm.consumers.info(EVENTS_STREAM, (followers[i % PARTITIONS] as (typeof followers)[number]).name),
       )
@@ -123,6 +135,7 @@ export const measurePositions = async (
         subjects: state.num_subjects ?? 0,
         bytes: state.bytes,
         partitionLastRecord,
+        partitionNextRecord,
         consumerPosition,
       }
     } finally {

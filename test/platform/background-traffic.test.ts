@@ -2,7 +2,9 @@
  * What a partitioned replica asks of the lease bucket while nothing about its partitions changes: a replica
  * holding every partition reads no lease (each read is a request to the server, every lease round), and a
  * partition whose lag does not change is reported only as often as its report must be kept live, however
- * far the log moves on other partitions' records.
+ * far the log moves on other partitions' records. An idle partition's position still follows the log's end,
+ * proven by asking for its next record after what it applied, not for its last record (a lookup from the
+ * log's end that costs the server milliseconds in a long log).
  */
 import { jetstreamManager } from "@nats-io/jetstream"
 import { Kvm } from "@nats-io/kv"
@@ -14,6 +16,7 @@ import { partitionOf } from "../../contracts/partitions.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { NatsSettings } from "../../services/platform/nats/settings.ts"
 import { ensureTopology } from "../../services/platform/nats/topology.ts"
+import { decodeProgress } from "../../services/platform/partitions/progress.ts"
 import { PartitionSettings } from "../../services/platform/partitions/settings.ts"
 import { workingService } from "../../services/working/service.ts"
 import { AGENT, recorded, registered } from "../support/events.ts"
@@ -126,5 +129,27 @@ describe("a replica's traffic on the lease bucket", () => {
     // The idle partitions' position moved with every record appended (the replica proves them complete up to
     // the log's end about once a second): none of that is reported before the report must be kept live.
     expect(reports).toBe(0)
+  })
+
+  it("moves an idle partition's position to the log's end without looking up any partition's last record", async () => {
+    // A TTL of 3 s: a report is kept live every second.
+    const leases = await startWorking(3_000)
+    const idle = (partitionOf(AGENT) + 1) % PARTITIONS
+    const appending = (async () => {
+      let last = 0
+      for (let i = 0; i < 20; i++)
+        last = await appendEvents(server.url, [recorded(`idle-${i}`, `another partition's record ${i}`, i + 1)])
+      return last
+    })()
+    const lastReads = await count([`$JS.API.STREAM.MSG.GET.>`], 3_000, (_subject, body) =>
+      /"last_by_subj":"[^"]*>"/.test(body),
+    )
+    const appended = await appending
+    await eventually("the idle partition's report at the log's end", async () => {
+      const entry = await leases.get(progressKey("working", idle))
+      const progress = entry === null ? null : decodeProgress(entry.string())
+      return progress !== null && progress.seq >= appended ? true : undefined
+    })
+    expect(lastReads).toBe(0)
   })
 })

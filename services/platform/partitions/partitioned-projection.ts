@@ -2,7 +2,8 @@
  * The position of the partitioned views, and waits on it, per partition: a partition's projection only
  * sees its own records, so "applied up to seq" is proven either by a record at or past seq, or by the
  * partition's last stored sequence (asked of the stream leader) being one it has applied. A tracker
- * proves the same of idle partitions, so they do not hold the replica's position back.
+ * proves idle partitions complete by asking for their next record after what they applied, so they do not
+ * hold the replica's position back.
  */
 import { Clock, Effect } from "effect"
 import { NotCaughtUp } from "../../../contracts/errors.ts"
@@ -26,7 +27,7 @@ export interface PartitionedProjection extends Projection {
   ) => Effect.Effect<void, NotCaughtUp>
 }
 
-/** How often the lagging partitions are read: one request to the stream's leader each. */
+/** How often the lagging partitions are asked for: one request to the stream's leader each. */
 const TRACK_PERIOD = "1 second"
 
 interface PositionDeps {
@@ -35,14 +36,21 @@ interface PositionDeps {
   readonly lastSeqOf: (partition: number) => Effect.Effect<number, unknown>
 }
 
+interface TrackerDeps {
+  readonly states: PartitionStates
+  readonly log: EventLogShape
+  readonly nextSeqOf: (partition: number, fromSeq: number) => Effect.Effect<number | null, unknown>
+}
+
 /**
- * Forks, in the current scope, the position tracker: a partition that has applied its last record is
- * complete up to the stream's end as read before that record was asked for. One stream read, and one
- * read per lagging partition, every TRACK_PERIOD. A read that waits for a sequence asks for its own
- * partition at once (waitInPartition), so only the position without an agent (the progress reports, the
- * operator) waits for the tracker.
+ * Forks, in the current scope, the position tracker: a partition with no record after what it has applied
+ * (asked of the stream leader, from there on) is complete up to the stream's end as read before that was
+ * asked; one with a later record, up to just before it. One stream read, and one read per lagging partition,
+ * every TRACK_PERIOD, each looking only at the records since the partition was last proven. A read that waits
+ * for a sequence asks for its own partition at once (waitInPartition), so only the position without an agent
+ * (the progress reports, the operator) waits for the tracker.
  */
-export const trackPositions = ({ states, log, lastSeqOf }: PositionDeps) =>
+export const trackPositions = ({ states, log, nextSeqOf }: TrackerDeps) =>
   Effect.forkScoped(
     Effect.forever(
       Effect.gen(function* () {
@@ -51,9 +59,10 @@ export const trackPositions = ({ states, log, lastSeqOf }: PositionDeps) =>
         for (const state of states.values()) {
           const projection = state.projection
           if (!state.ready || projection === null || projection.halted() !== null) continue
-          if (appliedOf(state) >= streamLast) continue
-          const last = yield* lastSeqOf(state.partition).pipe(Effect.orElseSucceed(() => Number.MAX_SAFE_INTEGER))
-          if (projection.appliedSeq() >= last) state.completeTo = Math.max(state.completeTo, streamLast)
+          const from = appliedOf(state) + 1
+          if (from > streamLast) continue
+          const next = yield* nextSeqOf(state.partition, from).pipe(Effect.orElseSucceed(() => from))
+          state.completeTo = Math.max(state.completeTo, next === null ? streamLast : next - 1)
         }
       }),
     ),

@@ -27,7 +27,7 @@ import { holdPartitionLeases, type PartitionLeases } from "./leases.ts"
 import { checkLogLayout } from "./log-layout.ts"
 import { reportPartitionHealth } from "./partition-health.ts"
 import type { PartitionHooks } from "./partition-hooks.ts"
-import { lastSeqOfPartition } from "./partition-position.ts"
+import { lastSeqOfPartition, nextSeqOfPartition } from "./partition-position.ts"
 import type { PartitionState } from "./partition-state.ts"
 import { makePartitionedProjection, type PartitionedProjection, trackPositions } from "./partitioned-projection.ts"
 import { reportProgress } from "./progress-reports.ts"
@@ -88,6 +88,8 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
     const snapshots = yield* openSnapshotStore(service, settings.partitions, hooks.state)
 
     const lastSeqOf = (partition: number) => lastSeqOfPartition(partition).pipe(Effect.provideService(Nats, nats))
+    const nextSeqOf = (partition: number, fromSeq: number) =>
+      nextSeqOfPartition(partition, fromSeq).pipe(Effect.provideService(Nats, nats))
     const catchUps = makeCatchUps({ service, hooks, log, snapshots, metrics, lastSeqOf })
 
     yield* decodeSnapshotLines(states)
@@ -133,7 +135,7 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
     }
     const ready = () => allPartitions(settings.partitions).filter((p) => answering(p) !== undefined)
 
-    yield* trackPositions({ states, log, lastSeqOf })
+    yield* trackPositions({ states, log, nextSeqOf })
     yield* reportProgress({ hooks, states, leases, answering, leaseTtlMs: settings.leaseTtlMs })
     yield* reportPartitionHealth({ service, states, leases, metrics, readiness, clock })
 
