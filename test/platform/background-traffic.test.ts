@@ -134,6 +134,12 @@ describe("a replica's traffic on the lease bucket", () => {
   it("moves an idle partition's position to the log's end without looking up any partition's last record", async () => {
     // A TTL of 3 s: a report is kept live every second.
     const leases = await startWorking(3_000)
+    // Reported once caught up: a partition's catch-up asks for its last record once, before this window.
+    await eventually("every partition reported", async () => {
+      for (let p = 0; p < PARTITIONS; p++)
+        if ((await leases.get(progressKey("working", p)))?.operation !== "PUT") return
+      return true
+    })
     const idle = (partitionOf(AGENT) + 1) % PARTITIONS
     const appending = (async () => {
       let last = 0

@@ -36,9 +36,7 @@ interface PositionDeps {
   readonly lastSeqOf: (partition: number) => Effect.Effect<number, unknown>
 }
 
-interface TrackerDeps {
-  readonly states: PartitionStates
-  readonly log: EventLogShape
+type TrackerDeps = Pick<PositionDeps, "states" | "log"> & {
   readonly nextSeqOf: (partition: number, fromSeq: number) => Effect.Effect<number | null, unknown>
 }
 
