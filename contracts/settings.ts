@@ -180,6 +180,12 @@ export const settings = {
     "secret",
     "— (a development key: no protection for copies of the store)",
   ),
+  WM_KEY_CACHE_SIZE: checkedInteger(
+    "WM_KEY_CACHE_SIZE",
+    400_000,
+    (n) => (n >= 2 ? null : "must be at least 2"),
+    "how many unwrapped content keys each process keeps in memory (at least half of them the most recently used; about 0.5 kB each): twice the entries its agents recall from keeps every recall off the key store",
+  ),
   NATS_INBOX_PREFIX: optionalText(
     "NATS_INBOX_PREFIX",
     "prefix of the operator CLI's reply subjects (`_INBOX` when unset), for a login allowed only its own",

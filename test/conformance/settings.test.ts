@@ -11,6 +11,7 @@ import { DEFAULT_FADE_CONFIG } from "../../domain/fade-score.ts"
 import { FadeWorkerSettings } from "../../services/fade/fade-worker.ts"
 import { DEFAULT_COLLECTION_PREFIX } from "../../services/memory/longterm/qdrant-store.ts"
 import { sentenceModel } from "../../services/platform/embedding/sentence-models.ts"
+import { DEFAULT_CACHED_KEYS } from "../../services/platform/keys/key-store.ts"
 import { PartitionSettings, partitionSettingsFromConfig } from "../../services/platform/partitions/settings.ts"
 
 const root = join(import.meta.dirname, "..", "..")
@@ -63,6 +64,7 @@ describe("the settings", () => {
     // The default embedder is the sentence model `npm run models:fetch` sets up.
     expect(sentenceModel(plain(settings.WM_EMBEDDER.default))?.id).toBe("minilm-int8")
     expect(plain(settings.WM_QDRANT_COLLECTION_PREFIX.default)).toBe(DEFAULT_COLLECTION_PREFIX)
+    expect(Number(settings.WM_KEY_CACHE_SIZE.default)).toBe(DEFAULT_CACHED_KEYS)
   })
 
   it("refuse a value that does not parse, naming the variable and the reason", async () => {
@@ -78,6 +80,14 @@ describe("the settings", () => {
     expect(Exit.isFailure(tau) && String(tau.cause)).toMatch(/WM_FADE_TAU/)
     const interval = await withEnv({ WM_FADE_INTERVAL_MS: "soon" })
     expect(Exit.isFailure(interval) && String(interval.cause)).toMatch(/WM_FADE_INTERVAL_MS/)
+    for (const value of ["1", "lots"]) {
+      const cache = await Effect.runPromiseExit(
+        settings.WM_KEY_CACHE_SIZE.config.pipe(
+          Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: { WM_KEY_CACHE_SIZE: value } }))),
+        ),
+      )
+      expect(Exit.isFailure(cache) && String(cache.cause)).toMatch(/WM_KEY_CACHE_SIZE/)
+    }
   })
 
   it("of a partitioned replica default to the documented values, and refuse one out of range, naming it", async () => {

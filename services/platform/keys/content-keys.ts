@@ -220,7 +220,8 @@ export class ContentKeys extends Context.Service<ContentKeys, ContentKeysShape>(
       catch: (cause) => new Error(`cannot open KV bucket ${KEY_BUCKET}: ${String(cause)}`, { cause }),
     }).pipe(Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))), Effect.orDie)
     const clock = yield* Clock.Clock
-    const store = new ContentKeyStore(kv, jsm, keks, () => clock.currentTimeMillisUnsafe())
+    const cachedKeys = yield* settings.WM_KEY_CACHE_SIZE.config.pipe(Effect.orDie)
+    const store = new ContentKeyStore(kv, jsm, keks, () => clock.currentTimeMillisUnsafe(), cachedKeys)
     // Warm-up replays the log: its keys are read in one pass, not one record at a time, then followed.
     yield* Effect.acquireRelease(
       Effect.tryPromise(() => store.follow()).pipe(

@@ -46,7 +46,12 @@ export class KeyStoreError extends Error {
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
-const CACHED_KEYS = 100_000
+/**
+ * Unwrapped keys a process keeps when not told (WM_KEY_CACHE_SIZE). A key that drops out is asked of the key
+ * store again (a round trip, a parse and an unwrap) the next time a recall or a read needs it: at 100k, a
+ * fleet of 100 agents with a thousand long-term entries each lost a third of its steps a second to that.
+ */
+export const DEFAULT_CACHED_KEYS = 400_000
 /** The stream behind the key bucket. */
 export const KEY_STREAM = `KV_${KEY_BUCKET}`
 
@@ -88,10 +93,10 @@ interface ProcessCaches {
   watch?: SharedWatch | undefined
 }
 const processCaches = new Map<string, ProcessCaches>()
-const sharedCaches = (namespace: string): ProcessCaches => {
+const sharedCaches = (namespace: string, size: number): ProcessCaches => {
   let caches = processCaches.get(namespace)
   if (caches === undefined) {
-    caches = { agentKeys: new Recent<Buffer>(CACHED_KEYS), dataKeys: new Recent<Buffer>(CACHED_KEYS) }
+    caches = { agentKeys: new Recent<Buffer>(size), dataKeys: new Recent<Buffer>(size) }
     processCaches.set(namespace, caches)
   }
   return caches
@@ -128,9 +133,9 @@ const cacheName = (ref: ContentKeyRef) =>
 
 export class ContentKeyStore {
   /** Unwrapped agent keys by agent and generation. */
-  private agentKeys = new Recent<Buffer>(CACHED_KEYS)
+  private agentKeys: Recent<Buffer>
   /** Unwrapped data keys (entries' and focus keys) by their cache name. */
-  private dataKeys = new Recent<Buffer>(CACHED_KEYS)
+  private dataKeys: Recent<Buffer>
   private readonly loading = new Map<string, Promise<Buffer | null>>()
 
   readonly kv: KV
@@ -138,11 +143,23 @@ export class ContentKeyStore {
   readonly jsm: JetStreamManager
   private readonly now: () => number
 
-  constructor(kv: KV, jsm: JetStreamManager, keks: KeyEncryptionKeys, now: () => number) {
+  /** How many unwrapped keys of each kind are kept (the first store of a process to follow the bucket sets it for all). */
+  private readonly cachedKeys: number
+
+  constructor(
+    kv: KV,
+    jsm: JetStreamManager,
+    keks: KeyEncryptionKeys,
+    now: () => number,
+    cachedKeys: number = DEFAULT_CACHED_KEYS,
+  ) {
     this.kv = kv
     this.jsm = jsm
     this.keks = keks
     this.now = now
+    this.cachedKeys = cachedKeys
+    this.agentKeys = new Recent<Buffer>(cachedKeys)
+    this.dataKeys = new Recent<Buffer>(cachedKeys)
   }
 
   /** The bucket as this service follows it; none for a command-line tool, which asks the store. */
@@ -159,7 +176,7 @@ export class ContentKeyStore {
     // key-encryption keys): a key one of them made or loaded is not asked for again by the others. They
     // share one watch too, so each key made reaches the process once.
     const created = (await this.jsm.streams.info(KEY_STREAM)).created
-    const shared = sharedCaches(`${created}|${[...this.keks.byId.keys()].join(",")}`)
+    const shared = sharedCaches(`${created}|${[...this.keks.byId.keys()].join(",")}`, this.cachedKeys)
     this.agentKeys = shared.agentKeys
     this.dataKeys = shared.dataKeys
     // An agent or an entry forgotten elsewhere: none of its keys is kept here, so nothing left of its content in
@@ -219,7 +236,7 @@ export class ContentKeyStore {
   evict(agentId: string, entryId: string | null) {
     if (entryId !== null) {
       this.watch?.drop(entryKeyName(agentId, entryId))
-      return this.dataKeys.deleteWhere((k) => k === entryKeyName(agentId, entryId))
+      return this.dataKeys.delete(entryKeyName(agentId, entryId))
     }
     this.watch?.dropWhere((name) => name === agentKeyName(agentId) || name.startsWith(`entry.${agentId}.`))
     this.dataKeys.deleteWhere((k) => k === `focus.${agentId}` || k.startsWith(`entry.${agentId}.`))
