@@ -48,8 +48,8 @@ const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 /**
  * Unwrapped keys a process keeps when not told (WM_KEY_CACHE_SIZE). A key that drops out is asked of the key
- * store again (a round trip, a parse and an unwrap) the next time a recall or a read needs it: at 100k, a
- * fleet of 100 agents with a thousand long-term entries each lost a third of its steps a second to that.
+ * store again (a round trip, a parse and an unwrap) the next time a recall or a read needs it: kept at 100k, a
+ * fleet of 100 agents with a thousand long-term entries each stepped at about half the rate (BENCHMARKS.md).
  */
 export const DEFAULT_CACHED_KEYS = 400_000
 /** The stream behind the key bucket. */
