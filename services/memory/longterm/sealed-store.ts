@@ -79,53 +79,28 @@ export const sealedLongTermStore = (inner: LongTermStoreShape, keys: ContentKeyS
    * A record searched or looked up, its texts opened when first read: a search returns many more records than
    * its caller shows the text of. One its key does not open reads with an empty summary and no key points.
    */
-  const lazilyOpened = (payload: LongTermPayload, key: Buffer | null): LongTermPayload | null => {
-    if (key === null) return null
-    const opened = (field: "summary" | "keyPoints") => {
-      const text = payload[field]
-      return isSealedText(text) ? openText(key, payload, field, text) : text
-    }
-    let summary: string | undefined
-    let keyPoints: { readonly text: string | null } | undefined
-    return {
-      ...payload,
-      get summary() {
-        summary ??= opened("summary") ?? ""
-        return summary
-      },
-      get keyPoints() {
-        keyPoints ??= { text: opened("keyPoints") }
-        return keyPoints.text
-      },
-    }
-  }
-  const isInClear = (payload: LongTermPayload) => !isSealedText(payload.summary) && !isSealedText(payload.keyPoints)
-  /**
-   * Each payload opened lazily (null: its key is destroyed), in one pass while every key is in memory — a search
-   * returns hundreds — and waiting only for the keys that are not.
-   */
-  const openLazily = (
-    payloads: ReadonlyArray<LongTermPayload>,
-  ): Effect.Effect<Array<LongTermPayload | null>, LongTermStoreError> => {
-    const out: Array<LongTermPayload | null> = new Array(payloads.length)
-    const unkeyed: number[] = []
-    payloads.forEach((payload, i) => {
-      if (isInClear(payload)) out[i] = payload
-      else {
-        const key = keys.cached({ agentId: payload.agentId, entryId: payload.entryId })
-        if (key === undefined) unkeyed.push(i)
-        else out[i] = lazilyOpened(payload, key)
+  const openLazily = (payload: LongTermPayload) => {
+    if (!isSealedText(payload.summary) && !isSealedText(payload.keyPoints)) return Effect.succeed(payload)
+    return Effect.map(keyOf(payload, false), (key): LongTermPayload | null => {
+      if (key === null) return null
+      const opened = (field: "summary" | "keyPoints") => {
+        const text = payload[field]
+        return isSealedText(text) ? openText(key, payload, field, text) : text
+      }
+      let summary: string | undefined
+      let keyPoints: { readonly text: string | null } | undefined
+      return {
+        ...payload,
+        get summary() {
+          summary ??= opened("summary") ?? ""
+          return summary
+        },
+        get keyPoints() {
+          keyPoints ??= { text: opened("keyPoints") }
+          return keyPoints.text
+        },
       }
     })
-    if (unkeyed.length === 0) return Effect.succeed(out)
-    return Effect.as(
-      Effect.forEach(unkeyed, (i) =>
-        Effect.map(keyOf(payloads[i]!, false), (key) => {
-          out[i] = lazilyOpened(payloads[i]!, key)
-        }),
-      ),
-      out,
-    )
   }
   const openAll = (payloads: ReadonlyArray<LongTermPayload>) =>
     Effect.map(Effect.forEach(payloads, openPayload), (opened) => opened.filter((p) => p !== null))
@@ -159,17 +134,17 @@ export const sealedLongTermStore = (inner: LongTermStoreShape, keys: ContentKeyS
         }),
     searchDense: (agentId, model, vector, limit, filter) =>
       Effect.flatMap(inner.searchDense(agentId, model, vector, limit, filter), (hits) =>
-        Effect.map(openLazily(hits.map((hit) => hit.payload)), (opened) =>
-          hits.flatMap((hit, i) => {
-            const payload = opened[i]
-            return payload === null || payload === undefined ? [] : [{ ...hit, payload }]
-          }),
+        Effect.map(
+          Effect.forEach(hits, (hit) =>
+            Effect.map(openLazily(hit.payload), (payload) => (payload === null ? null : { ...hit, payload })),
+          ),
+          (opened) => opened.filter((h) => h !== null),
         ),
       ),
     list: (query) => Effect.flatMap(inner.list(query), openAll),
     get: (agentId, entryIds) =>
       Effect.flatMap(inner.get(agentId, entryIds), (payloads) =>
-        Effect.map(openLazily(payloads), (opened) => opened.filter((p) => p !== null && p !== undefined)),
+        Effect.map(Effect.forEach(payloads, openLazily), (opened) => opened.filter((p) => p !== null)),
       ),
   }
 }
