@@ -4,8 +4,7 @@
  * ask the key store for them; a record whose key is destroyed is not returned. The store is the embedded one,
  * the keys a real key bucket on a real nats-server, written by one process and read by another.
  */
-import { jetstream, jetstreamManager } from "@nats-io/jetstream"
-import { connect, type NatsConnection } from "@nats-io/transport-node"
+import type { NatsConnection } from "@nats-io/transport-node"
 import { Effect } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import type { LongTermPayload } from "../../contracts/longterm.ts"
@@ -13,12 +12,9 @@ import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server
 import { makeEmbeddedStore } from "../../services/memory/longterm/embedded-store.ts"
 import { SEALED_TEXT, sealedLongTermStore } from "../../services/memory/longterm/sealed-store.ts"
 import type { LongTermStoreShape } from "../../services/memory/longterm/store.ts"
-import { openKeyBucket } from "../../services/platform/keys/content-keys.ts"
 import { destroyContentKeys } from "../../services/platform/keys/destroy-keys.ts"
-import { parseKeyEncryptionKeys } from "../../services/platform/keys/kek.ts"
-import { ContentKeyStore } from "../../services/platform/keys/key-store.ts"
+import { processKeyStore, WRITER } from "../support/key-stores.ts"
 
-const KEK = Buffer.alloc(32, 5).toString("base64")
 const MODEL = "test-model"
 let server: NatsServerProcess
 const connections: NatsConnection[] = []
@@ -32,18 +28,11 @@ afterAll(async () => {
   await server?.stop()
 })
 
-/** A process's content keys; its own key-encryption key id keeps what it unwraps apart from the others'. */
+/** A process's content keys, none of them in its memory at first. */
 const keysOf = async (process: string) => {
-  const nc = await connect({ servers: server.url })
+  const { nc, store } = await processKeyStore(server.url, process)
   connections.push(nc)
-  const keys = new ContentKeyStore(
-    await openKeyBucket(jetstream(nc), 1),
-    await jetstreamManager(nc),
-    parseKeyEncryptionKeys([...new Set([process, "writer"])].map((id) => `${id}:${KEK}`).join(",")),
-    Date.now,
-  )
-  await keys.follow()
-  return { nc, keys }
+  return { nc, keys: store }
 }
 
 const payload = (agentId: string, i: number): LongTermPayload => ({
@@ -77,7 +66,7 @@ const texts = (payloads: ReadonlyArray<LongTermPayload>) =>
 it("opens what a search and a lookup return, with the keys in memory or not, and leaves out a record whose key is destroyed", async () => {
   const agentId = "sealed-reader"
   const inner: LongTermStoreShape = makeEmbeddedStore()
-  const writer = await keysOf("writer")
+  const writer = await keysOf(WRITER)
   const written = Array.from({ length: 12 }, (_, i) => payload(agentId, i))
   // The writer makes each entry's key, as recording the entry does, and stores the records sealed.
   for (const p of written) await writer.keys.forWrite({ agentId, entryId: p.entryId }, true)

@@ -3,16 +3,12 @@
  * kept is not asked of the key store (a round trip, a parse and an unwrap each), and past the size the
  * least recently used are asked again. Counted on the key bucket's reads against a real nats-server.
  */
-import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import type { KV } from "@nats-io/kv"
-import { connect, type NatsConnection } from "@nats-io/transport-node"
+import type { NatsConnection } from "@nats-io/transport-node"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
-import { openKeyBucket } from "../../services/platform/keys/content-keys.ts"
-import { parseKeyEncryptionKeys } from "../../services/platform/keys/kek.ts"
-import { ContentKeyStore } from "../../services/platform/keys/key-store.ts"
+import { processKeyStore, WRITER } from "../support/key-stores.ts"
 
-const KEK = Buffer.alloc(32, 9).toString("base64")
 let server: NatsServerProcess
 const connections: NatsConnection[] = []
 
@@ -25,33 +21,24 @@ afterAll(async () => {
   await server?.stop()
 })
 
-/**
- * A key store as one process has it, keeping `cachedKeys` keys, with the reads of its bucket counted. Each
- * is told of one key-encryption key id of its own besides the writer's: a process shares what it unwrapped
- * between the stores of one bucket and the same key-encryption keys, and these must not share.
- */
-const storeKeeping = async (kekId: string, cachedKeys?: number) => {
-  const nc = await connect({ servers: server.url })
-  connections.push(nc)
-  const bucket = await openKeyBucket(jetstream(nc), 1)
+/** A process's key store keeping `cachedKeys` keys, with the reads of its bucket counted. */
+const storeKeeping = async (process: string, cachedKeys?: number) => {
   const reads = { count: 0 }
-  const counted = new Proxy(bucket, {
-    get(target, property, receiver) {
-      if (property !== "get") return Reflect.get(target, property, receiver)
-      return (...args: Parameters<KV["get"]>) => {
-        reads.count++
-        return target.get(...args)
-      }
-    },
+  const counted = (bucket: KV) =>
+    new Proxy(bucket, {
+      get(target, property, receiver) {
+        if (property !== "get") return Reflect.get(target, property, receiver)
+        return (...args: Parameters<KV["get"]>) => {
+          reads.count++
+          return target.get(...args)
+        }
+      },
+    })
+  const { nc, store } = await processKeyStore(server.url, process, {
+    bucket: counted,
+    ...(cachedKeys !== undefined ? { cachedKeys } : {}),
   })
-  const store = new ContentKeyStore(
-    counted,
-    await jetstreamManager(nc),
-    parseKeyEncryptionKeys([...new Set([kekId, "writer"])].map((id) => `${id}:${KEK}`).join(",")),
-    Date.now,
-    cachedKeys,
-  )
-  await store.follow()
+  connections.push(nc)
   return { store, reads }
 }
 
@@ -59,7 +46,7 @@ const entries = (agentId: string, n: number) => Array.from({ length: n }, (_, i)
 
 it("keeps a fleet's keys up to its size: read again, none is asked of the key store; past the size, the oldest are", async () => {
   // The keys are made by another process, then read here: each is unwrapped from the bucket once.
-  const writer = await storeKeeping("writer")
+  const writer = await storeKeeping(WRITER)
   const refs = entries("fleet", 300)
   for (const ref of refs) expect(await writer.store.forWrite(ref, true)).not.toBeNull()
 
