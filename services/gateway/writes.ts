@@ -7,7 +7,7 @@
 import { nuid } from "@nats-io/nuid"
 import { type Clock, Effect } from "effect"
 import type { OperationName, RequestOf } from "../../contracts/api.ts"
-import { AgentNotFound, Unavailable } from "../../contracts/errors.ts"
+import { Unavailable } from "../../contracts/errors.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import type { Decision, Stamp } from "../../domain/decide.ts"
@@ -15,6 +15,7 @@ import type { EntryFacts } from "../../domain/entry-standing.ts"
 import { replyOfEvent } from "../../domain/requests.ts"
 import type { CommandHandler, Outcome } from "../platform/log/command-handler.ts"
 import type { EventLogShape } from "../platform/log/event-log.ts"
+import { knownView as knownViewOf } from "../platform/log/known-view.ts"
 import type { PartitionedViews } from "../platform/partitions/partitioned-views.ts"
 
 export const makeWrites = (
@@ -71,16 +72,9 @@ export const makeWrites = (
     })
   }
 
-  /** The agent's view, caught up with the log first when this replica does not know the agent yet. */
-  const knownView = Effect.fnUntraced(function* (agentId: string) {
-    let view = views.get(agentId)
-    if (view === undefined) {
-      yield* catchUp(agentId)
-      view = views.get(agentId)
-    }
-    if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
-    return view
-  })
+  /** The agent's view, caught up with the log first when this replica does not know the agent yet (known-view.ts). */
+  const knownView = (agentId: string) =>
+    knownViewOf({ get: views.get, waitFor: views.projection.waitFor }, log, agentId)
 
   /**
    * A partition whose projection stopped at an event newer than this code reads has a stale view: a

@@ -9,7 +9,7 @@
 import { nuid } from "@nats-io/nuid"
 import { Clock, Context, Effect, Layer } from "effect"
 import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
-import { AgentNotFound, type ApiError } from "../../contracts/errors.ts"
+import type { ApiError } from "../../contracts/errors.ts"
 import { agentStepSubject } from "../../contracts/subjects.ts"
 import { type AgentView, currentFocus, viewResponseOf } from "../../domain/agent-view.ts"
 import { decideRead, type Stamp } from "../../domain/decide.ts"
@@ -20,6 +20,7 @@ import { ContentKeys } from "../platform/keys/content-keys.ts"
 import { readAgentEvents } from "../platform/log/agent-events.ts"
 import { makeCommandHandler } from "../platform/log/command-handler.ts"
 import { EventLog } from "../platform/log/event-log.ts"
+import { knownView } from "../platform/log/known-view.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { Nats } from "../platform/nats/connection.ts"
 import { inspectionOf, type PartitionedServiceInspection } from "../platform/partitions/inspection.ts"
@@ -73,13 +74,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
       afterSeq: number | undefined,
     ): Effect.fn.Return<AgentView, ApiError> {
       if (afterSeq !== undefined) yield* views.projection.waitFor(afterSeq, undefined, agentId)
-      let view = views.get(agentId)
-      if (view === undefined) {
-        yield* Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, "5 seconds", agentId))
-        view = views.get(agentId)
-      }
-      if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
-      return view
+      return yield* knownView({ get: views.get, waitFor: views.projection.waitFor }, log, agentId)
     })
 
     const buildContext = Effect.fn("Working.buildContext")(function* (

@@ -4,8 +4,10 @@
  * READ_WAIT (inside one SDK attempt).
  */
 import { Effect } from "effect"
-import { AgentNotFound, NotCaughtUp } from "../../../contracts/errors.ts"
+import { NotCaughtUp } from "../../../contracts/errors.ts"
 import { partitionOf } from "../../../contracts/partitions.ts"
+import type { EventLogShape } from "../../platform/log/event-log.ts"
+import { knownView } from "../../platform/log/known-view.ts"
 import { READ_WAIT } from "../../platform/log/projection.ts"
 import type { PartitionedViews } from "../../platform/partitions/partitioned-views.ts"
 import type { LongTermShape } from "../longterm/longterm.ts"
@@ -13,9 +15,10 @@ import type { LongTermShape } from "../longterm/longterm.ts"
 export interface CaughtUpDependencies {
   readonly views: PartitionedViews
   readonly longTerm: LongTermShape
+  readonly log: Pick<EventLogShape, "lastSeq">
 }
 
-export const makeCaughtUpReads = ({ views, longTerm }: CaughtUpDependencies) => {
+export const makeCaughtUpReads = ({ views, longTerm, log }: CaughtUpDependencies) => {
   const projection = views.projection
 
   /** Both tiers have applied `afterSeq`, or the read is told NotCaughtUp within READ_WAIT. */
@@ -39,12 +42,10 @@ export const makeCaughtUpReads = ({ views, longTerm }: CaughtUpDependencies) => 
       }),
     )
 
-  /** The agent's view once both tiers have applied `afterSeq` (when given). */
+  /** The agent's view once both tiers have applied `afterSeq` (when given); known-view.ts when not held. */
   const viewAfter = Effect.fnUntraced(function* (agentId: string, afterSeq?: number) {
     if (afterSeq !== undefined) yield* caughtUpTo(afterSeq, agentId)
-    const view = views.get(agentId)
-    if (view === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
-    return view
+    return yield* knownView({ get: views.get, waitFor: projection.waitFor }, log, agentId)
   })
 
   return { caughtUpTo, viewAfter }

@@ -83,7 +83,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
       lastSeqOnSubject: positions.lastSeq,
     })
     const writes = makeCueWrites({ commands, metrics, clock })
-    const { caughtUpTo, viewAfter } = makeCaughtUpReads({ views, longTerm })
+    const { caughtUpTo, viewAfter } = makeCaughtUpReads({ views, longTerm, log })
     const { recallCues, recall } = makeCueRecall({
       settings,
       sources: indexes.sources,

@@ -21,14 +21,8 @@
  * Modelled on the decide/evolve command handlers of event-sourcing libraries
  * (emmett's handleCommand), with the agent's view as the state.
  */
-import { Clock, Deferred, type Duration, Effect, Semaphore } from "effect"
-import {
-  AgentNotFound,
-  type ApiError,
-  IdempotencyConflict,
-  type NotCaughtUp,
-  Unavailable,
-} from "../../../contracts/errors.ts"
+import { Clock, Deferred, Effect, Semaphore } from "effect"
+import { type ApiError, IdempotencyConflict, Unavailable } from "../../../contracts/errors.ts"
 import { entryIdOf, type MemoryEvent } from "../../../contracts/events.ts"
 import { agentEvents, entrySubject } from "../../../contracts/subjects.ts"
 import { type AgentView, expectedSeqOf } from "../../../domain/agent-view.ts"
@@ -37,13 +31,11 @@ import { type EntryFact, type EntryFacts, NO_ENTRY_FACTS } from "../../../domain
 import { ledgerKey, type PendingRequest, requestBody, sameRequestBody } from "../../../domain/requests.ts"
 import { readEntryFact, readEntryFacts } from "./entry-facts.ts"
 import { EventLog, type SequenceConflict } from "./event-log.ts"
+import { knownView, type WaitableViews } from "./known-view.ts"
 import { openRequestLedger } from "./request-ledger.ts"
 
 /** Where the handler reads the agent's state: a projection of the log that can be waited for. */
-export interface ViewSource {
-  readonly get: (agentId: string) => AgentView | undefined
-  /** With an agent, a partitioned source waits in that agent's partition only. */
-  readonly waitFor: (seq: number, timeout?: Duration.Input, agentId?: string) => Effect.Effect<void, NotCaughtUp>
+export interface ViewSource extends WaitableViews {
   /** Where these views last saw an entry's subject, when they remember it (subject-positions.ts). */
   readonly lastSeqOnSubject?: (subject: string) => number | undefined
 }
@@ -121,15 +113,7 @@ export const makeCommandHandler = (views: ViewSource) =>
         : views.waitFor(seq, "5 seconds", agentId)
       ).pipe(Effect.catch(() => Effect.void))
 
-    const viewOf = (agentId: string) =>
-      Effect.gen(function* () {
-        const view = views.get(agentId)
-        if (view !== undefined) return view
-        yield* catchUpTo(agentId, null)
-        const caughtUp = views.get(agentId)
-        if (caughtUp === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
-        return caughtUp
-      })
+    const viewOf = (agentId: string) => knownView(views, log, agentId)
 
     /**
      * Writes to one subject from this process take turns, so they do not lose

@@ -1,0 +1,36 @@
+/**
+ * The view of the agent a request names. When the views do not hold it, they are caught up with the log
+ * as it stands and looked in again: the refusal `AgentNotFound` is given only by views that have applied
+ * the whole log and still do not know the agent. Views that cannot catch up at this moment (the agent's
+ * partition is catching up here, moving away, or its lease is renewing after a stalled event loop) refuse
+ * with `NotCaughtUp`, which the SDKs retry: a registered agent is never refused as unknown.
+ */
+import { type Duration, Effect } from "effect"
+import { AgentNotFound, type NotCaughtUp, type Unavailable } from "../../../contracts/errors.ts"
+import type { AgentView } from "../../../domain/agent-view.ts"
+import type { EventLogShape } from "./event-log.ts"
+
+/** Views that can be read and waited for; a partitioned source waits in the agent's partition only. */
+export interface WaitableViews {
+  readonly get: (agentId: string) => AgentView | undefined
+  readonly waitFor: (seq: number, timeout?: Duration.Input, agentId?: string) => Effect.Effect<void, NotCaughtUp>
+}
+
+/** How long a request waits for the views to reach the log's end before it is refused NotCaughtUp. */
+export const CATCH_UP_WAIT: Duration.Input = "5 seconds"
+
+export const knownView = (
+  views: WaitableViews,
+  log: Pick<EventLogShape, "lastSeq">,
+  agentId: string,
+): Effect.Effect<AgentView, AgentNotFound | NotCaughtUp | Unavailable> => {
+  const view = views.get(agentId)
+  if (view !== undefined) return Effect.succeed(view)
+  return Effect.gen(function* () {
+    const end = yield* log.lastSeq
+    yield* views.waitFor(end, CATCH_UP_WAIT, agentId)
+    const caughtUp = views.get(agentId)
+    if (caughtUp === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
+    return caughtUp
+  })
+}

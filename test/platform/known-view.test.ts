@@ -1,0 +1,108 @@
+/**
+ * A request for an agent its replica's views do not hold: the views first catch up with the log, and the
+ * agent is refused as unknown only by views that have applied all of it. Views that cannot catch up at this
+ * moment, because the agent's partition does not answer here (catching up after a takeover, moving away,
+ * its lease renewing after a stalled event loop), refuse with the retryable NotCaughtUp. A registered agent
+ * is never told AgentNotFound by a replica that cannot see it for a moment. The log, its server and the
+ * command handler are real; the views are scripted as a partition answers, as partitioned-projection.ts does.
+ */
+import { jetstreamManager } from "@nats-io/jetstream"
+import { connect } from "@nats-io/transport-node"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { AgentNotFound, NotCaughtUp } from "../../contracts/errors.ts"
+import type { AgentView } from "../../domain/agent-view.ts"
+import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
+import type { ContentKeys } from "../../services/platform/keys/content-keys.ts"
+import { makeCommandHandler, type ViewSource } from "../../services/platform/log/command-handler.ts"
+import { EventLog } from "../../services/platform/log/event-log.ts"
+import { knownView } from "../../services/platform/log/known-view.ts"
+import { Nats } from "../../services/platform/nats/connection.ts"
+import { NatsSettings } from "../../services/platform/nats/settings.ts"
+import { ensureTopology } from "../../services/platform/nats/topology.ts"
+import { AGENT, registered, viewOf } from "../support/events.ts"
+import { settingsFor } from "../support/system.ts"
+
+let server: NatsServerProcess
+let runtime: ManagedRuntime.ManagedRuntime<EventLog | ContentKeys | Nats | NatsSettings, unknown>
+
+beforeAll(async () => {
+  server = await startNatsServer()
+  const nc = await connect({ servers: server.url })
+  const jsm = await jetstreamManager(nc)
+  await Effect.runPromise(
+    Effect.flatMap(NatsSettings, (settings) => ensureTopology(jsm, settings)).pipe(
+      Effect.provide(settingsFor(server.url)("wm-test")),
+    ),
+  )
+  await nc.close()
+  runtime = ManagedRuntime.make(
+    EventLog.layer.pipe(Layer.provideMerge(Nats.layer), Layer.provideMerge(settingsFor(server.url)("wm-test"))),
+  )
+})
+afterAll(async () => {
+  await runtime?.dispose()
+  await server?.stop()
+})
+
+/**
+ * Views of one partition: while it does not answer here, it holds no view and every wait fails at once
+ * with NotCaughtUp (appliedSeq 0); while it answers, a wait applies `pending` (what the log holds beyond
+ * the views' position) and succeeds.
+ */
+const scriptedViews = (state: {
+  answering: boolean
+  held: Map<string, AgentView>
+  pending: Map<string, AgentView>
+}): ViewSource => ({
+  get: (agentId) => (state.answering ? state.held.get(agentId) : undefined),
+  waitFor: (seq) =>
+    Effect.suspend(() => {
+      if (!state.answering) return Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: 0 }))
+      for (const [id, view] of state.pending) state.held.set(id, view)
+      state.pending.clear()
+      return Effect.void
+    }),
+})
+
+/** A command that reads the agent's view and records nothing: what every write and read starts with. */
+const readsView = (views: ViewSource, agentId: string) =>
+  Effect.flatMap(makeCommandHandler(views), (commands) =>
+    commands.handle({
+      agentId,
+      operation: "beginStep",
+      decide: (view) => ({ ok: true as const, event: view.config.id }),
+      eventOf: () => null,
+      reply: (outcome) => outcome.decided,
+    }),
+  )
+
+const registeredView = () => viewOf(registered({ id: AGENT }))
+
+describe("the view of the agent a request names", () => {
+  it("is refused NotCaughtUp, not AgentNotFound, while the agent's partition does not answer here", async () => {
+    const state = { answering: false, held: new Map([[AGENT, registeredView()]]), pending: new Map() }
+    const views = scriptedViews(state)
+
+    const handled = await runtime.runPromise(Effect.flip(readsView(views, AGENT)))
+    expect(handled).toBeInstanceOf(NotCaughtUp)
+    const read = await runtime.runPromise(Effect.flip(Effect.flatMap(EventLog, (log) => knownView(views, log, AGENT))))
+    expect(read).toBeInstanceOf(NotCaughtUp)
+
+    // Once the partition answers again, the same request is answered from the agent's view.
+    state.answering = true
+    expect(await runtime.runPromise(readsView(views, AGENT))).toBe(AGENT)
+  })
+
+  it("is found once the views have applied the log, when the agent's registration was behind them", async () => {
+    const state = { answering: true, held: new Map(), pending: new Map([[AGENT, registeredView()]]) }
+    expect(await runtime.runPromise(readsView(scriptedViews(state), AGENT))).toBe(AGENT)
+  })
+
+  it("is refused AgentNotFound by views that have applied the whole log and do not know the agent", async () => {
+    const state = { answering: true, held: new Map([[AGENT, registeredView()]]), pending: new Map() }
+    const refused = await runtime.runPromise(Effect.flip(readsView(scriptedViews(state), "never-registered")))
+    expect(refused).toBeInstanceOf(AgentNotFound)
+    expect(refused).toMatchObject({ agentId: "never-registered" })
+  })
+})
