@@ -173,7 +173,8 @@ export const formatSteps = (s: EmbedderSteps): string => {
         s.fanOut.services
           .map((f) => `${f.service} sent ${f.sent}, each replica received ${f.received.join("/")}`)
           .join("; ") +
-        `; largest share one replica received ${s.fanOut.maxShareReceived}; step p50 ${ms(s.fanOut.stepP50Ms)}, p99 ${ms(s.fanOut.stepP99Ms)}`,
+        `; largest share one replica received ${s.fanOut.maxShareReceived}; step p50 ${ms(s.fanOut.stepP50Ms)}, p99 ${ms(s.fanOut.stepP99Ms)}` +
+        (s.fanOut.settled ? "" : " (partitions moved during the measurement: not a figure of the division)"),
     )
   const p = s.profile
   lines.push(

@@ -68,7 +68,7 @@ export interface SpeedFigures {
   /** The step rate at which the step p99 passes 50 ms. */
   readonly stepP99Over50Ms?: P99Crossing
   readonly stepProfile?: StepProfile
-  readonly fanOut?: { readonly replicas: number; readonly maxShareReceived: number }
+  readonly fanOut?: { readonly replicas: number; readonly maxShareReceived: number; readonly settled: boolean }
   /** Every embedder measured: its population, rows, crossing, profile and fan-out. */
   readonly stepsByEmbedder?: Readonly<Record<string, EmbedderStepsFigures>>
 }
@@ -462,7 +462,13 @@ export const runSpeedBench = async (options: SpeedOptions = {}): Promise<SpeedRe
           stepP99Over50Ms: firstSteps.p99Over50Ms,
           stepProfile: firstSteps.profile,
           ...(firstSteps.fanOut
-            ? { fanOut: { replicas: firstSteps.fanOut.replicas, maxShareReceived: firstSteps.fanOut.maxShareReceived } }
+            ? {
+                fanOut: {
+                  replicas: firstSteps.fanOut.replicas,
+                  maxShareReceived: firstSteps.fanOut.maxShareReceived,
+                  settled: firstSteps.fanOut.settled,
+                },
+              }
             : {}),
           stepsByEmbedder: Object.fromEntries(steps.map(({ embedder, ...figures }) => [embedder, figures])),
         }

@@ -33,10 +33,30 @@ export interface TimedStep {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** A failed step counted under its error's tag or name. */
-const countFailure = (errors: Record<string, number>, error: unknown) => {
-  const tag = (error as { _tag?: string; name?: string })._tag ?? (error as Error).name ?? "Error"
-  errors[tag] = (errors[tag] ?? 0) + 1
+/** A call of a step that failed: which call, and its error. */
+class StepCallFailed extends Error {
+  readonly call: StepCall
+  constructor(call: StepCall, cause: unknown) {
+    super(`${call} failed`, { cause })
+    this.call = call
+  }
+}
+
+/** Failed steps under "<call> <error's tag or name>", with the first message of each. */
+export interface Failures {
+  readonly counts: Record<string, number>
+  readonly messages: Record<string, string>
+}
+
+const newFailures = (): Failures => ({ counts: {}, messages: {} })
+
+const countFailure = (failures: Failures, error: unknown) => {
+  const call = error instanceof StepCallFailed ? error.call : "step"
+  const cause = error instanceof StepCallFailed ? error.cause : error
+  const tag = (cause as { _tag?: string; name?: string })._tag ?? (cause as Error).name ?? "Error"
+  const key = `${call} ${tag}`
+  failures.counts[key] = (failures.counts[key] ?? 0) + 1
+  failures.messages[key] ??= String((cause as Error).message ?? cause).slice(0, 300)
 }
 
 /** One step of the loop; `seed` picks its texts. */
@@ -44,7 +64,9 @@ export const runStep = async (agent: AgentClient, seed: number): Promise<TimedSt
   const calls: TimedCall[] = []
   const timed = async <A>(call: StepCall, body: () => Promise<A>): Promise<A> => {
     const start = performance.now()
-    const value = await body()
+    const value = await body().catch((error: unknown) => {
+      throw new StepCallFailed(call, error)
+    })
     calls.push({ call, start, end: performance.now() })
     return value
   }
@@ -88,8 +110,10 @@ export interface LoopRun {
   /** Steps that ended inside the measured window: what CPU over the window is divided by. */
   readonly endedInWindow: number
   readonly windowMs: number
-  /** Failed steps, by the error's tag or name. */
+  /** Failed steps, by the call that failed and its error's tag or name. */
   readonly errors: Readonly<Record<string, number>>
+  /** The first message of each kind of failure. */
+  readonly errorMessages: Readonly<Record<string, string>>
 }
 
 /**
@@ -107,7 +131,7 @@ export const runAgentLoops = async (
   const from = t0 + window.warmupMs
   const to = from + window.measureMs
   const all: TimedStep[] = []
-  const errors: Record<string, number> = {}
+  const failures = newFailures()
   const open = setTimeout(() => atWindow("open"), Math.max(0, from - performance.now()))
   const close = setTimeout(() => atWindow("close"), Math.max(0, to - performance.now()))
   let counter = 0
@@ -121,7 +145,7 @@ export const runAgentLoops = async (
         try {
           all.push(await runStep(agent, seedOf(k, counter++)))
         } catch (error) {
-          countFailure(errors, error)
+          countFailure(failures, error)
         }
         next = Math.max(next + 1_000, performance.now())
       }
@@ -133,7 +157,8 @@ export const runAgentLoops = async (
     steps: all.filter((s) => s.start >= from && s.start < to),
     endedInWindow: all.filter((s) => s.end >= from && s.end < to).length,
     windowMs: window.measureMs,
-    errors,
+    errors: failures.counts,
+    errorMessages: failures.messages,
   }
 }
 
@@ -145,10 +170,10 @@ export const runStepsEach = async (
   agents: ReadonlyArray<AgentClient>,
   stepsPerAgent: number,
   seedOf: (agent: number, step: number) => number,
-): Promise<Pick<LoopRun, "steps" | "errors">> => {
+): Promise<Pick<LoopRun, "steps" | "errors" | "errorMessages">> => {
   const t0 = performance.now()
   const steps: TimedStep[] = []
-  const errors: Record<string, number> = {}
+  const failures = newFailures()
   await Promise.all(
     agents.map(async (agent, k) => {
       let next = t0 + (k * 1_000) / agents.length
@@ -158,13 +183,13 @@ export const runStepsEach = async (
         try {
           steps.push(await runStep(agent, seedOf(k, s)))
         } catch (error) {
-          countFailure(errors, error)
+          countFailure(failures, error)
         }
         next = Math.max(next + 1_000, performance.now())
       }
     }),
   )
-  return { steps, errors }
+  return { steps, errors: failures.counts, errorMessages: failures.messages }
 }
 
 export interface Quantiles {

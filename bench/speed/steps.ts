@@ -20,6 +20,7 @@ import { DEFAULT_BATCH_ENTRIES } from "../../contracts/api.ts"
 import type { Origin } from "../../contracts/entry.ts"
 import { Overloaded } from "../../contracts/errors.ts"
 import { ROUTE_ROOT } from "../../contracts/routing.ts"
+import { DEFAULT_LEASE_TTL_MS } from "../../contracts/settings.ts"
 import { apiSubject } from "../../contracts/subjects.ts"
 import { freePort, startNatsServer } from "../../infra/nats-server.ts"
 import { type AgentClient, WorkingMemoryClient } from "../../sdk/client.ts"
@@ -58,8 +59,14 @@ export interface StepSizes {
   /**
    * The fan-out phase: replicas of the gateway and the working service, and a fleet stepping through them, each
    * agent a fixed number of steps, so that every agent sends as many requests however fast its replica answers.
+   * It is measured once no partition has moved for `quietMs`.
    */
-  readonly fanOut: { readonly replicas: number; readonly agents: number; readonly stepsPerAgent: number }
+  readonly fanOut: {
+    readonly replicas: number
+    readonly agents: number
+    readonly stepsPerAgent: number
+    readonly quietMs: number
+  }
 }
 
 export const FULL_STEP_SIZES: StepSizes = {
@@ -72,7 +79,8 @@ export const FULL_STEP_SIZES: StepSizes = {
   budget: 2_048,
   profileSteps: 20,
   idleSeconds: 10,
-  fanOut: { replicas: 3, agents: 100, stepsPerAgent: 3 },
+  // Two lease TTLs: eight lease rounds without a partition moving.
+  fanOut: { replicas: 3, agents: 100, stepsPerAgent: 3, quietMs: 2 * DEFAULT_LEASE_TTL_MS },
 }
 
 export const QUICK_STEP_SIZES: StepSizes = {
@@ -85,7 +93,7 @@ export const QUICK_STEP_SIZES: StepSizes = {
   budget: 2_048,
   profileSteps: 2,
   idleSeconds: 1,
-  fanOut: { replicas: 2, agents: 2, stepsPerAgent: 2 },
+  fanOut: { replicas: 2, agents: 2, stepsPerAgent: 2, quietMs: 2_000 },
 }
 
 export interface StepRow {
@@ -110,6 +118,8 @@ export interface StepRow {
 
 export interface FanOutFigures {
   readonly replicas: number
+  /** False when a partition moved during every attempt: the shares then say nothing of the division. */
+  readonly settled: boolean
   readonly agents: number
   readonly stepsPerAgent: number
   /** Requests the agents sent to each partitioned service, and what each of its replicas received. */
@@ -315,22 +325,63 @@ const populate = async (
   }
 }
 
-/** Requests received per replica queue group of the partitioned services (routed or not), from the server's connection list. */
-const receivedByReplica = async (monitorUrl: string): Promise<Map<string, number>> => {
+interface ReplicaRoutes {
+  /** Requests received per replica queue group of the partitioned services (routed or not). */
+  readonly received: Map<string, number>
+  /** Every such subscription (connection, subject, queue group): what changes when a partition moves. */
+  readonly subscriptions: ReadonlySet<string>
+}
+
+/** The partitioned services' request subscriptions, from the server's connection list. */
+const replicaRoutes = async (monitorUrl: string): Promise<ReplicaRoutes> => {
   const response = await fetch(`${monitorUrl}/connz?subs=detail&limit=1024`)
   const body = (await response.json()) as {
-    connections?: Array<{ subscriptions_list_detail?: Array<{ subject: string; qgroup?: string; msgs?: number }> }>
+    connections?: Array<{
+      cid: number
+      subscriptions_list_detail?: Array<{ subject: string; qgroup?: string; msgs?: number }>
+    }>
   }
-  const out = new Map<string, number>()
+  const received = new Map<string, number>()
+  const subscriptions = new Set<string>()
   for (const c of body.connections ?? [])
     for (const s of c.subscriptions_list_detail ?? [])
       if (
         (s.subject.startsWith("wm.api.*.") || s.subject.startsWith(`${ROUTE_ROOT}.`)) &&
         s.qgroup !== undefined &&
         /^wm-(gateway|working)\./.test(s.qgroup)
-      )
-        out.set(s.qgroup, (out.get(s.qgroup) ?? 0) + (s.msgs ?? 0))
-  return out
+      ) {
+        received.set(s.qgroup, (received.get(s.qgroup) ?? 0) + (s.msgs ?? 0))
+        subscriptions.add(`${c.cid} ${s.subject} ${s.qgroup}`)
+      }
+  return { received, subscriptions }
+}
+
+const sameSubscriptions = (a: ReplicaRoutes, b: ReplicaRoutes) =>
+  a.subscriptions.size === b.subscriptions.size && [...a.subscriptions].every((s) => b.subscriptions.has(s))
+
+/**
+ * Waits until no partition has moved for `quietMs` (the replicas' subscriptions did not change): a lease
+ * round is a quarter of the lease TTL, so a few rounds without a move is a settled division.
+ */
+const untilRoutesSettle = async (monitorUrl: string, quietMs: number, timeoutMs: number): Promise<ReplicaRoutes> => {
+  const deadline = Date.now() + timeoutMs
+  let last = await replicaRoutes(monitorUrl)
+  let since = Date.now()
+  for (;;) {
+    await sleep(250)
+    const now = await replicaRoutes(monitorUrl)
+    if (!sameSubscriptions(last, now)) since = Date.now()
+    last = now
+    if (Date.now() - since >= quietMs || Date.now() > deadline) return last
+  }
+}
+
+/** Measurements of the fan-out thrown away because a partition moved during them, before reporting one. */
+const FAN_OUT_ATTEMPTS = 3
+
+/** The first message of each kind of failed step, one line each. */
+const logFailures = (messages: Readonly<Record<string, string>>, log: (line: string) => void) => {
+  for (const [kind, message] of Object.entries(messages)) log(`    ${kind}: ${message}`)
 }
 
 const GATEWAY_CALLS: ReadonlySet<StepCall> = new Set(["record", "beginStep", "reference", "endStep"])
@@ -492,6 +543,7 @@ const measureEmbedder = async (
             )}; ${row.cuesPerBuild} cues of ${row.servedPerBuild} items a build; load ${row.load.join(" → ")}` +
           (Object.keys(row.errors).length > 0 ? `; errors ${JSON.stringify(row.errors)}` : ""),
       )
+      logFailures(run.errorMessages, log)
     }
 
     log(`  profiling ${sizes.profileSteps} steps of one agent on the wire...`)
@@ -521,7 +573,7 @@ const measureEmbedder = async (
 
     let fanOut: FanOutFigures | undefined
     if (withFanOut) {
-      const { replicas: count, agents: n, stepsPerAgent } = sizes.fanOut
+      const { replicas: count, agents: n, stepsPerAgent, quietMs } = sizes.fanOut
       log(
         `  fan-out: ${count} replicas of the gateway and the working service, ${n} agents stepping ${stepsPerAgent} times each...`,
       )
@@ -538,21 +590,37 @@ const measureEmbedder = async (
         untilCaughtUp(client.nc, 5 * 60_000, log, { services: ["gateway", "working"], count }),
         ...replicas.map((r) => r.exited()),
       ])
-      const before = await receivedByReplica(monitorUrl)
-      const run = await runStepsEach(fleet, stepsPerAgent, (a, s) => seedOf(a, s + 700_000))
-      const after = await receivedByReplica(monitorUrl)
+      // A partition that moves while the fleet steps takes its requests from one replica to another mid-count:
+      // such a measurement is thrown away and taken again once the division has settled.
+      let attempt = 0
+      let settled = false
+      let before: ReplicaRoutes
+      let after: ReplicaRoutes
+      let run: Awaited<ReturnType<typeof runStepsEach>>
+      do {
+        attempt++
+        before = await untilRoutesSettle(monitorUrl, quietMs, 2 * 60_000)
+        run = await runStepsEach(fleet, stepsPerAgent, (a, s) => seedOf(a, s + 700_000 + attempt * 10_000))
+        after = await replicaRoutes(monitorUrl)
+        settled = sameSubscriptions(before, after)
+        if (!settled)
+          log(
+            `    a partition moved while the fleet stepped (attempt ${attempt} of ${FAN_OUT_ATTEMPTS}): measuring again`,
+          )
+      } while (!settled && attempt < FAN_OUT_ATTEMPTS)
       const sent = (calls: (c: StepCall) => boolean) =>
         run.steps.reduce((sum, s) => sum + s.calls.filter((c) => calls(c.call)).length, 0)
       const services = (["gateway", "working"] as const).map((service) => ({
         service,
         sent: sent((c) => (service === "gateway" ? GATEWAY_CALLS.has(c) : c === "buildContext")),
-        received: [...after]
+        received: [...after.received]
           .filter(([queue]) => queue.startsWith(`wm-${service}.`))
-          .map(([queue, msgs]) => msgs - (before.get(queue) ?? 0)),
+          .map(([queue, msgs]) => msgs - (before.received.get(queue) ?? 0)),
       }))
       const latencies = stepLatencies(run.steps)
       fanOut = {
         replicas: count,
+        settled,
         agents: n,
         stepsPerAgent,
         services,
@@ -566,8 +634,12 @@ const measureEmbedder = async (
       log(
         `  fan-out: ${services.map((s) => `${s.service} sent ${s.sent}, received ${s.received.join("/")}`).join("; ")}; ` +
           `largest share one replica received ${fanOut.maxShareReceived}` +
-          (Object.keys(run.errors).length > 0 ? `; failed steps ${JSON.stringify(run.errors)}` : ""),
+          (Object.keys(run.errors).length > 0 ? `; failed steps ${JSON.stringify(run.errors)}` : "") +
+          (settled
+            ? ""
+            : `; partitions still moved after ${FAN_OUT_ATTEMPTS} attempts: not a measurement of the division`),
       )
+      logFailures(run.errorMessages, log)
     }
 
     return {

@@ -45,6 +45,7 @@ describe("bench:speed --quick", () => {
     const fanOut = json.fanOut as Record<string, unknown>
     expect(fanOut.replicas).toBe(2)
     positive(fanOut.maxShareReceived, "fanOut.maxShareReceived")
+    expect(typeof fanOut.settled).toBe("boolean")
     expect((json.stepProfile as { rows: unknown[] }).rows.length).toBeGreaterThan(0)
   })
 })
