@@ -57,7 +57,11 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
     // Only the partitions this replica holds a lease on (services/platform/partitions).
     const views = yield* projectPartitionedViews("gateway")
     const owner = partitionOwner("gateway", views)
-    const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
+    const commands = yield* makeCommandHandler({
+      get: views.get,
+      waitFor: views.projection.waitFor,
+      waitForRecord: views.projection.waitForRecord,
+    })
 
     const writes = makeWrites(log, views, commands, clock)
     const { registerAgent } = makeRegistration(log, views, commands, writes)

@@ -41,7 +41,11 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
     // Only the partitions this replica holds a lease on (services/platform/partitions).
     const views = yield* projectPartitionedViews("working")
     const owner = partitionOwner("working", views)
-    const commands = yield* makeCommandHandler({ get: views.get, waitFor: views.projection.waitFor })
+    const commands = yield* makeCommandHandler({
+      get: views.get,
+      waitFor: views.projection.waitFor,
+      waitForRecord: views.projection.waitForRecord,
+    })
 
     /**
      * Before the first build of a focused step, asks the retrieval service to
@@ -58,7 +62,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
       recalled.set(view.config.id, step.stepId, "asked")
       // Retrieval answers once it has seen what this view has: the step it recalls for, at least.
       return callOperation(nc, view.config.id, "recall", { stepId: step.stepId, afterSeq: view.lastSeq }).pipe(
-        Effect.flatMap((recalled) => views.projection.waitFor(recalled.seq, undefined, view.config.id)),
+        Effect.flatMap((recalled) => views.projection.waitForRecord(recalled.seq, view.config.id)),
         Effect.catch((error) => {
           if (recalled.get(view.config.id, step.stepId) === "asked") recalled.set(view.config.id, step.stepId, "failed")
           return Effect.logWarning(

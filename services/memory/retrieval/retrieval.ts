@@ -80,6 +80,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
     const commands = yield* makeCommandHandler({
       get: views.get,
       waitFor: views.projection.waitFor,
+      waitForRecord: views.projection.waitForRecord,
       lastSeqOnSubject: positions.lastSeq,
     })
     const writes = makeCueWrites({ commands, metrics, clock })

@@ -21,8 +21,8 @@
  * Modelled on the decide/evolve command handlers of event-sourcing libraries
  * (emmett's handleCommand), with the agent's view as the state.
  */
-import { Clock, Deferred, Effect, Semaphore } from "effect"
-import { type ApiError, IdempotencyConflict, Unavailable } from "../../../contracts/errors.ts"
+import { Clock, Deferred, type Duration, Effect, Semaphore } from "effect"
+import { type ApiError, IdempotencyConflict, type NotCaughtUp, Unavailable } from "../../../contracts/errors.ts"
 import { entryIdOf, type MemoryEvent } from "../../../contracts/events.ts"
 import { agentEvents, entrySubject } from "../../../contracts/subjects.ts"
 import { type AgentView, expectedSeqOf } from "../../../domain/agent-view.ts"
@@ -36,6 +36,11 @@ import { openRequestLedger } from "./request-ledger.ts"
 
 /** Where the handler reads the agent's state: a projection of the log that can be waited for. */
 export interface ViewSource extends WaitableViews {
+  /**
+   * Waits until the views have applied the record at `seq`, one of the agent's own events (appended here,
+   * or read on one of its subjects); without it, `waitFor` in the agent's partition.
+   */
+  readonly waitForRecord?: (seq: number, agentId: string, timeout?: Duration.Input) => Effect.Effect<void, NotCaughtUp>
   /** Where these views last saw an entry's subject, when they remember it (subject-positions.ts). */
   readonly lastSeqOnSubject?: (subject: string) => number | undefined
 }
@@ -107,10 +112,14 @@ export const makeCommandHandler = (views: ViewSource) =>
     const log = yield* EventLog
     const ledger = yield* openRequestLedger
 
+    const waitForRecord = (seq: number, agentId: string, timeout: Duration.Input) =>
+      views.waitForRecord ? views.waitForRecord(seq, agentId, timeout) : views.waitFor(seq, timeout, agentId)
+
+    /** Catches the views up with one of the agent's records, or (null) with the log's end; never fails. */
     const catchUpTo = (agentId: string, seq: number | null) =>
       (seq === null
         ? Effect.flatMap(log.lastSeq, (last) => views.waitFor(last, "5 seconds", agentId))
-        : views.waitFor(seq, "5 seconds", agentId)
+        : waitForRecord(seq, agentId, "5 seconds")
       ).pipe(Effect.catch(() => Effect.void))
 
     const viewOf = (agentId: string) => knownView(views, log, agentId)
@@ -204,7 +213,7 @@ export const makeCommandHandler = (views: ViewSource) =>
           if (appended !== null) {
             // The next write in turn decides on a view that has this one.
             if (command.subject !== undefined)
-              yield* views.waitFor(appended.seq, "1 second", command.agentId).pipe(Effect.catch(() => Effect.void))
+              yield* waitForRecord(appended.seq, command.agentId, "1 second").pipe(Effect.catch(() => Effect.void))
             return { view, decided: decision.event, seq: appended.seq, duplicate: appended.duplicate, recorded: true }
           }
         }
@@ -300,7 +309,7 @@ export const makeCommandHandler = (views: ViewSource) =>
                 new Unavailable({ reason: `request '${request.requestId}' was stored but its answer was lost` }),
               )
             }
-            yield* views.waitFor(found.seq, "5 seconds", request.agentId).pipe(Effect.catch(() => Effect.void))
+            yield* waitForRecord(found.seq, request.agentId, "5 seconds").pipe(Effect.catch(() => Effect.void))
             const reply = request.fromEvent(found.event, found.seq, yield* viewOf(request.agentId))
             yield* settle(found.seq, reply)
             return reply

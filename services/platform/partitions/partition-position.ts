@@ -13,6 +13,13 @@ import { EventLog } from "../log/event-log.ts"
 import type { Projection } from "../log/projection.ts"
 import { Nats } from "../nats/connection.ts"
 
+/** The stream's last sequence, and which stream it is (the server answering, the stream's creation). */
+export const streamEnd = Effect.gen(function* () {
+  const { nc, jsm } = yield* Nats
+  const info = yield* Effect.tryPromise(() => jsm.streams.info(EVENTS_STREAM))
+  return { last: info.state.last_seq, stream: `${nc.info?.server_id ?? ""}/${info.created}` }
+})
+
 /** The last stored sequence of the partition's subjects (0: none). */
 export const lastSeqOfPartition = (partition: number) =>
   Effect.gen(function* () {

@@ -11,6 +11,7 @@ import { partitionOf } from "../../../contracts/partitions.ts"
 import type { EventLogShape } from "../log/event-log.ts"
 import type { Halt, Projection, WarmUp } from "../log/projection.ts"
 import type { PartitionLeases } from "./leases.ts"
+import type { PartitionFrontiers } from "./partition-frontiers.ts"
 import { appliedOf, type PartitionState, type PartitionStates } from "./partition-state.ts"
 
 /** A projection whose waits and position can be asked for one agent's partition. */
@@ -25,6 +26,16 @@ export interface PartitionedProjection extends Projection {
     timeout?: Parameters<Projection["waitFor"]>[1],
     agentId?: string,
   ) => Effect.Effect<void, NotCaughtUp>
+  /**
+   * The agent's partition has applied the record at `seq`, which is one of the agent's own (an event this
+   * service appended or read on one of the agent's subjects): its projection reaching `seq` proves it, with
+   * no question to the stream leader.
+   */
+  readonly waitForRecord: (
+    seq: number,
+    agentId: string,
+    timeout?: Parameters<Projection["waitFor"]>[1],
+  ) => Effect.Effect<void, NotCaughtUp>
 }
 
 /** How often the lagging partitions are asked for: one request to the stream's leader each. */
@@ -36,31 +47,44 @@ interface PositionDeps {
   readonly lastSeqOf: (partition: number) => Effect.Effect<number, unknown>
 }
 
-type TrackerDeps = Pick<PositionDeps, "states" | "log"> & {
+type TrackerDeps = Pick<PositionDeps, "states"> & {
+  /** The stream's last sequence and which stream it is (partition-position.ts). */
+  readonly streamEnd: Effect.Effect<{ readonly last: number; readonly stream: string }, unknown>
   readonly nextSeqOf: (partition: number, fromSeq: number) => Effect.Effect<number | null, unknown>
+  /** What the process's other services learnt last (partition-frontiers.ts). */
+  readonly frontiers: PartitionFrontiers
 }
 
 /**
  * Forks, in the current scope, the position tracker: a partition with no record after what it has applied
  * (asked of the stream leader, from there on) is complete up to the stream's end as read before that was
  * asked; one with a later record, up to just before it. One stream read, and one read per lagging partition,
- * every TRACK_PERIOD, each looking only at the records since the partition was last proven. A read that waits
- * for a sequence asks for its own partition at once (waitInPartition), so only the position without an agent
- * (the progress reports, the operator) waits for the tracker.
+ * every TRACK_PERIOD, each looking only at the records since the partition was last proven; what another
+ * service of the process learnt within the period answers instead of a read (partition-frontiers.ts). A read
+ * that waits for a sequence asks for its own partition at once (waitInPartition), so only the position
+ * without an agent (the progress reports, the operator) waits for the tracker.
  */
-export const trackPositions = ({ states, log, nextSeqOf }: TrackerDeps) =>
+export const trackPositions = ({ states, streamEnd, nextSeqOf, frontiers }: TrackerDeps) =>
   Effect.forkScoped(
     Effect.forever(
       Effect.gen(function* () {
         yield* Effect.sleep(TRACK_PERIOD)
-        const streamLast = yield* log.lastSeq.pipe(Effect.orElseSucceed(() => 0))
+        const end = yield* Effect.option(streamEnd)
+        if (end._tag === "None") return
+        const { last: streamLast, stream } = end.value
         for (const state of states.values()) {
           const projection = state.projection
           if (!state.ready || projection === null || projection.halted() !== null) continue
           const from = appliedOf(state) + 1
           if (from > streamLast) continue
-          const next = yield* nextSeqOf(state.partition, from).pipe(Effect.orElseSucceed(() => from))
-          state.completeTo = Math.max(state.completeTo, next === null ? streamLast : next - 1)
+          const complete = yield* frontiers.completeTo(
+            stream,
+            state.partition,
+            from,
+            streamLast,
+            nextSeqOf(state.partition, from),
+          )
+          if (complete !== undefined) state.completeTo = Math.max(state.completeTo, complete)
         }
       }),
     ),
@@ -100,7 +124,19 @@ export const makePartitionedProjection = (
       if (last <= projection.appliedSeq()) state.completeTo = Math.max(state.completeTo, seq)
     })
 
+  const waitForRecord = (seq: number, agentId: string, timeout: Parameters<Projection["waitFor"]>[1]) =>
+    Effect.suspend(() => {
+      const state = answering(partitionOf(agentId, partitions))
+      if (state === undefined || state.projection === null)
+        return Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: 0 }))
+      if (appliedOf(state) >= seq) return Effect.void
+      if (state.projection.halted() !== null)
+        return Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: appliedOf(state) }))
+      return state.projection.waitFor(seq, timeout)
+    })
+
   return {
+    waitForRecord,
     appliedSeq: (agentId?: string) => {
       if (agentId !== undefined) {
         const state = answering(partitionOf(agentId, partitions))

@@ -25,9 +25,10 @@ import type { AgentViews } from "../views/agent-views.ts"
 import { type CatchUp, makeCatchUps } from "./catch-up.ts"
 import { holdPartitionLeases, type PartitionLeases } from "./leases.ts"
 import { checkLogLayout } from "./log-layout.ts"
+import { processFrontiers } from "./partition-frontiers.ts"
 import { reportPartitionHealth } from "./partition-health.ts"
 import type { PartitionHooks } from "./partition-hooks.ts"
-import { lastSeqOfPartition, nextSeqOfPartition } from "./partition-position.ts"
+import { lastSeqOfPartition, nextSeqOfPartition, streamEnd } from "./partition-position.ts"
 import type { PartitionState } from "./partition-state.ts"
 import { makePartitionedProjection, type PartitionedProjection, trackPositions } from "./partitioned-projection.ts"
 import { reportProgress } from "./progress-reports.ts"
@@ -135,7 +136,12 @@ export const projectPartitionedViews = (service: string, hooks: PartitionHooks =
     }
     const ready = () => allPartitions(settings.partitions).filter((p) => answering(p) !== undefined)
 
-    yield* trackPositions({ states, log, nextSeqOf })
+    yield* trackPositions({
+      states,
+      streamEnd: streamEnd.pipe(Effect.provideService(Nats, nats)),
+      nextSeqOf,
+      frontiers: processFrontiers,
+    })
     yield* reportProgress({ hooks, states, leases, answering, leaseTtlMs: settings.leaseTtlMs })
     yield* reportPartitionHealth({ service, states, leases, metrics, readiness, clock })
 
