@@ -9,15 +9,13 @@ import { type Duration, Effect } from "effect"
 import { AgentNotFound, type NotCaughtUp, type Unavailable } from "../../../contracts/errors.ts"
 import type { AgentView } from "../../../domain/agent-view.ts"
 import type { EventLogShape } from "./event-log.ts"
+import { READ_WAIT } from "./projection.ts"
 
 /** Views that can be read and waited for; a partitioned source waits in the agent's partition only. */
 export interface WaitableViews {
   readonly get: (agentId: string) => AgentView | undefined
   readonly waitFor: (seq: number, timeout?: Duration.Input, agentId?: string) => Effect.Effect<void, NotCaughtUp>
 }
-
-/** How long a request waits for the views to reach the log's end before it is refused NotCaughtUp. */
-export const CATCH_UP_WAIT: Duration.Input = "5 seconds"
 
 export const knownView = (
   views: WaitableViews,
@@ -28,7 +26,8 @@ export const knownView = (
   if (view !== undefined) return Effect.succeed(view)
   return Effect.gen(function* () {
     const end = yield* log.lastSeq
-    yield* views.waitFor(end, CATCH_UP_WAIT, agentId)
+    // Within one SDK attempt, as every read's wait (projection.ts): the caller hears NotCaughtUp, not a timeout.
+    yield* views.waitFor(end, READ_WAIT, agentId)
     const caughtUp = views.get(agentId)
     if (caughtUp === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
     return caughtUp
