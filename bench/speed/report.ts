@@ -183,6 +183,8 @@ export const formatSteps = (s: EmbedderSteps): string => {
       ["piece", "ms", "share", "round trips"],
       ...p.rows.map((r) => [r.piece, r.ms.toFixed(2), pct(r.share), r.roundTrips > 0 ? r.roundTrips.toFixed(1) : ""]),
     ]),
+    `messages on the wire a step, by kind (from the first step's start to the last one's end, pauses included):`,
+    ...table([["kind", "a step"], ...p.wire.map((w) => [w.kind, w.perStep.toFixed(1)])]),
     `the services' main thread meanwhile (CPU profile; nearest file of ours on the stack):`,
     ...table([["where", "ms", "share"], ...s.servicesCpu.map((r) => [r.where, r.ms.toFixed(0), pct(r.share)])]),
     ...p.calls.map(

@@ -303,8 +303,19 @@ export interface ProfileRow {
   readonly share: number
 }
 
+/** Messages of one kind the tap saw while the profiled steps ran, pauses included, per step. */
+export interface WireKind {
+  readonly kind: string
+  readonly perStep: number
+}
+
 export interface StepProfile {
   readonly steps: number
+  /**
+   * Every message on the wire while the steps ran, by kind (a stored event counts once for its append and once for
+   * each consumer it is delivered to): what the services exchange with NATS for a step and beside it.
+   */
+  readonly wire: ReadonlyArray<WireKind>
   /** Mean step time (the whole loop but the pause). */
   readonly stepMs: number
   readonly rows: ReadonlyArray<ProfileRow>
@@ -327,6 +338,35 @@ const rowsOf = (tally: Tally, steps: number, total: number): ProfileRow[] =>
     }))
     .filter((r) => r.ms >= 0.005 || r.roundTrips > 0)
     .sort((a, b) => b.ms - a.ms)
+
+const WIRE_KINDS: ReadonlyArray<readonly [string, RegExp]> = [
+  ["API requests", /^wm\.(api|route)\./],
+  ["events: appends and their deliveries to consumers", /^wm\.evt\./],
+  ["log reads: message get", /^\$JS\.API\.STREAM\.MSG\.GET\./],
+  ["log reads: direct get", /^\$JS\.API\.DIRECT\.GET\./],
+  ["stream info", /^\$JS\.API\.STREAM\.INFO\./],
+  ["consumer pulls", /^\$JS\.API\.CONSUMER\.MSG\.NEXT\./],
+  ["other JetStream API requests", /^\$JS\.API\./],
+  ["JetStream advisories (the server's own)", /^\$JS\.EVENT\./],
+  ["request ledger (KV)", /^\$KV\.wm_requests\./],
+  ["content keys (KV)", /^\$KV\.wm_keys\./],
+  ["leases, heartbeats and progress reports (KV)", /^\$KV\.wm_leases\./],
+  ["other KV", /^\$KV\./],
+  ["replies, consumer heartbeats and other inbox messages", /^_INBOX\./],
+]
+
+/** The tap's messages from `from` to `to` by kind, per step. */
+const wireKinds = (messages: ReadonlyArray<WireMessage>, from: number, to: number, steps: number): WireKind[] => {
+  const counts = new Map<string, number>()
+  for (const m of messages) {
+    if (m.t < from || m.t > to) continue
+    const kind = WIRE_KINDS.find(([, pattern]) => pattern.test(m.subject))?.[0] ?? "other"
+    counts.set(kind, (counts.get(kind) ?? 0) + 1)
+  }
+  return [...counts]
+    .map(([kind, n]) => ({ kind, perStep: Number((n / steps).toFixed(1)) }))
+    .sort((a, b) => b.perStep - a.perStep)
+}
 
 /** The profile of `steps`, from what the tap saw while they ran. */
 export const profileSteps = (
@@ -384,8 +424,13 @@ export const profileSteps = (
     add(tally, "client: between calls", step.end - previous)
   }
   const n = Math.max(1, steps.length)
+  const window =
+    steps.length === 0
+      ? { from: 0, to: -1 }
+      : { from: Math.min(...steps.map((s) => s.start)), to: Math.max(...steps.map((s) => s.end)) }
   return {
     steps: steps.length,
+    wire: wireKinds(messages, window.from, window.to, n),
     stepMs: Number((total / n).toFixed(3)),
     rows: rowsOf(tally, n, total),
     calls: [...perCall.entries()].map(([call, c]) => ({

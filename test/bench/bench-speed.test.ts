@@ -46,6 +46,8 @@ describe("bench:speed --quick", () => {
     expect(fanOut.replicas).toBe(2)
     positive(fanOut.maxShareReceived, "fanOut.maxShareReceived")
     expect(typeof fanOut.settled).toBe("boolean")
-    expect((json.stepProfile as { rows: unknown[] }).rows.length).toBeGreaterThan(0)
+    const profile = json.stepProfile as { rows: unknown[]; wire: Array<{ kind: string; perStep: number }> }
+    expect(profile.rows.length).toBeGreaterThan(0)
+    expect(profile.wire.find((w) => w.kind === "API requests")?.perStep).toBeGreaterThan(0)
   })
 })
