@@ -6,8 +6,6 @@
  * is never told AgentNotFound by a replica that cannot see it for a moment. The log, its server and the
  * command handler are real; the views are scripted as a partition answers, as partitioned-projection.ts does.
  */
-import { jetstreamManager } from "@nats-io/jetstream"
-import { connect } from "@nats-io/transport-node"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AgentNotFound, NotCaughtUp } from "../../contracts/errors.ts"
@@ -18,24 +16,16 @@ import { makeCommandHandler, type ViewSource } from "../../services/platform/log
 import { EventLog } from "../../services/platform/log/event-log.ts"
 import { knownView } from "../../services/platform/log/known-view.ts"
 import { Nats } from "../../services/platform/nats/connection.ts"
-import { NatsSettings } from "../../services/platform/nats/settings.ts"
-import { ensureTopology } from "../../services/platform/nats/topology.ts"
+import type { NatsSettings } from "../../services/platform/nats/settings.ts"
 import { AGENT, registered, viewOf } from "../support/events.ts"
-import { settingsFor } from "../support/system.ts"
+import { createStreams, settingsFor } from "../support/system.ts"
 
 let server: NatsServerProcess
 let runtime: ManagedRuntime.ManagedRuntime<EventLog | ContentKeys | Nats | NatsSettings, unknown>
 
 beforeAll(async () => {
   server = await startNatsServer()
-  const nc = await connect({ servers: server.url })
-  const jsm = await jetstreamManager(nc)
-  await Effect.runPromise(
-    Effect.flatMap(NatsSettings, (settings) => ensureTopology(jsm, settings)).pipe(
-      Effect.provide(settingsFor(server.url)("wm-test")),
-    ),
-  )
-  await nc.close()
+  await createStreams(server.url)
   runtime = ManagedRuntime.make(
     EventLog.layer.pipe(Layer.provideMerge(Nats.layer), Layer.provideMerge(settingsFor(server.url)("wm-test"))),
   )

@@ -13,8 +13,6 @@ import { LEASE_BUCKET, leaseKey } from "../../contracts/buckets.ts"
 import { partitionOf } from "../../contracts/partitions.ts"
 import { agentStepSubject, EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
-import { NatsSettings } from "../../services/platform/nats/settings.ts"
-import { ensureTopology } from "../../services/platform/nats/topology.ts"
 import { processStarted } from "../../services/platform/observability/observability.ts"
 import { PartitionSettings } from "../../services/platform/partitions/settings.ts"
 import { workingService } from "../../services/working/service.ts"
@@ -22,7 +20,7 @@ import { AGENT, recorded, registered } from "../support/events.ts"
 import { eventually } from "../support/eventually.ts"
 import { appendEvents } from "../support/log.ts"
 import { observedOnFreePort, readyz, sample, scrape } from "../support/ops.ts"
-import { settingsFor } from "../support/system.ts"
+import { createStreams, settingsFor } from "../support/system.ts"
 
 let server: NatsServerProcess
 const running: ManagedRuntime.ManagedRuntime<unknown, unknown>[] = []
@@ -30,15 +28,8 @@ const partition = partitionOf(AGENT)
 
 beforeAll(async () => {
   server = await startNatsServer()
-  const nc = await connect({ servers: server.url })
   // The streams, as a service creates them at start: events are appended before any replica runs.
-  const jsm = await jetstreamManager(nc)
-  await Effect.runPromise(
-    Effect.flatMap(NatsSettings, (settings) => ensureTopology(jsm, settings)).pipe(
-      Effect.provide(settingsFor(server.url)("wm-test")),
-    ),
-  )
-  await nc.close()
+  await createStreams(server.url)
 })
 afterAll(async () => {
   for (const runtime of running.splice(0)) await runtime.dispose()

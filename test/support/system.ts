@@ -2,12 +2,15 @@
  * Test harness: a real nats-server on a free port with a temporary store,
  * the services composed in this process, and an SDK client.
  */
+import { jetstreamManager } from "@nats-io/jetstream"
+import { connect } from "@nats-io/transport-node"
 import { ConfigProvider, Effect, Layer, ManagedRuntime } from "effect"
 import { NotCaughtUp } from "../../contracts/errors.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { WorkingMemoryClient } from "../../sdk/client.ts"
 import { NatsSettings, type NatsSettingsShape } from "../../services/platform/nats/settings.ts"
+import { ensureTopology } from "../../services/platform/nats/topology.ts"
 import { type SystemOptions, systemLayer } from "../../services/system.ts"
 import { Working } from "../../services/working/working.ts"
 import { eventually } from "./eventually.ts"
@@ -17,6 +20,21 @@ export const settingsFor =
   (url: string | ReadonlyArray<string>, overrides: Partial<NatsSettingsShape> = {}) =>
   (name: string) =>
     NatsSettings.make({ servers: typeof url === "string" ? [url] : url, name, ...overrides })
+
+/** The log's streams and buckets on the server, as a service creates them at start, with no service running. */
+export const createStreams = async (url: string): Promise<void> => {
+  const nc = await connect({ servers: url })
+  try {
+    const jsm = await jetstreamManager(nc)
+    await Effect.runPromise(
+      Effect.flatMap(NatsSettings, (settings) => ensureTopology(jsm, settings)).pipe(
+        Effect.provide(settingsFor(url)("wm-test")),
+      ),
+    )
+  } finally {
+    await nc.close()
+  }
+}
 
 export interface RunningServices {
   readonly runtime: ManagedRuntime.ManagedRuntime<unknown, unknown>
