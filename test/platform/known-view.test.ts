@@ -44,16 +44,16 @@ const scriptedViews = (state: {
   answering: boolean
   held: Map<string, AgentView>
   pending: Map<string, AgentView>
-}): ViewSource => ({
-  get: (agentId) => (state.answering ? state.held.get(agentId) : undefined),
-  waitFor: (seq) =>
+}): ViewSource => {
+  const waitFor = (seq: number) =>
     Effect.suspend(() => {
       if (!state.answering) return Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: 0 }))
       for (const [id, view] of state.pending) state.held.set(id, view)
       state.pending.clear()
       return Effect.void
-    }),
-})
+    })
+  return { get: (agentId) => (state.answering ? state.held.get(agentId) : undefined), waitFor, waitForRecord: waitFor }
+}
 
 /** A command that reads the agent's view and records nothing: what every write and read starts with. */
 const readsView = (views: ViewSource, agentId: string) =>

@@ -38,9 +38,9 @@ import { openRequestLedger } from "./request-ledger.ts"
 export interface ViewSource extends WaitableViews {
   /**
    * Waits until the views have applied the record at `seq`, one of the agent's own events (appended here,
-   * or read on one of its subjects); without it, `waitFor` in the agent's partition.
+   * or read on one of its subjects): reaching it is the proof, with no question to the stream leader.
    */
-  readonly waitForRecord?: (seq: number, agentId: string, timeout?: Duration.Input) => Effect.Effect<void, NotCaughtUp>
+  readonly waitForRecord: (seq: number, agentId: string, timeout?: Duration.Input) => Effect.Effect<void, NotCaughtUp>
   /** Where these views last saw an entry's subject, when they remember it (subject-positions.ts). */
   readonly lastSeqOnSubject?: (subject: string) => number | undefined
 }
@@ -112,8 +112,7 @@ export const makeCommandHandler = (views: ViewSource) =>
     const log = yield* EventLog
     const ledger = yield* openRequestLedger
 
-    const waitForRecord = (seq: number, agentId: string, timeout: Duration.Input) =>
-      views.waitForRecord ? views.waitForRecord(seq, agentId, timeout) : views.waitFor(seq, timeout, agentId)
+    const { waitForRecord } = views
 
     /** Catches the views up with one of the agent's records, or (null) with the log's end; never fails. */
     const catchUpTo = (agentId: string, seq: number | null) =>

@@ -104,7 +104,16 @@ export const makePartitionedProjection = (
 ): PartitionedProjection => {
   const { states, log, lastSeqOf, partitions, leases, answering, ready } = deps
 
-  const waitInPartition = (partition: number, seq: number, timeout: Parameters<Projection["waitFor"]>[1]) =>
+  /**
+   * Waits until the partition has applied `seq`. When `seq` is one of the partition's own records, its
+   * projection reaching it is the proof; otherwise the stream leader is asked what the partition holds.
+   */
+  const waitInPartition = (
+    partition: number,
+    seq: number,
+    timeout: Parameters<Projection["waitFor"]>[1],
+    ownRecord = false,
+  ) =>
     Effect.gen(function* () {
       const state = answering(partition)
       if (state === undefined || state.projection === null)
@@ -113,6 +122,7 @@ export const makePartitionedProjection = (
       const projection = state.projection
       if (projection.halted() !== null)
         return yield* Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: appliedOf(state) }))
+      if (ownRecord) return yield* projection.waitFor(seq, timeout)
       // The partition's last sequence proves something about `seq` only once the stream has reached it,
       // and only when read after that was seen.
       const streamLast = yield* log.lastSeq.pipe(Effect.orElseSucceed(() => 0))
@@ -124,19 +134,8 @@ export const makePartitionedProjection = (
       if (last <= projection.appliedSeq()) state.completeTo = Math.max(state.completeTo, seq)
     })
 
-  const waitForRecord = (seq: number, agentId: string, timeout: Parameters<Projection["waitFor"]>[1]) =>
-    Effect.suspend(() => {
-      const state = answering(partitionOf(agentId, partitions))
-      if (state === undefined || state.projection === null)
-        return Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: 0 }))
-      if (appliedOf(state) >= seq) return Effect.void
-      if (state.projection.halted() !== null)
-        return Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: appliedOf(state) }))
-      return state.projection.waitFor(seq, timeout)
-    })
-
   return {
-    waitForRecord,
+    waitForRecord: (seq, agentId, timeout) => waitInPartition(partitionOf(agentId, partitions), seq, timeout, true),
     appliedSeq: (agentId?: string) => {
       if (agentId !== undefined) {
         const state = answering(partitionOf(agentId, partitions))
