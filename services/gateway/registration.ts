@@ -2,11 +2,14 @@
  * Registering an agent: once, whoever races. The registration is appended expecting the agent's config
  * subject as it was (empty, or ending in a forgotten agent's tombstone), so two racing registrations
  * store one event; a retry with the same request id is answered as it was first, whatever changed since.
+ * A replica whose views cannot catch up at the moment answers NotCaughtUp, and one that loses the race a
+ * second time answers Unavailable: both are asked again by the SDKs, and neither calls a registered agent
+ * unknown.
  */
 import { Effect } from "effect"
 import type { AgentConfig } from "../../contracts/agent.ts"
 import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
-import { AgentNotFound } from "../../contracts/errors.ts"
+import { Unavailable } from "../../contracts/errors.ts"
 import { agentConfigSubject } from "../../contracts/subjects.ts"
 import { decideRegister } from "../../domain/decide.ts"
 import { preloadEncoding } from "../../domain/tokens.ts"
@@ -74,7 +77,14 @@ export const makeRegistration = (
           Effect.flatMap(registrationBase, (base) => appendRegistration(base)),
         ),
       ),
-      Effect.catchTag("SequenceConflict", () => Effect.fail(new AgentNotFound({ agentId }))),
+      // Lost again, to a registration or forget that landed after the catch-up: nothing was stored.
+      Effect.catchTag("SequenceConflict", () =>
+        Effect.fail(
+          new Unavailable({
+            reason: `agent '${agentId}' was registered or forgotten meanwhile; nothing was stored, retry with the same requestId`,
+          }),
+        ),
+      ),
     )
     return { agent: result.config, budget: result.budget, seq: result.seq } satisfies ResponseOf<"registerAgent">
   })

@@ -16,6 +16,7 @@ import { replyOfEvent } from "../../domain/requests.ts"
 import type { CommandHandler, Outcome } from "../platform/log/command-handler.ts"
 import type { EventLogShape } from "../platform/log/event-log.ts"
 import { knownView as knownViewOf } from "../platform/log/known-view.ts"
+import { READ_WAIT } from "../platform/log/projection.ts"
 import type { PartitionedViews } from "../platform/partitions/partitioned-views.ts"
 
 export const makeWrites = (
@@ -24,11 +25,12 @@ export const makeWrites = (
   commands: CommandHandler,
   clock: Clock.Clock,
 ) => {
-  /** Waits until the agent's partition has applied the log as it stands now. */
+  /**
+   * Waits until the agent's partition has applied the log as it stands now; NotCaughtUp (the SDKs ask again)
+   * while the partition does not answer here, so what the views lack is never taken for what the log lacks.
+   */
   const catchUp = (agentId: string) =>
-    Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, "5 seconds", agentId)).pipe(
-      Effect.catch(() => Effect.void),
-    )
+    Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, READ_WAIT, agentId))
 
   const stamp = (
     agentId: string,

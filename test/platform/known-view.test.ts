@@ -6,17 +6,20 @@
  * is never told AgentNotFound by a replica that cannot see it for a moment. The log, its server and the
  * command handler are real; the views are scripted as a partition answers, as partitioned-projection.ts does.
  */
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Clock, Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { AgentNotFound, NotCaughtUp } from "../../contracts/errors.ts"
+import { AgentNotFound, NotCaughtUp, Unavailable } from "../../contracts/errors.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
+import { makeRegistration } from "../../services/gateway/registration.ts"
+import { makeWrites } from "../../services/gateway/writes.ts"
 import type { ContentKeys } from "../../services/platform/keys/content-keys.ts"
 import { makeCommandHandler, type ViewSource } from "../../services/platform/log/command-handler.ts"
 import { EventLog } from "../../services/platform/log/event-log.ts"
 import { knownView } from "../../services/platform/log/known-view.ts"
 import { Nats } from "../../services/platform/nats/connection.ts"
 import type { NatsSettings } from "../../services/platform/nats/settings.ts"
+import type { PartitionedViews } from "../../services/platform/partitions/partitioned-views.ts"
 import { AGENT, registered, viewOf } from "../support/events.ts"
 import { createStreams, settingsFor } from "../support/system.ts"
 
@@ -94,5 +97,49 @@ describe("the view of the agent a request names", () => {
     const refused = await runtime.runPromise(Effect.flip(readsView(scriptedViews(state), "never-registered")))
     expect(refused).toBeInstanceOf(AgentNotFound)
     expect(refused).toMatchObject({ agentId: "never-registered" })
+  })
+})
+
+/** The gateway's registration on the scripted partition, as gateway.ts puts it together. */
+const registration = (views: ViewSource) =>
+  Effect.gen(function* () {
+    const log = yield* EventLog
+    const partitioned = { get: views.get, projection: { waitFor: views.waitFor } } as unknown as PartitionedViews
+    const commands = yield* makeCommandHandler(views)
+    const writes = makeWrites(log, partitioned, commands, yield* Clock.Clock)
+    return makeRegistration(log, partitioned, commands, writes)
+  })
+
+const registeredAs = (agentId: string) => ({ ...registered({ id: agentId }), agentId })
+
+describe("a registration the log already holds", () => {
+  const request = { role: "main", budget: 8_000, encoding: "o200k_base" } as const
+
+  it("is refused NotCaughtUp while the agent's partition does not answer here, then answered as registered", async () => {
+    const agentId = "registered-before-a-handoff"
+    await runtime.runPromise(Effect.flatMap(EventLog, (log) => log.append(registeredAs(agentId))))
+    const state = { answering: false, held: new Map<string, AgentView>(), pending: new Map<string, AgentView>() }
+    const { registerAgent } = await runtime.runPromise(registration(scriptedViews(state)))
+
+    // The first append loses to the stored registration and the views cannot catch up here: not "unknown".
+    const refused = await runtime.runPromise(Effect.flip(registerAgent(agentId, request)))
+    expect(refused).toBeInstanceOf(NotCaughtUp)
+
+    state.answering = true
+    state.pending.set(agentId, viewOf(registeredAs(agentId)))
+    const answered = await runtime.runPromise(registerAgent(agentId, request))
+    expect(answered.agent).toMatchObject({ id: agentId, role: "main", budget: 8_000 })
+  })
+
+  it("is refused the retryable Unavailable when it loses the race again after catching up", async () => {
+    // The registration landed after the views caught up: they answer, and still do not hold it.
+    const agentId = "registered-after-the-catch-up"
+    await runtime.runPromise(Effect.flatMap(EventLog, (log) => log.append(registeredAs(agentId))))
+    const state = { answering: true, held: new Map<string, AgentView>(), pending: new Map<string, AgentView>() }
+    const { registerAgent } = await runtime.runPromise(registration(scriptedViews(state)))
+
+    const refused = await runtime.runPromise(Effect.flip(registerAgent(agentId, request)))
+    expect(refused).toBeInstanceOf(Unavailable)
+    expect(refused).toMatchObject({ reason: expect.stringContaining(agentId) })
   })
 })
