@@ -60,6 +60,54 @@ describe("records decoded once per process", () => {
     expect(decoder.calls()).toBe(1)
   })
 
+  it("decodes a record once for every reader holding the key, in whichever Buffer it holds it", () => {
+    const event = recorded("e-5", "the meeting moved to Thursday", 1)
+    const ref = contentKeyOf(event)!
+    const key = randomBytes(32)
+    const data = stored(event, key)
+    // A key loaded again after the key cache let it go, or unwrapped by another key store: the same bytes, another Buffer.
+    const services = [0, 1, 2, 3, 4].map(() => {
+      const ring = keyRing()
+      ring.load(ref, Buffer.from(key))
+      return ring
+    })
+    const decoder = counted((d) => decodeEvent(d, services[0]!.unseal))
+    const seq = 900_005
+    const reads = services.map((ring) =>
+      decodedRecord(seq, Uint8Array.from(data), () => ring.held(ref), decoder.decode),
+    )
+    expect(decoder.calls()).toBe(1)
+    expect(reads.map(contentOf)).toEqual(Array(5).fill("the meeting moved to Thursday"))
+  })
+
+  it("serves nothing opened under a key to a reader holding another key under the same name", () => {
+    const event = recorded("e-6", "opened under the first key", 1)
+    const ref = contentKeyOf(event)!
+    const first = keyRing()
+    const data = stored(event, first.make(ref))
+    const seq = 900_006
+    expect(
+      contentOf(
+        decodedRecord(
+          seq,
+          data,
+          () => first.held(ref),
+          (d) => decodeEvent(d, first.unseal),
+        ),
+      ),
+    ).toBe("opened under the first key")
+    // A key made since under the same name (after a forget) opens nothing sealed under the first.
+    const second = keyRing()
+    second.make(ref)
+    const read = decodedRecord(
+      seq,
+      data,
+      () => second.held(ref),
+      (d) => decodeEvent(d, second.unseal),
+    )
+    expect(read.ok).toBe(false)
+  })
+
   it("serves no content whose key was destroyed since: the forgotten entry does not decode", () => {
     const ring = keyRing()
     const event = recorded("e-2", "a secret to forget", 1)

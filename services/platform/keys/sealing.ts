@@ -3,6 +3,7 @@
  * A field's value is sealed as its JSON text, labelled with its agent, entry and path. An event whose items
  * each carry an entry's content (a recall's cues) seals each item under its own entry's key.
  */
+import { createHash } from "node:crypto"
 import type { Unseal } from "../../../contracts/decode.ts"
 import { entryIdOf, type MemoryEvent } from "../../../contracts/events.ts"
 import {
@@ -67,16 +68,19 @@ export const sealItems = (event: MemoryEvent, keyOf: (ref: ContentKeyRef) => Uin
   return sealed.ok ? sealed.json : json
 }
 
-/** A number per key in memory: what an opened field is remembered under, beside its label and sealing. */
-const keyNumbers = new WeakMap<Buffer, number>()
-let nextKeyNumber = 0
-const keyNumber = (key: Buffer) => {
-  let n = keyNumbers.get(key)
-  if (n === undefined) {
-    n = ++nextKeyNumber
-    keyNumbers.set(key, n)
+/**
+ * What an opened field is remembered under, beside its label and sealing: a digest of the key's bytes, the same
+ * for every copy of the key (loaded again after the cache let it go, or by another key store), never the key
+ * itself.
+ */
+const keyIds = new WeakMap<Buffer, string>()
+const keyId = (key: Buffer) => {
+  let id = keyIds.get(key)
+  if (id === undefined) {
+    id = createHash("sha256").update(key).digest("base64").slice(0, 22)
+    keyIds.set(key, id)
   }
-  return n
+  return id
 }
 
 /**
@@ -85,7 +89,7 @@ const keyNumber = (key: Buffer) => {
  */
 const openField = (key: Buffer, value: unknown, label: string): { readonly value: unknown } | string => {
   if (!isSealed(value)) return { value }
-  const id = `${keyNumber(key)}|${label}|${value.$sealed.slice(0, OPENED_ID_CHARS)}`
+  const id = `${keyId(key)}|${label}|${value.$sealed.slice(0, OPENED_ID_CHARS)}`
   const known = recentlyOpened.get(id)
   if (known !== undefined) return { value: known }
   const plain = open(key, value.$sealed, label)

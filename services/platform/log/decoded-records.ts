@@ -3,7 +3,9 @@
  * retrieval, long-term) reads the same records of the log, and each is parsed, opened and checked once,
  * not once per projection. A record is found by its stream sequence and used only when its bytes are
  * the same (a process may read more than one log), and one with sealed content only while the reader's
- * keys hold the very key it was opened with (not one made since under the same name, after a forget).
+ * keys hold the very key it was opened with, byte for byte (not one made since under the same name, after a
+ * forget); a key loaded again after the key cache let it go, or unwrapped by another key store, is another
+ * Buffer with the same bytes.
  * Decoded events are shared between readers, as the opened fields they hold already are
  * (keys/sealing.ts): never changed.
  */
@@ -20,10 +22,15 @@ interface Kept {
   readonly decoded: Decoded
 }
 
+// By their bytes: the same key may be held in more than one Buffer (loaded again, another key store).
+const sameKey = (a: Buffer, b: Buffer) => a === b || a.equals(b)
+
 const sameKeys = (a: Keys, b: Keys): boolean => {
   if (a === b) return true
-  if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false
-  return a.every((key, i) => key === b[i])
+  if (a === null || b === null) return false
+  if (!Array.isArray(a) || !Array.isArray(b))
+    return !Array.isArray(a) && !Array.isArray(b) && sameKey(a as Buffer, b as Buffer)
+  return a.length === b.length && a.every((key, i) => sameKey(key, b[i]!))
 }
 
 /** Enough for the projections of one process, which follow the log close behind each other. */
