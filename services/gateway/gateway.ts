@@ -69,7 +69,7 @@ export class Gateway extends Context.Service<Gateway, GatewayShape>()("wm/Gatewa
     const entries = makeEntries(log, backPressure, writes)
     const { recordEntry } = entries
     const { recordMany } = makeBatches(settings, backPressure, writes, entries)
-    const { beginStep, setFocus, referenceEntries, endStep } = makeSteps(views, yield* makeQuoteResolver, writes)
+    const { beginStep, setFocus, referenceEntries, endStep } = makeSteps(yield* makeQuoteResolver, writes)
     const { decidingOnCurrentLog } = writes
     // An idle agent's request at once, a few places for the rest: one agent's burst does not slow another's.
     const admission = makeAdmission(settings.concurrentRequests)

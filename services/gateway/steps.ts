@@ -9,15 +9,10 @@ import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
 import { ValidationError } from "../../contracts/errors.ts"
 import { agentStepSubject } from "../../contracts/subjects.ts"
 import { decideBeginStep, decideEndStep, decideFocus, decideReference } from "../../domain/decide.ts"
-import type { PartitionedViews } from "../platform/partitions/partitioned-views.ts"
 import type { makeQuoteResolver } from "./quotes.ts"
 import type { Writes } from "./writes.ts"
 
-export const makeSteps = (
-  views: PartitionedViews,
-  resolveQuotes: Effect.Success<typeof makeQuoteResolver>,
-  { write }: Writes,
-) => {
+export const makeSteps = (resolveQuotes: Effect.Success<typeof makeQuoteResolver>, { write, knownView }: Writes) => {
   const beginStep = Effect.fn("Gateway.beginStep")((agentId: string, request: RequestOf<"beginStep">) => {
     const stepId = request.stepId ?? request.requestId ?? nuid.next()
     return write(
@@ -49,7 +44,7 @@ export const makeSteps = (
     agentId: string,
     request: RequestOf<"referenceEntries">,
   ) {
-    const quoted = request.quotes ? yield* resolveQuotes(views.get(agentId), request.quotes) : []
+    const quoted = request.quotes ? yield* resolveQuotes(yield* knownView(agentId), request.quotes) : []
     const unresolved = (request.quotes ?? []).length > 0 && quoted.length === 0
     if (unresolved && (request.entryIds ?? []).length === 0) {
       return yield* Effect.fail(ValidationError.one("quotes", "no entry of this agent contains the quoted text"))
