@@ -8,7 +8,7 @@
  */
 import { Clock, Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { AgentNotFound, NotCaughtUp, Unavailable } from "../../contracts/errors.ts"
+import { AgentNotFound, InvalidState, NotCaughtUp, Unavailable } from "../../contracts/errors.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { makeRegistration } from "../../services/gateway/registration.ts"
@@ -141,5 +141,37 @@ describe("a registration the log already holds", () => {
     const refused = await runtime.runPromise(Effect.flip(registerAgent(agentId, request)))
     expect(refused).toBeInstanceOf(Unavailable)
     expect(refused).toMatchObject({ reason: expect.stringContaining(agentId) })
+  })
+})
+
+describe("a refusal decided on a view that may lag", () => {
+  /** A command the view refuses while it holds no open step, as a lagging view does for a step begun since. */
+  const needsOpenStep = (views: ViewSource) =>
+    Effect.flatMap(makeCommandHandler(views), (commands) =>
+      commands.handle({
+        agentId: AGENT,
+        operation: "endStep",
+        decide: (view) =>
+          view.step === null
+            ? { ok: false as const, error: new InvalidState({ field: "stepId", reason: "no step is open" }) }
+            : { ok: true as const, event: view.step.stepId },
+        eventOf: () => null,
+        reply: (outcome) => outcome.decided,
+      }),
+    )
+
+  it("is NotCaughtUp, not the refusal, while the views cannot reach the log's end", async () => {
+    // The views hold the agent, and every wait for the log's end fails: the partition does not answer here.
+    const views: ViewSource = {
+      get: () => registeredView(),
+      waitFor: (seq) => Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: 0 })),
+      waitForRecord: (seq) => Effect.fail(new NotCaughtUp({ afterSeq: seq, appliedSeq: 0 })),
+    }
+    expect(await runtime.runPromise(Effect.flip(needsOpenStep(views)))).toBeInstanceOf(NotCaughtUp)
+  })
+
+  it("stands once the views have reached the log's end", async () => {
+    const state = { answering: true, held: new Map([[AGENT, registeredView()]]), pending: new Map() }
+    expect(await runtime.runPromise(Effect.flip(needsOpenStep(scriptedViews(state))))).toBeInstanceOf(InvalidState)
   })
 })

@@ -32,6 +32,7 @@ import { ledgerKey, type PendingRequest, requestBody, sameRequestBody } from "..
 import { readEntryFact, readEntryFacts } from "./entry-facts.ts"
 import { EventLog, type SequenceConflict } from "./event-log.ts"
 import { knownView, type WaitableViews } from "./known-view.ts"
+import { READ_WAIT } from "./projection.ts"
 import { openRequestLedger } from "./request-ledger.ts"
 
 /** Where the handler reads the agent's state: a projection of the log that can be waited for. */
@@ -171,11 +172,12 @@ export const makeCommandHandler = (views: ViewSource) =>
           }
           const decision = command.decide(view, known)
           if (!decision.ok) {
-            // A refusal a lagging view could explain is retaken once, on the log's end.
+            // A refusal a lagging view could explain is retaken once, on the log's end; views that cannot get there
+            // now answer NotCaughtUp (asked again by the SDKs), never a refusal the log may not bear out.
             if (decision.error._tag === "ValidationError" || caughtUpAfterRefusal)
               return yield* Effect.fail(decision.error)
             caughtUpAfterRefusal = true
-            yield* catchUpTo(command.agentId, null)
+            yield* Effect.flatMap(log.lastSeq, (last) => views.waitFor(last, READ_WAIT, command.agentId))
             continue
           }
           const event = eventOf(decision.event)
