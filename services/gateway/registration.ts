@@ -36,7 +36,6 @@ export const makeRegistration = (
         const decoded = log.decode(last.data)
         return decoded.ok && decoded.event._tag === "AgentForgotten" ? last.seq : 0
       }),
-      Effect.orElseSucceed(() => 0),
     )
     const appendRegistration = Effect.fnUntraced(function* (base: number) {
       const current = views.get(agentId)
