@@ -15,6 +15,12 @@ import { Nats } from "../platform/nats/connection.ts"
 
 const normalise = (text: string) => text.toLowerCase().replace(/\s+/g, " ").trim()
 
+/**
+ * How long each look-up waits for its answer: the query, then the raw texts at once, answer within one SDK
+ * attempt (5 s), so the caller hears the typed refusal, not a timeout.
+ */
+const LOOK_UP_TIMEOUT = "2 seconds"
+
 export const makeQuoteResolver = Effect.gen(function* () {
   const { nc } = yield* Nats
   /** A call whose refusal as unknown means the quote is not found there (null). */
@@ -23,7 +29,7 @@ export const makeQuoteResolver = Effect.gen(function* () {
     operation: O,
     request: RequestOf<O>,
   ): Effect.Effect<ResponseOf<O> | null, NotCaughtUp | Overloaded | Unavailable> =>
-    callOperation(nc, agentId, operation, request).pipe(
+    callOperation(nc, agentId, operation, request, { timeout: LOOK_UP_TIMEOUT }).pipe(
       Effect.catchTag("UnknownEntries", () => Effect.succeed(null)),
       Effect.mapError((error) =>
         error._tag === "NotCaughtUp" || error._tag === "Overloaded" || error._tag === "Unavailable"
@@ -45,7 +51,9 @@ export const makeQuoteResolver = Effect.gen(function* () {
       // Retrieval answers once it has seen what this view has (the demotion that put the entry there).
       const found = yield* ask(agentId, "query", { query: quote, limit: 5, afterSeq: view.lastSeq })
       const candidates = (found?.results ?? []).filter((r) => r.tier === "long-term").map((r) => r.entryId)
-      const raws = yield* Effect.forEach(candidates, (entryId) => ask(agentId, "getRaw", { entryId }))
+      const raws = yield* Effect.forEach(candidates, (entryId) => ask(agentId, "getRaw", { entryId }), {
+        concurrency: "unbounded",
+      })
       return raws.filter((r) => r !== null && normalise(r.content).includes(needle)).map((r) => r!.entryId)
     })
 

@@ -12,7 +12,10 @@ import { decideBeginStep, decideEndStep, decideFocus, decideReference } from "..
 import type { makeQuoteResolver } from "./quotes.ts"
 import type { Writes } from "./writes.ts"
 
-export const makeSteps = (resolveQuotes: Effect.Success<typeof makeQuoteResolver>, { write, knownView }: Writes) => {
+export const makeSteps = (
+  resolveQuotes: Effect.Success<typeof makeQuoteResolver>,
+  { write, knownView, storedAnswer }: Writes,
+) => {
   const beginStep = Effect.fn("Gateway.beginStep")((agentId: string, request: RequestOf<"beginStep">) => {
     const stepId = request.stepId ?? request.requestId ?? nuid.next()
     return write(
@@ -44,7 +47,20 @@ export const makeSteps = (resolveQuotes: Effect.Success<typeof makeQuoteResolver
     agentId: string,
     request: RequestOf<"referenceEntries">,
   ) {
-    const quoted = request.quotes ? yield* resolveQuotes(yield* knownView(agentId), request.quotes) : []
+    const resolved = request.quotes
+      ? yield* resolveQuotes(yield* knownView(agentId), request.quotes).pipe(
+          Effect.map((ids) => ({ ids })),
+          // A retry of a reference already stored is answered as it was, whether or not its quotes can be looked
+          // for at this moment.
+          Effect.catch((error) =>
+            Effect.flatMap(storedAnswer(agentId, "referenceEntries", request), (earlier) =>
+              earlier === null ? Effect.fail(error) : Effect.succeed({ earlier }),
+            ),
+          ),
+        )
+      : { ids: [] }
+    if ("earlier" in resolved) return resolved.earlier
+    const quoted = resolved.ids
     const unresolved = (request.quotes ?? []).length > 0 && quoted.length === 0
     if (unresolved && (request.entryIds ?? []).length === 0) {
       return yield* Effect.fail(ValidationError.one("quotes", "no entry of this agent contains the quoted text"))

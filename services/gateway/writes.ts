@@ -6,7 +6,7 @@
  */
 import { nuid } from "@nats-io/nuid"
 import { type Clock, Effect } from "effect"
-import type { OperationName, RequestOf } from "../../contracts/api.ts"
+import type { OperationName, RequestOf, ResponseOf } from "../../contracts/api.ts"
 import { Unavailable } from "../../contracts/errors.ts"
 import type { MemoryEvent } from "../../contracts/events.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
@@ -96,7 +96,22 @@ export const makeWrites = (
         )
       })
 
-  return { catchUp, stamp, write, knownView, decidingOnCurrentLog }
+  /** The answer stored for the request's id, null when there is none (or the request has no id). */
+  const storedAnswer = <O extends OperationName>(
+    agentId: string,
+    operation: O,
+    request: RequestOf<O> & { readonly requestId?: string },
+  ) => {
+    const requestId = request.requestId
+    if (requestId === undefined) return Effect.succeed(null)
+    return Effect.flatMap(knownView(agentId), (view) =>
+      Effect.map(commands.answered(agentId, view.registeredSeq, operation, requestId, request), (earlier) =>
+        earlier === null ? null : (earlier.reply as ResponseOf<O>),
+      ),
+    )
+  }
+
+  return { catchUp, stamp, write, knownView, storedAnswer, decidingOnCurrentLog }
 }
 
 export type Writes = ReturnType<typeof makeWrites>

@@ -20,7 +20,16 @@ import type {
   LanguageModelV4StreamPart,
   LanguageModelV4ToolResultOutput,
 } from "@ai-sdk/provider"
-import { type AgentClient, type RequestOf, type ResponseOf, ValidationError } from "@working-memory/client"
+import {
+  type AgentClient,
+  NoResponse,
+  NotCaughtUp,
+  Overloaded,
+  type RequestOf,
+  type ResponseOf,
+  Unavailable,
+  ValidationError,
+} from "@working-memory/client"
 
 export type BuiltContext = ResponseOf<"buildContext">
 
@@ -259,7 +268,15 @@ export const workingMemoryMiddleware = (options: WorkingMemoryMiddlewareOptions)
         if (quotes.length > 0)
           await agent.reference(turn.stepId, [], quotes).catch((error: unknown) => {
             // A quoted entry that faded to a form without the passage since the view was read: nothing to report.
-            if (!(error instanceof ValidationError && error.field === "quotes")) throw error
+            if (error instanceof ValidationError && error.field === "quotes") return
+            // Which entries the reply used could not be looked for now (retrieval restarting, overloaded): that
+            // report is no reason to lose the reply, which is still recorded and its step ended.
+            const notNow =
+              error instanceof Unavailable ||
+              error instanceof NotCaughtUp ||
+              error instanceof Overloaded ||
+              error instanceof NoResponse
+            if (!notNow) throw error
           })
       }
       const prefix = `${assistantName}: `
