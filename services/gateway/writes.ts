@@ -15,8 +15,7 @@ import type { EntryFacts } from "../../domain/entry-standing.ts"
 import { replyOfEvent } from "../../domain/requests.ts"
 import type { CommandHandler, Outcome } from "../platform/log/command-handler.ts"
 import type { EventLogShape } from "../platform/log/event-log.ts"
-import { knownView as knownViewOf } from "../platform/log/known-view.ts"
-import { READ_WAIT } from "../platform/log/projection.ts"
+import { catchUpWithLog, knownView as knownViewOf } from "../platform/log/known-view.ts"
 import type { PartitionedViews } from "../platform/partitions/partitioned-views.ts"
 
 export const makeWrites = (
@@ -25,12 +24,8 @@ export const makeWrites = (
   commands: CommandHandler,
   clock: Clock.Clock,
 ) => {
-  /**
-   * Waits until the agent's partition has applied the log as it stands now; NotCaughtUp (the SDKs ask again)
-   * while the partition does not answer here, so what the views lack is never taken for what the log lacks.
-   */
-  const catchUp = (agentId: string) =>
-    Effect.flatMap(log.lastSeq, (seq) => views.projection.waitFor(seq, READ_WAIT, agentId))
+  /** Waits until the agent's partition has applied the log as it stands now, else NotCaughtUp (known-view.ts). */
+  const catchUp = (agentId: string) => catchUpWithLog(views.projection, log, agentId)
 
   const stamp = (
     agentId: string,

@@ -29,8 +29,10 @@ beforeAll(async () => {
   runtime = ManagedRuntime.make(Nats.layer.pipe(Layer.provideMerge(settingsFor(server.url)("wm-test"))))
   services = await connect({ servers: server.url })
 })
-afterEach(() => {
+afterEach(async () => {
   for (const answerer of answerers.splice(0)) answerer.unsubscribe()
+  // The server has dropped them before the next test asks: none of them answers it.
+  await services.flush()
 })
 afterAll(async () => {
   await services?.close()

@@ -48,8 +48,9 @@ it("answers a retry of a stored reference as it was, and refuses a new one, whil
   await retrieval.stop()
   expect(await system.client.call(AGENT, "referenceEntries", request)).toEqual(stored)
 
+  // Each attempt waits for the gateway's typed answer (its look-up waits 2 s for retrieval), however busy the machine.
   const fresh = await system.client
-    .call(AGENT, "referenceEntries", { ...request, requestId: "a-new-reference" })
+    .call(AGENT, "referenceEntries", { ...request, requestId: "a-new-reference" }, { timeoutMs: 15_000 })
     .catch((error: unknown) => error)
   expect(fresh).toBeInstanceOf(NoResponse)
   expect(String((fresh as NoResponse).cause)).toMatch(/could not be looked for in long-term/)

@@ -10,6 +10,7 @@ import { Clock, Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AgentNotFound, InvalidState, NotCaughtUp, Unavailable } from "../../contracts/errors.ts"
 import type { AgentView } from "../../domain/agent-view.ts"
+import type { Decision } from "../../domain/decision.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { makeRegistration } from "../../services/gateway/registration.ts"
 import { makeWrites } from "../../services/gateway/writes.ts"
@@ -58,17 +59,21 @@ const scriptedViews = (state: {
   return { get: (agentId) => (state.answering ? state.held.get(agentId) : undefined), waitFor, waitForRecord: waitFor }
 }
 
-/** A command that reads the agent's view and records nothing: what every write and read starts with. */
-const readsView = (views: ViewSource, agentId: string) =>
+/** A command decided on the agent's view that records nothing. */
+const decidedOnView = (views: ViewSource, agentId: string, decide: (view: AgentView) => Decision<string>) =>
   Effect.flatMap(makeCommandHandler(views), (commands) =>
     commands.handle({
       agentId,
       operation: "beginStep",
-      decide: (view) => ({ ok: true as const, event: view.config.id }),
+      decide,
       eventOf: () => null,
       reply: (outcome) => outcome.decided,
     }),
   )
+
+/** A command that reads the agent's view and records nothing: what every write and read starts with. */
+const readsView = (views: ViewSource, agentId: string) =>
+  decidedOnView(views, agentId, (view) => ({ ok: true, event: view.config.id }))
 
 const registeredView = () => viewOf(registered({ id: AGENT }))
 
@@ -115,11 +120,17 @@ const registeredAs = (agentId: string) => ({ ...registered({ id: agentId }), age
 describe("a registration the log already holds", () => {
   const request = { role: "main", budget: 8_000, encoding: "o200k_base" } as const
 
+  /** The agent registered in the log; the gateway's registration on a partition that answers or not, holding no view. */
+  const registeredInLog = async (agentId: string, answering: boolean) => {
+    await runtime.runPromise(Effect.flatMap(EventLog, (log) => log.append(registeredAs(agentId))))
+    const state = { answering, held: new Map<string, AgentView>(), pending: new Map<string, AgentView>() }
+    const { registerAgent } = await runtime.runPromise(registration(scriptedViews(state)))
+    return { state, registerAgent }
+  }
+
   it("is refused NotCaughtUp while the agent's partition does not answer here, then answered as registered", async () => {
     const agentId = "registered-before-a-handoff"
-    await runtime.runPromise(Effect.flatMap(EventLog, (log) => log.append(registeredAs(agentId))))
-    const state = { answering: false, held: new Map<string, AgentView>(), pending: new Map<string, AgentView>() }
-    const { registerAgent } = await runtime.runPromise(registration(scriptedViews(state)))
+    const { state, registerAgent } = await registeredInLog(agentId, false)
 
     // The first append loses to the stored registration and the views cannot catch up here: not "unknown".
     const refused = await runtime.runPromise(Effect.flip(registerAgent(agentId, request)))
@@ -134,9 +145,7 @@ describe("a registration the log already holds", () => {
   it("is refused the retryable Unavailable when it loses the race again after catching up", async () => {
     // The registration landed after the views caught up: they answer, and still do not hold it.
     const agentId = "registered-after-the-catch-up"
-    await runtime.runPromise(Effect.flatMap(EventLog, (log) => log.append(registeredAs(agentId))))
-    const state = { answering: true, held: new Map<string, AgentView>(), pending: new Map<string, AgentView>() }
-    const { registerAgent } = await runtime.runPromise(registration(scriptedViews(state)))
+    const { registerAgent } = await registeredInLog(agentId, true)
 
     const refused = await runtime.runPromise(Effect.flip(registerAgent(agentId, request)))
     expect(refused).toBeInstanceOf(Unavailable)
@@ -147,17 +156,10 @@ describe("a registration the log already holds", () => {
 describe("a refusal decided on a view that may lag", () => {
   /** A command the view refuses while it holds no open step, as a lagging view does for a step begun since. */
   const needsOpenStep = (views: ViewSource) =>
-    Effect.flatMap(makeCommandHandler(views), (commands) =>
-      commands.handle({
-        agentId: AGENT,
-        operation: "endStep",
-        decide: (view) =>
-          view.step === null
-            ? { ok: false as const, error: new InvalidState({ field: "stepId", reason: "no step is open" }) }
-            : { ok: true as const, event: view.step.stepId },
-        eventOf: () => null,
-        reply: (outcome) => outcome.decided,
-      }),
+    decidedOnView(views, AGENT, (view) =>
+      view.step === null
+        ? { ok: false, error: new InvalidState({ field: "stepId", reason: "no step is open" }) }
+        : { ok: true, event: view.step.stepId },
     )
 
   it("is NotCaughtUp, not the refusal, while the views cannot reach the log's end", async () => {

@@ -31,8 +31,7 @@ import { type EntryFact, type EntryFacts, NO_ENTRY_FACTS } from "../../../domain
 import { ledgerKey, type PendingRequest, requestBody, sameRequestBody } from "../../../domain/requests.ts"
 import { readEntryFact, readEntryFacts } from "./entry-facts.ts"
 import { EventLog, type SequenceConflict } from "./event-log.ts"
-import { knownView, type WaitableViews } from "./known-view.ts"
-import { READ_WAIT } from "./projection.ts"
+import { catchUpWithLog, knownView, type WaitableViews } from "./known-view.ts"
 import { openRequestLedger } from "./request-ledger.ts"
 
 /** Where the handler reads the agent's state: a projection of the log that can be waited for. */
@@ -177,7 +176,7 @@ export const makeCommandHandler = (views: ViewSource) =>
             if (decision.error._tag === "ValidationError" || caughtUpAfterRefusal)
               return yield* Effect.fail(decision.error)
             caughtUpAfterRefusal = true
-            yield* Effect.flatMap(log.lastSeq, (last) => views.waitFor(last, READ_WAIT, command.agentId))
+            yield* catchUpWithLog(views, log, command.agentId)
             continue
           }
           const event = eventOf(decision.event)

@@ -17,6 +17,18 @@ export interface WaitableViews {
   readonly waitFor: (seq: number, timeout?: Duration.Input, agentId?: string) => Effect.Effect<void, NotCaughtUp>
 }
 
+/**
+ * Waits until the views (the agent's partition, when partitioned) have applied the log as it stands now;
+ * NotCaughtUp when they cannot within one SDK attempt (READ_WAIT, as every read's wait): the caller hears the
+ * typed answer, not a timeout. What such views lack is never taken for what the log lacks.
+ */
+export const catchUpWithLog = (
+  views: Pick<WaitableViews, "waitFor">,
+  log: Pick<EventLogShape, "lastSeq">,
+  agentId: string,
+): Effect.Effect<void, NotCaughtUp | Unavailable> =>
+  Effect.flatMap(log.lastSeq, (end) => views.waitFor(end, READ_WAIT, agentId))
+
 export const knownView = (
   views: WaitableViews,
   log: Pick<EventLogShape, "lastSeq">,
@@ -25,9 +37,7 @@ export const knownView = (
   const view = views.get(agentId)
   if (view !== undefined) return Effect.succeed(view)
   return Effect.gen(function* () {
-    const end = yield* log.lastSeq
-    // Within one SDK attempt, as every read's wait (projection.ts): the caller hears NotCaughtUp, not a timeout.
-    yield* views.waitFor(end, READ_WAIT, agentId)
+    yield* catchUpWithLog(views, log, agentId)
     const caughtUp = views.get(agentId)
     if (caughtUp === undefined) return yield* Effect.fail(new AgentNotFound({ agentId }))
     return caughtUp
