@@ -190,6 +190,7 @@ export const ContextItem = Schema.Struct({
   cue: Schema.Boolean,
   tokens: TokenCount,
 })
+export const ContextRecall = Schema.Literals(["served", "unavailable", "none"])
 export const BuiltContext = Schema.Struct({
   text: Schema.String,
   tokens: TokenCount,
@@ -197,6 +198,12 @@ export const BuiltContext = Schema.Struct({
   items: Schema.Array(ContextItem),
   /** Working entries that did not fit. */
   omitted: Schema.Int,
+  /**
+   * Whether long-term memory was recalled for it: `served` (the focused step's recall is in it, cues or none
+   * found), `unavailable` (the step is focused but retrieval did not answer: built from working alone; the
+   * step's next build asks again), `none` (no focused step, nothing to recall for). Always set by this server.
+   */
+  recall: Schema.optionalKey(ContextRecall),
   seq: Seq,
 })
 

@@ -68,6 +68,11 @@ export const metrics = {
   ),
   cuesPromoted: metric("wm_cues_promoted_total", "counter", "Long-term entries recalled as cues into a working view."),
   cuesDropped: metric("wm_cues_dropped_total", "counter", "Cues dropped from a working view at a step's end."),
+  recallsUnavailable: metric(
+    "wm_recalls_unavailable_total",
+    "counter",
+    "Context builds of a focused step served without its recall from long-term: retrieval did not answer.",
+  ),
   longtermWrites: metric(
     "wm_longterm_writes_total",
     "counter",

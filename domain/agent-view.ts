@@ -120,6 +120,17 @@ export const baseBudget = (view: AgentView): number => view.config.budget
 /** The focus relevance is measured against: the open step's, else the agent's. */
 export const currentFocus = (view: AgentView): Focus | null => view.step?.focus ?? view.focus
 
+/**
+ * Whether a context built on this view holds the open step's recall from long-term: none is asked without a
+ * focused step; a focused step's recall is in the view once its `StepRecalled` is.
+ */
+export const recallOf = (view: AgentView): "served" | "unavailable" | "none" =>
+  view.step === null || currentFocus(view) === null
+    ? "none"
+    : view.step.similarities !== null
+      ? "served"
+      : "unavailable"
+
 const registered = (event: EventOf<"AgentRegistered">, position: LogPosition): AgentView => ({
   config: event.config,
   budgetInForce: event.config.budget,

@@ -15,7 +15,7 @@ import { MAX_CONTENT_BYTES, type RequestOf } from "../contracts/api.ts"
 import { AgentAlreadyRegistered, InvalidState, UnknownEntries, ValidationError } from "../contracts/errors.ts"
 import type { EventOf } from "../contracts/events.ts"
 import type { Focus } from "../contracts/focus.ts"
-import { type AgentView, baseBudget } from "./agent-view.ts"
+import { type AgentView, baseBudget, recallOf } from "./agent-view.ts"
 import { type BuiltContext, contextOfView, effectiveBudget } from "./context-builder.ts"
 import { accept, type Decision, envelope, refuse, type Stamp } from "./decision.ts"
 import { type EntryFacts, isLongTerm, NO_ENTRY_FACTS } from "./entry-standing.ts"
@@ -270,6 +270,6 @@ export const decideRead = (
       tokens: built.tokens,
       served: built.items.map((i) => ({ entryId: i.entryId, form: i.form, cue: i.cue })),
     },
-    built,
+    built: { ...built, recall: recallOf(view) },
   })
 }

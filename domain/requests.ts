@@ -14,7 +14,7 @@ import { HashMap, Option } from "effect"
 import type { WorkingEntry } from "../contracts/entry.ts"
 import type { EventOf, MemoryEvent } from "../contracts/events.ts"
 import type { AgentView } from "./agent-view.ts"
-import { evolve, formText, formTokens } from "./agent-view.ts"
+import { evolve, formText, formTokens, recallOf } from "./agent-view.ts"
 import type { BuiltContext, ContextItem } from "./context-builder.ts"
 import { candidatesOf } from "./context-builder.ts"
 import { dayOf, renderBlock, renderDateLine } from "./render.ts"
@@ -141,6 +141,7 @@ export const contextFromRead = (
     budget: event.budget,
     items,
     omitted: Math.max(0, candidatesOf(view).length - items.length),
+    recall: recallOf(view),
     seq,
   })
 }

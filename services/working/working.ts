@@ -23,6 +23,7 @@ import { EventLog } from "../platform/log/event-log.ts"
 import { knownView } from "../platform/log/known-view.ts"
 import type { WarmUp } from "../platform/log/projection.ts"
 import { Nats } from "../platform/nats/connection.ts"
+import { Metrics } from "../platform/observability/metrics.ts"
 import { inspectionOf, type PartitionedServiceInspection } from "../platform/partitions/inspection.ts"
 import { partitionOwner } from "../platform/partitions/partition-owner.ts"
 import { projectPartitionedViews } from "../platform/partitions/partitioned-views.ts"
@@ -38,6 +39,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
     const log = yield* EventLog
     const { nc, js } = yield* Nats
     const keys = yield* ContentKeys
+    const metrics = yield* Metrics
     // Only the partitions this replica holds a lease on (services/platform/partitions).
     const views = yield* projectPartitionedViews("working")
     const owner = partitionOwner("working", views)
@@ -51,8 +53,8 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
      * Before the first build of a focused step, asks the retrieval service to
      * rehydrate the step's cues, and waits until they are in the view. When
      * retrieval does not answer (not running, restarting, overloaded) the build
-     * is served without cues, a warning says so, and the step's next build asks
-     * again.
+     * is served without cues and says so (`recall: "unavailable"`, counted in
+     * `wm_recalls_unavailable_total`), and the step's next build asks again.
      */
     const recalled = makeOpenStepMemo<"asked" | "failed">()
     const recallCues = (view: AgentView): Effect.Effect<void> => {
@@ -65,6 +67,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
         Effect.flatMap((recalled) => views.projection.waitForRecord(recalled.seq, view.config.id)),
         Effect.catch((error) => {
           if (recalled.get(view.config.id, step.stepId) === "asked") recalled.set(view.config.id, step.stepId, "failed")
+          metrics.recallsUnavailable.inc()
           return Effect.logWarning(
             `agent '${view.config.id}', step '${step.stepId}': built without its cues, the recall failed (${error.message}); the next build asks again`,
           )

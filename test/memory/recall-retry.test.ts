@@ -1,7 +1,7 @@
 /**
  * A focused step's first build asks retrieval for the step's cues. When retrieval does not answer (here:
- * not running yet), the build is served without them, and the step's next build asks again: the cues
- * come back within the same step once retrieval answers. Against a real nats-server, the services in
+ * not running yet), the build is served without them and says so (`recall: "unavailable"`), and the step's
+ * next build asks again: the cues come back within the same step once retrieval answers. Against a real nats-server, the services in
  * this process.
  */
 import { Layer } from "effect"
@@ -32,9 +32,13 @@ it("a build served without cues because retrieval did not answer is followed by 
   const clock = steppingClock(T0, MINUTE)
   const entryId = await recordThenDemote(agent, system.server.url, TURN, clock)
 
+  // Without a focused step nothing is recalled, whether retrieval answers or not.
+  expect((await agent.buildContext({})).recall).toBe("none")
   const { stepId } = await agent.beginStep({ focus: { query: "Where is the spare key to the boathouse?" } })
   const without = await agent.buildContext({ stepId })
   expect(without.items.some((i) => i.cue)).toBe(false)
+  // The caller is told that this context lacks long-term memory, and why.
+  expect(without.recall).toBe("unavailable")
 
   const url = system.server.url
   await system.startReplica(
@@ -51,5 +55,6 @@ it("a build served without cues because retrieval did not answer is followed by 
     500,
   )
   expect(withCue.text).toContain("blue flowerpot")
+  expect(withCue.recall).toBe("served")
   await agent.endStep(stepId)
 })

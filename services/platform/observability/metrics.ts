@@ -26,6 +26,7 @@ export interface Instruments {
   readonly fadeDecisions: Counter
   readonly cuesPromoted: Counter
   readonly cuesDropped: Counter
+  readonly recallsUnavailable: Counter
   readonly longtermWrites: Counter
   readonly errors: Counter
   readonly deadLetters: Counter

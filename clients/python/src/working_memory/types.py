@@ -14,6 +14,7 @@ RepresentationKind = Literal["raw", "keyPoints", "summary"]
 WorkingRung = Literal[0, 1, 2]
 ContextOrder = Literal["timestamp", "priority"]
 Tier = Literal["working", "long-term"]
+ContextRecall = Literal["served", "unavailable", "none"]
 
 
 # ---- shared shapes ---------------------------------------------------------
@@ -301,6 +302,9 @@ class BuiltContext(TypedDict):
     items: list[ContextItem]
     omitted: int
     """Working entries that did not fit."""
+    recall: NotRequired[ContextRecall]
+    """Long-term memory recalled for it: "served", "unavailable" (retrieval did not answer; built from
+    working alone, the step's next build asks again) or "none" (no focused step)."""
     seq: int
 
 
