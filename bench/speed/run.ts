@@ -82,6 +82,8 @@ export interface StepsHeadline {
   readonly p99Ms: number
   readonly buildP50Ms: number
   readonly buildP99Ms: number
+  /** Of the builds measured, those served without the step's recall (retrieval did not answer). */
+  readonly buildsWithoutRecall: number
   readonly recordP99Ms: number
 }
 
@@ -98,6 +100,7 @@ const stepsHeadline = (measured: EmbedderSteps): StepsHeadline => {
     p99Ms: row.p99Ms,
     buildP50Ms: row.calls.buildContext.p50Ms,
     buildP99Ms: row.calls.buildContext.p99Ms,
+    buildsWithoutRecall: row.buildsWithoutRecall,
     recordP99Ms: row.calls.record.p99Ms,
   }
 }

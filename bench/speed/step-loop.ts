@@ -27,6 +27,8 @@ export interface TimedStep {
   readonly served: number
   readonly cues: number
   readonly contextTokens: number
+  /** Whether the build held the step's recall from long-term, as its reply said. */
+  readonly recalled: boolean
   /** Tokens of the three entries recorded, as the gateway counted them. */
   readonly recordedTokens: readonly [number, number, number]
 }
@@ -89,6 +91,7 @@ export const runStep = async (agent: AgentClient, seed: number): Promise<TimedSt
       served: built.items.length,
       cues: built.items.filter((item) => item.cue).length,
       contextTokens: built.tokens,
+      recalled: built.recall === "served",
       recordedTokens: [user.tokens, tool.tokens, thought.tokens],
     }
   } catch (error) {

@@ -111,6 +111,8 @@ export interface StepRow {
   readonly servedPerBuild: number
   readonly cuesPerBuild: number
   readonly contextTokens: number
+  /** Builds whose reply said the step's recall was not in them (retrieval did not answer in time). */
+  readonly buildsWithoutRecall: number
   readonly errors: Readonly<Record<string, number>>
   /** One-minute load average when the count's run began and ended. */
   readonly load: readonly [number, number]
@@ -408,6 +410,7 @@ const stepRow = (
     cpuUsPerStep: Object.fromEntries([...cpu].map(([name, us]) => [name, Math.round(us)])),
     servedPerBuild: round(mean(run.steps.map((s) => s.served)), 1),
     cuesPerBuild: round(mean(run.steps.map((s) => s.cues)), 2),
+    buildsWithoutRecall: run.steps.filter((s) => !s.recalled).length,
     contextTokens: Math.round(mean(run.steps.map((s) => s.contextTokens))),
     errors: run.errors,
     load,
@@ -492,13 +495,20 @@ const measureEmbedder = async (
       ...(natsPid !== undefined ? [["nats-server", natsPid] as const] : []),
     ])
     await untilCaughtUp(client.nc, 10 * 60_000, log)
+    if (profileDir !== undefined) await askProcess(services, "cpuProfileStart")
     const idleStart = sampleCpu(pids)
     await sleep(sizes.idleSeconds * 1_000)
+    const idleEnd = sampleCpu(pids)
+    if (profileDir !== undefined) {
+      const profiled = join(profileDir, `idle-${embedder}.cpuprofile`)
+      mkdirSync(profileDir, { recursive: true })
+      const written = await askProcess(services, "cpuProfileStop")
+      copyFileSync(written, profiled)
+      copyFileSync(`${written}.gc.json`, `${profiled}.gc.json`)
+      log(`  the services' CPU profile while no agent steps: ${profiled}`)
+    }
     const idleCpuMsPerSec = Object.fromEntries(
-      [...cpuPerOperation(idleStart, sampleCpu(pids), sizes.idleSeconds)].map(([name, us]) => [
-        name,
-        round(us / 1_000, 1),
-      ]),
+      [...cpuPerOperation(idleStart, idleEnd, sizes.idleSeconds)].map(([name, us]) => [name, round(us / 1_000, 1)]),
     )
     log(`  idle: CPU ms per second ${JSON.stringify(idleCpuMsPerSec)}`)
     let stepCounter = 0
@@ -524,8 +534,10 @@ const measureEmbedder = async (
       if (profileDir !== undefined) {
         const profiled = join(profileDir, `steps-${embedder}-${n}-agents.cpuprofile`)
         mkdirSync(profileDir, { recursive: true })
-        copyFileSync(await askProcess(services, "cpuProfileStop"), profiled)
-        log(`  the services' CPU profile of the ${n}-agent row: ${profiled}`)
+        const written = await askProcess(services, "cpuProfileStop")
+        copyFileSync(written, profiled)
+        copyFileSync(`${written}.gc.json`, `${profiled}.gc.json`)
+        log(`  the services' CPU profile of the ${n}-agent row: ${profiled} (garbage collections: ${profiled}.gc.json)`)
       }
       const row = stepRow(n, run, cpuPerOperation(before, after, Math.max(1, run.endedInWindow)), [
         round(loadStart, 2),
@@ -540,7 +552,7 @@ const measureEmbedder = async (
             .map(([k, v]) => `${k} ${v}`)
             .join(
               ", ",
-            )}; ${row.cuesPerBuild} cues of ${row.servedPerBuild} items a build; load ${row.load.join(" → ")}` +
+            )}; ${row.cuesPerBuild} cues of ${row.servedPerBuild} items a build, ${row.buildsWithoutRecall} without their recall; load ${row.load.join(" → ")}` +
           (Object.keys(row.errors).length > 0 ? `; errors ${JSON.stringify(row.errors)}` : ""),
       )
       logFailures(run.errorMessages, log)
