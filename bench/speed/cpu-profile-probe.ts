@@ -2,8 +2,9 @@
  * Preloaded into a service process (`node --import bench/speed/cpu-profile-probe.ts …`) so that the
  * benchmark can ask it, over the IPC channel, to record a CPU profile of its main thread between two
  * messages: `cpuProfileStart`, then `cpuProfileStop`, answered with the path of the profile written
- * (a .cpuprofile file in the system's temporary directory), with the garbage collections meanwhile beside
- * it (`<profile>.gc.json`: count and milliseconds by kind, and the heap at the end). Changes nothing else.
+ * (a .cpuprofile file in the system's temporary directory), with beside it the garbage collections meanwhile
+ * (`<profile>.gc.json`: count and milliseconds by kind, and the heap at the end) and a sample of what was allocated
+ * (`<profile>.heapprofile`). Changes nothing else.
  */
 import { writeFileSync } from "node:fs"
 import { Session } from "node:inspector/promises"
@@ -31,15 +32,23 @@ process.on("message", async (message: unknown) => {
     session.connect()
     await session.post("Profiler.enable")
     await session.post("Profiler.start")
+    // Every allocation sampled, also those collected since: what the collector had to do.
+    await session.post("HeapProfiler.startSampling", {
+      samplingInterval: 32_768,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    })
     collections.clear()
     gcObserver.observe({ entryTypes: ["gc"] })
     process.send?.({ cpuProfile: "started" })
   } else if (message === "cpuProfileStop" && session !== undefined) {
     const { profile } = await session.post("Profiler.stop")
+    const { profile: allocations } = await session.post("HeapProfiler.stopSampling")
     session.disconnect()
     session = undefined
     const path = join(tmpdir(), `wm-bench-steps-${process.pid}-${Date.now()}.cpuprofile`)
     writeFileSync(path, JSON.stringify(profile))
+    writeFileSync(`${path}.heapprofile`, JSON.stringify(allocations))
     gcObserver.disconnect()
     const { heapUsed, heapTotal, rss } = process.memoryUsage()
     writeFileSync(

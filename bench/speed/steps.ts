@@ -113,6 +113,11 @@ export interface StepRow {
   readonly contextTokens: number
   /** Builds whose reply said the step's recall was not in them (retrieval did not answer in time). */
   readonly buildsWithoutRecall: number
+  /**
+   * Events the background projections (fading, long-term) had not worked off when the row ended: requests go
+   * first, so a loaded system defers fading, and working then holds more full entries and leaves less room for cues.
+   */
+  readonly backgroundBehindAtEnd: number
   readonly errors: Readonly<Record<string, number>>
   /** One-minute load average when the count's run began and ended. */
   readonly load: readonly [number, number]
@@ -393,6 +398,7 @@ const stepRow = (
   run: LoopRun,
   cpu: ReadonlyMap<string, number>,
   load: readonly [number, number],
+  backgroundBehindAtEnd: number,
 ): StepRow => {
   const latencies = stepLatencies(run.steps)
   return {
@@ -411,6 +417,7 @@ const stepRow = (
     servedPerBuild: round(mean(run.steps.map((s) => s.served)), 1),
     cuesPerBuild: round(mean(run.steps.map((s) => s.cues)), 2),
     buildsWithoutRecall: run.steps.filter((s) => !s.recalled).length,
+    backgroundBehindAtEnd,
     contextTokens: Math.round(mean(run.steps.map((s) => s.contextTokens))),
     errors: run.errors,
     load,
@@ -531,18 +538,25 @@ const measureEmbedder = async (
         },
       )
       stepCounter += 100_000
+      const backgroundBehindAtEnd = (await readStatus(client.nc, 0)).partitions
+        .filter((p) => p.background)
+        .reduce((sum, p) => sum + p.lag, 0)
       if (profileDir !== undefined) {
         const profiled = join(profileDir, `steps-${embedder}-${n}-agents.cpuprofile`)
         mkdirSync(profileDir, { recursive: true })
         const written = await askProcess(services, "cpuProfileStop")
         copyFileSync(written, profiled)
         copyFileSync(`${written}.gc.json`, `${profiled}.gc.json`)
+        copyFileSync(`${written}.heapprofile`, profiled.replace(/\.cpuprofile$/, ".heapprofile"))
         log(`  the services' CPU profile of the ${n}-agent row: ${profiled} (garbage collections: ${profiled}.gc.json)`)
       }
-      const row = stepRow(n, run, cpuPerOperation(before, after, Math.max(1, run.endedInWindow)), [
-        round(loadStart, 2),
-        round(loadavg()[0]!, 2),
-      ])
+      const row = stepRow(
+        n,
+        run,
+        cpuPerOperation(before, after, Math.max(1, run.endedInWindow)),
+        [round(loadStart, 2), round(loadavg()[0]!, 2)],
+        backgroundBehindAtEnd,
+      )
       rows.push(row)
       for (const s of run.steps) recorded.push(s.recordedTokens)
       log(
@@ -552,7 +566,7 @@ const measureEmbedder = async (
             .map(([k, v]) => `${k} ${v}`)
             .join(
               ", ",
-            )}; ${row.cuesPerBuild} cues of ${row.servedPerBuild} items a build, ${row.buildsWithoutRecall} without their recall; load ${row.load.join(" → ")}` +
+            )}; ${row.cuesPerBuild} cues of ${row.servedPerBuild} items a build, ${row.buildsWithoutRecall} without their recall; background work ${row.backgroundBehindAtEnd} events behind at the end; load ${row.load.join(" → ")}` +
           (Object.keys(row.errors).length > 0 ? `; errors ${JSON.stringify(row.errors)}` : ""),
       )
       logFailures(run.errorMessages, log)
