@@ -10,12 +10,17 @@ import { writeFileSync } from "node:fs"
 import { Session } from "node:inspector/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { PerformanceObserver } from "node:perf_hooks"
+import { constants, PerformanceObserver } from "node:perf_hooks"
 
 let session: Session | undefined
 /** Garbage collections while profiling, by kind: count and milliseconds (written beside the profile). */
 const collections = new Map<string, { count: number; ms: number }>()
-const GC_KINDS: Record<number, string> = { 1: "minor", 2: "major", 4: "incremental", 8: "weak callbacks" }
+const GC_KINDS: Record<number, string> = {
+  [constants.NODE_PERFORMANCE_GC_MINOR]: "minor",
+  [constants.NODE_PERFORMANCE_GC_MAJOR]: "major",
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: "incremental",
+  [constants.NODE_PERFORMANCE_GC_WEAKCB]: "weak callbacks",
+}
 const gcObserver = new PerformanceObserver((list) => {
   for (const entry of list.getEntries()) {
     const kind = GC_KINDS[(entry as { detail?: { kind?: number } }).detail?.kind ?? 0] ?? "other"
