@@ -15,7 +15,7 @@ import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { connect } from "@nats-io/transport-node"
-import { readStatus } from "../../cli/audit/status.ts"
+import { readStatus, type Status } from "../../cli/audit/status.ts"
 import { DEFAULT_BATCH_ENTRIES } from "../../contracts/api.ts"
 import type { Origin } from "../../contracts/entry.ts"
 import { Overloaded } from "../../contracts/errors.ts"
@@ -204,6 +204,20 @@ const askProcess = (target: ServiceProcess, message: string): Promise<string> =>
     })
   })
 
+/**
+ * Stops the services' profile and keeps it as `<dir>/<name>.cpuprofile`, with the probe's garbage collections
+ * (`.cpuprofile.gc.json`) and allocation sample (`.heapprofile`) beside it.
+ */
+const keepProfile = async (target: ServiceProcess, dir: string, name: string): Promise<string> => {
+  mkdirSync(dir, { recursive: true })
+  const written = await askProcess(target, "cpuProfileStop")
+  const profiled = join(dir, `${name}.cpuprofile`)
+  copyFileSync(written, profiled)
+  copyFileSync(`${written}.gc.json`, `${profiled}.gc.json`)
+  copyFileSync(`${written}.heapprofile`, join(dir, `${name}.heapprofile`))
+  return profiled
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const mean = (xs: ReadonlyArray<number>) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length)
 const round = (x: number, digits: number) => Number(x.toFixed(digits))
@@ -235,6 +249,10 @@ const HISTORY_ORIGINS: ReadonlyArray<Origin> = ["USER", "INTERNAL", "SYSTEM", "U
  * log's end did not move between two polls half a second apart. With `minReplicas`, also until that
  * many replicas of each of those services report.
  */
+/** Events the background projections (fading, long-term) have not worked off, summed over their partitions. */
+const backgroundBehind = (status: Status) =>
+  status.partitions.filter((p) => p.background).reduce((sum, p) => sum + p.lag, 0)
+
 const untilCaughtUp = async (
   nc: WorkingMemoryClient["nc"],
   timeoutMs: number,
@@ -249,7 +267,7 @@ const untilCaughtUp = async (
     const status = await readStatus(nc, 0)
     const background = status.partitions.filter((p) => p.background)
     const pending = background.filter((p) => p.lag > 0 && p.seq < p.applied)
-    const behind = background.reduce((sum, p) => sum + p.lag, 0)
+    const behind = backgroundBehind(status)
     const divided =
       minReplicas === undefined ||
       minReplicas.services.every(
@@ -507,12 +525,8 @@ const measureEmbedder = async (
     await sleep(sizes.idleSeconds * 1_000)
     const idleEnd = sampleCpu(pids)
     if (profileDir !== undefined) {
-      const profiled = join(profileDir, `idle-${embedder}.cpuprofile`)
-      mkdirSync(profileDir, { recursive: true })
-      const written = await askProcess(services, "cpuProfileStop")
-      copyFileSync(written, profiled)
-      copyFileSync(`${written}.gc.json`, `${profiled}.gc.json`)
-      log(`  the services' CPU profile while no agent steps: ${profiled}`)
+      const profiled = await keepProfile(services, profileDir, `idle-${embedder}`)
+      log(`  the services' CPU profile while no agent steps: ${profiled} (beside it: .gc.json, .heapprofile)`)
     }
     const idleCpuMsPerSec = Object.fromEntries(
       [...cpuPerOperation(idleStart, idleEnd, sizes.idleSeconds)].map(([name, us]) => [name, round(us / 1_000, 1)]),
@@ -538,17 +552,10 @@ const measureEmbedder = async (
         },
       )
       stepCounter += 100_000
-      const backgroundBehindAtEnd = (await readStatus(client.nc, 0)).partitions
-        .filter((p) => p.background)
-        .reduce((sum, p) => sum + p.lag, 0)
+      const backgroundBehindAtEnd = backgroundBehind(await readStatus(client.nc, 0))
       if (profileDir !== undefined) {
-        const profiled = join(profileDir, `steps-${embedder}-${n}-agents.cpuprofile`)
-        mkdirSync(profileDir, { recursive: true })
-        const written = await askProcess(services, "cpuProfileStop")
-        copyFileSync(written, profiled)
-        copyFileSync(`${written}.gc.json`, `${profiled}.gc.json`)
-        copyFileSync(`${written}.heapprofile`, profiled.replace(/\.cpuprofile$/, ".heapprofile"))
-        log(`  the services' CPU profile of the ${n}-agent row: ${profiled} (garbage collections: ${profiled}.gc.json)`)
+        const profiled = await keepProfile(services, profileDir, `steps-${embedder}-${n}-agents`)
+        log(`  the services' CPU profile of the ${n}-agent row: ${profiled} (beside it: .gc.json, .heapprofile)`)
       }
       const row = stepRow(
         n,

@@ -11,7 +11,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import type { RequestOf, ResponseOf } from "../../contracts/api.ts"
 import type { ApiError } from "../../contracts/errors.ts"
 import { agentStepSubject } from "../../contracts/subjects.ts"
-import { type AgentView, currentFocus, viewResponseOf } from "../../domain/agent-view.ts"
+import { type AgentView, recallOf, viewResponseOf } from "../../domain/agent-view.ts"
 import { decideRead, type Stamp } from "../../domain/decide.ts"
 import { replayedContext, replyOfEvent, type StoredContext, storedContext } from "../../domain/requests.ts"
 import { callOperation } from "../platform/api/call.ts"
@@ -59,7 +59,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
     const recalled = makeOpenStepMemo<"asked" | "failed">()
     const recallCues = (view: AgentView): Effect.Effect<void> => {
       const step = view.step
-      if (step === null || currentFocus(view) === null) return Effect.void
+      if (step === null || recallOf(view) === "none") return Effect.void
       if (recalled.get(view.config.id, step.stepId) === "asked") return Effect.void
       recalled.set(view.config.id, step.stepId, "asked")
       // Retrieval answers once it has seen what this view has: the step it recalls for, at least.
@@ -89,7 +89,7 @@ export class Working extends Context.Service<Working, WorkingShape>()("wm/Workin
       request: RequestOf<"buildContext">,
     ) {
       const view = yield* viewAfter(agentId, request.afterSeq)
-      if (view.step !== null && currentFocus(view) !== null) yield* recallCues(view)
+      yield* recallCues(view)
       const requestId = request.requestId ?? nuid.next()
       const stamp: Stamp = {
         eventId: `${agentId}:buildContext:${requestId}`,

@@ -1,8 +1,8 @@
 /**
  * A focused step's first build asks retrieval for the step's cues. When retrieval does not answer (here:
  * not running yet), the build is served without them and says so (`recall: "unavailable"`), and the step's
- * next build asks again: the cues come back within the same step once retrieval answers. Against a real nats-server, the services in
- * this process.
+ * next build asks again: the cues come back within the same step once retrieval answers. Against a real
+ * nats-server, the services in this process.
  */
 import { Layer } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
