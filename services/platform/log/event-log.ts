@@ -30,6 +30,7 @@ import { NatsSettings } from "../nats/settings.ts"
 import { ensureTopology } from "../nats/topology.ts"
 import { eventTraceparent, headersOf, TRACEPARENT } from "../tracing/trace-context.ts"
 import { decodedRecord } from "./decoded-records.ts"
+import { followShared } from "./shared-follow.ts"
 
 /** Another event reached the subject first: re-read and re-decide. */
 export class SequenceConflict extends Schema.TaggedError<SequenceConflict>()("SequenceConflict", {
@@ -267,7 +268,10 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
     const settings = yield* NatsSettings
     const byteLimitProblem = streamByteLimitProblem(settings.streamMaxBytes, nc.info?.version)
     if (byteLimitProblem !== null) return yield* Effect.die(new Error(byteLimitProblem))
-    yield* ensureTopology(jsm, settings).pipe(Effect.orDie)
+    const created = yield* ensureTopology(jsm, settings).pipe(Effect.orDie)
+    // The services of one process read one log through shared consumers (shared-follow.ts): a log is the
+    // stream of one server (or cluster) created at one moment.
+    const logIdentity = `${nc.info?.cluster ?? nc.info?.server_id ?? settings.servers.join(",")}/${created}`
 
     /** The event as it is stored: its content sealed under its key, once, before any attempt. */
     const sealed = (event: MemoryEvent, options: AppendOptions | undefined) =>
@@ -384,12 +388,17 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
           const delivery = deliverWithKeys(keys, options.onRecord, (error) =>
             runFork(Effect.logWarning("cannot load a content key; trying again:", error)),
           )
-          const subscription = await followEvents(js, { ...options, onRecord: delivery.onRecord }).catch(
-            (error: unknown) => {
-              delivery.stop()
-              throw error
-            },
-          )
+          const filter = options.filter ?? ALL_EVENTS
+          const subscription = await followShared(
+            logIdentity,
+            filter,
+            options.fromSeq ?? 1,
+            delivery.onRecord,
+            (fromSeq, onRecord) => followEvents(js, { filter, fromSeq, onRecord }),
+          ).catch((error: unknown) => {
+            delivery.stop()
+            throw error
+          })
           return {
             stop: async () => {
               delivery.stop()

@@ -86,8 +86,10 @@ const ensureStream = (jsm: JetStreamManager, wanted: Partial<StreamConfig> & { r
       const name = wanted.name
       let config = wanted
       let warning: string | null = null
+      let created: string
       try {
         const info = await jsm.streams.info(name)
+        created = info.created
         const current = info.config
         ;({ config, warning } = notBelowStored(wanted, info.state))
         const differs = (["duplicate_window", "discard", "max_bytes", "max_msgs", "max_age"] as const).some(
@@ -98,20 +100,22 @@ const ensureStream = (jsm: JetStreamManager, wanted: Partial<StreamConfig> & { r
         }
       } catch (err) {
         if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)
-          await jsm.streams.add(config)
+          created = (await jsm.streams.add(config)).created
         else throw err
       }
-      return warning
+      return { warning, created }
     },
     catch: (cause) => new Error(`cannot create stream ${wanted.name}: ${String(cause)}`, { cause }),
   }).pipe(
     // Right after a cluster starts or fails over, JetStream answers "not ready" for a few seconds.
     Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo({ duration: "30 seconds" }))),
-    Effect.tap((warning) => (warning === null ? Effect.void : Effect.logWarning(warning))),
-    Effect.asVoid,
+    Effect.tap(({ warning }) => (warning === null ? Effect.void : Effect.logWarning(warning))),
+    Effect.map(({ created }) => created),
   )
 
+/** Creates or updates both streams; gives when the events stream was created, which tells one log from another. */
 export const ensureTopology = (jsm: JetStreamManager, settings: NatsSettingsShape) =>
-  Effect.all([ensureStream(jsm, eventStreamConfig(settings)), ensureStream(jsm, deadLetterStreamConfig(settings))], {
-    discard: true,
-  })
+  Effect.map(
+    Effect.all([ensureStream(jsm, eventStreamConfig(settings)), ensureStream(jsm, deadLetterStreamConfig(settings))]),
+    ([eventsCreated]) => eventsCreated,
+  )
