@@ -1,7 +1,7 @@
 /**
  * What the memory service keeps beside its views to rank both tiers, per agent: the lexical and episode
- * indexes, the texts working entries were recorded with and their vectors; and the ranking sources that
- * read them with the long-term store and the embedders.
+ * indexes, the texts working entries were recorded with and their vectors, the records recalls read lately;
+ * and the ranking sources that read them with the long-term store and the embedders.
  */
 import { Effect } from "effect"
 import type { EmbeddingProviderShape } from "../../platform/embedding/embedding-provider.ts"
@@ -9,6 +9,7 @@ import type { LongTermStoreShape } from "../longterm/store.ts"
 import { EpisodeIndex } from "./episodes.ts"
 import { LexicalIndex } from "./lexical-index.ts"
 import type { RankingSources } from "./rank.ts"
+import { RecalledRecords } from "./recalled-records.ts"
 import { WorkingTexts } from "./working-texts.ts"
 import { WorkingVectors } from "./working-vectors.ts"
 
@@ -17,6 +18,8 @@ export interface MemoryIndexes {
   readonly episodes: EpisodeIndex
   readonly texts: WorkingTexts
   readonly workingVectors: WorkingVectors
+  /** The substrate records recalls read lately. */
+  readonly recalled: RecalledRecords
   readonly sources: RankingSources
   /** These agents are no longer this replica's (or were forgotten): nothing is kept of them. */
   readonly dropAgents: (agents: ReadonlyArray<string>) => void
@@ -32,11 +35,13 @@ export const makeMemoryIndexes = ({ store, embeddings }: MemoryIndexesDependenci
   const episodes = new EpisodeIndex()
   const texts = new WorkingTexts()
   const workingVectors = new WorkingVectors(embeddings.offline, texts)
+  const recalled = new RecalledRecords()
   return {
     lexical,
     episodes,
     texts,
     workingVectors,
+    recalled,
     sources: {
       store,
       embeddings,
@@ -49,6 +54,7 @@ export const makeMemoryIndexes = ({ store, embeddings }: MemoryIndexesDependenci
         lexical.dropAgent(agentId)
         episodes.dropAgent(agentId)
         texts.dropAgent(agentId)
+        recalled.dropAgent(agentId)
       }
       workingVectors.dropAgents(agents)
     },

@@ -64,6 +64,7 @@ export const makePartitionHooks = ({
       if (event._tag === "EntryDemoted" || event._tag === "EntryForgotten") {
         workingVectors.left(event.agentId, event.entryId)
       }
+      if (event._tag === "EntryForgotten") indexes.recalled.forgetEntry(event.agentId, event.entryId)
       if (reacting?.views.owns(event.agentId)) {
         const { views, react } = reacting
         if (event._tag === "EntryRecorded") {

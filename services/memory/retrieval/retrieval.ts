@@ -62,7 +62,6 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
     const store = yield* LongTermStore
     const longTerm = yield* LongTerm
     const embeddings = yield* EmbeddingProvider
-    const substrate = yield* SubstrateReader
     const log = yield* EventLog
     const metrics = yield* Metrics
     const sharing = yield* AgentSharing
@@ -70,6 +69,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
     const runFork = yield* FiberSet.makeRuntime<never>()
 
     const indexes = makeMemoryIndexes({ store, embeddings })
+    const substrate = yield* SubstrateReader
     const recalledSteps = makeOpenStepMemo<RecalledCues>()
     const positions = makeSubjectPositions()
     const partitions = makePartitionHooks({ indexes, positions, recalledSteps, longTerm, runFork })
@@ -88,7 +88,9 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
     const { recallCues, recall } = makeCueRecall({
       settings,
       sources: indexes.sources,
-      substrate,
+      // An entry recalled again is read from what an earlier recall read. A promotion reads the log: an entry
+      // whose forget has erased it is not promoted, whether or not this service has applied the forget yet.
+      substrate: indexes.recalled.reader(substrate),
       writes,
       recalledSteps,
       viewAfter,
