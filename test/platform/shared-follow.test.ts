@@ -111,7 +111,7 @@ it("a reader behind the shared consumer catches up, joins it, and misses and rep
   expect(sharedConsumers()).toEqual({ consumers: 0, readers: 0 })
 })
 
-it("a reader ahead of the shared consumer is handed only the records from where it starts", async () => {
+it("a reader ahead of the shared consumer takes the front: it does not wait for the readers behind it", async () => {
   const log = "ahead"
   const filter = partitionEvents(3)
   const writer = await connection()
@@ -121,21 +121,92 @@ it("a reader ahead of the shared consumer is handed only the records from where 
   const held = new Promise<void>((resolve) => {
     release = resolve
   })
-  // The first reader's consumer opens only once the second has joined: the second starts ahead of it.
+  // The first reader's consumer is slow to open; the second reader starts ahead of it.
   const open = opener(await connection(), filter)
+  let opened = 0
   const a = followShared(log, filter, 1, slow.onRecord, async (fromSeq, onRecord) => {
-    await held
+    if (opened++ === 0) await held
     return open(fromSeq, onRecord)
   })
   const late = reading()
-  const b = followShared(log, filter, seqs[30]!, late.onRecord, opener(await connection(), filter))
+  const sb = await followShared(log, filter, seqs[30]!, late.onRecord, opener(await connection(), filter))
+  const more = await append(writer, "wm.evt.3.b.step", 5)
+  await gotUpTo(late, more.at(-1)!)
+  expect(late.seqs).toEqual([...seqs.slice(30), ...more])
+
   release()
-  const [sa, sb] = await Promise.all([a, b])
-  await gotUpTo(slow, seqs.at(-1)!)
-  await gotUpTo(late, seqs.at(-1)!)
-  expect(slow.seqs).toEqual(seqs)
-  expect(late.seqs).toEqual(seqs.slice(30))
+  const sa = await a
+  await gotUpTo(slow, more.at(-1)!)
+  expect(slow.seqs).toEqual([...seqs, ...more])
+  expect(await consumersDelivering(writer, [slow, late], () => append(writer, "wm.evt.3.b.step", 5))).toBe(1)
   await Promise.all([sa.stop(), sb.stop()])
+})
+
+it("a reader whose callback throws neither keeps records from the others nor stops their consumer", async () => {
+  const log = "throws"
+  const filter = partitionEvents(4)
+  const writer = await connection()
+  const errors: unknown[] = []
+  const a = await followShared(
+    log,
+    filter,
+    1,
+    () => {
+      throw new Error("a broken reader")
+    },
+    opener(await connection(), filter),
+    { onError: (error) => errors.push(error) },
+  )
+  const other = reading()
+  const b = await followShared(log, filter, 1, other.onRecord, opener(await connection(), filter))
+  const seqs = await append(writer, "wm.evt.4.e.step", 10)
+  await gotUpTo(other, seqs.at(-1)!)
+  expect(other.seqs).toEqual(seqs)
+  expect(errors).toHaveLength(10)
+  await Promise.all([a.stop(), b.stop()])
+})
+
+it("a follow given up while its consumer opens leaves nothing reading", async () => {
+  const filter = partitionEvents(6)
+  let release: () => void = () => undefined
+  const held = new Promise<void>((resolve) => {
+    release = resolve
+  })
+  const open = opener(await connection(), filter)
+  const abandoned = new AbortController()
+  const following = followShared(
+    "abandoned",
+    filter,
+    1,
+    () => undefined,
+    async (fromSeq, onRecord) => {
+      await held
+      return open(fromSeq, onRecord)
+    },
+    { signal: abandoned.signal },
+  )
+  abandoned.abort()
+  release()
+  await expect(following).rejects.toThrow()
+  expect(sharedConsumers()).toEqual({ consumers: 0, readers: 0 })
+})
+
+it("when the connection holding the consumer goes without its reader stopping, the others read on", async () => {
+  const log = "gone"
+  const filter = partitionEvents(8)
+  const writer = await connection()
+  const ownerConnection = await connection()
+  const owner = reading()
+  const other = reading()
+  const first = await append(writer, "wm.evt.8.f.step", 5)
+  const a = await followShared(log, filter, 1, owner.onRecord, opener(ownerConnection, filter))
+  const b = await followShared(log, filter, 1, other.onRecord, opener(await connection(), filter))
+  await gotUpTo(other, first.at(-1)!)
+  await ownerConnection.close()
+  const more = await append(writer, "wm.evt.8.f.step", 5)
+  await gotUpTo(other, more.at(-1)!)
+  expect(other.seqs).toEqual([...first, ...more])
+  await Promise.all([a.stop(), b.stop()])
 })
 
 it("a reader whose catch-up outlasts what is kept for it still gets every record once", async () => {

@@ -30,7 +30,7 @@ import { NatsSettings } from "../nats/settings.ts"
 import { ensureTopology } from "../nats/topology.ts"
 import { eventTraceparent, headersOf, TRACEPARENT } from "../tracing/trace-context.ts"
 import { decodedRecord } from "./decoded-records.ts"
-import { followShared } from "./shared-follow.ts"
+import { followShared, type OpenedConsumer } from "./shared-follow.ts"
 
 /** Another event reached the subject first: re-read and re-decide. */
 export class SequenceConflict extends Schema.TaggedError<SequenceConflict>()("SequenceConflict", {
@@ -181,7 +181,7 @@ export const streamByteLimitProblem = (maxBytes: number | undefined, serverVersi
  * appends until stopped; fails when the stream cannot be read (it may not exist yet). `EventLog.follow`
  * retries it; a reader without the EventLog (which creates the streams) calls it directly.
  */
-export const followEvents = async (js: JetStreamClient, options: FollowOptions): Promise<Subscription> => {
+export const followEvents = async (js: JetStreamClient, options: FollowOptions): Promise<OpenedConsumer> => {
   const consumer = await js.consumers.get(EVENTS_STREAM, {
     filter_subjects: options.filter ?? ALL_EVENTS,
     deliver_policy: DeliverPolicy.StartSequence,
@@ -200,7 +200,7 @@ export const followEvents = async (js: JetStreamClient, options: FollowOptions):
         traceparent: m.headers?.get(TRACEPARENT) || undefined,
       }),
   })
-  return { stop: async () => void (await messages.close().catch(() => undefined)) }
+  return { stop: async () => void (await messages.close().catch(() => undefined)), closed: messages.closed() }
 }
 
 /**
@@ -384,7 +384,7 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
 
     const follow = (options: FollowOptions) =>
       Effect.tryPromise({
-        try: async () => {
+        try: async (signal) => {
           const delivery = deliverWithKeys(keys, options.onRecord, (error) =>
             runFork(Effect.logWarning("cannot load a content key; trying again:", error)),
           )
@@ -395,6 +395,11 @@ export class EventLog extends Context.Service<EventLog, EventLogShape>()("wm/Eve
             options.fromSeq ?? 1,
             delivery.onRecord,
             (fromSeq, onRecord) => followEvents(js, { filter, fromSeq, onRecord }),
+            {
+              // Given up while it was being opened (its reader interrupted): it leaves, and nothing is left reading.
+              signal,
+              onError: (error) => runFork(Effect.logError(`a reader of ${filter} failed on a record:`, error)),
+            },
           ).catch((error: unknown) => {
             delivery.stop()
             throw error

@@ -4,21 +4,37 @@
  * consumer, in stream order, instead of each having the server send it its own copy: the server delivers,
  * and the process parses, each record once, and one consumer's pulls and heartbeats stand for all of them.
  *
- * A reader that starts behind the shared consumer reads on its own consumer until it reaches the record the
- * shared one had delivered when it joined (or the end of the log), the records the shared one delivers
- * meanwhile kept for it, then reads on from the shared one; a reader that starts ahead skips what it does
- * not need. No reader is handed a record twice or misses one.
+ * The shared consumer reads at the front. A reader that starts behind it reads on its own consumer until it
+ * reaches the record the shared one had delivered when it joined (or the end of the log), the records the
+ * shared one delivers meanwhile kept for it, then reads on from the shared one. A reader that starts ahead of
+ * it takes the front: the shared consumer starts again from there, and the readers it leaves behind catch up
+ * on their own the same way. No reader is handed a record twice or misses one, and none waits for another's
+ * catch-up.
  *
  * The consumer runs on the connection of one of its readers (each service has its own): when that reader
- * stops while others read on, it is opened again on another's, from the record after the last it delivered.
+ * stops while others read on, or the consumer ends without being stopped, it is opened again on a reader's
+ * connection from the record after the last it delivered.
  */
 import type { LogRecord, Subscription } from "./event-log.ts"
 
+/** An ordered consumer opened on one reader's connection. */
+export interface OpenedConsumer extends Subscription {
+  /** Settles when the consumer ends, stopped or not. */
+  readonly closed: Promise<unknown>
+}
+
 /** Opens an ordered consumer on one reader's connection, from `fromSeq`, handing each record to `onRecord`. */
-export type OpenConsumer = (fromSeq: number, onRecord: (record: LogRecord) => void) => Promise<Subscription>
+export type OpenConsumer = (fromSeq: number, onRecord: (record: LogRecord) => void) => Promise<OpenedConsumer>
+
+export interface SharedFollowOptions {
+  /** A reader whose `onRecord` throws is told here; the others are handed the record all the same. */
+  readonly onError?: (error: unknown) => void
+  /** Aborted before the reader has joined: it leaves, and the follow fails. */
+  readonly signal?: AbortSignal
+}
 
 interface CatchingUp {
-  readonly own: Promise<Subscription>
+  readonly own: Promise<OpenedConsumer>
   /** The shared consumer's records since the reader joined, not yet handed to it. */
   kept: LogRecord[]
   /** The reader reads on from the shared consumer once its own has delivered this record. */
@@ -27,6 +43,7 @@ interface CatchingUp {
 
 interface Reader {
   readonly onRecord: (record: LogRecord) => void
+  readonly onError: (error: unknown) => void
   readonly open: OpenConsumer
   /** The last record handed to it. */
   delivered: number
@@ -39,7 +56,9 @@ interface Shared {
   /** The last record the shared consumer delivered (before its first: where it started, less one). */
   position: number
   owner: Reader
-  consumer: Promise<Subscription>
+  consumer: Promise<OpenedConsumer | null>
+  /** Which opening of the consumer is current: records from one replaced since are passed over. */
+  generation: number
 }
 
 /**
@@ -51,9 +70,9 @@ const REOPEN_DELAY_MS = 500
 
 const shared = new Map<string, Shared>()
 
-const stopQuietly = async (subscription: Promise<Subscription>) => {
+const stopQuietly = async (subscription: Promise<Subscription | null>) => {
   try {
-    await (await subscription).stop()
+    await (await subscription)?.stop()
   } catch {
     // A consumer that did not open, or whose connection is gone, has nothing to stop.
   }
@@ -62,31 +81,31 @@ const stopQuietly = async (subscription: Promise<Subscription>) => {
 const handTo = (reader: Reader, record: LogRecord) => {
   if (record.seq <= reader.delivered) return
   reader.delivered = record.seq
-  reader.onRecord(record)
+  try {
+    reader.onRecord(record)
+  } catch (error) {
+    // One reader failing neither keeps the record from the others nor stops the consumer they share.
+    reader.onError(error)
+  }
 }
 
 const dispatch = (consumer: Shared, record: LogRecord) => {
   if (record.seq <= consumer.position) return
   consumer.position = record.seq
-  let failure: { readonly error: unknown } | undefined
   for (const reader of consumer.readers) {
     const catchingUp = reader.catchingUp
-    if (catchingUp !== null) {
-      if (catchingUp.kept.length < KEPT_WHILE_CATCHING_UP) catchingUp.kept.push(record)
-      else {
-        catchingUp.kept = []
-        catchingUp.joinsAfter = record.seq
-      }
+    if (catchingUp === null) {
+      handTo(reader, record)
       continue
     }
-    // One reader failing does not keep the record from the others.
-    try {
-      handTo(reader, record)
-    } catch (error) {
-      failure ??= { error }
+    if (catchingUp.kept.length < KEPT_WHILE_CATCHING_UP) {
+      // A copy: the record's bytes are a view of the connection's read buffer.
+      catchingUp.kept.push({ ...record, data: record.data.slice() })
+    } else {
+      catchingUp.kept = []
+      catchingUp.joinsAfter = record.seq
     }
   }
-  if (failure !== undefined) throw failure.error
 }
 
 const join = (reader: Reader, catchingUp: CatchingUp) => {
@@ -95,10 +114,12 @@ const join = (reader: Reader, catchingUp: CatchingUp) => {
   for (const record of catchingUp.kept) handTo(reader, record)
 }
 
-const catchUp = (consumer: Shared, reader: Reader) => {
+/** The reader reads on its own consumer until it reaches `joinsAfter`, then from the shared one. */
+const catchUp = (reader: Reader, joinsAfter: number) => {
+  const previous = reader.catchingUp
   const catchingUp: CatchingUp = {
     kept: [],
-    joinsAfter: consumer.position,
+    joinsAfter,
     own: reader.open(reader.delivered + 1, (record) => {
       if (reader.catchingUp !== catchingUp) return
       handTo(reader, record)
@@ -107,19 +128,58 @@ const catchUp = (consumer: Shared, reader: Reader) => {
     }),
   }
   reader.catchingUp = catchingUp
+  if (previous !== null) void stopQuietly(previous.own)
   return catchingUp
 }
 
-/** Opens the shared consumer on `owner`'s connection after its last record, trying again while it stays owner. */
-const openOn = async (consumer: Shared, owner: Reader): Promise<Subscription> => {
+/**
+ * Opens the shared consumer after its last record on `owner`'s connection; it replaces the one open before,
+ * whose records are passed over from now on. When it ends without being replaced, it is opened again.
+ */
+const openOn = async (consumer: Shared, owner: Reader): Promise<OpenedConsumer | null> => {
+  const generation = ++consumer.generation
+  const opened = await owner.open(consumer.position + 1, (record) => {
+    if (consumer.generation === generation) dispatch(consumer, record)
+  })
+  if (consumer.generation !== generation) {
+    // Replaced while it was being opened.
+    void stopQuietly(Promise.resolve(opened))
+    return null
+  }
+  void opened.closed.then(() => {
+    if (consumer.generation === generation && consumer.readers.size > 0) consumer.consumer = reopen(consumer)
+  })
+  return opened
+}
+
+/**
+ * Opens the shared consumer on the owner's connection, else on another reader's, trying again while any
+ * reader reads and no other opening has replaced this one; null when it gives up.
+ */
+const reopen = async (consumer: Shared): Promise<OpenedConsumer | null> => {
   for (;;) {
-    if (consumer.owner !== owner || !consumer.readers.has(owner)) return { stop: async () => undefined }
+    const owner = consumer.readers.has(consumer.owner) ? consumer.owner : [...consumer.readers][0]
+    if (owner === undefined) return null
+    consumer.owner = owner
+    const generation = consumer.generation + 1
     try {
-      return await owner.open(consumer.position + 1, (record) => dispatch(consumer, record))
+      return await openOn(consumer, owner)
     } catch {
+      if (consumer.generation !== generation) return null
+      // Its connection may be the one that is gone: the next reader's is tried.
+      const readers = [...consumer.readers]
+      if (readers.length > 1) consumer.owner = readers[(readers.indexOf(owner) + 1) % readers.length]!
       await new Promise((resolve) => setTimeout(resolve, REOPEN_DELAY_MS))
+      if (consumer.generation !== generation) return null
     }
   }
+}
+
+/** Opens the shared consumer again from its position now; the one before is stopped. */
+const restart = (consumer: Shared) => {
+  const previous = consumer.consumer
+  consumer.consumer = reopen(consumer)
+  void stopQuietly(previous)
 }
 
 const leave = async (consumer: Shared, reader: Reader) => {
@@ -132,12 +192,17 @@ const leave = async (consumer: Shared, reader: Reader) => {
     await stopQuietly(consumer.consumer)
     return
   }
-  if (consumer.owner !== reader) return
   // Its connection may close once it has stopped: the consumer moves to another reader's.
-  const [next] = consumer.readers as Set<Reader>
-  const previous = consumer.consumer
-  consumer.owner = next!
-  consumer.consumer = stopQuietly(previous).then(() => openOn(consumer, next!))
+  if (consumer.owner === reader) restart(consumer)
+}
+
+/** `reader` starts ahead of the shared consumer: the consumer starts again from there, the others catch up. */
+const takeFront = (consumer: Shared, reader: Reader) => {
+  consumer.position = reader.delivered
+  for (const other of consumer.readers)
+    if (other !== reader && other.delivered < consumer.position) catchUp(other, consumer.position)
+  consumer.owner = reader
+  restart(consumer)
 }
 
 /**
@@ -150,9 +215,22 @@ export const followShared = async (
   fromSeq: number,
   onRecord: (record: LogRecord) => void,
   open: OpenConsumer,
+  options: SharedFollowOptions = {},
 ): Promise<Subscription> => {
   const key = `${log}\u0000${filter}`
-  const reader: Reader = { onRecord, open, delivered: Math.max(1, fromSeq) - 1, catchingUp: null }
+  const reader: Reader = {
+    onRecord,
+    onError:
+      options.onError ??
+      ((error) => {
+        queueMicrotask(() => {
+          throw error
+        })
+      }),
+    open,
+    delivered: Math.max(1, fromSeq) - 1,
+    catchingUp: null,
+  }
   let consumer = shared.get(key)
   if (consumer === undefined) {
     const created: Shared = {
@@ -160,22 +238,32 @@ export const followShared = async (
       readers: new Set([reader]),
       position: reader.delivered,
       owner: reader,
-      consumer: open(reader.delivered + 1, (record) => dispatch(created, record)),
+      consumer: Promise.resolve(null),
+      generation: 0,
     }
     shared.set(key, created)
+    // The first opening is tried once: a log that cannot be read fails the follow, which its caller retries.
+    created.consumer = openOn(created, reader)
     consumer = created
   } else {
     consumer.readers.add(reader)
-    if (reader.delivered < consumer.position) catchUp(consumer, reader)
-  }
-  try {
-    await consumer.consumer
-    if (reader.catchingUp !== null) await reader.catchingUp.own
-  } catch (error) {
-    await leave(consumer, reader)
-    throw error
+    if (reader.delivered < consumer.position) catchUp(reader, consumer.position)
+    else if (reader.delivered > consumer.position) takeFront(consumer, reader)
   }
   const joined = consumer
+  const aborted = () => options.signal?.aborted === true
+  try {
+    // Whoever holds the consumer now, it serves this reader once it is open.
+    for (let opened = joined.consumer; ; opened = joined.consumer) {
+      await opened
+      if (opened === joined.consumer) break
+    }
+    if (reader.catchingUp !== null) await reader.catchingUp.own
+    if (aborted()) throw new Error("the follow was given up before it was read")
+  } catch (error) {
+    await leave(joined, reader)
+    throw error
+  }
   let stopped = false
   return {
     stop: async () => {
