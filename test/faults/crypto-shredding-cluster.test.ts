@@ -102,7 +102,8 @@ it("on three nodes, a copy of every store taken before a forget opens nothing af
   expect(keptBefore.every((keks) => keks.has("k1"))).toBe(true)
 
   const forgotten = await forget(nc, "cluster-vault", entryId, { waitMs: 60_000 })
-  expect(forgotten.erasedKeys).toBeGreaterThan(0)
+  // The eraser beside the substrate completes the same forget when it reads the tombstone: whichever of the two
+  // erases the key's revisions first counts them. `complete` holds only once none is left but the mark.
   expect(forgotten.complete).toBe(true)
 
   const keys = (keks: string) =>

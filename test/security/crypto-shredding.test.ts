@@ -139,7 +139,8 @@ it("a forgotten entry's content stays unreadable in a copy of the store taken be
   cpSync(longTermDir, join(backup, "longterm"), { recursive: true })
 
   const forgotten = await forget(nc, "vaulter", entryId, { waitMs: 30_000 })
-  expect(forgotten.erasedKeys).toBeGreaterThan(0)
+  // The eraser beside the substrate completes the same forget when it reads the tombstone: whichever of the two
+  // erases the key's revisions first counts them. `complete` holds only once none is left but the mark.
   expect(forgotten.complete).toBe(true)
   // The live store has the key's mark only: the entry key is gone.
   const mark = await new Kvm(nc).open(KEY_BUCKET).then((kv) => kv.get(entryKeyName("vaulter", entryId)))
