@@ -241,6 +241,10 @@ const forEachLimited = async <A>(
 
 const HISTORY_ORIGINS: ReadonlyArray<Origin> = ["USER", "INTERNAL", "SYSTEM", "USER", "ADVISOR", "INTERNAL"]
 
+/** Events the background projections (fading, long-term) have not worked off, summed over their partitions. */
+const backgroundBehind = (status: Status) =>
+  status.partitions.filter((p) => p.background).reduce((sum, p) => sum + p.lag, 0)
+
 /**
  * Waits until the background projections (working, fade, memory) have done all their work and nothing
  * more is being written: every partition's report says it has no work behind (lag 0) or that its work
@@ -249,10 +253,6 @@ const HISTORY_ORIGINS: ReadonlyArray<Origin> = ["USER", "INTERNAL", "SYSTEM", "U
  * log's end did not move between two polls half a second apart. With `minReplicas`, also until that
  * many replicas of each of those services report.
  */
-/** Events the background projections (fading, long-term) have not worked off, summed over their partitions. */
-const backgroundBehind = (status: Status) =>
-  status.partitions.filter((p) => p.background).reduce((sum, p) => sum + p.lag, 0)
-
 const untilCaughtUp = async (
   nc: WorkingMemoryClient["nc"],
   timeoutMs: number,

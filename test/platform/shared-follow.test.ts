@@ -6,6 +6,7 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import { readStatus } from "../../cli/audit/status.ts"
 import { partitionOf } from "../../contracts/partitions.ts"
 import { EVENTS_STREAM, partitionEvents } from "../../contracts/subjects.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
@@ -35,6 +36,20 @@ const opener =
   (nc: NatsConnection, filter: string): OpenConsumer =>
   (fromSeq, onRecord) =>
     followEvents(jetstream(nc), { filter, fromSeq, onRecord })
+
+/** An opener whose first opening waits until `release` is called; later ones open at once. */
+const heldFirst = (open: OpenConsumer) => {
+  let release: () => void = () => undefined
+  const held = new Promise<void>((resolve) => {
+    release = resolve
+  })
+  let opened = 0
+  const first: OpenConsumer = async (fromSeq, onRecord) => {
+    if (opened++ === 0) await held
+    return open(fromSeq, onRecord)
+  }
+  return { open: first, release: () => release() }
+}
 
 /** Appends `count` records to `subject`, one at a time; gives their sequences. */
 const append = async (nc: NatsConnection, subject: string, count: number) => {
@@ -117,24 +132,16 @@ it("a reader ahead of the shared consumer takes the front: it does not wait for 
   const writer = await connection()
   const seqs = await append(writer, "wm.evt.3.b.step", 40)
   const slow = reading()
-  let release: () => void = () => undefined
-  const held = new Promise<void>((resolve) => {
-    release = resolve
-  })
   // The first reader's consumer is slow to open; the second reader starts ahead of it.
-  const open = opener(await connection(), filter)
-  let opened = 0
-  const a = followShared(log, filter, 1, slow.onRecord, async (fromSeq, onRecord) => {
-    if (opened++ === 0) await held
-    return open(fromSeq, onRecord)
-  })
+  const slowOpen = heldFirst(opener(await connection(), filter))
+  const a = followShared(log, filter, 1, slow.onRecord, slowOpen.open)
   const late = reading()
   const sb = await followShared(log, filter, seqs[30]!, late.onRecord, opener(await connection(), filter))
   const more = await append(writer, "wm.evt.3.b.step", 5)
   await gotUpTo(late, more.at(-1)!)
   expect(late.seqs).toEqual([...seqs.slice(30), ...more])
 
-  release()
+  slowOpen.release()
   const sa = await a
   await gotUpTo(slow, more.at(-1)!)
   expect(slow.seqs).toEqual([...seqs, ...more])
@@ -168,25 +175,11 @@ it("a reader whose callback throws neither keeps records from the others nor sto
 
 it("a follow given up while its consumer opens leaves nothing reading", async () => {
   const filter = partitionEvents(6)
-  let release: () => void = () => undefined
-  const held = new Promise<void>((resolve) => {
-    release = resolve
-  })
-  const open = opener(await connection(), filter)
+  const slowOpen = heldFirst(opener(await connection(), filter))
   const abandoned = new AbortController()
-  const following = followShared(
-    "abandoned",
-    filter,
-    1,
-    () => undefined,
-    async (fromSeq, onRecord) => {
-      await held
-      return open(fromSeq, onRecord)
-    },
-    { signal: abandoned.signal },
-  )
+  const following = followShared("abandoned", filter, 1, () => undefined, slowOpen.open, { signal: abandoned.signal })
   abandoned.abort()
-  release()
+  slowOpen.release()
   await expect(following).rejects.toThrow()
   expect(sharedConsumers()).toEqual({ consumers: 0, readers: 0 })
 })
@@ -218,16 +211,9 @@ it("a reader whose catch-up outlasts what is kept for it still gets every record
   const a = await followShared(log, filter, 1, live.onRecord, opener(await connection(), filter))
   await gotUpTo(live, first.at(-1)!)
   // The late reader's own consumer opens only after more records than are kept for it went by.
-  let release: () => void = () => undefined
-  const held = new Promise<void>((resolve) => {
-    release = resolve
-  })
-  const open = opener(await connection(), filter)
+  const lateOpen = heldFirst(opener(await connection(), filter))
   const late = reading()
-  const b = followShared(log, filter, 1, late.onRecord, async (fromSeq, onRecord) => {
-    await held
-    return open(fromSeq, onRecord)
-  })
+  const b = followShared(log, filter, 1, late.onRecord, lateOpen.open)
   const js = jetstream(writer)
   const more: number[] = []
   for (let batch = 0; batch < 110; batch++) {
@@ -235,7 +221,7 @@ it("a reader whose catch-up outlasts what is kept for it still gets every record
     more.push(...acks.map((ack) => ack.seq))
   }
   await gotUpTo(live, more.at(-1)!)
-  release()
+  lateOpen.release()
   const sb = await b
   const tail = await append(writer, "wm.evt.7.d.step", 10)
   const all = [...first, ...more.sort((x, y) => x - y), ...tail]
@@ -284,13 +270,13 @@ it("the services of one process read each partition of the log through one consu
       }
       return consumers
     }
-    await eventually("the record delivered", async () => ((await deliveredIt()) > 0 ? true : undefined))
-    await system.liveView("shared-reader", seq)
-    // Read apart, each service's consumer would deliver it within moments.
-    for (let i = 0; i < 10; i++) {
-      expect(await deliveredIt()).toBe(1)
-      await new Promise((resolve) => setTimeout(resolve, 200))
-    }
+    // Once every service reporting on the partition has applied the record: read apart, each service's own
+    // consumer would have delivered it.
+    await eventually("every service of the partition to apply the record", async () => {
+      const reports = (await readStatus(nc, 0)).partitions.filter((p) => p.partition === partitionOf("shared-reader"))
+      return reports.length >= 4 && reports.every((p) => p.applied >= seq) ? true : undefined
+    })
+    expect(await deliveredIt()).toBe(1)
   } finally {
     await system.stop()
   }

@@ -62,6 +62,7 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
     const store = yield* LongTermStore
     const longTerm = yield* LongTerm
     const embeddings = yield* EmbeddingProvider
+    const substrate = yield* SubstrateReader
     const log = yield* EventLog
     const metrics = yield* Metrics
     const sharing = yield* AgentSharing
@@ -69,7 +70,6 @@ export class Retrieval extends Context.Service<Retrieval, RetrievalShape>()("wm/
     const runFork = yield* FiberSet.makeRuntime<never>()
 
     const indexes = makeMemoryIndexes({ store, embeddings })
-    const substrate = yield* SubstrateReader
     const recalledSteps = makeOpenStepMemo<RecalledCues>()
     const positions = makeSubjectPositions()
     const partitions = makePartitionHooks({ indexes, positions, recalledSteps, longTerm, runFork })
