@@ -187,6 +187,15 @@ export const formatSteps = (s: EmbedderSteps): string => {
     ...table([["kind", "a step"], ...p.wire.map((w) => [w.kind, w.perStep.toFixed(1)])]),
     `the services' main thread meanwhile (CPU profile; nearest file of ours on the stack):`,
     ...table([["where", "ms", "share"], ...s.servicesCpu.map((r) => [r.where, r.ms.toFixed(0), pct(r.share)])]),
+    `the services' main thread while each call was in flight (CPU profile inside the calls' windows; ms a step):`,
+    ...s.servicesCpuInCalls.map(
+      (c) =>
+        `  ${c.call} (${c.inFlightMs.toFixed(2)} ms in flight a step): ` +
+        c.pieces
+          .filter((r) => r.ms >= 0.05)
+          .map((r) => `${r.piece} ${r.ms.toFixed(2)}`)
+          .join("; "),
+    ),
     ...p.calls.map(
       (c) =>
         `  ${c.call} (${c.count.toFixed(0)} a step, ${c.ms.toFixed(2)} ms a step): ` +

@@ -519,3 +519,114 @@ export const summariseCpuProfile = (profile: CpuProfile, repoRoot: string, top =
     })
   return shown
 }
+
+/** What the services' main thread did while one kind of call was in flight, in ms a step, by piece. */
+export interface CallCpu {
+  readonly call: string
+  /** The calls' time in flight a step, as the client measured it. */
+  readonly inFlightMs: number
+  readonly pieces: ReadonlyArray<{ readonly piece: string; readonly ms: number }>
+}
+
+/**
+ * The pieces a sample is given to, the first whose test its stack (files of this repository and the running
+ * function) passes: a sample of the recall is the recall's whatever it calls, one under a delivery of the log
+ * is the projections', and so on.
+ */
+const CALL_CPU_PIECES: ReadonlyArray<readonly [string, (files: ReadonlyArray<string>, leaf: string) => boolean]> = [
+  ["idle (waiting for a reply or a delivery)", (_, leaf) => leaf === "(idle)"],
+  ["garbage collector", (_, leaf) => leaf === "(garbage collector)"],
+  [
+    "the recall (ranking, choosing and reading its cues)",
+    (files) => files.some((f) => f.startsWith("services/memory/retrieval/")),
+  ],
+  [
+    "background work on its turns (fading, embedding new entries)",
+    (files) =>
+      files.some(
+        (f) =>
+          f === "services/platform/scheduling/requests-first.ts" ||
+          f.startsWith("services/fade/") ||
+          f === "services/platform/embedding/offline-embedder.ts",
+      ),
+  ],
+  [
+    "the log's records applied by the process's projections",
+    (files) =>
+      files.some((f) => f === "services/platform/log/shared-follow.ts" || f.startsWith("services/memory/longterm/")),
+  ],
+  ["socket writes", (_, leaf) => leaf === "writeBuffer" || leaf === "writev"],
+  ["sealing and opening content", (files) => files.some((f) => f.startsWith("services/platform/keys/"))],
+  [
+    "the request's own handling (decide, append, ledger)",
+    (files) => files.some((f) => f.startsWith("services/") || f.startsWith("domain/") || f.startsWith("contracts/")),
+  ],
+]
+const OTHER_CPU = "runtime and libraries with none of ours on the stack (Effect, the NATS client, Node.js)"
+
+/**
+ * Where the services' main thread spent the time each kind of call was in flight: the CPU profile's samples
+ * that fall inside the calls' windows (the client's clock moved onto the profile's, both monotonic), each given
+ * to a piece by its stack. Work a call set off that runs after it answered (fading its records, say) is counted
+ * in the call it delays.
+ */
+export const cpuInCalls = (
+  profile: CpuProfile,
+  steps: ReadonlyArray<TimedStep>,
+  /** The profile's clock (µs) minus the client's performance.now() in µs. */
+  offsetUs: number,
+  repoRoot: string,
+): ReadonlyArray<CallCpu> => {
+  const parent = new Map<number, number>()
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
+  const fileOf = (url: string) => {
+    const path = url.startsWith("file://") ? url.slice(7) : url
+    return path.startsWith(repoRoot) && !path.includes("/node_modules/") ? path.slice(repoRoot.length) : undefined
+  }
+  const pieceOfNode = new Map<number, string>()
+  const pieceOf = (id: number): string => {
+    const known = pieceOfNode.get(id)
+    if (known !== undefined) return known
+    const files: string[] = []
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+      const file = fileOf(byId.get(at)?.callFrame.url ?? "")
+      if (file !== undefined) files.push(file)
+    }
+    const leaf = byId.get(id)?.callFrame.functionName ?? ""
+    const piece = CALL_CPU_PIECES.find(([, test]) => test(files, leaf))?.[0] ?? OTHER_CPU
+    pieceOfNode.set(id, piece)
+    return piece
+  }
+  const windows = steps
+    .flatMap((s) =>
+      s.calls.map((c) => ({ call: c.call, from: c.start * 1_000 + offsetUs, to: c.end * 1_000 + offsetUs })),
+    )
+    .sort((a, b) => a.from - b.from)
+  const byCall = new Map<string, { inFlightUs: number; pieces: Map<string, number> }>()
+  for (const w of windows) {
+    const c = byCall.get(w.call) ?? { inFlightUs: 0, pieces: new Map() }
+    c.inFlightUs += w.to - w.from
+    byCall.set(w.call, c)
+  }
+  // A step's calls follow one another, so the windows do not overlap: one pass over the samples in time order.
+  let t = profile.startTime
+  let next = 0
+  profile.samples.forEach((id, i) => {
+    t += profile.timeDeltas[i] ?? 0
+    const us = profile.timeDeltas[i + 1] ?? 0
+    while (next < windows.length && windows[next]!.to < t) next++
+    const w = windows[next]
+    if (w === undefined || t < w.from) return
+    const pieces = byCall.get(w.call)!.pieces
+    const piece = pieceOf(id)
+    pieces.set(piece, (pieces.get(piece) ?? 0) + us)
+  })
+  const n = Math.max(1, steps.length)
+  const perStep = (us: number) => Number((us / 1_000 / n).toFixed(2))
+  return [...byCall.entries()].map(([call, c]) => ({
+    call,
+    inFlightMs: perStep(c.inFlightUs),
+    pieces: [...c.pieces.entries()].sort((a, b) => b[1] - a[1]).map(([piece, us]) => ({ piece, ms: perStep(us) })),
+  }))
+}

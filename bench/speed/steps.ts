@@ -30,8 +30,10 @@ import { READINESS_PROBE, waitUntilServed } from "./replay.ts"
 import { createBenchTopology, type ServiceProcess, spawnService, stopChild } from "./services.ts"
 import { type LoopRun, runAgentLoops, runStepsEach, STEP_CALLS, type StepCall, stepLatencies } from "./step-loop.ts"
 import {
+  type CallCpu,
   type CpuProfile,
   type CpuRow,
+  cpuInCalls,
   profileSteps,
   readListeners,
   type StepProfile,
@@ -162,6 +164,8 @@ export interface EmbedderSteps {
   readonly profile: StepProfile
   /** Where the services' main thread spent the profiled steps (embedder worker threads not included). */
   readonly servicesCpu: ReadonlyArray<CpuRow>
+  /** What the services' main thread did while each kind of the profiled steps' calls was in flight. */
+  readonly servicesCpuInCalls: ReadonlyArray<CallCpu>
   readonly fanOut?: FanOutFigures
 }
 
@@ -217,6 +221,12 @@ const keepProfile = async (target: ServiceProcess, dir: string, name: string): P
   copyFileSync(`${written}.heapprofile`, join(dir, `${name}.heapprofile`))
   return profiled
 }
+
+/**
+ * The monotonic clock a V8 CPU profile's sample times are on (µs; process.hrtime's, in every process of the
+ * machine) minus this process's performance.now() in µs: the step calls' times moved onto a profile's.
+ */
+const monotonicOffsetUs = () => Number(process.hrtime.bigint() / 1_000n) - performance.now() * 1_000
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const mean = (xs: ReadonlyArray<number>) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length)
@@ -584,6 +594,7 @@ const measureEmbedder = async (
     const tapConnection = await connect({ servers: server.url, name: "bench-tap" })
     let profile: StepProfile
     let servicesCpu: ReadonlyArray<CpuRow>
+    let servicesCpuInCalls: ReadonlyArray<CallCpu>
     try {
       const tap = tapWire(tapConnection)
       await tapConnection.flush()
@@ -595,7 +606,9 @@ const measureEmbedder = async (
         (a, s) => seedOf(a, s) + 900_000,
       )
       const profilePath = await askProcess(services, "cpuProfileStop")
-      servicesCpu = summariseCpuProfile(JSON.parse(readFileSync(profilePath, "utf8")) as CpuProfile, repoRoot)
+      const cpuProfile = JSON.parse(readFileSync(profilePath, "utf8")) as CpuProfile
+      servicesCpu = summariseCpuProfile(cpuProfile, repoRoot)
+      servicesCpuInCalls = cpuInCalls(cpuProfile, run.steps, monotonicOffsetUs(), repoRoot)
       log(`  the services' CPU profile of those steps: ${profilePath}`)
       await sleep(100)
       await tap.stop()
@@ -695,6 +708,7 @@ const measureEmbedder = async (
       p99Over50Ms: p99Crossing(rows),
       profile,
       servicesCpu,
+      servicesCpuInCalls,
       ...(fanOut ? { fanOut } : {}),
     }
   } finally {

@@ -49,5 +49,14 @@ describe("bench:speed --quick", () => {
     const profile = json.stepProfile as { rows: unknown[]; wire: Array<{ kind: string; perStep: number }> }
     expect(profile.rows.length).toBeGreaterThan(0)
     expect(profile.wire.find((w) => w.kind === "API requests")?.perStep).toBeGreaterThan(0)
+    // What the services' main thread did while each kind of call was in flight.
+    for (const result of Object.values(json.stepsByEmbedder as Record<string, Record<string, unknown>>)) {
+      const inCalls = result.servicesCpuInCalls as Array<{ call: string; inFlightMs: number; pieces: unknown[] }>
+      expect(inCalls.map((c) => c.call).sort()).toEqual(
+        ["beginStep", "buildContext", "endStep", "record", "reference"].sort(),
+      )
+      for (const c of inCalls) positive(c.inFlightMs, `servicesCpuInCalls.${c.call}.inFlightMs`)
+      expect(inCalls.find((c) => c.call === "buildContext")?.pieces.length).toBeGreaterThan(0)
+    }
   })
 })
