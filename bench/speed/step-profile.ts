@@ -533,22 +533,23 @@ export interface CallCpu {
  * function) passes: a sample of the recall is the recall's whatever it calls, one under a delivery of the log
  * is the projections', and so on.
  */
+const RECALL_FILES = new Set(
+  ["cue-recall.ts", "rank.ts", "cue-forms.ts", "cue-writes.ts", "recalled-records.ts"].map(
+    (f) => `services/memory/retrieval/${f}`,
+  ),
+)
+const BACKGROUND_FILES = new Set([
+  "services/platform/scheduling/requests-first.ts",
+  "services/platform/embedding/offline-embedder.ts",
+  "services/memory/retrieval/reactions.ts",
+])
 const CALL_CPU_PIECES: ReadonlyArray<readonly [string, (files: ReadonlyArray<string>, leaf: string) => boolean]> = [
   ["idle (waiting for a reply or a delivery)", (_, leaf) => leaf === "(idle)"],
   ["garbage collector", (_, leaf) => leaf === "(garbage collector)"],
+  ["the recall (ranking, choosing and reading its cues)", (files) => files.some((f) => RECALL_FILES.has(f))],
   [
-    "the recall (ranking, choosing and reading its cues)",
-    (files) => files.some((f) => f.startsWith("services/memory/retrieval/")),
-  ],
-  [
-    "background work on its turns (fading, embedding new entries)",
-    (files) =>
-      files.some(
-        (f) =>
-          f === "services/platform/scheduling/requests-first.ts" ||
-          f.startsWith("services/fade/") ||
-          f === "services/platform/embedding/offline-embedder.ts",
-      ),
+    "background work (fading, embedding new entries, the memory service's reactions)",
+    (files) => files.some((f) => BACKGROUND_FILES.has(f) || f.startsWith("services/fade/")),
   ],
   [
     "the log's records applied by the process's projections",
@@ -567,8 +568,9 @@ const OTHER_CPU = "runtime and libraries with none of ours on the stack (Effect,
 /**
  * Where the services' main thread spent the time each kind of call was in flight: the CPU profile's samples
  * that fall inside the calls' windows (the client's clock moved onto the profile's, both monotonic), each given
- * to a piece by its stack. Work a call set off that runs after it answered (fading its records, say) is counted
- * in the call it delays.
+ * to a piece by its stack (a request resumed by a projection reaching the sequence it waited for is the
+ * request's, not the projection's). Work a call set off that runs after it answered (fading its records, say) is
+ * counted in the call it delays.
  */
 export const cpuInCalls = (
   profile: CpuProfile,
@@ -591,6 +593,9 @@ export const cpuInCalls = (
     const files: string[] = []
     for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
       const file = fileOf(byId.get(at)?.callFrame.url ?? "")
+      // A request waiting for a projection to reach a sequence resumes inside the delivery that reached it: what
+      // runs above the gate is the request's.
+      if (file === "services/platform/log/sequence-gate.ts") break
       if (file !== undefined) files.push(file)
     }
     const leaf = byId.get(id)?.callFrame.functionName ?? ""

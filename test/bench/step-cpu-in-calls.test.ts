@@ -21,7 +21,9 @@ const profileOf = (nodes: ReadonlyArray<number>): CpuProfile => ({
     { id: 2, callFrame: frame("(idle)") },
     { id: 3, callFrame: frame("recallCues", "services/memory/retrieval/cue-recall.ts"), children: [6] },
     { id: 6, callFrame: frame("open", "services/platform/keys/aead.ts") },
-    { id: 4, callFrame: frame("dispatch", "services/platform/log/shared-follow.ts") },
+    { id: 4, callFrame: frame("dispatch", "services/platform/log/shared-follow.ts"), children: [8] },
+    { id: 8, callFrame: frame("advanceTo", "services/platform/log/sequence-gate.ts"), children: [9] },
+    { id: 9, callFrame: frame("decideAndAppend", "services/platform/log/command-handler.ts") },
     { id: 5, callFrame: frame("writeBuffer") },
     { id: 7, callFrame: frame("runLoop", "node_modules/effect/dist/internal/effect.js") },
   ],
@@ -85,4 +87,13 @@ it("divides by the steps: two steps give the mean a step", () => {
     inFlightMs: 0.5,
     pieces: [{ piece: "the recall (ranking, choosing and reading its cues)", ms: 1 }],
   })
+})
+
+it("gives a request resumed inside a delivery, once its projection reached the sequence it waited for, to the request", () => {
+  const profile = profileOf([9, 4, 2])
+  const [record] = cpuInCalls(profile, [stepOf([{ call: "record", start: 0, end: 1.5 }])], OFFSET_US, ROOT)
+  expect(record?.pieces).toEqual([
+    { piece: "the request's own handling (decide, append, ledger)", ms: 1 },
+    { piece: "the log's records applied by the process's projections", ms: 1 },
+  ])
 })
