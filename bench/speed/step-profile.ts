@@ -473,21 +473,30 @@ const libraryOf = (url: string, functionName: string): string => {
   return url
 }
 
+/** The profile's nodes by id, and each node's caller. */
+const callTree = (profile: CpuProfile) => {
+  const parent = new Map<number, number>()
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
+  return { byId, parent }
+}
+
+/** A frame's file in this repository (its path from the root), undefined for a library's, Node's or the profiler's. */
+const repoFileOf = (url: string, repoRoot: string): string | undefined => {
+  const path = url.startsWith("file://") ? url.slice(7) : url
+  if (!path.startsWith(repoRoot) || path.includes("/node_modules/") || path.includes("cpu-profile-probe"))
+    return undefined
+  return path.slice(repoRoot.length)
+}
+
 /**
  * Where the main thread's time went: each sample is given to the file of this repository nearest the
  * running function on its stack (services/…, domain/…, contracts/…), so a library's time counts for
  * the code that called it; a sample with none of ours on its stack is given to what ran.
  */
 export const summariseCpuProfile = (profile: CpuProfile, repoRoot: string, top = 14): ReadonlyArray<CpuRow> => {
-  const parent = new Map<number, number>()
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
-  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
-  const ours = (url: string) => {
-    const path = url.startsWith("file://") ? url.slice(7) : url
-    if (!path.startsWith(repoRoot) || path.includes("/node_modules/") || path.includes("cpu-profile-probe"))
-      return undefined
-    return path.slice(repoRoot.length)
-  }
+  const { byId, parent } = callTree(profile)
+  const ours = (url: string) => repoFileOf(url, repoRoot)
   const label = new Map<number, string>()
   const labelOf = (id: number): string => {
     const known = label.get(id)
@@ -528,11 +537,6 @@ export interface CallCpu {
   readonly pieces: ReadonlyArray<{ readonly piece: string; readonly ms: number }>
 }
 
-/**
- * The pieces a sample is given to, the first whose test its stack (files of this repository and the running
- * function) passes: a sample of the recall is the recall's whatever it calls, one under a delivery of the log
- * is the projections', and so on.
- */
 const RECALL_FILES = new Set(
   ["cue-recall.ts", "rank.ts", "cue-forms.ts", "cue-writes.ts", "recalled-records.ts"].map(
     (f) => `services/memory/retrieval/${f}`,
@@ -543,6 +547,11 @@ const BACKGROUND_FILES = new Set([
   "services/platform/embedding/offline-embedder.ts",
   "services/memory/retrieval/reactions.ts",
 ])
+/**
+ * The pieces a sample is given to, the first whose test its stack (files of this repository and the running
+ * function) passes: a sample of the recall is the recall's whatever it calls, one under a delivery of the log
+ * is the projections', and so on.
+ */
 const CALL_CPU_PIECES: ReadonlyArray<readonly [string, (files: ReadonlyArray<string>, leaf: string) => boolean]> = [
   ["idle (waiting for a reply or a delivery)", (_, leaf) => leaf === "(idle)"],
   ["garbage collector", (_, leaf) => leaf === "(garbage collector)"],
@@ -579,20 +588,14 @@ export const cpuInCalls = (
   offsetUs: number,
   repoRoot: string,
 ): ReadonlyArray<CallCpu> => {
-  const parent = new Map<number, number>()
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
-  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
-  const fileOf = (url: string) => {
-    const path = url.startsWith("file://") ? url.slice(7) : url
-    return path.startsWith(repoRoot) && !path.includes("/node_modules/") ? path.slice(repoRoot.length) : undefined
-  }
+  const { byId, parent } = callTree(profile)
   const pieceOfNode = new Map<number, string>()
   const pieceOf = (id: number): string => {
     const known = pieceOfNode.get(id)
     if (known !== undefined) return known
     const files: string[] = []
     for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
-      const file = fileOf(byId.get(at)?.callFrame.url ?? "")
+      const file = repoFileOf(byId.get(at)?.callFrame.url ?? "", repoRoot)
       // A request waiting for a projection to reach a sequence resumes inside the delivery that reached it: what
       // runs above the gate is the request's.
       if (file === "services/platform/log/sequence-gate.ts") break
