@@ -57,8 +57,15 @@ export const App = () => {
     setInstant(null)
     setEntryId(null)
     refreshPage(agentId, null)
+    setTimeline([])
     fetchTimeline(agentId)
-      .then(({ items }) => setTimeline(items))
+      .then(({ items }) =>
+        // Events that arrived live while the timeline loaded stay, after those it had.
+        setTimeline((arrived) => {
+          const last = Math.max(0, ...items.map((i) => i.seq))
+          return [...items, ...arrived.filter((i) => i.seq > last)].slice(-200)
+        }),
+      )
       .catch((e: unknown) => setError(String(e)))
     const url = new URL(location.href)
     url.searchParams.set("agent", agentId)

@@ -121,6 +121,36 @@ describe("the dashboard in a browser", () => {
     await page.close()
   })
 
+  it("keeps an event that arrives live while the agent's timeline is still loading", async () => {
+    const agent = system.client.agent("slow-timeline")
+    await agent.register({ role: "main" })
+    await agent.record({ origin: "USER", content: "Start with the venue." })
+    const page = await browser.newPage()
+    // The timeline is read before the next entry is recorded, and reaches the page only after it arrived live.
+    let fetched!: () => void
+    const timelineRead = new Promise<void>((resolve) => {
+      fetched = resolve
+    })
+    let release!: () => void
+    const released = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    await page.route("**/api/agents/slow-timeline/timeline*", async (route) => {
+      const response = await route.fetch()
+      fetched()
+      await released
+      await route.fulfill({ response })
+    })
+    await page.goto(`${url}?agent=slow-timeline`)
+    await timelineRead
+    await agent.record({ origin: "ADVISOR", content: "Catering arrives at noon." })
+    await rawColumnShows(page, "Catering arrives at noon.")
+    release()
+    await page.getByTestId("timeline-item").filter({ hasText: "Start with the venue." }).waitFor()
+    await page.getByTestId("timeline-item").filter({ hasText: "Catering arrives at noon." }).waitFor()
+    await page.close()
+  })
+
   it("replays an earlier view and its context with the time slider, as wm replay rebuilds them", async () => {
     const agent = system.client.agent("replayer")
     await agent.register({ role: "custom", budget: 300 })
