@@ -87,6 +87,9 @@ it("opens what a search and a lookup return, with the keys in memory or not, and
   const firstSearch = await run(store.searchDense(agentId, MODEL, QUERY, 12))
   expect(texts(firstSearch.map((h) => h.payload))).toEqual(expected)
   expect(firstSearch.map((h) => h.score)).toEqual(found.map((h) => h.score))
+  // Written out (a log line, an answer), a record carries its texts opened and every other field as stored.
+  const { payload: e0 } = firstSearch.find((h) => h.payload.entryId === "e0")!
+  expect(JSON.parse(JSON.stringify(e0))).toEqual({ ...written[0], summary: "summary of entry 0" })
   // Now every key is in memory.
   expect(texts((await run(store.searchDense(agentId, MODEL, QUERY, 12))).map((h) => h.payload))).toEqual(expected)
   const ids = ["e7", "e2", "e11"]

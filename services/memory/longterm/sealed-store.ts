@@ -10,6 +10,7 @@ import { open, seal } from "../../platform/keys/aead.ts"
 import { ContentKeys } from "../../platform/keys/content-keys.ts"
 import type { ContentKeyStore } from "../../platform/keys/key-store.ts"
 import {
+  type Hit,
   type LongTermRecord,
   LongTermStore,
   LongTermStoreError,
@@ -29,6 +30,90 @@ const sealText = (key: Buffer, payload: LongTermPayload, field: string, text: st
 const openText = (key: Buffer, payload: LongTermPayload, field: string, text: string): string | null => {
   const plain = open(key, text.slice(SEALED_TEXT.length), label(payload, field))
   return plain === null ? null : plain.toString("utf8")
+}
+
+/**
+ * A stored payload whose sealed texts open when first read, and stay open. Its texts are getters of its class:
+ * read them by name (or through `toJSON`), not by copying the object's own fields.
+ */
+class LazilyOpened implements LongTermPayload {
+  readonly agentId: string
+  readonly entryId: string
+  readonly origin: LongTermPayload["origin"]
+  readonly tags: LongTermPayload["tags"]
+  readonly correlationId: string | null
+  readonly moodSnapshot: LongTermPayload["moodSnapshot"]
+  readonly emotionalWeight: number
+  readonly timestamp: number
+  readonly demotedAt: number
+  readonly summaryForm: LongTermPayload["summaryForm"]
+  readonly summaryTokens: number
+  readonly keyPointsTokens: number | null
+  readonly rawTokens: number
+  readonly citationCount: number
+  readonly model: string
+  readonly #stored: LongTermPayload
+  readonly #key: Buffer
+  #summary: string | undefined
+  #keyPoints: { readonly text: string | null } | undefined
+
+  constructor(stored: LongTermPayload, key: Buffer) {
+    this.#stored = stored
+    this.#key = key
+    this.agentId = stored.agentId
+    this.entryId = stored.entryId
+    this.origin = stored.origin
+    this.tags = stored.tags
+    this.correlationId = stored.correlationId
+    this.moodSnapshot = stored.moodSnapshot
+    this.emotionalWeight = stored.emotionalWeight
+    this.timestamp = stored.timestamp
+    this.demotedAt = stored.demotedAt
+    this.summaryForm = stored.summaryForm
+    this.summaryTokens = stored.summaryTokens
+    this.keyPointsTokens = stored.keyPointsTokens
+    this.rawTokens = stored.rawTokens
+    this.citationCount = stored.citationCount
+    this.model = stored.model
+  }
+
+  #opened(field: "summary" | "keyPoints") {
+    const text = this.#stored[field]
+    return isSealedText(text) ? openText(this.#key, this.#stored, field, text) : text
+  }
+
+  get summary(): string {
+    this.#summary ??= this.#opened("summary") ?? ""
+    return this.#summary
+  }
+
+  get keyPoints(): string | null {
+    this.#keyPoints ??= { text: this.#opened("keyPoints") }
+    return this.#keyPoints.text
+  }
+
+  toJSON(): LongTermPayload {
+    const { agentId, entryId, origin, tags, correlationId, moodSnapshot, emotionalWeight, timestamp, demotedAt } = this
+    return {
+      agentId,
+      entryId,
+      origin,
+      tags,
+      correlationId,
+      moodSnapshot,
+      emotionalWeight,
+      timestamp,
+      demotedAt,
+      summary: this.summary,
+      summaryForm: this.summaryForm,
+      summaryTokens: this.summaryTokens,
+      keyPoints: this.keyPoints,
+      keyPointsTokens: this.keyPointsTokens,
+      rawTokens: this.rawTokens,
+      citationCount: this.citationCount,
+      model: this.model,
+    }
+  }
 }
 
 const failed = (error: unknown) =>
@@ -76,31 +161,36 @@ export const sealedLongTermStore = (inner: LongTermStoreShape, keys: ContentKeyS
     })
   }
   /**
-   * A record searched or looked up, its texts opened when first read: a search returns many more records than
-   * its caller shows the text of. One its key does not open reads with an empty summary and no key points.
+   * Records searched or looked up, each with its texts opened when first read: a search returns many more
+   * records than its caller shows the text of. One its key does not open reads with an empty summary and no
+   * key points; one whose key is destroyed is null. Keys in memory are used without an effect per record (a
+   * recall looks up hundreds): only the records whose key must be loaded wait for it.
    */
-  const openLazily = (payload: LongTermPayload) => {
-    if (!isSealedText(payload.summary) && !isSealedText(payload.keyPoints)) return Effect.succeed(payload)
-    return Effect.map(keyOf(payload, false), (key): LongTermPayload | null => {
-      if (key === null) return null
-      const opened = (field: "summary" | "keyPoints") => {
-        const text = payload[field]
-        return isSealedText(text) ? openText(key, payload, field, text) : text
+  const openManyLazily = (payloads: ReadonlyArray<LongTermPayload>) => {
+    const opened: Array<LongTermPayload | null> = new Array(payloads.length)
+    const loading: number[] = []
+    for (let i = 0; i < payloads.length; i++) {
+      const payload = payloads[i]!
+      if (!isSealedText(payload.summary) && !isSealedText(payload.keyPoints)) {
+        opened[i] = payload
+        continue
       }
-      let summary: string | undefined
-      let keyPoints: { readonly text: string | null } | undefined
-      return {
-        ...payload,
-        get summary() {
-          summary ??= opened("summary") ?? ""
-          return summary
-        },
-        get keyPoints() {
-          keyPoints ??= { text: opened("keyPoints") }
-          return keyPoints.text
-        },
-      }
-    })
+      const key = keys.cached({ agentId: payload.agentId, entryId: payload.entryId })
+      if (key === undefined) loading.push(i)
+      else opened[i] = new LazilyOpened(payload, key)
+    }
+    if (loading.length === 0) return Effect.succeed(opened)
+    return Effect.as(
+      Effect.forEach(
+        loading,
+        (i) =>
+          Effect.map(keyOf(payloads[i]!, false), (key) => {
+            opened[i] = key === null ? null : new LazilyOpened(payloads[i]!, key)
+          }),
+        { discard: true },
+      ),
+      opened,
+    )
   }
   const openAll = (payloads: ReadonlyArray<LongTermPayload>) =>
     Effect.map(Effect.forEach(payloads, openPayload), (opened) => opened.filter((p) => p !== null))
@@ -135,16 +225,18 @@ export const sealedLongTermStore = (inner: LongTermStoreShape, keys: ContentKeyS
     searchDense: (agentId, model, vector, limit, filter) =>
       Effect.flatMap(inner.searchDense(agentId, model, vector, limit, filter), (hits) =>
         Effect.map(
-          Effect.forEach(hits, (hit) =>
-            Effect.map(openLazily(hit.payload), (payload) => (payload === null ? null : { ...hit, payload })),
-          ),
-          (opened) => opened.filter((h) => h !== null),
+          openManyLazily(hits.map((hit) => hit.payload)),
+          (opened): ReadonlyArray<Hit> =>
+            hits.flatMap((hit, i) => {
+              const payload = opened[i]
+              return payload === null || payload === undefined ? [] : [{ payload, score: hit.score }]
+            }),
         ),
       ),
     list: (query) => Effect.flatMap(inner.list(query), openAll),
     get: (agentId, entryIds) =>
       Effect.flatMap(inner.get(agentId, entryIds), (payloads) =>
-        Effect.map(Effect.forEach(payloads, openLazily), (opened) => opened.filter((p) => p !== null)),
+        Effect.map(openManyLazily(payloads), (opened) => opened.filter((p) => p !== null && p !== undefined)),
       ),
   }
 }
