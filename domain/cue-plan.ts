@@ -8,7 +8,7 @@
  */
 import type { Encoding } from "../contracts/agent.ts"
 import type { EventOf } from "../contracts/events.ts"
-import { type FocusTerms, RECALLED_KEY_POINTS_CAP, recalledKeyPoints } from "./key-points.ts"
+import { type FocusTerms, RECALLED_KEY_POINTS_CAP, recalledKeyPoints, tokenCountsOf } from "./key-points.ts"
 import type { Renderable } from "./render.ts"
 import type { PreparedText } from "./text-layout.ts"
 
@@ -110,7 +110,9 @@ export const rawCue = (
   encoding: Encoding,
   prepared?: PreparedText,
 ): Recalled => {
-  const shown = recalledKeyPoints(meta, raw.content, focus, encoding, prepared) ?? fadingKeyPoints
+  // The raw text is read again for other focuses: what was counted of it is kept with it.
+  const counts = tokenCountsOf(raw, encoding, prepared?.layout)
+  const shown = recalledKeyPoints(meta, raw.content, focus, encoding, prepared, counts) ?? fadingKeyPoints
   return {
     ...recalledMeta(meta),
     form: "raw",

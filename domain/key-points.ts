@@ -16,7 +16,7 @@
 import type { Encoding } from "../contracts/agent.ts"
 import { blockTokens, type Renderable } from "./render.ts"
 import { locatedTerms, queryTerms, terms } from "./terms.ts"
-import { forEachUnit, layoutOf, type PreparedText, speakerOf, termsKnown } from "./text-layout.ts"
+import { forEachUnit, layoutOf, type PreparedText, speakerOf, type TextLayout, termsKnown } from "./text-layout.ts"
 import { countTokens, tokensAtLeast } from "./tokens.ts"
 
 export { speakerOf } from "./text-layout.ts"
@@ -51,16 +51,45 @@ const scoreUnits = (
 }
 
 /**
+ * What was counted of one text: its units' token counts by their index, and the whole text's, as far as they
+ * were needed. Its units are those of one layout (none: the text's own), so a count is of the unit it names.
+ */
+export interface TokenCounts {
+  readonly layout: TextLayout | undefined
+  readonly units: Array<number | undefined>
+  whole?: number
+}
+
+const countsByOwner = new WeakMap<object, Map<Encoding, TokenCounts>>()
+
+/**
+ * The counts kept with `owner`, a text its caller holds and reads again (a recalled entry's raw text, read for
+ * one focus after another): they last as long as it does, and are kept for one layout of it at a time.
+ */
+export const tokenCountsOf = (owner: object, encoding: Encoding, layout: TextLayout | undefined): TokenCounts => {
+  let byEncoding = countsByOwner.get(owner)
+  if (byEncoding === undefined) {
+    byEncoding = new Map()
+    countsByOwner.set(owner, byEncoding)
+  }
+  let counts = byEncoding.get(encoding)
+  if (counts === undefined || counts.layout !== layout) {
+    counts = { layout, units: [] }
+    byEncoding.set(encoding, counts)
+  }
+  return counts
+}
+
+/**
  * The units' token counts, each encoded only when a choice needs it: a long text's extract is cut to a few
  * tens of tokens, so most of its sentences are too long to fit by their lower bound alone.
  */
-const unitTokens = (encoding: Encoding) => {
-  const counted = new Map<Unit, number>()
+const unitTokens = (encoding: Encoding, counts: TokenCounts) => {
   const tokensOf = (unit: Unit): number => {
-    let tokens = counted.get(unit)
+    let tokens = counts.units[unit.index]
     if (tokens === undefined) {
       tokens = countTokens(unit.text, encoding)
-      counted.set(unit, tokens)
+      counts.units[unit.index] = tokens
     }
     return tokens
   }
@@ -110,7 +139,8 @@ export const focusedKeyPoints = (
   encoding: Encoding,
   cap = Infinity,
   prepared?: PreparedText,
-): string => keyPointsOf(text, share, encoding, focus, cap, prepared)
+  counts?: TokenCounts,
+): string => keyPointsOf(text, share, encoding, focus, cap, prepared, counts)
 
 /**
  * The share of its tokens a recalled entry's key points take: a third. They
@@ -228,6 +258,7 @@ const keyPointsOf = (
   focus: FocusTerms,
   cap = Infinity,
   prepared?: PreparedText,
+  known?: TokenCounts,
 ): string => {
   const whole = text.trim()
   const speaker = speakerOf(whole)
@@ -235,7 +266,9 @@ const keyPointsOf = (
   if (found === null) return whole
   const { parts } = found
   const units = scoreUnits(parts, found.terms, focus)
-  const counts = unitTokens(encoding)
+  const counted =
+    known !== undefined && known.layout === prepared?.layout ? known : { layout: prepared?.layout, units: [] }
+  const counts = unitTokens(encoding, counted)
   const target = targetOf(units, share, cap, counts)
   const chosen = focus.size === 0 ? byScore(units, target, counts) : byFocusCovered(units, target, focus, counts)
   chosen.sort((a, b) => a.index - b.index)
@@ -250,7 +283,9 @@ const keyPointsOf = (
   if (next < units.length) extract += ` ${GAP}`
   const keyPoints = `${speaker}${extract}`
   const kept = countTokens(keyPoints, encoding)
-  return kept < tokensAtLeast(whole) || kept < countTokens(whole, encoding) ? keyPoints : whole
+  if (kept < tokensAtLeast(whole)) return keyPoints
+  counted.whole ??= countTokens(whole, encoding)
+  return kept < counted.whole ? keyPoints : whole
 }
 
 /**
@@ -268,7 +303,8 @@ const targetOf = (units: ReadonlyArray<Unit>, share: number, cap: number, { toke
  * What a recalled entry carries besides its raw text: its key points for the
  * step's focus (`focus`: its weighed terms), with the token count of
  * their block, or null when they would not be smaller than the raw text.
- * `prepared`: the raw text's layout and terms when the caller holds them (text-layout.ts).
+ * `prepared`: the raw text's layout and terms when the caller holds them (text-layout.ts); `counts`: what was
+ * counted of it before (`tokenCountsOf`).
  */
 export const recalledKeyPoints = (
   entry: Renderable,
@@ -276,7 +312,16 @@ export const recalledKeyPoints = (
   focus: FocusTerms,
   encoding: Encoding,
   prepared?: PreparedText,
+  counts?: TokenCounts,
 ): { readonly text: string; readonly tokens: number } | null => {
-  const text = focusedKeyPoints(raw, focus, RECALLED_KEY_POINTS_SHARE, encoding, RECALLED_KEY_POINTS_CAP, prepared)
+  const text = focusedKeyPoints(
+    raw,
+    focus,
+    RECALLED_KEY_POINTS_SHARE,
+    encoding,
+    RECALLED_KEY_POINTS_CAP,
+    prepared,
+    counts,
+  )
   return text === raw.trim() ? null : { text, tokens: blockTokens(entry, "keyPoints", text, encoding) }
 }

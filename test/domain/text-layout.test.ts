@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { focusTerms, recalledKeyPoints } from "../../domain/key-points.ts"
+import { focusTerms, recalledKeyPoints, tokenCountsOf } from "../../domain/key-points.ts"
 import { locatedTerms, terms } from "../../domain/terms.ts"
 import { forEachUnit, layoutOf, type TextLayout, termsKnown } from "../../domain/text-layout.ts"
 
@@ -74,6 +74,28 @@ describe("text layout", () => {
     expect(recalledKeyPoints(entry, text, focus, "o200k_base", { layout, terms: locatedTerms(text).terms })).toEqual(
       recalledKeyPoints(entry, text, focus, "o200k_base"),
     )
+  })
+
+  it("cuts a text read again for one focus after another as it cuts it afresh, from the counts kept with it", () => {
+    const text = Array.from(
+      { length: 24 },
+      (_, i) => `Entry ${i}: the ${["red", "blue", "green"][i % 3]} van took crate ${i % 5} to dock ${(i * 7) % 11}.`,
+    ).join(" ")
+    const located = locatedTerms(text)
+    const prepared = { layout: layoutOf(text, located)!, terms: located.terms }
+    const raw = { content: text }
+    const entry = { timestamp: 0, origin: "USER" as const }
+    const questions = ["Which van went to dock 3?", "Where did crate 4 go?", "red van", "dock 9 crate 2 green"]
+    // With its layout, without it, and with it again: the counts kept follow the units they were taken of.
+    for (const withLayout of [true, false, true])
+      for (const question of questions) {
+        const focus = focusTerms(question)
+        const layout = withLayout ? prepared : undefined
+        const counts = tokenCountsOf(raw, "o200k_base", layout?.layout)
+        expect(recalledKeyPoints(entry, text, focus, "o200k_base", layout, counts), question).toEqual(
+          recalledKeyPoints(entry, text, focus, "o200k_base", layout),
+        )
+      }
   })
 
   it("cuts a text from a layout made beforehand exactly as from its text alone", () => {
