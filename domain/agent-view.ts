@@ -499,8 +499,9 @@ export const skipUndecodable = (view: AgentView, subject: string, seq: number): 
 
 /**
  * The ids of recently applied events, kept as 53-bit hashes: the newest in a
- * short persistent list, older ones in frozen generations of SEEN_GENERATION,
- * each a sorted Float64Array searched by bisection (about 7 KB per agent,
+ * short array copied when one is added (a check scans it; a list of nodes
+ * scattered through the heap made every check a chase of pointers), older ones
+ * in frozen generations of SEEN_GENERATION, each a sorted Float64Array searched by bisection (about 7 KB per agent,
  * measured by `npm run bench:memory`; sets of the hashes took 19 KB, sets of
  * the ids 115–186 KB). A retry is kept from being applied twice at any age by
  * the request ledger (it never reaches the log again); this memory only
@@ -508,15 +509,10 @@ export const skipUndecodable = (view: AgentView, subject: string, seq: number): 
  * Two different ids share a hash with a chance of about 2^-53 per pair.
  */
 export interface SeenIds {
-  readonly recent: SeenNode | null
-  readonly recentSize: number
+  /** The newest hashes, oldest first, fewer than SEEN_GENERATION + 1; never mutated once made. */
+  readonly recent: Float64Array
   /** Frozen generations, newest first, each sorted ascending; never mutated once made. */
   readonly older: ReadonlyArray<Float64Array>
-}
-
-interface SeenNode {
-  readonly hash: number
-  readonly next: SeenNode | null
 }
 
 /** Hashes per generation. */
@@ -525,11 +521,11 @@ export const SEEN_GENERATION = 64
 export const SEEN_IDS = 512
 const SEEN_OLDER = SEEN_IDS / SEEN_GENERATION
 
-const NO_SEEN_IDS: SeenIds = { recent: null, recentSize: 0, older: [] }
+const NO_SEEN_IDS: SeenIds = { recent: new Float64Array(0), older: [] }
 
 /** How many event ids a view remembers. */
 export const seenIdCount = (seen: SeenIds): number =>
-  seen.recentSize + seen.older.reduce((n, generation) => n + generation.length, 0)
+  seen.recent.length + seen.older.reduce((n, generation) => n + generation.length, 0)
 
 /** Two 32-bit FNV-1a variants of the id, joined into one safe integer. */
 export const eventIdHash = (id: string): number => {
@@ -559,7 +555,8 @@ const generationHas = (generation: Float64Array, hash: number): boolean => {
 }
 
 const hasSeen = (seen: SeenIds, hash: number): boolean => {
-  for (let node = seen.recent; node !== null; node = node.next) if (node.hash === hash) return true
+  const recent = seen.recent
+  for (let i = 0; i < recent.length; i++) if (recent[i] === hash) return true
   for (const generation of seen.older) if (generationHas(generation, hash)) return true
   return false
 }
@@ -568,14 +565,15 @@ const hasSeen = (seen: SeenIds, hash: number): boolean => {
 export const seenGeneration = (hashes: Iterable<number>): Float64Array => Float64Array.from(hashes).sort()
 
 const remember = (seen: SeenIds, hash: number): SeenIds => {
-  if (seen.recentSize < SEEN_GENERATION)
-    return { recent: { hash, next: seen.recent }, recentSize: seen.recentSize + 1, older: seen.older }
-  const hashes: number[] = []
-  for (let node = seen.recent; node !== null; node = node.next) hashes.push(node.hash)
+  if (seen.recent.length < SEEN_GENERATION) {
+    const recent = new Float64Array(seen.recent.length + 1)
+    recent.set(seen.recent)
+    recent[seen.recent.length] = hash
+    return { recent, older: seen.older }
+  }
   return {
-    recent: { hash, next: null },
-    recentSize: 1,
-    older: [seenGeneration(hashes), ...seen.older.slice(0, SEEN_OLDER - 1)],
+    recent: Float64Array.of(hash),
+    older: [seenGeneration(seen.recent), ...seen.older.slice(0, SEEN_OLDER - 1)],
   }
 }
 

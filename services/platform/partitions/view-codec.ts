@@ -14,11 +14,8 @@ const pairs = <V>(map: HashMap.HashMap<string, V>) =>
   [...HashMap.toEntries(map)].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
 const ids = (set: HashSet.HashSet<string>) => [...set].sort()
 
-const encodeSeen = (seen: SeenIds) => {
-  const recent: number[] = []
-  for (let node = seen.recent; node !== null; node = node.next) recent.push(node.hash)
-  return { recent, older: seen.older.map((g) => [...g]) }
-}
+/** The newest hashes newest first, as snapshots have always had them. */
+const encodeSeen = (seen: SeenIds) => ({ recent: [...seen.recent].reverse(), older: seen.older.map((g) => [...g]) })
 
 export const encodeView = (view: AgentView): Json => ({
   ...view,
@@ -53,13 +50,11 @@ const hashSet = (value: unknown, field: string): HashSet.HashSet<string> =>
 
 const decodeSeen = (value: unknown): SeenIds => {
   const seen = object(value, "seen")
-  const recent = array(seen.recent, "seen.recent").map((h) => number(h, "seen.recent"))
-  let node: SeenIds["recent"] = null
-  for (let i = recent.length - 1; i >= 0; i--) node = { hash: recent[i]!, next: node }
+  const recent = Float64Array.from(array(seen.recent, "seen.recent").map((h) => number(h, "seen.recent"))).reverse()
   const older = array(seen.older, "seen.older").map((g) =>
     seenGeneration(array(g, "seen.older").map((h) => number(h, "seen.older"))),
   )
-  return { recent: node, recentSize: recent.length, older }
+  return { recent, older }
 }
 
 /** The view's numeric fields; typed as keys of AgentView, so a renamed field fails the type-check here. */
