@@ -8,7 +8,7 @@ import { Effect, Layer } from "effect"
 import type { LongTermPayload } from "../../../contracts/longterm.ts"
 import { open, seal } from "../../platform/keys/aead.ts"
 import { ContentKeys } from "../../platform/keys/content-keys.ts"
-import type { ContentKeyStore } from "../../platform/keys/key-store.ts"
+import { type ContentKeyStore, DEFAULT_CACHED_KEYS } from "../../platform/keys/key-store.ts"
 import {
   type Hit,
   type LongTermRecord,
@@ -119,7 +119,50 @@ class LazilyOpened implements LongTermPayload {
 const failed = (error: unknown) =>
   new LongTermStoreError({ reason: `content keys: ${error instanceof Error ? error.message : String(error)}` })
 
+/**
+ * The data keys of the records a store has opened, by agent and entry, read from the key store's memory and
+ * kept while it drops none: a recall looks up the keys of hundreds of records, mostly the same agent's, and
+ * one small map an agent is read faster than the process's map of every key by a name made for each record.
+ * All of it is let go as soon as the key store drops or replaces any key (a forget, an eviction).
+ */
+/** As many as the key store keeps in memory by default: past it, they are let go and read again. */
+const KEPT_KEYS = DEFAULT_CACHED_KEYS
+
+class KeysInMemory {
+  readonly #keys: ContentKeyStore
+  #version: number
+  #byAgent = new Map<string, Map<string, Buffer>>()
+  #count = 0
+
+  constructor(keys: ContentKeyStore) {
+    this.#keys = keys
+    this.#version = keys.cachedKeysVersion()
+  }
+
+  get(agentId: string, entryId: string): Buffer | undefined {
+    const version = this.#keys.cachedKeysVersion()
+    if (version !== this.#version || this.#count >= KEPT_KEYS) {
+      this.#byAgent = new Map()
+      this.#count = 0
+      this.#version = version
+    }
+    let byEntry = this.#byAgent.get(agentId)
+    const known = byEntry?.get(entryId)
+    if (known !== undefined) return known
+    const key = this.#keys.cached({ agentId, entryId })
+    if (key === undefined) return undefined
+    if (byEntry === undefined) {
+      byEntry = new Map()
+      this.#byAgent.set(agentId, byEntry)
+    }
+    byEntry.set(entryId, key)
+    this.#count++
+    return key
+  }
+}
+
 export const sealedLongTermStore = (inner: LongTermStoreShape, keys: ContentKeyStore): LongTermStoreShape => {
+  const inMemory = new KeysInMemory(keys)
   const keyOf = (payload: LongTermPayload, forWrite: boolean) => {
     const ref = { agentId: payload.agentId, entryId: payload.entryId }
     // A key in memory is used as the log's reader uses it (keys/content-keys.ts): no round trip to the key store.
@@ -175,7 +218,7 @@ export const sealedLongTermStore = (inner: LongTermStoreShape, keys: ContentKeyS
         opened[i] = payload
         continue
       }
-      const key = keys.cached({ agentId: payload.agentId, entryId: payload.entryId })
+      const key = inMemory.get(payload.agentId, payload.entryId)
       if (key === undefined) loading.push(i)
       else opened[i] = new LazilyOpened(payload, key)
     }

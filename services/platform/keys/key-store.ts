@@ -136,6 +136,8 @@ export class ContentKeyStore {
   private agentKeys: Recent<Buffer>
   /** Unwrapped data keys (entries' and focus keys) by their cache name. */
   private dataKeys: Recent<Buffer>
+  /** The data keys' cache was replaced by the process's shared one this many times. */
+  private cacheSwaps = 0
   private readonly loading = new Map<string, Promise<Buffer | null>>()
 
   readonly kv: KV
@@ -179,6 +181,7 @@ export class ContentKeyStore {
     const shared = sharedCaches(`${created}|${[...this.keks.byId.keys()].join(",")}`, this.cachedKeys)
     this.agentKeys = shared.agentKeys
     this.dataKeys = shared.dataKeys
+    this.cacheSwaps++
     // An agent or an entry forgotten elsewhere: none of its keys is kept here, so nothing left of its content in
     // the log (a recall's cue of the entry, sealed under its key) opens in this process either.
     const dropAgentKeys = (agentId: string) => {
@@ -230,6 +233,14 @@ export class ContentKeyStore {
   /** The data key of `ref` if it is in memory. */
   cached(ref: ContentKeyRef): Buffer | undefined {
     return this.dataKeys.get(cacheName(ref))
+  }
+
+  /**
+   * Changes whenever a data key in memory is dropped (destroyed, evicted) or replaced: a key `cached` gave
+   * before is still the one to use while this is the same.
+   */
+  cachedKeysVersion(): number {
+    return this.cacheSwaps * 2 ** 32 + this.dataKeys.changes
   }
 
   /** Drops what is in memory of an agent's keys, or of one entry's. */

@@ -8,6 +8,7 @@ export class Recent<V> {
   private young = new Map<string, V>()
   private old = new Map<string, V>()
   private readonly generation: number
+  private dropped = 0
   /** Holds at least `size / 2` and at most `size` of the most recently used keys. */
   constructor(size: number) {
     this.generation = Math.max(1, Math.ceil(size / 2))
@@ -27,19 +28,34 @@ export class Recent<V> {
     return this.young.get(key) ?? this.old.get(key)
   }
   delete(key: string) {
-    this.young.delete(key)
-    this.old.delete(key)
+    const young = this.young.delete(key)
+    const old = this.old.delete(key)
+    if (young || old) this.dropped++
   }
   get count() {
     return this.young.size + this.old.size
   }
+  /**
+   * How many times a key was deleted or its value replaced by another: a value read before is still the
+   * key's while this is unchanged. Keys let go for room do not count (their values were not wrong).
+   */
+  get changes() {
+    return this.dropped
+  }
   set(key: string, value: V) {
+    const before = this.peek(key)
+    if (before !== undefined && before !== value) this.dropped++
     this.old.delete(key)
     if (this.young.has(key)) this.young.set(key, value)
     else this.insert(key, value)
   }
   deleteWhere(match: (key: string) => boolean) {
-    for (const map of [this.young, this.old]) for (const key of [...map.keys()]) if (match(key)) map.delete(key)
+    for (const map of [this.young, this.old])
+      for (const key of [...map.keys()])
+        if (match(key)) {
+          map.delete(key)
+          this.dropped++
+        }
   }
   private insert(key: string, value: V) {
     if (this.young.size >= this.generation) {
