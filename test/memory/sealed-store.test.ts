@@ -111,3 +111,40 @@ it("opens what a search and a lookup return, with the keys in memory or not, and
   expect(texts((await run(store.searchDense(agentId, MODEL, QUERY, 12))).map((h) => h.payload))).toEqual(withoutE3)
   expect(texts(await run(store.get(agentId, ["e2", "e3", "e4"])))).toEqual([textOf.get("e2"), textOf.get("e4")])
 })
+
+it("leaves out a record whose key is destroyed after the reader's memory let the key go for room", async () => {
+  const agentId = "sealed-small-reader"
+  const inner: LongTermStoreShape = makeEmbeddedStore()
+  const writer = await keysOf(WRITER)
+  const written = Array.from({ length: 8 }, (_, i) => payload(agentId, i))
+  for (const p of written) await writer.keys.forWrite({ agentId, entryId: p.entryId }, true)
+  await run(
+    sealedLongTermStore(inner, writer.keys).upsert(written.map((p, i) => ({ payload: p, vector: vectorOf(i) }))),
+  )
+  // A process that keeps four keys in memory: e0's is read, then let go for room as six others are read.
+  const { nc, store: keys } = await processKeyStore(server.url, "small-reader", { cachedKeys: 4 })
+  connections.push(nc)
+  const store = sealedLongTermStore(inner, keys)
+  expect(texts(await run(store.get(agentId, ["e0"])))).toEqual(texts([written[0]!]))
+  expect(texts(await run(store.get(agentId, ["e0"])))).toEqual(texts([written[0]!]))
+  for (let i = 1; i <= 6; i++) await keys.forRead({ agentId, entryId: `e${i}` })
+  expect(keys.cached({ agentId, entryId: "e0" })).toBeUndefined()
+
+  await destroyContentKeys(nc, {
+    _tag: "EntryForgotten",
+    v: 1,
+    eventId: "forget-small-e0",
+    agentId,
+    entryId: "e0",
+    at: Date.now(),
+    causationId: null,
+    correlationId: null,
+  })
+  keys.evict(agentId, "e0")
+  expect(await run(store.get(agentId, ["e0", "e1"]))).toEqual(
+    expect.not.arrayContaining([expect.objectContaining({ entryId: "e0" })]),
+  )
+  const found = (await run(store.searchDense(agentId, MODEL, QUERY, 8))).map((h) => h.payload.entryId)
+  expect(found).not.toContain("e0")
+  expect(found).toContain("e1")
+})

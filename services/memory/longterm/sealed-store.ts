@@ -8,7 +8,7 @@ import { Effect, Layer } from "effect"
 import type { LongTermPayload } from "../../../contracts/longterm.ts"
 import { open, seal } from "../../platform/keys/aead.ts"
 import { ContentKeys } from "../../platform/keys/content-keys.ts"
-import { type ContentKeyStore, DEFAULT_CACHED_KEYS } from "../../platform/keys/key-store.ts"
+import type { ContentKeyStore } from "../../platform/keys/key-store.ts"
 import {
   type Hit,
   type LongTermRecord,
@@ -121,18 +121,15 @@ const failed = (error: unknown) =>
 
 /**
  * The data keys of the records a store has opened, by agent and entry, read from the key store's memory and
- * kept while it drops none: a recall looks up the keys of hundreds of records, mostly the same agent's, and
- * one small map an agent is read faster than the process's map of every key by a name made for each record.
- * All of it is let go as soon as the key store drops or replaces any key (a forget, an eviction).
+ * kept while it lets go of none: a recall looks up the keys of hundreds of records, mostly the same agent's,
+ * and one small map an agent is read faster than the process's map of every key by a name made for each
+ * record. All of it is let go as soon as the key store lets go of or replaces any key (a forget, an eviction,
+ * keys let go for room), so it only ever holds keys the key store holds, and a destroy reaches it.
  */
-/** As many as the key store keeps in memory by default: past it, they are let go and read again. */
-const KEPT_KEYS = DEFAULT_CACHED_KEYS
-
 class KeysInMemory {
   readonly #keys: ContentKeyStore
   #version: number
   #byAgent = new Map<string, Map<string, Buffer>>()
-  #count = 0
 
   constructor(keys: ContentKeyStore) {
     this.#keys = keys
@@ -141,9 +138,8 @@ class KeysInMemory {
 
   get(agentId: string, entryId: string): Buffer | undefined {
     const version = this.#keys.cachedKeysVersion()
-    if (version !== this.#version || this.#count >= KEPT_KEYS) {
+    if (version !== this.#version) {
       this.#byAgent = new Map()
-      this.#count = 0
       this.#version = version
     }
     let byEntry = this.#byAgent.get(agentId)
@@ -156,7 +152,6 @@ class KeysInMemory {
       this.#byAgent.set(agentId, byEntry)
     }
     byEntry.set(entryId, key)
-    this.#count++
     return key
   }
 }

@@ -236,8 +236,9 @@ export class ContentKeyStore {
   }
 
   /**
-   * Changes whenever a data key in memory is dropped (destroyed, evicted) or replaced: a key `cached` gave
-   * before is still the one to use while this is the same.
+   * Changes whenever a data key in memory is let go (destroyed, evicted, or for room) or replaced: while this is
+   * the same, every key `cached` gave before is still in memory and still the one to use, and a destroy of any
+   * of them changes it.
    */
   cachedKeysVersion(): number {
     return this.cacheSwaps * 2 ** 32 + this.dataKeys.changes

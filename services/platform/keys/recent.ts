@@ -36,8 +36,8 @@ export class Recent<V> {
     return this.young.size + this.old.size
   }
   /**
-   * How many times a key was deleted or its value replaced by another: a value read before is still the
-   * key's while this is unchanged. Keys let go for room do not count (their values were not wrong).
+   * How many times it let go of a value: a key deleted, its value replaced by another, or older keys let go
+   * for room. While this is unchanged, every value read from it before is still held, and still the key's.
    */
   get changes() {
     return this.dropped
@@ -59,6 +59,7 @@ export class Recent<V> {
   }
   private insert(key: string, value: V) {
     if (this.young.size >= this.generation) {
+      if (this.old.size > 0) this.dropped++
       this.old = this.young
       this.young = new Map()
     }
