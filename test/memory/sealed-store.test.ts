@@ -8,6 +8,7 @@ import type { NatsConnection } from "@nats-io/transport-node"
 import { Effect } from "effect"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import type { LongTermPayload } from "../../contracts/longterm.ts"
+import type { Tombstone } from "../../domain/forget.ts"
 import { type NatsServerProcess, startNatsServer } from "../../infra/nats-server.ts"
 import { makeEmbeddedStore } from "../../services/memory/longterm/embedded-store.ts"
 import { SEALED_TEXT, sealedLongTermStore } from "../../services/memory/longterm/sealed-store.ts"
@@ -59,6 +60,18 @@ const payload = (agentId: string, i: number): LongTermPayload => ({
 const vectorOf = (i: number) => Float32Array.from([1, i / 10, 0, 0])
 const QUERY = Float32Array.from([1, 0, 0, 0])
 
+/** What forgetting entry `entryId` of `agentId` leaves for the key store to destroy. */
+const entryForgotten = (agentId: string, entryId: string, eventId: string): Tombstone => ({
+  _tag: "EntryForgotten",
+  v: 1,
+  eventId,
+  agentId,
+  entryId,
+  at: Date.now(),
+  causationId: null,
+  correlationId: null,
+})
+
 const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
 const texts = (payloads: ReadonlyArray<LongTermPayload>) =>
   payloads.map((p) => ({ entryId: p.entryId, summary: p.summary, keyPoints: p.keyPoints }))
@@ -96,16 +109,7 @@ it("opens what a search and a lookup return, with the keys in memory or not, and
   expect(texts(await run(store.get(agentId, ids)))).toEqual(ids.map((id) => textOf.get(id)))
 
   // e3 is forgotten: its key destroyed in the store and dropped from the reader's memory.
-  await destroyContentKeys(reader.nc, {
-    _tag: "EntryForgotten",
-    v: 1,
-    eventId: "forget-e3",
-    agentId,
-    entryId: "e3",
-    at: Date.now(),
-    causationId: null,
-    correlationId: null,
-  })
+  await destroyContentKeys(reader.nc, entryForgotten(agentId, "e3", "forget-e3"))
   reader.keys.evict(agentId, "e3")
   const withoutE3 = expected.filter((e) => e.entryId !== "e3")
   expect(texts((await run(store.searchDense(agentId, MODEL, QUERY, 12))).map((h) => h.payload))).toEqual(withoutE3)
@@ -130,16 +134,7 @@ it("leaves out a record whose key is destroyed after the reader's memory let the
   for (let i = 1; i <= 6; i++) await keys.forRead({ agentId, entryId: `e${i}` })
   expect(keys.cached({ agentId, entryId: "e0" })).toBeUndefined()
 
-  await destroyContentKeys(nc, {
-    _tag: "EntryForgotten",
-    v: 1,
-    eventId: "forget-small-e0",
-    agentId,
-    entryId: "e0",
-    at: Date.now(),
-    causationId: null,
-    correlationId: null,
-  })
+  await destroyContentKeys(nc, entryForgotten(agentId, "e0", "forget-small-e0"))
   keys.evict(agentId, "e0")
   expect(await run(store.get(agentId, ["e0", "e1"]))).toEqual(
     expect.not.arrayContaining([expect.objectContaining({ entryId: "e0" })]),

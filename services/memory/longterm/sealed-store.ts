@@ -93,26 +93,7 @@ class LazilyOpened implements LongTermPayload {
   }
 
   toJSON(): LongTermPayload {
-    const { agentId, entryId, origin, tags, correlationId, moodSnapshot, emotionalWeight, timestamp, demotedAt } = this
-    return {
-      agentId,
-      entryId,
-      origin,
-      tags,
-      correlationId,
-      moodSnapshot,
-      emotionalWeight,
-      timestamp,
-      demotedAt,
-      summary: this.summary,
-      summaryForm: this.summaryForm,
-      summaryTokens: this.summaryTokens,
-      keyPoints: this.keyPoints,
-      keyPointsTokens: this.keyPointsTokens,
-      rawTokens: this.rawTokens,
-      citationCount: this.citationCount,
-      model: this.model,
-    }
+    return { ...this, summary: this.summary, keyPoints: this.keyPoints }
   }
 }
 

@@ -8,7 +8,7 @@ export class Recent<V> {
   private young = new Map<string, V>()
   private old = new Map<string, V>()
   private readonly generation: number
-  private dropped = 0
+  private valuesLetGo = 0
   /** Holds at least `size / 2` and at most `size` of the most recently used keys. */
   constructor(size: number) {
     this.generation = Math.max(1, Math.ceil(size / 2))
@@ -30,7 +30,7 @@ export class Recent<V> {
   delete(key: string) {
     const young = this.young.delete(key)
     const old = this.old.delete(key)
-    if (young || old) this.dropped++
+    if (young || old) this.valuesLetGo++
   }
   get count() {
     return this.young.size + this.old.size
@@ -40,11 +40,11 @@ export class Recent<V> {
    * for room. While this is unchanged, every value read from it before is still held, and still the key's.
    */
   get changes() {
-    return this.dropped
+    return this.valuesLetGo
   }
   set(key: string, value: V) {
     const before = this.peek(key)
-    if (before !== undefined && before !== value) this.dropped++
+    if (before !== undefined && before !== value) this.valuesLetGo++
     this.old.delete(key)
     if (this.young.has(key)) this.young.set(key, value)
     else this.insert(key, value)
@@ -54,12 +54,12 @@ export class Recent<V> {
       for (const key of [...map.keys()])
         if (match(key)) {
           map.delete(key)
-          this.dropped++
+          this.valuesLetGo++
         }
   }
   private insert(key: string, value: V) {
     if (this.young.size >= this.generation) {
-      if (this.old.size > 0) this.dropped++
+      if (this.old.size > 0) this.valuesLetGo++
       this.old = this.young
       this.young = new Map()
     }
