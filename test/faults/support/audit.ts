@@ -64,7 +64,8 @@ export const readRecords = async (servers: string | ReadonlyArray<string>): Prom
     const keys = await openContentKeys(nc, Date.now)
     const messages = await consumer.consume()
     for await (const m of messages) {
-      await keys.load(m.data)
+      // The key bucket's stream may still be electing its leader too: its reads are the observer's as well.
+      await observed(() => keys.load(m.data))
       const decoded = decodeEvent(m.data, keys.unseal)
       out.push({ seq: m.seq, subject: m.subject, data: m.data, event: decoded.ok ? decoded.event : undefined })
       if (m.seq >= last || m.info.pending === 0) break
