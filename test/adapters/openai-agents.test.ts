@@ -7,9 +7,10 @@
 import { Agent, type AgentInputItem, Runner } from "@openai/agents"
 import { WorkingMemorySession } from "@working-memory/openai-agents"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { ResponseOf } from "../../contracts/api.ts"
 import { countTokens } from "../../domain/tokens.ts"
 import { describeItem, ScriptedModel } from "../../examples/openai-agents.ts"
-import { WorkingMemoryClient } from "../../sdk/client.ts"
+import { AgentClient, WorkingMemoryClient } from "../../sdk/client.ts"
 import { Unavailable, ValidationError } from "../../sdk/index.ts"
 import { followOwnEvents } from "../../sdk/own-events.ts"
 import { startTestSystem, type TestSystem } from "../support/system.ts"
@@ -99,6 +100,47 @@ describe("WorkingMemorySession", () => {
     expect(tokensOf(items)).toBeLessThanOrEqual(150)
     expect(await session.getItems(2)).toHaveLength(2)
     expect(await session.getItems(0)).toEqual([])
+  })
+
+  it("serves every item of the context it built, though fading moved them on before it read their texts", async () => {
+    const sessionId = agentIdFor("agents-fading")
+    const writer = system.client.agent(sessionId)
+    const note = (i: number) => ({ origin: "USER" as const, content: `Note ${i}: the parcel for flat ${i} was left.` })
+    /** Whether working memory holds none of the context's items at the form it served any more. */
+    const noneHeldAsServed = async (context: ResponseOf<"buildContext">) => {
+      const held = new Map((await writer.view()).entries.map((e) => [e.id, e]))
+      return context.items.every((item) => {
+        const entry = held.get(item.entryId)
+        return !(item.form === "raw" ? entry?.content : item.form === "keyPoints" ? entry?.keyPoints : entry?.summary)
+      })
+    }
+    let built: ResponseOf<"buildContext"> | undefined
+    // Between the build and the session's read of the view, more notes arrive and fading takes every served
+    // entry past the form it was served at: what a busy fade service may do on its own.
+    class FadingMeanwhile extends AgentClient {
+      override async buildContext(request?: Parameters<AgentClient["buildContext"]>[0]) {
+        const context = await super.buildContext(request)
+        built = context
+        for (let i = 100; !(await noneHeldAsServed(context)); i++) {
+          expect(i, "fading never moved the served entries").toBeLessThan(400)
+          await writer.record(note(i))
+        }
+        return context
+      }
+    }
+    const client = new Proxy(system.client, {
+      get: (target, property) =>
+        property === "agent"
+          ? (agentId: string) => new FadingMeanwhile(target, agentId)
+          : Reflect.get(target, property, target),
+    })
+    const session = new WorkingMemorySession({ client, sessionId, budget: 150 })
+    await session.addItems(Array.from({ length: 30 }, (_, i) => user(note(i).content)))
+
+    const items = await session.getItems()
+    expect(built!.items.some((item) => item.form === "raw")).toBe(true)
+    expect(items).toHaveLength(built!.items.length)
+    expect(tokensOf(items)).toBeLessThanOrEqual(150)
   })
 
   it("serves a turn that faded out of working memory, recalled from long-term for the latest question", async () => {
