@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { apiJsonSchema } from "../../contracts/json-schema.ts"
 import { runDemo } from "../../examples/demo.ts"
 import { readOwnEvents } from "../../sdk/own-events.ts"
+import { eventually } from "../support/eventually.ts"
 import { lastSeq } from "../support/log.ts"
 import { startTestSystem, type TestSystem } from "../support/system.ts"
 
@@ -120,8 +121,11 @@ describe("the MCP server over stdio", () => {
 
   it("gives a faded entry's history with each fade decision's score parts, and names the embedding's model without its bytes", async () => {
     await runDemo(system.client.agent("faded"), { log: () => undefined })
-    const events = await readOwnEvents(system.client, "faded")
-    const demoted = events.find((e) => e.event._tag === "EntryDemoted")!.event
+    // Fading goes on after the demo's last answer: wait for its first demotion.
+    const demoted = await eventually("a demotion of the demo's agent", async () => {
+      const events = await readOwnEvents(system.client, "faded")
+      return events.find((e) => e.event._tag === "EntryDemoted")?.event
+    })
     if (demoted._tag !== "EntryDemoted") throw new Error("no demotion in the demo")
     const client = await overStdio("--agent", "faded")
     const history = value<{

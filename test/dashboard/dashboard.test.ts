@@ -10,6 +10,7 @@ import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { openConnection } from "../../cli/audit/log.ts"
 import { replayAgent } from "../../cli/audit/replay.ts"
+import type { MemoryEvent } from "../../contracts/events.ts"
 import { launchChromium } from "../../dashboard/browser.ts"
 import { ensureDashboardBundle } from "../../dashboard/bundle.ts"
 import { contextOfView } from "../../domain/context-builder.ts"
@@ -188,8 +189,13 @@ describe("the dashboard in a browser", () => {
   it("shows each fade decision's score parts in an entry's history", async () => {
     const agent = system.client.agent("fader")
     await runDemo(agent, { log: () => undefined })
-    const events = await readOwnEvents(system.client, "fader")
-    const index = events.findIndex((e) => e.event._tag === "RungChanged" && e.event.to === 1)
+    // Fading goes on after the demo's last answer: wait for its first move to key points.
+    const isFirstMove = (e: { readonly event: MemoryEvent }) => e.event._tag === "RungChanged" && e.event.to === 1
+    const events = await eventually("a move to key points in the demo's log", async () => {
+      const read = await readOwnEvents(system.client, "fader")
+      return read.some(isFirstMove) ? read : undefined
+    })
+    const index = events.findIndex(isFirstMove)
     expect(index).toBeGreaterThan(0)
     const decision = events[index]!.event
     if (decision._tag !== "RungChanged") throw new Error("not a rung change")

@@ -11,6 +11,7 @@ import type { EventOf } from "../../contracts/events.ts"
 import { FadeWorker, type FadeWorkerShape } from "../../services/fade/fade-worker.ts"
 import { steppingClock } from "../support/clock.ts"
 import { eventually } from "../support/eventually.ts"
+import { fadeSettled } from "../support/fade-settled.ts"
 import { FILLER_TURNS } from "../support/fillers.ts"
 import { readLog } from "../support/log.ts"
 import { startTestSystem, type TestSystem } from "../support/system.ts"
@@ -45,6 +46,8 @@ it("keeps nothing per demoted entry, and a re-promoted entry's second demotion c
   await agent.endStep(first.stepId)
   await fill(60)
   await eventually("the first demotion", async () => (await demotionsOf("fade-lives", entryId)).length === 1)
+  // Read once fading is done: the fade worker and the working view then hold the log to the same point.
+  await fadeSettled(system, "fade-lives")
 
   // Every filler that demoted left nothing behind in the fade worker.
   const fade = await system.services.runtime.runPromise(FadeWorker as unknown as Effect.Effect<FadeWorkerShape>)

@@ -306,6 +306,11 @@ describe("two fade workers", () => {
 describe("remote models that fail", () => {
   let http: Server
   let requests = { chat: 0, embeddings: 0 }
+  // The chat model answers (a failure) only once released: what the agent does meanwhile is then ordered before it.
+  let releaseChat: () => void = () => undefined
+  const chatReleased = new Promise<void>((resolve) => {
+    releaseChat = resolve
+  })
   let other: NatsServerProcess
   let flaky: Running
   let flakyClient: WorkingMemoryClient
@@ -313,7 +318,7 @@ describe("remote models that fail", () => {
     http = createServer((req, res) => {
       if (req.url?.endsWith("/chat/completions")) {
         requests.chat++
-        res.writeHead(500).end("model overloaded")
+        void chatReleased.then(() => res.writeHead(500).end("model overloaded"))
       } else {
         requests.embeddings++
         // Never answers in time.
@@ -326,7 +331,7 @@ describe("remote models that fail", () => {
       Summarizer.remote({
         baseUrl: `http://127.0.0.1:${port}/v1`,
         model: "tiny-chat",
-        timeout: "300 millis",
+        timeout: "60 seconds",
         retries: 2,
       }),
       EmbeddingProvider.withRemote(hashedEmbedder(), {
@@ -341,6 +346,7 @@ describe("remote models that fail", () => {
     flakyClient = await WorkingMemoryClient.connect({ servers: other.url })
   })
   afterAll(async () => {
+    releaseChat()
     await flakyClient?.close()
     await flaky?.runtime.dispose()
     await other?.stop()
@@ -362,6 +368,8 @@ describe("remote models that fail", () => {
     // While fading waits on the failing endpoints, the agent keeps building its context.
     const builds: number[] = []
     for (let i = 0; i < 5; i++) builds.push((await agent.buildContext()).seq)
+    await eventually("fading to ask the chat model for a summary", () => requests.chat > 0)
+    releaseChat()
     await settle(flaky, "patient", agent.lastSeq)
     const log = await readLog(other.url)
     const events = fadeEvents(log, "patient")

@@ -24,7 +24,9 @@ const wm = (...args: string[]) =>
 const SECRET = "The safe combination is 31-04-77 behind the painting."
 const T0 = Date.UTC(2024, 1, 1)
 
-it("forgetting an entry removes its content from the log, every projection, the substrate and replay", async () => {
+it("forgetting an entry removes its content from the log, every projection, the substrate and replay", {
+  timeout: 150_000,
+}, async () => {
   const agent = system.client.agent("forgetful")
   await agent.register({ role: "custom", budget: 150 })
   const { entryId } = await agent.record({ origin: "USER", content: SECRET, timestamp: T0 })
@@ -165,7 +167,7 @@ it("forgetting an entry recalled as a cue of the open step takes its cue out of 
   await agent.endStep(stepId)
 })
 
-it("forgetting an agent removes the agent and everything it recorded", async () => {
+it("forgetting an agent removes the agent and everything it recorded", { timeout: 150_000 }, async () => {
   const agent = system.client.agent("vanishing")
   await agent.register({ role: "main" })
   const { entryId } = await agent.record({ origin: "USER", content: "My passport number is X1234567." })

@@ -57,7 +57,9 @@ const eventsOn = async (entryId: string) =>
 const inWorking = async (agent: AgentClient, entryId: string) =>
   (await agent.view()).entries.find((e) => e.id === entryId && !e.transient)
 
-it("a long-term entry is referenced, rehydrated and forgotten by what its subject says, after a restart", async () => {
+it("a long-term entry is referenced, rehydrated and forgotten by what its subject says, after a restart", {
+  timeout: 150_000,
+}, async () => {
   const agent = system.client.agent("lookup")
   await agent.register({ role: "custom", budget: 200 })
   const clock = steppingClock(T0, 60_000)

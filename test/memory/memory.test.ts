@@ -12,6 +12,7 @@ import { LongTermStore, type LongTermStoreShape } from "../../services/memory/lo
 import { AgentSharing } from "../../services/platform/access/sharing.ts"
 import { steppingClock } from "../support/clock.ts"
 import { eventually } from "../support/eventually.ts"
+import { fadeSettled } from "../support/fade-settled.ts"
 import { FILLER_TURNS } from "../support/fillers.ts"
 import { cuesOf, lastSeq, readLog } from "../support/log.ts"
 import { startLongTermAlone } from "../support/longterm.ts"
@@ -138,7 +139,7 @@ describe("long-term memory and cues", () => {
 
     const before = await agent.view()
     await agent.reference(stepId, [puppy])
-    await expect.poll(async () => (await inWorking(agent, puppy))?.transient === false, { timeout: 5_000 }).toBe(true)
+    await expect.poll(async () => (await inWorking(agent, puppy))?.transient === false, { timeout: 15_000 }).toBe(true)
     const native = (await inWorking(agent, puppy))!
     expect(native.content).toBe("I adopted a golden retriever puppy named Biscuit last week.")
     // Fresh fade tracking: it counts as the newest entry, with no citations carried over.
@@ -160,7 +161,7 @@ describe("long-term memory and cues", () => {
       .poll(
         async () =>
           (await eventsOf("recaller", "CuesDropped")).some((e) => e.entryIds.includes(garden) && e.stepId === stepId),
-        { timeout: 5_000 },
+        { timeout: 15_000 },
       )
       .toBe(true)
     const view = await agent.view()
@@ -178,7 +179,7 @@ describe("reload triggers, each on its own", () => {
     const { stepId } = await agent.beginStep()
     await agent.reference(stepId, [ids[0]!])
     await expect
-      .poll(async () => (await inWorking(agent, ids[0]!))?.content, { timeout: 5_000 })
+      .poll(async () => (await inWorking(agent, ids[0]!))?.content, { timeout: 15_000 })
       .toBe("The spare key is under the blue flowerpot by the door.")
     const cue = (await cuesLogged("by-id")).find((e) => e.entryId === ids[0])
     expect(cue?.trigger).toBe("explicit-reference")
@@ -192,7 +193,7 @@ describe("reload triggers, each on its own", () => {
     const { stepId } = await agent.beginStep()
     const reply = await agent.reference(stepId, [], ["three layers of bechamel"])
     expect(reply.entryIds).toEqual([ids[0]])
-    await expect.poll(async () => (await inWorking(agent, ids[0]!)) !== undefined, { timeout: 5_000 }).toBe(true)
+    await expect.poll(async () => (await inWorking(agent, ids[0]!)) !== undefined, { timeout: 15_000 }).toBe(true)
     await agent.endStep(stepId)
   })
 
@@ -217,7 +218,7 @@ describe("reload triggers, each on its own", () => {
       .poll(
         async () =>
           (await cuesLogged("by-transition")).find((e) => e.entryId === ids[0] && e.stepId === stepId)?.trigger,
-        { timeout: 5_000 },
+        { timeout: 15_000 },
       )
       .toBe("task-transition")
     const built = await agent.buildContext({ stepId })
@@ -342,6 +343,9 @@ describe("filters, threads and warm-up", () => {
       { content: "First memory." },
       { content: "Second memory." },
     ])
+    // The most recent demotions are the last ones fading makes: let it finish, and read from the log's end.
+    await fadeSettled(system, "restarting")
+    agent.lastSeq = await lastSeq(system.server.url)
     const order = await demoted("restarting")
     const { entryIds } = await agent.warmUp(3)
     expect(entryIds).toHaveLength(3)
@@ -366,19 +370,17 @@ describe("the long-term projection", () => {
         await runtime.dispose()
       }
     }
-    // Fading goes on after the memorable entry demotes: compare once the log is quiet and the live store has
-    // stored all of it.
-    let seq = await lastSeq(system.server.url)
-    for (let quiet = 0; quiet < 5; ) {
-      await new Promise((r) => setTimeout(r, 200))
-      const now = await lastSeq(system.server.url)
-      quiet = now === seq ? quiet + 1 : 0
-      seq = now
-    }
+    // Fading goes on after the memorable entry demotes: compare a rebuild and the live store that both hold the
+    // log to one position, the log's end before the rebuild and still its end after both were read.
     const liveLongTerm = await system.services.runtime.runPromise(LongTerm as unknown as Effect.Effect<LongTermShape>)
-    await system.services.runtime.runPromise(liveLongTerm.waitFor(seq))
-    const first = await rebuild()
-    expect(first).toEqual(await listRecords({}))
-    expect(await rebuild()).toEqual(first)
+    const atOnePosition = await eventually("a rebuild and the live store at one log position", async () => {
+      const seq = await lastSeq(system.server.url)
+      const rebuilt = await rebuild()
+      await system.services.runtime.runPromise(liveLongTerm.waitFor(seq))
+      const stored = await listRecords({})
+      return (await lastSeq(system.server.url)) === seq ? { rebuilt, stored } : undefined
+    })
+    expect(atOnePosition.rebuilt).toEqual(atOnePosition.stored)
+    expect(await rebuild()).toEqual(atOnePosition.rebuilt)
   })
 })

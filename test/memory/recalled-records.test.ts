@@ -35,7 +35,11 @@ const counted = async (maxChars?: number) => {
   const log = await runtime.runPromise(SubstrateReader)
   const asked: string[] = []
   const substrate: SubstrateReaderShape = {
-    get: (agentId, entryId) => Effect.suspend(() => (asked.push(entryId), log.get(agentId, entryId))),
+    get: (agentId, entryId) =>
+      Effect.suspend(() => {
+        asked.push(entryId)
+        return log.get(agentId, entryId)
+      }),
   }
   const recalled = new RecalledRecords(maxChars)
   const reader = recalled.reader(substrate)
