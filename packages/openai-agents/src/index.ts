@@ -148,13 +148,6 @@ const itemOf = (origin: Origin, tags: ReadonlyArray<string>, text: string, assis
   return origin === "USER" ? { role: "user", content: text } : { role: "system", content: text }
 }
 
-/** What the adapter needs of an entry to serve it: who said it, its tags, and a text it may have been served at. */
-interface Source {
-  readonly id: string
-  readonly origin: Origin
-  readonly tags: ReadonlyArray<string>
-}
-
 const formBody = (item: ResponseOf<"buildContext">["items"][number], entry: ViewEntry) =>
   (item.form === "raw" ? entry.content : item.form === "keyPoints" ? entry.keyPoints : entry.summary)?.trim()
 
@@ -162,15 +155,13 @@ const formBody = (item: ResponseOf<"buildContext">["items"][number], entry: View
  * Each served item's block of the built context: its label and text as the builder rendered and counted them,
  * without the date lines between blocks, so the items together never hold more tokens than the context.
  *
- * The views are read around the build, and fading goes on meanwhile: an entry may hold another form in them
- * than the one it was served at, or have left working memory. A raw text never changes, so `raws` holds the
- * substrate's record of each raw item the views no longer carry; an item whose text is found nowhere is left out.
+ * Fading goes on while the session reads: an entry may hold another form in the view read after the build than
+ * the one it was served at, or have left working memory. Fading only ever takes forms away (key points keep the
+ * raw text beside them; a summary replaces both), so the view read before the build still holds the raw text
+ * and key points of what it held then, and the view read after it the summaries made since. An item found in
+ * neither is left out: what is served is what was counted.
  */
-const blocksOf = (
-  context: ResponseOf<"buildContext">,
-  views: ReadonlyArray<ReadonlyArray<ViewEntry>>,
-  raws: ReadonlyMap<string, ResponseOf<"getRaw">>,
-) => {
+const blocksOf = (context: ResponseOf<"buildContext">, views: ReadonlyArray<ReadonlyArray<ViewEntry>>) => {
   const byId = new Map<string, ViewEntry[]>()
   for (const entries of views)
     for (const entry of entries) {
@@ -178,18 +169,11 @@ const blocksOf = (
       if (held === undefined) byId.set(entry.id, [entry])
       else held.push(entry)
     }
-  const blocks: { readonly entry: Source; readonly text: string }[] = []
+  const blocks: { readonly entry: ViewEntry; readonly text: string }[] = []
   let cursor = 0
   for (const item of context.items) {
-    const held = byId.get(item.entryId) ?? []
-    const raw = raws.get(item.entryId)
-    const candidates: { readonly entry: Source; readonly body: string | undefined }[] = [
-      ...held.map((entry) => ({ entry, body: formBody(item, entry) })),
-      ...(raw === undefined
-        ? []
-        : [{ entry: { id: raw.entryId, origin: raw.origin, tags: raw.tags }, body: raw.content.trim() }]),
-    ]
-    for (const { entry, body } of candidates) {
+    for (const entry of byId.get(item.entryId) ?? []) {
+      const body = formBody(item, entry)
       if (!body) continue
       const at = context.text.indexOf(body, cursor)
       if (at < 0) continue
@@ -200,13 +184,6 @@ const blocksOf = (
     }
   }
   return blocks
-}
-
-/** The raw items of a context whose raw text none of the views carries any more. */
-const rawItemsMissing = (context: ResponseOf<"buildContext">, views: ReadonlyArray<ReadonlyArray<ViewEntry>>) => {
-  const withText = new Set<string>()
-  for (const entries of views) for (const entry of entries) if (entry.content) withText.add(entry.id)
-  return context.items.filter((item) => item.form === "raw" && !withText.has(item.entryId)).map((item) => item.entryId)
 }
 
 interface State {
@@ -330,11 +307,7 @@ export class WorkingMemorySession implements Session {
       const context = await agent.buildContext({ stepId, limit: this.#budget })
       // Read while the step is open: it holds the step's cues.
       const view = await agent.view()
-      const views = [view.entries, before.entries]
-      const raws = new Map(
-        await Promise.all(rawItemsMissing(context, views).map(async (id) => [id, await agent.raw(id)] as const)),
-      )
-      items = blocksOf(context, views, raws)
+      items = blocksOf(context, [view.entries, before.entries])
         .filter((block) => this.#serves(state, block.entry.id))
         .map((block) => itemOf(block.entry.origin, block.entry.tags, block.text, this.#assistantName))
     } finally {
