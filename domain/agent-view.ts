@@ -503,9 +503,10 @@ export const skipUndecodable = (view: AgentView, subject: string, seq: number): 
  * scattered through the heap made every check a chase of pointers), older ones
  * in frozen generations of SEEN_GENERATION, each a sorted Float64Array searched
  * by bisection (about 7 KB per agent, measured by `npm run bench:memory`; sets
- * of the hashes took 19 KB, sets of the ids 115–186 KB). A retry is kept from being applied twice at any age by
- * the request ledger (it never reaches the log again); this memory only
- * catches a copy of an event that reached the log under another message id.
+ * of the hashes took 19 KB, sets of the ids 115–186 KB). A retry is kept from
+ * being applied twice at any age by the request ledger (it never reaches the
+ * log again); this memory only catches a copy of an event that reached the log
+ * under another message id.
  * Two different ids share a hash with a chance of about 2^-53 per pair.
  */
 export interface SeenIds {

@@ -76,16 +76,22 @@ const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
 const texts = (payloads: ReadonlyArray<LongTermPayload>) =>
   payloads.map((p) => ({ entryId: p.entryId, summary: p.summary, keyPoints: p.keyPoints }))
 
-it("opens what a search and a lookup return, with the keys in memory or not, and leaves out a record whose key is destroyed", async () => {
-  const agentId = "sealed-reader"
+/** `count` records of the agent stored sealed in an embedded store, each under its own key, as the writer makes them. */
+const sealedRecords = async (agentId: string, count: number) => {
   const inner: LongTermStoreShape = makeEmbeddedStore()
   const writer = await keysOf(WRITER)
-  const written = Array.from({ length: 12 }, (_, i) => payload(agentId, i))
+  const written = Array.from({ length: count }, (_, i) => payload(agentId, i))
   // The writer makes each entry's key, as recording the entry does, and stores the records sealed.
   for (const p of written) await writer.keys.forWrite({ agentId, entryId: p.entryId }, true)
   await run(
     sealedLongTermStore(inner, writer.keys).upsert(written.map((p, i) => ({ payload: p, vector: vectorOf(i) }))),
   )
+  return { inner, written }
+}
+
+it("opens what a search and a lookup return, with the keys in memory or not, and leaves out a record whose key is destroyed", async () => {
+  const agentId = "sealed-reader"
+  const { inner, written } = await sealedRecords(agentId, 12)
   const stored = await run(inner.get(agentId, ["e0"]))
   expect(stored[0]!.summary.startsWith(SEALED_TEXT)).toBe(true)
 
@@ -118,13 +124,7 @@ it("opens what a search and a lookup return, with the keys in memory or not, and
 
 it("leaves out a record whose key is destroyed after the reader's memory let the key go for room", async () => {
   const agentId = "sealed-small-reader"
-  const inner: LongTermStoreShape = makeEmbeddedStore()
-  const writer = await keysOf(WRITER)
-  const written = Array.from({ length: 8 }, (_, i) => payload(agentId, i))
-  for (const p of written) await writer.keys.forWrite({ agentId, entryId: p.entryId }, true)
-  await run(
-    sealedLongTermStore(inner, writer.keys).upsert(written.map((p, i) => ({ payload: p, vector: vectorOf(i) }))),
-  )
+  const { inner, written } = await sealedRecords(agentId, 8)
   // A process that keeps four keys in memory: e0's is read, then let go for room as six others are read.
   const { nc, store: keys } = await processKeyStore(server.url, "small-reader", { cachedKeys: 4 })
   connections.push(nc)
