@@ -11,6 +11,7 @@ import type { MemoryEvent } from "../../contracts/events.ts"
 import { settings } from "../../contracts/settings.ts"
 import { EVENTS_STREAM } from "../../contracts/subjects.ts"
 import { type ContentKeysShape, openContentKeys } from "../../services/platform/keys/content-keys.ts"
+import { readToEnd } from "../../services/platform/log/read-to-end.ts"
 import { natsSettingsFromConfig, serverList } from "../../services/platform/nats/settings.ts"
 import { noProgress, type Progress } from "./progress.ts"
 
@@ -104,9 +105,8 @@ export const scanLog = async (
 
   let records = 0
   const keys = await contentKeysOf(nc)
-  const messages = await consumer.consume()
   try {
-    for await (const m of messages) {
+    for await (const m of readToEnd(consumer)) {
       if (m.seq > end) break
       // A key it cannot have (destroyed, or wrapped by a key-encryption key no longer held) is no reason
       // to stop: the audit shows what it cannot open as "(forgotten)", beside the event's metadata.
@@ -120,10 +120,9 @@ export const scanLog = async (
       })
       records++
       progress.update(records, m.seq, end)
-      if (m.seq >= end || m.info.pending === 0) break
+      if (m.seq >= end) break
     }
   } finally {
-    await messages.close().catch(() => undefined)
     progress.finish()
   }
   return { records, streamLastSeq }

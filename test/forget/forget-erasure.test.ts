@@ -36,6 +36,7 @@ import { eventually } from "../support/eventually.ts"
 import { readLog, sealedContentOf } from "../support/log.ts"
 import { filesHolding as filesHoldingIn } from "../support/store-files.ts"
 import { type RunningServices, settingsFor, startServices } from "../support/system.ts"
+import { within } from "../support/within.ts"
 
 const run = promisify(execFile)
 
@@ -78,15 +79,6 @@ const wm = (...args: string[]) =>
     cwd: process.cwd(),
     timeout: 60_000,
   })
-
-/** `work`, or a failure naming `what` once `ms` have passed. */
-const within = <A>(what: string, ms: number, work: Promise<A>): Promise<A> => {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms)
-  })
-  return Promise.race([work, late]).finally(() => clearTimeout(timer))
-}
 
 /**
  * A forget test runs phases that each wait on their own condition, with their own deadline: the entry's demotion

@@ -9,6 +9,7 @@ import { ALL_EVENTS, EVENTS_STREAM, entrySubject } from "../../contracts/subject
 import { openBytes } from "../../services/platform/keys/aead.ts"
 import { openContentKeys } from "../../services/platform/keys/content-keys.ts"
 import { makeSnapshotKeys, snapshotKeyName } from "../../services/platform/keys/snapshot-keys.ts"
+import { readToEnd } from "../../services/platform/log/read-to-end.ts"
 
 export interface StoredEvent {
   readonly seq: number
@@ -28,14 +29,12 @@ export const readLog = async (url: string, filter = ALL_EVENTS): Promise<StoredE
       deliver_policy: DeliverPolicy.All,
     })
     const keys = await openContentKeys(nc, Date.now)
-    const messages = await consumer.consume()
-    for await (const m of messages) {
+    for await (const m of readToEnd(consumer)) {
       await keys.load(m.data)
       const decoded = decodeEvent(m.data, keys.unseal)
       if (decoded.ok) out.push({ seq: m.seq, subject: m.subject, event: decoded.event })
-      if (m.seq >= last || m.info.pending === 0) break
+      if (m.seq >= last) break
     }
-    await messages.close()
     return out
   } finally {
     await nc.close()

@@ -6,6 +6,7 @@
  */
 import { type ConsumerMessages, DeliverPolicy, type JetStreamManager, type JsMsg } from "@nats-io/jetstream"
 import { agentKeyName, entryKeyName, KEY_BUCKET } from "../../../contracts/buckets.ts"
+import { readToEnd } from "../log/read-to-end.ts"
 import { Recent } from "./recent.ts"
 
 /** A key's newest record as stored (null once deleted) and its revision. */
@@ -68,18 +69,12 @@ export class KeyWatch {
     this.agents.clear()
     const js = jsm.jetstream()
     const newest = await js.consumers.get(this.stream, { deliver_policy: DeliverPolicy.LastPerSubject })
-    if ((await newest.info(true)).num_pending > 0) {
-      const pass = await newest.consume({ expires: EXPIRES_MS })
-      this.messages = pass
-      try {
-        for await (const m of pass) {
-          this.take(m)
-          if (m.info.pending === 0) break
-        }
-      } finally {
-        await pass.close().catch(() => undefined)
+    // A forget may erase keys the pass counted before it reaches them: the pass ends without them.
+    if ((await newest.info(true)).num_pending > 0)
+      for await (const m of readToEnd(newest)) {
+        if (this.ended) break
+        this.take(m)
       }
-    }
     if (this.ended) return 0
     const following = await js.consumers.get(this.stream, {
       deliver_policy: DeliverPolicy.StartSequence,

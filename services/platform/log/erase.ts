@@ -48,6 +48,7 @@ import {
   type Tombstone,
 } from "../../../domain/forget.ts"
 import { destroyContentKeys, remainingKeys } from "../keys/destroy-keys.ts"
+import { readToEnd } from "./read-to-end.ts"
 import { eraseMessages, storedRecords } from "./stored-messages.ts"
 
 export { eraseMessages, storedRecords }
@@ -125,16 +126,10 @@ export const sweepDeadLetters = async (nc: NatsConnection, tombstone?: Tombstone
   const consumer = await jetstream(nc).consumers.get(DEAD_LETTER_STREAM, { deliver_policy: DeliverPolicy.All })
   if ((await consumer.info(true)).num_pending === 0) return 0
   const candidates: Array<{ seq: number; data: Uint8Array }> = []
-  const messages = await consumer.consume()
-  try {
-    for await (const m of messages) {
-      const origin = originOf(m.data)
-      if (origin !== null && (tombstone === undefined || coversSubject(tombstone, origin.subject)))
-        candidates.push({ seq: m.seq, data: m.data })
-      if (m.info.pending === 0) break
-    }
-  } finally {
-    await messages.close().catch(() => undefined)
+  for await (const m of readToEnd(consumer)) {
+    const origin = originOf(m.data)
+    if (origin !== null && (tombstone === undefined || coversSubject(tombstone, origin.subject)))
+      candidates.push({ seq: m.seq, data: m.data })
   }
   let erased = 0
   for (const c of candidates) erased += await eraseDeadLetterIfOrphaned(jsm, c.seq, c.data)

@@ -12,6 +12,7 @@ import {
 } from "@nats-io/jetstream"
 import type { NatsConnection } from "@nats-io/transport-node"
 import type { StoredRecord } from "../../../domain/forget.ts"
+import { readToEnd } from "./read-to-end.ts"
 
 /**
  * An erasing delete of a message already gone — erased a moment ago by the
@@ -34,15 +35,7 @@ export const storedRecords = async (nc: NatsConnection, stream: string, filter: 
   const records: StoredRecord[] = []
   // The creation reply counts what matches; an empty filter would otherwise wait forever.
   if ((await consumer.info(true)).num_pending === 0) return records
-  const messages = await consumer.consume()
-  try {
-    for await (const m of messages) {
-      records.push({ seq: m.seq, subject: m.subject })
-      if (m.info.pending === 0) break
-    }
-  } finally {
-    await messages.close().catch(() => undefined)
-  }
+  for await (const m of readToEnd(consumer)) records.push({ seq: m.seq, subject: m.subject })
   return records
 }
 
