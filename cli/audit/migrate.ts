@@ -38,6 +38,7 @@ import type { MemoryEvent } from "../../contracts/events.ts"
 import { isSealed, mapContent } from "../../contracts/sealed.ts"
 import { ALL_EVENTS, EVENTS_STREAM, relocatedSubject } from "../../contracts/subjects.ts"
 import type { StoredJson } from "../../contracts/upcasters.ts"
+import { readToEnd } from "../../services/platform/log/read-to-end.ts"
 import { contentKeysOf } from "./log.ts"
 
 export const MIGRATION_STREAM = "WM_EVENTS_MIGRATION"
@@ -75,14 +76,9 @@ const readAll = async (
     filter_subjects: filter,
     deliver_policy: DeliverPolicy.All,
   })
-  const messages = await consumer.consume({ max_messages: 512 })
-  try {
-    for await (const m of messages) {
-      await onRecord({ subject: m.subject, data: m.data, header: (name) => m.headers?.get(name) ?? "" })
-      if (m.seq >= last || m.info.pending === 0) break
-    }
-  } finally {
-    await messages.close().catch(() => undefined)
+  for await (const m of readToEnd(consumer)) {
+    await onRecord({ subject: m.subject, data: m.data, header: (name) => m.headers?.get(name) ?? "" })
+    if (m.seq >= last) break
   }
 }
 
