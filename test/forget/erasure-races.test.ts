@@ -33,8 +33,12 @@ it("a read of stored messages ends while another erasure erases them, newest fir
   for (let round = 0; round < 5; round++) {
     const subject = `race.${round}`
     const published: number[] = []
-    for (let i = 0; i < 2_000; i++) published.push((await js.publish(subject, `m${i}`)).seq)
-    // Erased from the newest back, so the reader's last counted message is gone before it is delivered.
+    for (let i = 0; i < 2_000; i += 100)
+      published.push(
+        ...(await Promise.all(Array.from({ length: 100 }, () => js.publish(subject, "m")))).map((a) => a.seq),
+      )
+    published.sort((a, b) => a - b)
+    // Erased from the newest back, so the read's last counted message is often gone before it is delivered.
     const erasing = (async () => {
       for (let i = published.length; i > 0; i -= 64)
         await eraseMessages(jsm, "RACE", published.slice(Math.max(0, i - 64), i).reverse())
