@@ -3,8 +3,8 @@
  * matching messages are still to come; a read that waits for the last one counted waits forever when that
  * one is erased before it is delivered — and erasures race: the operator's `wm forget` and the eraser both
  * finish the same forget, each erasing what the other is reading. So messages are pulled in batches, and the
- * read ends at the message the server says is the last, or at a batch that comes back short: the server had
- * nothing more to send before the batch expired.
+ * read ends at the message the server says is the last, or at a batch that comes back short when the consumer
+ * has nothing left to deliver.
  */
 import type { Consumer, JsMsg } from "@nats-io/jetstream"
 
@@ -27,6 +27,8 @@ export async function* readToEnd(consumer: Consumer): AsyncGenerator<JsMsg> {
     } finally {
       await batch.close().catch(() => undefined)
     }
-    if (received < BATCH) return
+    // A short batch: nothing more came before it expired. The consumer says whether that was the end, or a
+    // server too busy to deliver in time (then it reads on).
+    if (received < BATCH && (await consumer.info()).num_pending === 0) return
   }
 }
