@@ -70,11 +70,17 @@ export class KeyWatch {
     const js = jsm.jetstream()
     const newest = await js.consumers.get(this.stream, { deliver_policy: DeliverPolicy.LastPerSubject })
     // A forget may erase keys the pass counted before it reaches them: the pass ends without them.
-    if ((await newest.info(true)).num_pending > 0)
-      for await (const m of readToEnd(newest)) {
-        if (this.ended) break
-        this.take(m)
-      }
+    try {
+      if ((await newest.info(true)).num_pending > 0)
+        for await (const m of readToEnd(newest)) {
+          if (this.ended) break
+          this.take(m)
+        }
+    } catch (error) {
+      // Stopped while it read: the connection closing under the pass is no failure.
+      if (this.ended) return 0
+      throw error
+    }
     if (this.ended) return 0
     const following = await js.consumers.get(this.stream, {
       deliver_policy: DeliverPolicy.StartSequence,
