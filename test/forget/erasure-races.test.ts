@@ -4,7 +4,7 @@
  * of stored messages an erasure makes must end when the messages it counted are erased under it.
  */
 import { jetstreamManager, StorageType } from "@nats-io/jetstream"
-import { connect, type NatsConnection } from "@nats-io/transport-node"
+import { connect } from "@nats-io/transport-node"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { forget } from "../../cli/audit/forget.ts"
 import { agentEvents } from "../../contracts/subjects.ts"
@@ -14,19 +14,13 @@ import { startTestSystem, type TestSystem } from "../support/system.ts"
 import { within } from "../support/within.ts"
 
 let system: TestSystem
-let nc: NatsConnection
-
 beforeAll(async () => {
   system = await startTestSystem()
-  nc = await connect({ servers: system.server.url })
 })
-
-afterAll(async () => {
-  await nc?.close()
-  await system?.stop()
-})
+afterAll(async () => system?.stop())
 
 it("a read of stored messages ends while another erasure erases them, newest first", async () => {
+  const nc = system.client.nc
   const jsm = await jetstreamManager(nc)
   await jsm.streams.add({ name: "RACE", subjects: ["race.>"], storage: StorageType.Memory })
   const js = jsm.jetstream()
